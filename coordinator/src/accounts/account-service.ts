@@ -1,0 +1,317 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { isPermission, isTokenScope, type Permission, type TokenScope } from '@sonar/shared';
+import type { Orm } from '../db/orm.js';
+import { AppError } from '../http/errors.js';
+import { IpRangeSet } from '../http/ip-ranges.js';
+import { parseCidr } from '../config.js';
+import { AccountRepository } from './account-repository.js';
+import {
+  DnsApiKey,
+  DnsIpWhitelistEntry,
+  DnsZonePermission,
+  PersonalAccessToken,
+  User,
+} from './entities.js';
+import { dummyPasswordHash, generatePassword, hashPassword, verifyPassword } from './password.js';
+import { DNS_KEY_PREFIX, PERSONAL_TOKEN_PREFIX, newSecret, sha256Hex } from './secrets.js';
+import type { AuthUser } from './types.js';
+
+const USERNAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$/;
+const ZONE_RE = /^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
+
+export function toAuthUser(user: User): AuthUser {
+  return {
+    id: user.id,
+    username: user.username,
+    email: user.email,
+    isAdmin: user.isAdmin,
+    permissions: [...user.permissions],
+  };
+}
+
+export function normalizeZone(zone: string): string {
+  const z = zone.trim().toLowerCase().replace(/\.$/, '');
+  if (!ZONE_RE.test(z)) throw invalid('zone', `"${zone}" is not a valid zone name`);
+  return z;
+}
+
+function invalid(field: string, message: string) {
+  return new AppError('validation_failed', message, { errors: { [field]: [message] } });
+}
+
+/**
+ * Rules for users, their permissions and zone rights, personal tokens, DNS API keys and the
+ * DNS IP whitelist. Used by the HTTP layer and by the admin CLI alike.
+ */
+export class AccountService {
+  private readonly repo = new AccountRepository();
+
+  constructor(private readonly orm: Orm) {}
+
+  private em(): EntityManager {
+    return this.orm.em.fork();
+  }
+
+  // ---- users -------------------------------------------------------------------------------
+
+  async createUser(input: {
+    username: string;
+    password?: string;
+    email?: string | null;
+    isAdmin?: boolean;
+    permissions?: string[];
+  }): Promise<{ user: AuthUser; password: string }> {
+    if (!USERNAME_RE.test(input.username)) {
+      throw invalid('username', 'must be 1-100 characters: letters, digits, dot, underscore, @ or dash, starting with a letter or digit');
+    }
+    const password = input.password ?? generatePassword();
+    if (password.length < 8) throw invalid('password', 'must be at least 8 characters');
+    const permissions = this.checkPermissions(input.permissions ?? []);
+    const em = this.em();
+    if (await this.repo.findUserByUsername(em, input.username)) {
+      throw new AppError('conflict', `user "${input.username}" already exists`);
+    }
+    const user = em.create(User, {
+      username: input.username,
+      email: input.email ?? null,
+      passwordHash: await hashPassword(password),
+      isAdmin: input.isAdmin ?? false,
+      permissions,
+    });
+    await em.flush();
+    return { user: toAuthUser(user), password };
+  }
+
+  async listUsers(): Promise<AuthUser[]> {
+    return (await this.repo.listUsers(this.em())).map(toAuthUser);
+  }
+
+  async findActiveUser(id: number): Promise<AuthUser | null> {
+    const user = await this.repo.findUserById(this.em(), id);
+    return user && !user.disabledAt ? toAuthUser(user) : null;
+  }
+
+  async findUser(username: string): Promise<AuthUser | null> {
+    const user = await this.repo.findUserByUsername(this.em(), username);
+    return user ? toAuthUser(user) : null;
+  }
+
+  /** Checks a username and password; the same work is done whether or not the user exists. */
+  async authenticatePassword(username: string, password: string): Promise<AuthUser> {
+    const user = await this.repo.findUserByUsername(this.em(), username);
+    const ok = await verifyPassword(password, user?.passwordHash ?? (await dummyPasswordHash()));
+    if (!user || !ok) throw new AppError('invalid_credentials', 'Invalid username or password.');
+    if (user.disabledAt) throw new AppError('account_disabled', 'This account is disabled.');
+    return toAuthUser(user);
+  }
+
+  async setPassword(username: string, password: string): Promise<void> {
+    if (password.length < 8) throw invalid('password', 'must be at least 8 characters');
+    await this.updateUser(username, async (user, em) => {
+      user.passwordHash = await hashPassword(password);
+      // A password change ends every browser session of that user.
+      await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
+    });
+  }
+
+  async setAdmin(username: string, isAdmin: boolean): Promise<AuthUser> {
+    return this.updateUser(username, async (user, em) => {
+      if (!isAdmin && user.isAdmin && (await this.repo.countAdmins(em)) <= 1) {
+        throw new AppError('conflict', 'refusing to remove the last administrator');
+      }
+      user.isAdmin = isAdmin;
+    });
+  }
+
+  async setDisabled(username: string, disabled: boolean): Promise<AuthUser> {
+    return this.updateUser(username, async (user, em) => {
+      user.disabledAt = disabled ? (user.disabledAt ?? new Date()) : null;
+      if (disabled) await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
+    });
+  }
+
+  async grantPermissions(username: string, permissions: string[]): Promise<AuthUser> {
+    const add = this.checkPermissions(permissions);
+    return this.updateUser(username, async (user) => {
+      user.permissions = [...new Set([...user.permissions, ...add])];
+    });
+  }
+
+  async revokePermissions(username: string, permissions: string[]): Promise<AuthUser> {
+    const remove = new Set(this.checkPermissions(permissions));
+    return this.updateUser(username, async (user) => {
+      user.permissions = user.permissions.filter((p) => !remove.has(p));
+    });
+  }
+
+  private checkPermissions(values: string[]): Permission[] {
+    const bad = values.filter((p) => !isPermission(p));
+    if (bad.length) throw invalid('permissions', `unknown permission(s): ${bad.join(', ')}`);
+    return values as Permission[];
+  }
+
+  private async updateUser(username: string, change: (user: User, em: EntityManager) => Promise<void>): Promise<AuthUser> {
+    const em = this.em();
+    return em.transactional(async (tx) => {
+      const user = await this.repo.findUserByUsername(tx, username);
+      if (!user) throw new AppError('not_found', `no user named "${username}"`);
+      await change(user, tx);
+      await tx.flush();
+      return toAuthUser(user);
+    });
+  }
+
+  // ---- DNS zone rights -----------------------------------------------------------------------
+
+  async grantZone(username: string, zone: string, rights: { read: boolean; write: boolean }) {
+    const name = normalizeZone(zone);
+    const em = this.em();
+    const user = await this.repo.findUserByUsername(em, username);
+    if (!user) throw new AppError('not_found', `no user named "${username}"`);
+    const row = (await this.repo.findZonePermission(em, user.id, name)) ?? em.create(DnsZonePermission, { user, zone: name });
+    // Write implies read: a zone you can change but not list would be a trap.
+    row.canRead = rights.read || rights.write;
+    row.canWrite = rights.write;
+    await em.flush();
+    return { zone: row.zone, can_read: row.canRead, can_write: row.canWrite };
+  }
+
+  async revokeZone(username: string, zone: string): Promise<boolean> {
+    const name = normalizeZone(zone);
+    const em = this.em();
+    const user = await this.repo.findUserByUsername(em, username);
+    if (!user) throw new AppError('not_found', `no user named "${username}"`);
+    const row = await this.repo.findZonePermission(em, user.id, name);
+    if (!row) return false;
+    await em.remove(row).flush();
+    return true;
+  }
+
+  async zoneRights(userId: number): Promise<Array<{ zone: string; canRead: boolean; canWrite: boolean }>> {
+    const rows = await this.repo.listZonePermissions(this.em(), userId);
+    return rows.map((r) => ({ zone: r.zone, canRead: r.canRead, canWrite: r.canWrite }));
+  }
+
+  // ---- personal access tokens --------------------------------------------------------------
+
+  async createPersonalToken(userId: number, input: { name: string; scopes: string[]; expiresInDays?: number }) {
+    const bad = input.scopes.filter((s) => !isTokenScope(s));
+    if (bad.length) throw invalid('scopes', `unknown scope(s): ${bad.join(', ')}`);
+    if (!input.scopes.length) throw invalid('scopes', 'at least one scope is required');
+    const name = input.name.trim();
+    if (!name || name.length > 100) throw invalid('name', 'must be 1-100 characters');
+    const em = this.em();
+    const user = await this.repo.findUserById(em, userId);
+    if (!user) throw new AppError('not_found', 'user not found');
+    const { secret, hash, displayPrefix } = newSecret(PERSONAL_TOKEN_PREFIX);
+    const token = em.create(PersonalAccessToken, {
+      user,
+      name,
+      scopes: [...new Set(input.scopes)] as TokenScope[],
+      tokenHash: hash,
+      prefix: displayPrefix,
+      expiresAt: input.expiresInDays ? new Date(Date.now() + input.expiresInDays * 86400_000) : null,
+    });
+    await em.flush();
+    return { token: secret, record: token };
+  }
+
+  async listPersonalTokens(userId: number) {
+    return this.repo.listTokens(this.em(), userId);
+  }
+
+  /** Revokes a token of `userId` (or any token when `asAdmin`). Returns false if not found. */
+  async revokePersonalToken(tokenId: number, userId: number, asAdmin = false): Promise<boolean> {
+    const em = this.em();
+    const token = await this.repo.findToken(em, tokenId);
+    if (!token || (!asAdmin && token.user.id !== userId)) return false;
+    token.revokedAt ??= new Date();
+    await em.flush();
+    return true;
+  }
+
+  /** Resolves a presented personal token; null when unknown, revoked, expired or its user is disabled. */
+  async verifyPersonalToken(secret: string): Promise<{ user: AuthUser; tokenId: number; scopes: TokenScope[] } | null> {
+    const em = this.em();
+    const token = await this.repo.findTokenByHash(em, sha256Hex(secret));
+    if (!token || token.revokedAt || (token.expiresAt && token.expiresAt <= new Date()) || token.user.disabledAt) {
+      return null;
+    }
+    await this.repo.touchToken(em, 'personal_access_tokens', token.id);
+    return { user: toAuthUser(token.user), tokenId: token.id, scopes: [...token.scopes] };
+  }
+
+  // ---- DNS API keys and whitelist ----------------------------------------------------------
+
+  async createDnsApiKey(input: { name: string; username?: string; expiresInDays?: number }) {
+    const em = this.em();
+    let user: User | null = null;
+    if (input.username) {
+      user = await this.repo.findUserByUsername(em, input.username);
+      if (!user) throw new AppError('not_found', `no user named "${input.username}"`);
+    }
+    const { secret, hash, displayPrefix } = newSecret(DNS_KEY_PREFIX);
+    const key = em.create(DnsApiKey, {
+      user,
+      name: input.name,
+      keyHash: hash,
+      prefix: displayPrefix,
+      expiresAt: input.expiresInDays ? new Date(Date.now() + input.expiresInDays * 86400_000) : null,
+    });
+    await em.flush();
+    return { key: secret, id: key.id, global: user === null };
+  }
+
+  async listDnsApiKeys() {
+    return this.repo.listDnsKeys(this.em());
+  }
+
+  async revokeDnsApiKey(id: number): Promise<boolean> {
+    const em = this.em();
+    const key = await this.repo.findDnsKey(em, id);
+    if (!key) return false;
+    key.revokedAt ??= new Date();
+    await em.flush();
+    return true;
+  }
+
+  async verifyDnsApiKey(secret: string): Promise<{ keyId: number; user: AuthUser | null } | null> {
+    const em = this.em();
+    const key = await this.repo.findDnsKeyByHash(em, sha256Hex(secret));
+    if (!key || key.revokedAt || (key.expiresAt && key.expiresAt <= new Date())) return null;
+    if (key.user?.disabledAt) return null;
+    await this.repo.touchToken(em, 'dns_api_keys', key.id);
+    return { keyId: key.id, user: key.user ? toAuthUser(key.user) : null };
+  }
+
+  async addWhitelist(cidr: string, note?: string) {
+    const parsed = parseCidr(cidr.trim());
+    if (!parsed) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
+    const canonical = `${parsed[0]}/${parsed[1]}`;
+    const em = this.em();
+    const existing = await this.repo.findWhitelistEntry(em, canonical);
+    if (existing) return existing;
+    const entry = em.create(DnsIpWhitelistEntry, { cidr: canonical, note: note ?? null });
+    await em.flush();
+    return entry;
+  }
+
+  async removeWhitelist(cidr: string): Promise<boolean> {
+    const parsed = parseCidr(cidr.trim());
+    if (!parsed) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
+    const em = this.em();
+    const entry = await this.repo.findWhitelistEntry(em, `${parsed[0]}/${parsed[1]}`);
+    if (!entry) return false;
+    await em.remove(entry).flush();
+    return true;
+  }
+
+  async listWhitelist() {
+    return this.repo.listWhitelist(this.em());
+  }
+
+  async isWhitelisted(ip: string): Promise<boolean> {
+    const entries = await this.repo.listWhitelist(this.em());
+    return entries.length > 0 && new IpRangeSet(entries.map((e) => e.cidr)).has(ip);
+  }
+}

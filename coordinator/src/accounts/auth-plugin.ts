@@ -1,0 +1,237 @@
+import fp from 'fastify-plugin';
+import fastifyCookie from '@fastify/cookie';
+import fastifySession from '@fastify/session';
+import fastifyCsrf from '@fastify/csrf-protection';
+import fastifyJwt from '@fastify/jwt';
+import CsrfTokens from '@fastify/csrf';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
+import { AppError, forbidden, unauthenticated } from '../http/errors.js';
+import type { AccountService } from './account-service.js';
+import { classifySecret, type SecretKind } from './secrets.js';
+import type { PgSessionStore } from './session-store.js';
+import { hasPermission, type AuthRequirement, type AuthUser, type Principal } from './types.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthRequirement;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+}
+
+declare module 'fastify' {
+  interface Session {
+    userId?: number;
+    _csrf?: string;
+  }
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: { sub: string; typ: 'access' };
+    user: { sub: string; typ: 'access'; iat: number; exp: number };
+  }
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+export const SESSION_COOKIE = 'sonar_session';
+
+interface Presented {
+  value: string;
+  kind: SecretKind;
+  where: 'bearer' | 'x-api-key' | 'apikey' | 'api_key';
+}
+
+/** Credentials in the request, in the order they are considered. */
+function presentedCredentials(request: FastifyRequest): Presented[] {
+  const found: Presented[] = [];
+  const auth = request.headers.authorization;
+  if (auth) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    // A malformed Authorization header is a credential that fails, not an absent one.
+    found.push({ value: m?.[1] ?? '', kind: m?.[1] ? classifySecret(m[1]) : 'unknown', where: 'bearer' });
+  }
+  const headerKey = request.headers['x-api-key'];
+  if (typeof headerKey === 'string' && headerKey) found.push({ value: headerKey, kind: classifySecret(headerKey), where: 'x-api-key' });
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  for (const name of ['apikey', 'api_key'] as const) {
+    const v = query[name];
+    if (typeof v === 'string' && v) found.push({ value: v, kind: classifySecret(v), where: name });
+  }
+  return found;
+}
+
+/** Whether a presented credential travels in a way the route accepts for its kind. */
+function transportAllowed(p: Presented, req: AuthRequirement): boolean {
+  switch (p.kind) {
+    case 'jwt':
+      return req.accept.includes('jwt') && p.where === 'bearer';
+    case 'personal_token':
+      return (
+        req.accept.includes('personal_token') &&
+        (p.where === 'bearer' || (req.tokenLegacyTransports === true && (p.where === 'x-api-key' || p.where === 'apikey')))
+      );
+    case 'dns_api_key':
+      return req.accept.includes('dns_api_key') && p.where !== 'apikey';
+    default:
+      return false;
+  }
+}
+
+export interface AuthPluginOptions {
+  config: Config;
+  accounts: AccountService;
+  sessionStore: PgSessionStore;
+}
+
+/**
+ * Turns a request into a Principal (or a 401/403) for every route that declares `config.auth`.
+ * Runs in preValidation: after rate limiting (onRequest), before body validation.
+ */
+export const authPlugin = fp(
+  async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
+    const { config, accounts, sessionStore } = opts;
+    const csrfTokens = CsrfTokens();
+
+    await app.register(fastifyCookie);
+    await app.register(fastifySession, {
+      secret: config.SESSION_SECRET,
+      cookieName: SESSION_COOKIE,
+      store: sessionStore,
+      saveUninitialized: false,
+      rolling: false,
+      cookie: {
+        path: '/',
+        httpOnly: true,
+        sameSite: 'lax',
+        secure: config.COOKIE_SECURE === 'auto' ? 'auto' : config.COOKIE_SECURE === 'true',
+        maxAge: config.SESSION_TTL_SECONDS * 1000,
+      },
+    });
+    await app.register(fastifyCsrf, { sessionPlugin: '@fastify/session' });
+    await app.register(fastifyJwt, {
+      secret: config.JWT_SECRET,
+      sign: { expiresIn: config.JWT_TTL_SECONDS, algorithm: 'HS256' },
+      verify: { algorithms: ['HS256'] },
+    });
+
+    app.decorateRequest('principal', null);
+
+    async function verifyPresented(request: FastifyRequest, p: Presented): Promise<Principal> {
+      if (p.kind === 'jwt') {
+        let sub: string;
+        try {
+          const payload = app.jwt.verify<{ sub: string; typ: string }>(p.value);
+          if (payload.typ !== 'access') throw new Error('wrong token type');
+          sub = payload.sub;
+        } catch {
+          throw unauthenticated('The bearer token is invalid or expired.');
+        }
+        const user = await accounts.findActiveUser(Number(sub));
+        if (!user) throw unauthenticated('The bearer token no longer maps to an active user.');
+        return { via: 'jwt', user, accessType: 'authenticated' };
+      }
+      if (p.kind === 'personal_token') {
+        const token = await accounts.verifyPersonalToken(p.value);
+        if (!token) throw unauthenticated('The access token is invalid, expired or revoked.');
+        return { via: 'personal_token', user: token.user, tokenId: token.tokenId, scopes: token.scopes, accessType: 'authenticated' };
+      }
+      const key = await accounts.verifyDnsApiKey(p.value);
+      if (!key) throw unauthenticated('The API key is invalid, expired or revoked.');
+      return {
+        via: 'dns_api_key',
+        user: key.user,
+        keyId: key.keyId,
+        accessType: key.user ? 'authenticated' : 'api_key_global',
+      };
+    }
+
+    async function resolve(request: FastifyRequest, req: AuthRequirement): Promise<Principal> {
+      const presented = presentedCredentials(request);
+      if (presented.length > 0) {
+        // Explicit credentials never fall back to the browser session or the IP whitelist.
+        const usable = presented.find((p) => transportAllowed(p, req));
+        if (!usable) {
+          throw unauthenticated(
+            presented.some((p) => p.kind === 'unknown')
+              ? 'The credential is malformed or unknown.'
+              : 'This endpoint does not accept the kind of credential that was sent.',
+          );
+        }
+        return verifyPresented(request, usable);
+      }
+      if (req.accept.includes('session')) {
+        const userId = request.session?.userId;
+        if (typeof userId === 'number') {
+          const user = await accounts.findActiveUser(userId);
+          if (user) return { via: 'session', user, accessType: 'authenticated' };
+        }
+      }
+      if (req.accept.includes('ip_whitelist') && (await accounts.isWhitelisted(request.ip))) {
+        return { via: 'ip_whitelist', user: null, accessType: 'ip_whitelist' };
+      }
+      throw unauthenticated();
+    }
+
+    function authorize(principal: Principal, req: AuthRequirement) {
+      const user: AuthUser | null = principal.user;
+      if (req.adminOnly && !user?.isAdmin) throw forbidden('Administrator access is required.');
+      if (req.scope && principal.via === 'personal_token' && !principal.scopes.includes(req.scope)) {
+        throw forbidden(`The access token lacks the scope "${req.scope}".`);
+      }
+      for (const permission of req.permissions ?? []) {
+        if (!user || !hasPermission(user, permission)) throw forbidden(`The permission "${permission}" is required.`);
+      }
+    }
+
+    function checkCsrf(request: FastifyRequest) {
+      const secret = request.session?._csrf;
+      const body = request.body as Record<string, unknown> | undefined;
+      const h = request.headers;
+      const token =
+        (typeof body?._csrf === 'string' ? body._csrf : undefined) ??
+        [h['x-csrf-token'], h['csrf-token'], h['x-xsrf-token'], h['xsrf-token']].find((v): v is string => typeof v === 'string');
+      if (!secret || !token || !csrfTokens.verify(secret, token)) {
+        throw new AppError('csrf_invalid', 'Missing or invalid CSRF token; reload the page and try again.');
+      }
+    }
+
+    app.addHook('preValidation', async (request) => {
+      const requirement = request.routeOptions.config.auth;
+      if (!requirement) return;
+      const principal = await resolve(request, requirement);
+      if (principal.via === 'session' && !SAFE_METHODS.has(request.method)) checkCsrf(request);
+      authorize(principal, requirement);
+      request.principal = principal;
+    });
+
+    /** Exposed for page routes that render differently for signed-in users without requiring it. */
+    app.decorate('sessionUser', async (request: FastifyRequest): Promise<AuthUser | null> => {
+      const id = request.session?.userId;
+      return typeof id === 'number' ? accounts.findActiveUser(id) : null;
+    });
+    app.decorate('verifyCsrf', checkCsrf);
+  },
+  { name: 'sonar-auth' },
+);
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    sessionUser(request: FastifyRequest): Promise<AuthUser | null>;
+    verifyCsrf(request: FastifyRequest): void;
+  }
+}
+
+/** The principal of a route that declared `config.auth` (the hook guarantees it is set). */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw unauthenticated();
+  return request.principal;
+}
+
+export function userOf(request: FastifyRequest): AuthUser {
+  const p = principalOf(request);
+  if (!p.user) throw forbidden('A user account is required for this action.');
+  return p.user;
+}

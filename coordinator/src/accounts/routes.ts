@@ -1,0 +1,133 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import {
+  createTokenRequestSchema,
+  errorBodySchema,
+  loginRequestSchema,
+  loginResponseSchema,
+  tokenSummarySchema,
+  userSummarySchema,
+} from '@sonar/shared';
+import type { Config } from '../config.js';
+import { notFound } from '../http/errors.js';
+import type { AccountService } from './account-service.js';
+import { userOf } from './auth-plugin.js';
+import { presentToken, presentUser } from './presenters.js';
+import type { AuthRequirement } from './types.js';
+
+const signedIn: AuthRequirement = { accept: ['session', 'jwt'] };
+const errors = { 401: errorBodySchema, 403: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
+
+/** JSON account API: JWT login, the caller's identity, personal access tokens. */
+export async function accountRoutes(app: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
+  const { config, accounts } = opts;
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  r.post('/api/account/login', {
+    config: { rateLimit: { max: config.LOGIN_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000 } },
+    schema: {
+      tags: ['accounts'],
+      summary: 'Exchange a username and password for a JWT bearer token',
+      description:
+        'The token is accepted as `Authorization: Bearer <JWT>` wherever the API says "session or JWT". It expires after JWT_TTL_SECONDS.',
+      body: loginRequestSchema,
+      response: { 200: loginResponseSchema, ...errors },
+    },
+    handler: async (request) => {
+      const user = await accounts.authenticatePassword(request.body.username, request.body.password);
+      const token = app.jwt.sign({ sub: String(user.id), typ: 'access' });
+      const expiresAt = new Date(Date.now() + config.JWT_TTL_SECONDS * 1000);
+      request.log.info({ userId: user.id }, 'jwt issued');
+      return {
+        ok: true as const,
+        token,
+        token_type: 'Bearer' as const,
+        expires_in: config.JWT_TTL_SECONDS,
+        expires_at: expiresAt.toISOString(),
+        user: presentUser(user),
+      };
+    },
+  });
+
+  r.get('/api/account/me', {
+    config: { auth: signedIn },
+    schema: {
+      tags: ['accounts'],
+      summary: 'The signed-in user',
+      security: [{ session: [] }, { bearerJwt: [] }],
+      response: {
+        200: z.object({
+          ok: z.literal(true),
+          user: userSummarySchema,
+          zones: z.array(z.object({ zone: z.string(), can_read: z.boolean(), can_write: z.boolean() })),
+        }),
+        ...errors,
+      },
+    },
+    handler: async (request) => {
+      const user = userOf(request);
+      const zones = await accounts.zoneRights(user.id);
+      return {
+        ok: true as const,
+        user: presentUser(user),
+        zones: zones.map((z) => ({ zone: z.zone, can_read: z.canRead, can_write: z.canWrite })),
+      };
+    },
+  });
+
+  r.get('/api/account/tokens', {
+    config: { auth: signedIn },
+    schema: {
+      tags: ['accounts'],
+      summary: "The caller's personal access tokens (never their secret values)",
+      security: [{ session: [] }, { bearerJwt: [] }],
+      response: { 200: z.object({ ok: z.literal(true), tokens: z.array(tokenSummarySchema) }), ...errors },
+    },
+    handler: async (request) => {
+      const tokens = await accounts.listPersonalTokens(userOf(request).id);
+      return { ok: true as const, tokens: tokens.map(presentToken) };
+    },
+  });
+
+  r.post('/api/account/tokens', {
+    config: { auth: signedIn },
+    schema: {
+      tags: ['accounts'],
+      summary: 'Create a personal access token; its value is shown only in this response',
+      description: 'From a browser session the request needs the `X-CSRF-Token` header.',
+      security: [{ session: [] }, { bearerJwt: [] }],
+      body: createTokenRequestSchema,
+      response: {
+        201: z.object({ ok: z.literal(true), token: z.string(), token_info: tokenSummarySchema }),
+        ...errors,
+      },
+    },
+    handler: async (request, reply) => {
+      const { token, record } = await accounts.createPersonalToken(userOf(request).id, {
+        name: request.body.name,
+        scopes: request.body.scopes,
+        ...(request.body.expires_in_days ? { expiresInDays: request.body.expires_in_days } : {}),
+      });
+      return reply.code(201).send({ ok: true as const, token, token_info: presentToken(record) });
+    },
+  });
+
+  r.delete('/api/account/tokens/:tokenId', {
+    config: { auth: signedIn },
+    schema: {
+      tags: ['accounts'],
+      summary: 'Revoke one of your personal access tokens',
+      security: [{ session: [] }, { bearerJwt: [] }],
+      params: z.object({ tokenId: z.coerce.number().int().positive() }),
+      response: { 200: z.object({ ok: z.literal(true), revoked: z.literal(true) }), 404: errorBodySchema, ...errors },
+    },
+    handler: async (request) => {
+      const user = userOf(request);
+      if (!(await accounts.revokePersonalToken(request.params.tokenId, user.id, user.isAdmin))) {
+        throw notFound('No such token.');
+      }
+      return { ok: true as const, revoked: true as const };
+    },
+  });
+}

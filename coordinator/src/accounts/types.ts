@@ -1,0 +1,40 @@
+import type { Permission, TokenScope, DnsAccessType } from '@sonar/shared';
+
+/** The part of a user that authorization needs; never an ORM entity. */
+export interface AuthUser {
+  id: number;
+  username: string;
+  email: string | null;
+  isAdmin: boolean;
+  permissions: Permission[];
+}
+
+export type Transport = 'session' | 'jwt' | 'personal_token' | 'dns_api_key' | 'ip_whitelist';
+
+/** Who is calling, and how they proved it. */
+export type Principal =
+  | { via: 'session' | 'jwt'; user: AuthUser; accessType: 'authenticated' }
+  | { via: 'personal_token'; user: AuthUser; tokenId: number; scopes: TokenScope[]; accessType: 'authenticated' }
+  | { via: 'dns_api_key'; user: AuthUser | null; keyId: number; accessType: Extract<DnsAccessType, 'authenticated' | 'api_key_global'> }
+  | { via: 'ip_whitelist'; user: null; accessType: 'ip_whitelist' };
+
+/** What a route declares in `config.auth`. */
+export interface AuthRequirement {
+  /** Credential kinds the route accepts; anything else presented is refused with 401. */
+  accept: Transport[];
+  /**
+   * Personal tokens always work as `Authorization: Bearer`; with this flag the legacy
+   * `X-Api-Key` header and `apikey` query parameter work too (speech token API).
+   */
+  tokenLegacyTransports?: boolean;
+  /** Scope a personal token must carry (403 without it). */
+  scope?: TokenScope;
+  /** Permissions the user must hold (403 without them); administrators bypass. */
+  permissions?: Permission[];
+  /** Only administrators (403 otherwise). */
+  adminOnly?: boolean;
+}
+
+export function hasPermission(user: AuthUser, permission: Permission): boolean {
+  return user.isAdmin || user.permissions.includes(permission);
+}

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import fastifyRateLimit from '@fastify/rate-limit';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Redis } from 'ioredis';
+import type { Config } from './config.js';
+import type { Orm } from './db/orm.js';
+import { AccountService } from './accounts/account-service.js';
+import { authPlugin } from './accounts/auth-plugin.js';
+import { accountsPlugin } from './accounts/plugin.js';
+import { PgSessionStore } from './accounts/session-store.js';
+import { assistantPlugin } from './assistant/plugin.js';
+import { dnsPlugin } from './dns/plugin.js';
+import { installDomainErrors, okReasonBody } from './http/errors.js';
+import { Metrics, metricsPlugin } from './http/metrics.js';
+import { openApiPlugin } from './http/openapi.js';
+import { ircPlugin } from './irc/plugin.js';
+import { platformPlugin } from './platform/plugin.js';
+import { speechPlugin } from './speech/plugin.js';
+
+export interface AppDeps {
+  config: Config;
+  orm: Orm;
+  redis: Redis;
+  version: string;
+  metrics?: Metrics;
+  /** Pino options (or false); defaults to LOG_LEVEL from the configuration. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+/** What every domain plugin receives. */
+export interface DomainDeps {
+  config: Config;
+  orm: Orm;
+  redis: Redis;
+  accounts: AccountService;
+  metrics: Metrics;
+  version: string;
+}
+
+/**
+ * The Fastify application, without listening: tests drive it with app.inject(), main.ts and the
+ * quick start call listen(). Order matters: rate limit (onRequest) → auth (preValidation) →
+ * zod validation → handler → zod response serialization.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, orm, redis, version } = deps;
+  const metrics = deps.metrics ?? new Metrics();
+  const app = Fastify({
+    logger: deps.logger ?? { level: config.LOG_LEVEL },
+    // A hop count is valid for Fastify (proxy-addr) even though its types only list the other forms.
+    trustProxy: config.TRUST_PROXY as boolean | string[],
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    bodyLimit: 1024 * 1024,
+    return503OnClosing: true,
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.addHook('onSend', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+
+  const accounts = new AccountService(orm);
+  const sessionStore = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
+  const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, version };
+
+  if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
+  await app.register(fastifyRateLimit, {
+    global: false,
+    redis,
+    nameSpace: `${config.REDIS_KEY_PREFIX}rl:`,
+    skipOnError: true,
+  });
+  await app.register(metricsPlugin, { config, metrics });
+  await app.register(authPlugin, { config, accounts, sessionStore });
+
+  installDomainErrors(app, okReasonBody);
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(
+      request.url.startsWith('/irc/api')
+        ? { success: false, error: 'Not found.' }
+        : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
+    ),
+  );
+
+  await app.register(platformPlugin, { version });
+  await app.register(accountsPlugin, domainDeps);
+  await app.register(speechPlugin, domainDeps);
+  await app.register(dnsPlugin, domainDeps);
+  await app.register(assistantPlugin, domainDeps);
+  await app.register(ircPlugin, domainDeps);
+
+  app.decorate('deps', domainDeps);
+  return app;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    deps: DomainDeps;
+  }
+}

@@ -1,0 +1,114 @@
+import { isIPv4, isIPv6 } from 'node:net';
+import { z } from 'zod';
+
+/**
+ * Every setting of the coordinator comes from an environment variable validated here.
+ * README.md and .env.example document each one; keep the three in step.
+ */
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+const cidrList = z
+  .string()
+  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .pipe(
+    z.array(
+      z.string().refine((s) => parseCidr(s) !== null, { message: 'must be an IPv4/IPv6 address or CIDR range' }),
+    ),
+  );
+
+const secret = z.string().min(32, 'must be at least 32 characters');
+
+export const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PORT: port.default(8080),
+  PUBLIC_BASE_URL: z.url().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  TRUST_PROXY: z.string().default('false'),
+
+  DATABASE_URL: z.url().refine((u) => /^postgres(ql)?:/.test(u), 'must be a postgres:// URL'),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  DATABASE_MIGRATE_ON_START: bool.default(true),
+
+  REDIS_URL: z.url().refine((u) => /^rediss?:/.test(u), 'must be a redis:// or rediss:// URL'),
+  REDIS_KEY_PREFIX: z.string().default('sonar:'),
+
+  GRPC_HOST: z.string().min(1).default('0.0.0.0'),
+  GRPC_PORT: port.default(50051),
+
+  SESSION_SECRET: secret,
+  SESSION_TTL_SECONDS: z.coerce.number().int().min(60).default(12 * 3600),
+  COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
+  JWT_SECRET: secret,
+  JWT_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86400).default(3600),
+  LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
+
+  METRICS_ENABLED: bool.default(true),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  METRICS_ALLOW: cidrList.default(['127.0.0.0/8', '::1/128']),
+
+  OPENAPI_ENABLED: bool.default(true),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface Config extends Omit<Env, 'PUBLIC_BASE_URL' | 'TRUST_PROXY'> {
+  PUBLIC_BASE_URL: string;
+  TRUST_PROXY: boolean | number | string[];
+}
+
+export class ConfigError extends Error {
+  constructor(public readonly issues: string[]) {
+    super(`Invalid configuration:\n${issues.map((i) => `  - ${i}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Treat empty strings as unset so `FOO=` in an env file means "use the default".
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => {
+        const name = issue.path.join('.') || '(environment)';
+        const got = cleaned[name] === undefined ? 'it is not set' : 'got an invalid value';
+        return `${name}: ${issue.message} (${got})`;
+      }),
+    );
+  }
+  const e = parsed.data;
+  const publicBase = (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  return { ...e, PUBLIC_BASE_URL: publicBase, TRUST_PROXY: parseTrustProxy(e.TRUST_PROXY) };
+}
+
+function parseTrustProxy(value: string): boolean | number | string[] {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  if (/^\d+$/.test(value)) return Number(value);
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const item of list) {
+    if (parseCidr(item) === null) throw new ConfigError([`TRUST_PROXY: "${item}" is not true, false, a hop count or an address/CIDR list`]);
+  }
+  return list;
+}
+
+/** Returns [address, prefix, family] for "10.0.0.0/8", "::1" or "127.0.0.1"; null when malformed. */
+export function parseCidr(value: string): [string, number, 'ipv4' | 'ipv6'] | null {
+  const [addr, prefixText] = value.split('/');
+  if (!addr) return null;
+  const family = isIPv4(addr) ? 'ipv4' : isIPv6(addr) ? 'ipv6' : null;
+  if (!family) return null;
+  const max = family === 'ipv4' ? 32 : 128;
+  if (prefixText === undefined) return [addr, max, family];
+  if (!/^\d+$/.test(prefixText)) return null;
+  const prefix = Number(prefixText);
+  if (prefix > max) return null;
+  return [addr, prefix, family];
+}

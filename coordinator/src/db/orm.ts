@@ -1,0 +1,47 @@
+import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import type { Logger } from 'pino';
+import { accountSchemas } from '../accounts/entities.js';
+import { migrationsList } from './migrations/index.js';
+
+export type Orm = MikroORM;
+
+export const entitySchemas = [...accountSchemas];
+
+export interface OrmOptions {
+  databaseUrl: string;
+  poolMax: number;
+  logger?: Logger;
+}
+
+export function ormConfig(opts: OrmOptions) {
+  return defineConfig({
+    clientUrl: opts.databaseUrl,
+    entities: entitySchemas,
+    extensions: [Migrator],
+    pool: { min: 0, max: opts.poolMax },
+    discovery: { warnWhenNoEntities: true },
+    allowGlobalContext: false,
+    forceUtcTimezone: true,
+    debug: false,
+    logger: (message) => opts.logger?.debug({ orm: true }, message),
+    migrations: {
+      migrationsList,
+      tableName: 'mikro_orm_migrations',
+      transactional: true,
+      allOrNothing: true,
+      disableForeignKeys: false,
+      snapshot: false,
+    },
+  });
+}
+
+export async function openOrm(opts: OrmOptions): Promise<Orm> {
+  return MikroORM.init(ormConfig(opts));
+}
+
+/** Applies every committed migration that has not run yet; returns the names applied. */
+export async function migrate(orm: Orm): Promise<string[]> {
+  const applied = await orm.getMigrator().up();
+  return applied.map((m) => m.name);
+}

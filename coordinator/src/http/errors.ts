@@ -1,0 +1,134 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Reason } from '@sonar/shared';
+
+/**
+ * Errors are values: a documented reason code, a human message and optional per-field details.
+ * Each domain plugin installs one error handler that maps reasons to HTTP statuses and to its
+ * documented body shape; nothing else in a domain decides a status code.
+ */
+export class AppError extends Error {
+  constructor(
+    readonly reason: Reason,
+    message: string,
+    readonly details: { errors?: Record<string, string[]>; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+}
+
+export const unauthenticated = (message = 'Authentication required.') => new AppError('unauthenticated', message);
+export const forbidden = (message = 'You are not allowed to do this.') => new AppError('forbidden', message);
+export const notFound = (message = 'Not found.') => new AppError('not_found', message);
+export const validationFailed = (errors: Record<string, string[]>, message?: string) =>
+  new AppError('validation_failed', message ?? firstMessage(errors) ?? 'The request is invalid.', { errors });
+
+function firstMessage(errors: Record<string, string[]>): string | undefined {
+  for (const [field, messages] of Object.entries(errors)) {
+    if (messages[0]) return `${field}: ${messages[0]}`;
+  }
+  return undefined;
+}
+
+/** Status of each reason; a domain overrides entries where its contract differs (DNS: validation is 400). */
+export const DEFAULT_STATUS: Record<Reason, number> = {
+  unauthenticated: 401,
+  invalid_credentials: 401,
+  forbidden: 403,
+  csrf_invalid: 403,
+  account_disabled: 403,
+  not_found: 404,
+  validation_failed: 422,
+  conflict: 409,
+  rate_limited: 429,
+  internal_error: 500,
+  service_unavailable: 503,
+  required_paths_missing_or_unreadable: 404,
+  missing_query: 422,
+  cache_unavailable: 409,
+  cname_conflict: 409,
+  cache_invalidation_disabled: 403,
+  cache_clear_protected: 403,
+};
+
+export interface NormalizedError {
+  status: number;
+  reason: Reason;
+  message: string;
+  errors?: Record<string, string[]>;
+  headers?: Record<string, string>;
+}
+
+/** Turns anything thrown in a route into a documented reason (never leaking internals on 5xx). */
+export function normalizeError(
+  error: unknown,
+  request: FastifyRequest,
+  statusOverrides: Partial<Record<Reason, number>> = {},
+): NormalizedError {
+  const statusOf = (reason: Reason) => statusOverrides[reason] ?? DEFAULT_STATUS[reason];
+
+  if (error instanceof AppError) {
+    return {
+      status: statusOf(error.reason),
+      reason: error.reason,
+      message: error.message,
+      ...(error.details.errors ? { errors: error.details.errors } : {}),
+      ...(error.details.headers ? { headers: error.details.headers } : {}),
+    };
+  }
+
+  const fe = error as Partial<FastifyError> & { validation?: Array<{ instancePath?: string; message?: string }> };
+  if (Array.isArray(fe.validation)) {
+    const errors: Record<string, string[]> = {};
+    for (const issue of fe.validation) {
+      const field = (issue.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || fe.validationContext || 'request';
+      (errors[field] ??= []).push(issue.message ?? 'is invalid');
+    }
+    const e = validationFailed(errors);
+    return { status: statusOf('validation_failed'), reason: 'validation_failed', message: e.message, errors };
+  }
+
+  const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
+  if (status === 429) {
+    return { status, reason: 'rate_limited', message: 'Too many requests; slow down and retry later.' };
+  }
+  if (status === 404) return { status, reason: 'not_found', message: 'Not found.' };
+  if (status >= 400 && status < 500) {
+    // Fastify's own client errors: malformed JSON, unsupported content type, body too large.
+    return {
+      status: status === 400 ? statusOf('validation_failed') : status,
+      reason: 'validation_failed',
+      message: fe.message ?? 'The request is invalid.',
+      errors: { request: [fe.message ?? 'is invalid'] },
+    };
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return { status: statusOf('internal_error'), reason: 'internal_error', message: 'Internal server error.' };
+}
+
+export type ErrorBodyShape = (e: NormalizedError) => unknown;
+
+/** `{ok:false, reason, message, errors?}`: the shape of every area except the chat-log archive. */
+export const okReasonBody: ErrorBodyShape = (e) => ({
+  ok: false,
+  reason: e.reason,
+  message: e.message,
+  ...(e.errors ? { errors: e.errors } : {}),
+});
+
+/** `{success:false, error}`: the chat-log archive's documented shape. */
+export const successErrorBody: ErrorBodyShape = (e) => ({ success: false, error: e.message });
+
+export function sendError(reply: FastifyReply, e: NormalizedError, shape: ErrorBodyShape) {
+  if (e.headers) void reply.headers(e.headers);
+  return reply.code(e.status).type('application/json; charset=utf-8').serializer(JSON.stringify).send(shape(e));
+}
+
+/** Installs the error and not-found handlers of one domain (call inside the domain's plugin). */
+export function installDomainErrors(
+  app: FastifyInstance,
+  shape: ErrorBodyShape,
+  statusOverrides: Partial<Record<Reason, number>> = {},
+) {
+  app.setErrorHandler((error, request, reply) => sendError(reply, normalizeError(error, request, statusOverrides), shape));
+}

@@ -1,0 +1,35 @@
+import type { FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+
+/**
+ * OpenAPI 3 document generated from the zod schemas every route declares; served as JSON at
+ * /openapi.json and browsable at /docs.
+ */
+export async function openApiPlugin(app: FastifyInstance, opts: { version: string; publicBaseUrl: string }) {
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Sonar coordinator API',
+        version: opts.version,
+        description:
+          'Speech transcription queue, DNS zone editor, organization assistant connector, chat-log archive and platform endpoints. ' +
+          'Errors use `{ok:false, reason, message, errors?}` except the chat-log archive (`{success:false, error}`).',
+      },
+      servers: [{ url: opts.publicBaseUrl }],
+      components: {
+        securitySchemes: {
+          session: { type: 'apiKey', in: 'cookie', name: 'sonar_session', description: 'Browser session; mutations need X-CSRF-Token.' },
+          bearerJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'From POST /api/account/login.' },
+          personalToken: { type: 'http', scheme: 'bearer', description: 'Personal access token (sonar_pat_…).' },
+          dnsApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'DNS API key (sonar_dns_…); also as Bearer or ?api_key=.' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}

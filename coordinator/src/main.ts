@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+import { ConfigError, loadConfig } from './config.js';
+import { startCoordinator } from './service.js';
+
+/** Production entry point: configuration from the environment, graceful shutdown on signals. */
+async function main() {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+  const svc = await startCoordinator(config);
+  svc.logger.info({ url: svc.url, grpcPort: svc.grpcPort }, 'coordinator ready');
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    svc.logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      svc.logger.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, 30_000);
+    force.unref();
+    svc.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,81 @@
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import pino, { type Logger } from 'pino';
+import { buildApp } from './app.js';
+import type { Config } from './config.js';
+import { migrate, openOrm, type Orm } from './db/orm.js';
+import { startGrpcServer, type GrpcServer } from './grpc/server.js';
+import { Metrics } from './http/metrics.js';
+import { PgSessionStore } from './accounts/session-store.js';
+import { startMaintenance } from './queue/maintenance.js';
+import { readPlatformVersion } from './version.js';
+
+export interface RunningCoordinator {
+  app: FastifyInstance;
+  orm: Orm;
+  redis: Redis;
+  grpc: GrpcServer;
+  url: string;
+  grpcPort: number;
+  logger: Logger;
+  /** Drains HTTP, gRPC and queue workers, then closes Redis and the database pool. */
+  close(): Promise<void>;
+}
+
+export function connectRedis(url: string): Redis {
+  // Finite retries so an outage fails requests instead of hanging them; BullMQ workers get
+  // their own blocking duplicate with unlimited retries.
+  return new Redis(url, { maxRetriesPerRequest: 3, connectTimeout: 5_000, enableReadyCheck: true, lazyConnect: false });
+}
+
+/** Starts a coordinator: database (with migrations), Redis, queues, HTTP and gRPC. */
+export async function startCoordinator(config: Config, opts: { logger?: Logger } = {}): Promise<RunningCoordinator> {
+  const logger = opts.logger ?? pino({ level: config.LOG_LEVEL });
+  const version = readPlatformVersion();
+
+  const orm = await openOrm({ databaseUrl: config.DATABASE_URL, poolMax: config.DATABASE_POOL_MAX, logger });
+  const cleanups: Array<() => Promise<unknown>> = [() => orm.close(true)];
+  try {
+    if (config.DATABASE_MIGRATE_ON_START) {
+      const applied = await migrate(orm);
+      if (applied.length) logger.info({ applied }, 'database migrations applied');
+    }
+    const redis = connectRedis(config.REDIS_URL);
+    cleanups.unshift(() => redis.quit());
+    await redis.ping();
+
+    const metrics = new Metrics();
+    const sessions = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
+    const maintenance = await startMaintenance({ redis, prefix: `${config.REDIS_KEY_PREFIX}bull`, logger, sessions });
+    cleanups.unshift(() => maintenance.close());
+    metrics.trackQueue(maintenance.queue);
+
+    const app = await buildApp({ config, orm, redis, version, metrics, logger: { level: config.LOG_LEVEL } });
+    cleanups.unshift(() => app.close());
+    const grpc = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger });
+    cleanups.unshift(() => grpc.close());
+    const address = await app.listen({ host: config.HOST, port: config.PORT });
+
+    let closing: Promise<void> | null = null;
+    return {
+      app,
+      orm,
+      redis,
+      grpc,
+      url: address,
+      grpcPort: grpc.port,
+      logger,
+      close() {
+        closing ??= (async () => {
+          for (const step of cleanups) {
+            await step().catch((err: unknown) => logger.error({ err }, 'shutdown step failed'));
+          }
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    for (const step of cleanups) await step().catch(() => undefined);
+    throw err;
+  }
+}

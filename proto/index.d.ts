@@ -1,0 +1,2 @@
+export declare const protoDir: string;
+export declare const workerProtoPath: string;

@@ -1,0 +1,15 @@
+/**
+ * Version of the coordinator <-> worker gRPC contract (proto/worker.proto).
+ * Bump it when a change to the protocol would make an older worker misbehave;
+ * the coordinator refuses workers outside [MIN_SUPPORTED, CURRENT].
+ */
+export const WORKER_CONTRACT_VERSION = 1;
+export const MIN_SUPPORTED_WORKER_CONTRACT_VERSION = 1;
+
+export function isCompatibleContract(version: number): boolean {
+  return (
+    Number.isInteger(version) &&
+    version >= MIN_SUPPORTED_WORKER_CONTRACT_VERSION &&
+    version <= WORKER_CONTRACT_VERSION
+  );
+}

@@ -1,0 +1,5 @@
+export * from './contract.js';
+export * from './permissions.js';
+export * from './reasons.js';
+export * from './speech.js';
+export * from './schemas.js';

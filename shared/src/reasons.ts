@@ -1,0 +1,35 @@
+/**
+ * Documented error reason codes. Every error a route returns carries one of these;
+ * each domain maps them to an HTTP status in a single place (see coordinator/src/http/errors.ts).
+ */
+export const COMMON_REASONS = [
+  'unauthenticated',
+  'forbidden',
+  'not_found',
+  'validation_failed',
+  'csrf_invalid',
+  'rate_limited',
+  'conflict',
+  'internal_error',
+  'service_unavailable',
+] as const;
+
+/** DNS API reasons (spec section Errors, DNS). */
+export const DNS_REASONS = [
+  'unauthenticated',
+  'forbidden',
+  'required_paths_missing_or_unreadable',
+  'missing_query',
+  'cache_unavailable',
+  'cname_conflict',
+  'cache_invalidation_disabled',
+  'cache_clear_protected',
+  'validation_failed',
+] as const;
+
+export const ACCOUNT_REASONS = ['invalid_credentials', 'account_disabled'] as const;
+
+export type Reason =
+  | (typeof COMMON_REASONS)[number]
+  | (typeof DNS_REASONS)[number]
+  | (typeof ACCOUNT_REASONS)[number];

@@ -1,0 +1,29 @@
+/** Speech job states and labels from the specification (section C). */
+export const JOB_STATUSES = ['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+export const JOB_STATUS_LABELS: Record<JobStatus, string> = {
+  queued: 'Queued',
+  downloading: 'Downloading',
+  transcribing: 'Transcribing',
+  finalizing: 'Finalizing',
+  completed: 'Completed',
+  failed: 'Failed',
+};
+
+export const QUEUE_CHANNELS = ['web', 'api'] as const;
+export type QueueChannel = (typeof QUEUE_CHANNELS)[number];
+export const QUEUE_CHANNEL_LABELS: Record<QueueChannel, string> = {
+  web: 'Web queue',
+  api: 'API queue',
+};
+
+export const DIARIZATION_STATES = ['pending', 'running', 'completed', 'failed', 'unavailable', 'skipped'] as const;
+export type DiarizationState = (typeof DIARIZATION_STATES)[number];
+
+export const LIVENESS_STATES = ['inactive', 'active', 'quiet', 'unresponsive', 'stale', 'suspect'] as const;
+export type LivenessState = (typeof LIVENESS_STATES)[number];
+
+/** Model names the product knows about; a runtime advertises which of them it really has. */
+export const SPEECH_MODELS = ['small', 'large', 'turbo'] as const;
+export type SpeechModel = (typeof SPEECH_MODELS)[number];
