@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Queue } from 'bullmq';
 import type { Config } from '../config.js';
@@ -64,7 +65,7 @@ export class Metrics {
 }
 
 /** Records request latency and serves GET /metrics to allowed addresses or a bearer token. */
-export async function metricsPlugin(app: FastifyInstance, opts: { config: Config; metrics: Metrics }) {
+export const metricsPlugin = fp(async function metricsRoutes(app: FastifyInstance, opts: { config: Config; metrics: Metrics }) {
   const { config, metrics } = opts;
 
   app.addHook('onResponse', async (request, reply) => {
@@ -88,4 +89,4 @@ export async function metricsPlugin(app: FastifyInstance, opts: { config: Config
     }
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
-}
+}, { name: 'sonar-metrics' });

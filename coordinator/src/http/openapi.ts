@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
@@ -7,7 +8,7 @@ import { jsonSchemaTransform } from 'fastify-type-provider-zod';
  * OpenAPI 3 document generated from the zod schemas every route declares; served as JSON at
  * /openapi.json and browsable at /docs.
  */
-export async function openApiPlugin(app: FastifyInstance, opts: { version: string; publicBaseUrl: string }) {
+export const openApiPlugin = fp(async function openApi(app: FastifyInstance, opts: { version: string; publicBaseUrl: string }) {
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',
@@ -32,4 +33,4 @@ export async function openApiPlugin(app: FastifyInstance, opts: { version: strin
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-}
+}, { name: 'sonar-openapi' });

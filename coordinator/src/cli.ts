@@ -1,0 +1,343 @@
+#!/usr/bin/env node
+import { DriverException } from '@mikro-orm/core';
+import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { AccountService } from './accounts/account-service.js';
+import type { DnsApiKey, DnsIpWhitelistEntry } from './accounts/entities.js';
+import { generatePassword } from './accounts/password.js';
+import { presentToken, presentUser } from './accounts/presenters.js';
+import type { AuthUser } from './accounts/types.js';
+import { envSchema } from './config.js';
+import { migrate, openOrm, type Orm } from './db/orm.js';
+import { AppError } from './http/errors.js';
+
+/**
+ * Admin CLI: `npm run cli -- <command>`. Every change goes through AccountService so the CLI obeys
+ * the same rules as the HTTP API. Needs only DATABASE_URL; pending migrations are applied first so
+ * it also works on an empty database (for example to create the first administrator).
+ */
+
+const EX_CONFIG = 78;
+
+/** What a command produced: `json` for --json (one object), `text` lines for people. */
+interface Result {
+  json: Record<string, unknown>;
+  text: string[];
+}
+
+const program = new Command('sonar-cli')
+  .description('Administer sonar users, permissions, zone rights, tokens, DNS API keys and the DNS IP whitelist.')
+  .option('--json', 'print one machine-readable JSON object instead of text')
+  .showHelpAfterError();
+
+const jsonMode = () => program.opts<{ json?: boolean }>().json === true;
+
+/** Wraps a command: open the database, run it through the service, print, always close. */
+function run<A extends unknown[]>(fn: (svc: AccountService, ...args: A) => Promise<Result>) {
+  return async (...args: A) => {
+    // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
+    const env = envSchema.pick({ DATABASE_URL: true }).safeParse({ DATABASE_URL: process.env.DATABASE_URL || undefined });
+    if (!env.success) {
+      const why = process.env.DATABASE_URL ? `is invalid (${env.error.issues[0]?.message})` : 'is not set';
+      console.error(`error: DATABASE_URL ${why}; set it to the coordinator's postgres:// URL`);
+      process.exitCode = EX_CONFIG;
+      return;
+    }
+    let orm: Orm | undefined;
+    try {
+      orm = await openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2 });
+      await migrate(orm);
+      const result = await fn(new AccountService(orm), ...args);
+      if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
+      else for (const line of result.text) console.log(line);
+    } catch (err) {
+      process.exitCode = reportError(err);
+    } finally {
+      await orm?.close(true);
+    }
+  };
+}
+
+/** Expected failures get one clear line (no stack); anything else is a bug and keeps its stack. */
+function reportError(err: unknown): number {
+  if (err instanceof AppError) {
+    const errors = err.details.errors ?? {};
+    // The service names only the bad values; tell the operator what would have been accepted.
+    const hint = errors.permissions
+      ? `valid permissions: ${PERMISSIONS.join(', ')}`
+      : errors.scopes
+        ? `valid scopes: ${TOKEN_SCOPES.join(', ')}`
+        : undefined;
+    console.error(`error: ${err.message}`);
+    for (const [field, messages] of Object.entries(errors)) {
+      for (const m of messages) if (m !== err.message) console.error(`  ${field}: ${m}`);
+    }
+    if (hint) console.error(`  ${hint}`);
+    if (jsonMode()) console.log(JSON.stringify({ ok: false, reason: err.reason, message: err.message, errors, ...(hint ? { hint } : {}) }, null, 2));
+    return 1;
+  }
+  if (err instanceof DriverException || (err as { code?: string }).code === 'ECONNREFUSED') {
+    console.error(`error: database: ${(err as Error).message}`);
+    return 1;
+  }
+  console.error(err);
+  return 1;
+}
+
+function fail(reason: 'not_found' | 'validation_failed', message: string): never {
+  throw new AppError(reason, message);
+}
+
+async function requireUser(svc: AccountService, username: string): Promise<AuthUser> {
+  return (await svc.findUser(username)) ?? fail('not_found', `no user named "${username}"`);
+}
+
+function positiveInt(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError('must be a positive whole number');
+  return Number(value);
+}
+
+/** Pads columns so lists read as a table; `empty` is printed when there are no rows. */
+function table(header: string[], rows: string[][], empty: string): string[] {
+  if (!rows.length) return [empty];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  return [header, ...rows].map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+const day = (d: Date | null) => (d ? d.toISOString().slice(0, 10) : '-');
+const describeUser = (u: AuthUser) => `${u.username} (id ${u.id}${u.isAdmin ? ', admin' : ''}) permissions: ${u.permissions.join(', ') || '-'}`;
+const presentKey = (k: DnsApiKey) => ({
+  id: k.id, name: k.name, prefix: k.prefix, user: k.user?.username ?? null, global: !k.user,
+  created_at: iso(k.createdAt), expires_at: iso(k.expiresAt), last_used_at: iso(k.lastUsedAt), revoked_at: iso(k.revokedAt),
+});
+const presentEntry = (e: DnsIpWhitelistEntry) => ({ id: e.id, cidr: e.cidr, note: e.note, created_at: iso(e.createdAt) });
+const passwordOption = () =>
+  new Option('--password <password>', 'password to set (generated and printed when omitted)').env('SONAR_NEW_PASSWORD');
+
+// ---- users ------------------------------------------------------------------------------------
+
+program
+  .command('user:create <username>')
+  .description('create a user (prints a generated password when none is given)')
+  .addOption(passwordOption())
+  .option('--email <email>', 'e-mail address')
+  .option('--admin', 'make the user an administrator')
+  .option('--permission <permission...>', `permissions to grant (${PERMISSIONS.join(', ')})`)
+  .action(run(async (svc, username: string, o: { password?: string; email?: string; admin?: boolean; permission?: string[] }) => {
+    const { user, password } = await svc.createUser({ username, password: o.password, email: o.email, isAdmin: !!o.admin, permissions: o.permission });
+    const generated = o.password === undefined;
+    return {
+      json: { user: presentUser(user), ...(generated ? { password } : {}) },
+      text: [`created ${describeUser(user)}`, ...(generated ? [`password: ${password}`, 'note: the password is not shown again'] : [])],
+    };
+  }));
+
+program
+  .command('user:list')
+  .description('list all users')
+  .action(run(async (svc) => {
+    // AuthUser carries no disabled flag; findActiveUser (null when disabled) is the service's way to ask.
+    const users = await Promise.all((await svc.listUsers()).map(async (u) => ({ ...presentUser(u), disabled: !(await svc.findActiveUser(u.id)) })));
+    return {
+      json: { users },
+      text: table(
+        ['ID', 'USERNAME', 'ADMIN', 'DISABLED', 'EMAIL', 'PERMISSIONS'],
+        users.map((u) => [String(u.id), u.username, u.is_admin ? 'yes' : 'no', u.disabled ? 'yes' : 'no', u.email ?? '-', u.permissions.join(',') || '-']),
+        'no users',
+      ),
+    };
+  }));
+
+program
+  .command('user:password <username>')
+  .description("set a user's password (generates and prints one when none is given); ends their sessions")
+  .addOption(passwordOption())
+  .action(run(async (svc, username: string, o: { password?: string }) => {
+    const password = o.password ?? generatePassword();
+    await svc.setPassword(username, password);
+    const generated = o.password === undefined;
+    return {
+      json: { username, ...(generated ? { password } : {}) },
+      text: [`password of ${username} changed`, ...(generated ? [`password: ${password}`, 'note: the password is not shown again'] : [])],
+    };
+  }));
+
+program
+  .command('user:admin <username>')
+  .description('grant (--on) or remove (--off) administrator rights')
+  .addOption(new Option('--on', 'make the user an administrator').conflicts('off'))
+  .addOption(new Option('--off', 'remove administrator rights'))
+  .action(run(async (svc, username: string, o: { on?: boolean; off?: boolean }) => {
+    if (!o.on && !o.off) fail('validation_failed', 'say --on or --off');
+    const user = await svc.setAdmin(username, !!o.on);
+    return { json: { user: presentUser(user) }, text: [`${user.username} is ${user.isAdmin ? 'now' : 'no longer'} an administrator`] };
+  }));
+
+for (const [name, disabled] of [['user:disable', true], ['user:enable', false]] as const) {
+  program
+    .command(`${name} <username>`)
+    .description(disabled ? 'disable a user (ends their sessions; tokens stop working)' : 'enable a disabled user')
+    .action(run(async (svc, username: string) => {
+      const user = await svc.setDisabled(username, disabled);
+      return { json: { user: { ...presentUser(user), disabled } }, text: [`${user.username} ${disabled ? 'disabled' : 'enabled'}`] };
+    }));
+}
+
+program
+  .command('user:grant <username> <permission...>')
+  .description(`grant permissions (${PERMISSIONS.join(', ')})`)
+  .action(run(async (svc, username: string, permissions: string[]) => {
+    const user = await svc.grantPermissions(username, permissions);
+    return { json: { user: presentUser(user) }, text: [describeUser(user)] };
+  }));
+
+program
+  .command('user:revoke <username> <permission...>')
+  .description('revoke permissions')
+  .action(run(async (svc, username: string, permissions: string[]) => {
+    const user = await svc.revokePermissions(username, permissions);
+    return { json: { user: presentUser(user) }, text: [describeUser(user)] };
+  }));
+
+// ---- DNS zone rights --------------------------------------------------------------------------
+
+program
+  .command('zone:grant <username> <zone>')
+  .description('give a user read access to a DNS zone (read and write with --write)')
+  .option('--write', 'also allow changes')
+  .action(run(async (svc, username: string, zone: string, o: { write?: boolean }) => {
+    const rights = await svc.grantZone(username, zone, { read: true, write: !!o.write });
+    return { json: { username, ...rights }, text: [`${username}: ${rights.zone} ${rights.can_write ? 'read/write' : 'read-only'}`] };
+  }));
+
+program
+  .command('zone:revoke <username> <zone>')
+  .description("remove a user's rights on a DNS zone")
+  .action(run(async (svc, username: string, zone: string) => {
+    if (!(await svc.revokeZone(username, zone))) fail('not_found', `${username} has no rights on zone "${zone}"`);
+    return { json: { username, zone }, text: [`${username}: rights on ${zone} removed`] };
+  }));
+
+program
+  .command('zone:list <username>')
+  .description("list a user's DNS zone rights")
+  .action(run(async (svc, username: string) => {
+    const user = await requireUser(svc, username);
+    const zones = (await svc.zoneRights(user.id)).map((z) => ({ zone: z.zone, can_read: z.canRead, can_write: z.canWrite }));
+    return {
+      json: { username: user.username, zones },
+      text: table(['ZONE', 'ACCESS'], zones.map((z) => [z.zone, z.can_write ? 'read/write' : 'read-only']), `${user.username} has no zone rights`),
+    };
+  }));
+
+// ---- personal access tokens -------------------------------------------------------------------
+
+program
+  .command('token:create <username>')
+  .description("create a user's personal access token (printed once)")
+  .requiredOption('--name <name>', 'label for the token')
+  .requiredOption('--scope <scope...>', `scopes (${TOKEN_SCOPES.join(', ')})`)
+  .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
+  .action(run(async (svc, username: string, o: { name: string; scope: string[]; expiresDays?: number }) => {
+    const user = await requireUser(svc, username);
+    const { token, record } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
+    return {
+      json: { secret: token, token: presentToken(record) },
+      text: [`token ${record.id} for ${user.username}: ${token}`, 'note: the token is not shown again; store it now'],
+    };
+  }));
+
+program
+  .command('token:list <username>')
+  .description("list a user's personal access tokens")
+  .action(run(async (svc, username: string) => {
+    const user = await requireUser(svc, username);
+    const tokens = (await svc.listPersonalTokens(user.id)).map(presentToken);
+    return {
+      json: { username: user.username, tokens },
+      text: table(
+        ['ID', 'NAME', 'PREFIX', 'SCOPES', 'EXPIRES', 'LAST USED', 'REVOKED'],
+        tokens.map((t) => [String(t.id), t.name, t.prefix, t.scopes.join(','), t.expires_at?.slice(0, 10) ?? '-', t.last_used_at?.slice(0, 10) ?? '-', t.revoked_at?.slice(0, 10) ?? '-']),
+        `${user.username} has no tokens`,
+      ),
+    };
+  }));
+
+program
+  .command('token:revoke')
+  .description('revoke a personal access token by id')
+  .argument('<tokenId>', 'id shown by token:list', positiveInt)
+  .action(run(async (svc, tokenId: number) => {
+    if (!(await svc.revokePersonalToken(tokenId, 0, true))) fail('not_found', `no token with id ${tokenId}`);
+    return { json: { id: tokenId }, text: [`token ${tokenId} revoked`] };
+  }));
+
+// ---- DNS API keys -----------------------------------------------------------------------------
+
+program
+  .command('dnskey:create')
+  .description('create a DNS API key (global unless --user; printed once)')
+  .requiredOption('--name <name>', 'label for the key')
+  .option('--user <username>', 'the key acts as this user instead of globally')
+  .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
+  .action(run(async (svc, o: { name: string; user?: string; expiresDays?: number }) => {
+    const created = await svc.createDnsApiKey({ name: o.name, username: o.user, expiresInDays: o.expiresDays });
+    return {
+      json: { secret: created.key, key: { id: created.id, name: o.name, global: created.global, user: o.user ?? null } },
+      text: [`${created.global ? 'global ' : ''}DNS API key ${created.id}${o.user ? ` for ${o.user}` : ''}: ${created.key}`, 'note: the key is not shown again; store it now'],
+    };
+  }));
+
+program
+  .command('dnskey:list')
+  .description('list DNS API keys')
+  .action(run(async (svc) => {
+    const keys = await svc.listDnsApiKeys();
+    return {
+      json: { keys: keys.map(presentKey) },
+      text: table(
+        ['ID', 'NAME', 'PREFIX', 'USER', 'EXPIRES', 'LAST USED', 'REVOKED'],
+        keys.map((k) => [String(k.id), k.name, k.prefix, k.user?.username ?? '(global)', day(k.expiresAt), day(k.lastUsedAt), day(k.revokedAt)]),
+        'no DNS API keys',
+      ),
+    };
+  }));
+
+program
+  .command('dnskey:revoke')
+  .description('revoke a DNS API key by id')
+  .argument('<keyId>', 'id shown by dnskey:list', positiveInt)
+  .action(run(async (svc, keyId: number) => {
+    if (!(await svc.revokeDnsApiKey(keyId))) fail('not_found', `no DNS API key with id ${keyId}`);
+    return { json: { id: keyId }, text: [`DNS API key ${keyId} revoked`] };
+  }));
+
+// ---- DNS IP whitelist -------------------------------------------------------------------------
+
+program
+  .command('whitelist:add <cidr>')
+  .description('allow an address or CIDR range to use the DNS API without credentials')
+  .option('--note <text>', 'why this range is allowed')
+  .action(run(async (svc, cidr: string, o: { note?: string }) => {
+    const entry = await svc.addWhitelist(cidr, o.note);
+    return { json: { entry: presentEntry(entry) }, text: [`whitelisted ${entry.cidr}${entry.note ? ` (${entry.note})` : ''}`] };
+  }));
+
+program
+  .command('whitelist:remove <cidr>')
+  .description('remove an address or CIDR range from the DNS whitelist')
+  .action(run(async (svc, cidr: string) => {
+    if (!(await svc.removeWhitelist(cidr))) fail('not_found', `${cidr} is not whitelisted`);
+    return { json: { cidr }, text: [`removed ${cidr}`] };
+  }));
+
+program
+  .command('whitelist:list')
+  .description('list the DNS IP whitelist')
+  .action(run(async (svc) => {
+    const entries = (await svc.listWhitelist()).map(presentEntry);
+    return { json: { entries }, text: table(['ID', 'CIDR', 'NOTE'], entries.map((e) => [String(e.id), e.cidr, e.note ?? '-']), 'the whitelist is empty') };
+  }));
+
+await program.parseAsync();
