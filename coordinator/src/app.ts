@@ -17,6 +17,7 @@ import { openApiPlugin } from './http/openapi.js';
 import { ircPlugin } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { speechPlugin } from './speech/plugin.js';
+import { WorkerRegistry } from './speech/workers/worker-registry.js';
 
 export interface AppDeps {
   config: Config;
@@ -24,6 +25,7 @@ export interface AppDeps {
   redis: Redis;
   version: string;
   metrics?: Metrics;
+  workers?: WorkerRegistry;
   /** Pino options (or false); defaults to LOG_LEVEL from the configuration. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -35,6 +37,7 @@ export interface DomainDeps {
   redis: Redis;
   accounts: AccountService;
   metrics: Metrics;
+  workers: WorkerRegistry;
   version: string;
 }
 
@@ -63,7 +66,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const accounts = new AccountService(orm);
   const sessionStore = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
-  const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, version };
+  const workers = deps.workers ?? new WorkerRegistry(orm, redis, config);
+  metrics.setWorkerPresence(workers);
+  const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, version };
 
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {

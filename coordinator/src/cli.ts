@@ -20,10 +20,7 @@ import { AppError } from './http/errors.js';
 const EX_CONFIG = 78;
 
 /** What a command produced: `json` for --json (one object), `text` lines for people. */
-interface Result {
-  json: Record<string, unknown>;
-  text: string[];
-}
+type Result = { json: Record<string, unknown>; text: string[] };
 
 const program = new Command('sonar-cli')
   .description('Administer sonar users, permissions, zone rights, tokens, DNS API keys and the DNS IP whitelist.')
@@ -76,8 +73,11 @@ function reportError(err: unknown): number {
     if (jsonMode()) console.log(JSON.stringify({ ok: false, reason: err.reason, message: err.message, errors, ...(hint ? { hint } : {}) }, null, 2));
     return 1;
   }
-  if (err instanceof DriverException || (err as { code?: string }).code === 'ECONNREFUSED') {
-    console.error(`error: database: ${(err as Error).message}`);
+  if (err instanceof DriverException || (err instanceof Error && (err as { code?: string }).code === 'ECONNREFUSED')) {
+    // Driver messages start with the whole SQL statement; the reason is after the last " - ".
+    const { message } = err;
+    const cut = message.lastIndexOf(' - ');
+    console.error(`error: database: ${cut < 0 ? message : message.slice(cut + 3)}`);
     return 1;
   }
   console.error(err);
@@ -105,7 +105,9 @@ function table(header: string[], rows: string[][], empty: string): string[] {
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
-const day = (d: Date | null) => (d ? d.toISOString().slice(0, 10) : '-');
+const day = (iso: string | null) => iso?.slice(0, 10) ?? '-';
+/** Secrets are stored hashed, so this is the only time the operator can see them. */
+const shownOnce = (what: string, secret: string) => [`${what}: ${secret}`, `note: the ${what} is not shown again; store it now`];
 const describeUser = (u: AuthUser) => `${u.username} (id ${u.id}${u.isAdmin ? ', admin' : ''}) permissions: ${u.permissions.join(', ') || '-'}`;
 const presentKey = (k: DnsApiKey) => ({
   id: k.id, name: k.name, prefix: k.prefix, user: k.user?.username ?? null, global: !k.user,
@@ -129,7 +131,7 @@ program
     const generated = o.password === undefined;
     return {
       json: { user: presentUser(user), ...(generated ? { password } : {}) },
-      text: [`created ${describeUser(user)}`, ...(generated ? [`password: ${password}`, 'note: the password is not shown again'] : [])],
+      text: [`created ${describeUser(user)}`, ...(generated ? shownOnce('password', password) : [])],
     };
   }));
 
@@ -159,7 +161,7 @@ program
     const generated = o.password === undefined;
     return {
       json: { username, ...(generated ? { password } : {}) },
-      text: [`password of ${username} changed`, ...(generated ? [`password: ${password}`, 'note: the password is not shown again'] : [])],
+      text: [`password of ${username} changed`, ...(generated ? shownOnce('password', password) : [])],
     };
   }));
 
@@ -184,21 +186,15 @@ for (const [name, disabled] of [['user:disable', true], ['user:enable', false]] 
     }));
 }
 
-program
-  .command('user:grant <username> <permission...>')
-  .description(`grant permissions (${PERMISSIONS.join(', ')})`)
-  .action(run(async (svc, username: string, permissions: string[]) => {
-    const user = await svc.grantPermissions(username, permissions);
-    return { json: { user: presentUser(user) }, text: [describeUser(user)] };
-  }));
-
-program
-  .command('user:revoke <username> <permission...>')
-  .description('revoke permissions')
-  .action(run(async (svc, username: string, permissions: string[]) => {
-    const user = await svc.revokePermissions(username, permissions);
-    return { json: { user: presentUser(user) }, text: [describeUser(user)] };
-  }));
+for (const [name, grant] of [['user:grant', true], ['user:revoke', false]] as const) {
+  program
+    .command(`${name} <username> <permission...>`)
+    .description(grant ? `grant permissions (${PERMISSIONS.join(', ')})` : 'revoke permissions')
+    .action(run(async (svc, username: string, permissions: string[]) => {
+      const user = await (grant ? svc.grantPermissions(username, permissions) : svc.revokePermissions(username, permissions));
+      return { json: { user: presentUser(user) }, text: [describeUser(user)] };
+    }));
+}
 
 // ---- DNS zone rights --------------------------------------------------------------------------
 
@@ -244,7 +240,7 @@ program
     const { token, record } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
     return {
       json: { secret: token, token: presentToken(record) },
-      text: [`token ${record.id} for ${user.username}: ${token}`, 'note: the token is not shown again; store it now'],
+      text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token)],
     };
   }));
 
@@ -258,7 +254,7 @@ program
       json: { username: user.username, tokens },
       text: table(
         ['ID', 'NAME', 'PREFIX', 'SCOPES', 'EXPIRES', 'LAST USED', 'REVOKED'],
-        tokens.map((t) => [String(t.id), t.name, t.prefix, t.scopes.join(','), t.expires_at?.slice(0, 10) ?? '-', t.last_used_at?.slice(0, 10) ?? '-', t.revoked_at?.slice(0, 10) ?? '-']),
+        tokens.map((t) => [String(t.id), t.name, t.prefix, t.scopes.join(','), day(t.expires_at), day(t.last_used_at), day(t.revoked_at)]),
         `${user.username} has no tokens`,
       ),
     };
@@ -285,7 +281,7 @@ program
     const created = await svc.createDnsApiKey({ name: o.name, username: o.user, expiresInDays: o.expiresDays });
     return {
       json: { secret: created.key, key: { id: created.id, name: o.name, global: created.global, user: o.user ?? null } },
-      text: [`${created.global ? 'global ' : ''}DNS API key ${created.id}${o.user ? ` for ${o.user}` : ''}: ${created.key}`, 'note: the key is not shown again; store it now'],
+      text: [`created ${created.global ? 'global ' : ''}DNS API key ${created.id}${o.user ? ` for ${o.user}` : ''}`, ...shownOnce('key', created.key)],
     };
   }));
 
@@ -293,12 +289,12 @@ program
   .command('dnskey:list')
   .description('list DNS API keys')
   .action(run(async (svc) => {
-    const keys = await svc.listDnsApiKeys();
+    const keys = (await svc.listDnsApiKeys()).map(presentKey);
     return {
-      json: { keys: keys.map(presentKey) },
+      json: { keys },
       text: table(
         ['ID', 'NAME', 'PREFIX', 'USER', 'EXPIRES', 'LAST USED', 'REVOKED'],
-        keys.map((k) => [String(k.id), k.name, k.prefix, k.user?.username ?? '(global)', day(k.expiresAt), day(k.lastUsedAt), day(k.revokedAt)]),
+        keys.map((k) => [String(k.id), k.name, k.prefix, k.user ?? '(global)', day(k.expires_at), day(k.last_used_at), day(k.revoked_at)]),
         'no DNS API keys',
       ),
     };

@@ -40,6 +40,8 @@ export const envSchema = z.object({
 
   GRPC_HOST: z.string().min(1).default('0.0.0.0'),
   GRPC_PORT: port.default(50051),
+  WORKER_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000),
+  WORKER_PRESENCE_TTL_MS: z.coerce.number().int().min(2000).max(900_000).default(45_000),
 
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce.number().int().min(60).default(12 * 3600),

@@ -9,6 +9,8 @@ import { Metrics } from './http/metrics.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { startMaintenance } from './queue/maintenance.js';
 import { readPlatformVersion } from './version.js';
+import { WorkerRegistry } from './speech/workers/worker-registry.js';
+import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
 
 export interface RunningCoordinator {
   app: FastifyInstance;
@@ -17,6 +19,7 @@ export interface RunningCoordinator {
   grpc: GrpcServer;
   url: string;
   grpcPort: number;
+  workers: WorkerRegistry;
   logger: Logger;
   /** Drains HTTP, gRPC and queue workers, then closes Redis and the database pool. */
   close(): Promise<void>;
@@ -50,9 +53,19 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);
 
-    const app = await buildApp({ config, orm, redis, version, metrics, logger: { level: config.LOG_LEVEL } });
+    const workers = new WorkerRegistry(orm, redis, config);
+    const app = await buildApp({ config, orm, redis, version, metrics, workers, logger: { level: config.LOG_LEVEL } });
     cleanups.unshift(() => app.close());
-    const grpc = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger });
+    const grpc = await startGrpcServer({
+      host: config.GRPC_HOST,
+      port: config.GRPC_PORT,
+      logger,
+      register: (server) =>
+        server.addService(
+          loadWorkerService(),
+          workerServiceHandlers({ registry: workers, logger, heartbeatIntervalMs: config.WORKER_HEARTBEAT_INTERVAL_MS }),
+        ),
+    });
     cleanups.unshift(() => grpc.close());
     const address = await app.listen({ host: config.HOST, port: config.PORT });
 
@@ -64,6 +77,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       grpc,
       url: address,
       grpcPort: grpc.port,
+      workers,
       logger,
       close() {
         closing ??= (async () => {

@@ -3,3 +3,4 @@ export * from './permissions.js';
 export * from './reasons.js';
 export * from './speech.js';
 export * from './schemas.js';
+export * from './worker-protocol.js';

@@ -3,10 +3,11 @@ import { Migrator } from '@mikro-orm/migrations';
 import type { Logger } from 'pino';
 import { accountSchemas } from '../accounts/entities.js';
 import { migrationsList } from './migrations/index.js';
+import { SpeechWorkerSchema } from '../speech/workers/entities.js';
 
 export type Orm = MikroORM;
 
-export const entitySchemas = [...accountSchemas];
+export const entitySchemas = [...accountSchemas, SpeechWorkerSchema];
 
 export interface OrmOptions {
   databaseUrl: string;
