@@ -10,6 +10,10 @@ import type { AuthUser } from './accounts/types.js';
 import { envSchema } from './config.js';
 import { migrate, openOrm, type Orm } from './db/orm.js';
 import { AppError } from './http/errors.js';
+import { WorkerDirectory } from './speech/workers/worker-directory.js';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Admin CLI: `npm run cli -- <command>`. Every change goes through AccountService so the CLI obeys
@@ -23,37 +27,58 @@ const EX_CONFIG = 78;
 type Result = { json: Record<string, unknown>; text: string[] };
 
 const program = new Command('sonar-cli')
-  .description('Administer sonar users, permissions, zone rights, tokens, DNS API keys and the DNS IP whitelist.')
+  .description('Administer sonar users, permissions, zone rights, tokens, DNS API keys, the DNS IP whitelist and worker agents.')
   .option('--json', 'print one machine-readable JSON object instead of text')
   .showHelpAfterError();
 
 const jsonMode = () => program.opts<{ json?: boolean }>().json === true;
 
-/** Wraps a command: open the database, run it through the service, print, always close. */
-function run<A extends unknown[]>(fn: (svc: AccountService, ...args: A) => Promise<Result>) {
-  return async (...args: A) => {
-    // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
-    const env = envSchema.pick({ DATABASE_URL: true }).safeParse({ DATABASE_URL: process.env.DATABASE_URL || undefined });
-    if (!env.success) {
-      const why = process.env.DATABASE_URL ? `is invalid (${env.error.issues[0]?.message})` : 'is not set';
-      console.error(`error: DATABASE_URL ${why}; set it to the coordinator's postgres:// URL`);
-      process.exitCode = EX_CONFIG;
-      return;
-    }
-    let orm: Orm | undefined;
-    try {
-      orm = await openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2 });
-      await migrate(orm);
-      const result = await fn(new AccountService(orm), ...args);
-      if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
-      else for (const line of result.text) console.log(line);
-    } catch (err) {
-      process.exitCode = reportError(err);
-    } finally {
-      await orm?.close(true);
-    }
-  };
+/**
+ * Without DATABASE_URL, a quick start's embedded database is used when its secrets exist
+ * (`npm start` must be running for it to answer).
+ */
+function quickstartDatabaseUrl(): string | undefined {
+  const dataDir = path.resolve(process.env.SONAR_DATA_DIR ?? fileURLToPath(new URL('../../.data', import.meta.url)));
+  const file = path.join(dataDir, 'secrets.json');
+  if (!existsSync(file)) return undefined;
+  const { EMBEDDED_PG_PASSWORD } = JSON.parse(readFileSync(file, 'utf8')) as { EMBEDDED_PG_PASSWORD?: string };
+  if (!EMBEDDED_PG_PASSWORD) return undefined;
+  const port = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
+  console.error(`note: DATABASE_URL is not set; using the quick start's embedded database on 127.0.0.1:${port}`);
+  return `postgres://postgres:${encodeURIComponent(EMBEDDED_PG_PASSWORD)}@127.0.0.1:${port}/sonar`;
 }
+
+/** Wraps a command: open the database, run it through a service, print, always close. */
+function runWith<S>(make: (orm: Orm) => S) {
+  return <A extends unknown[]>(fn: (svc: S, ...args: A) => Promise<Result>) =>
+    async (...args: A) => {
+      // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
+      const given = process.env.DATABASE_URL || undefined;
+      const env = envSchema.pick({ DATABASE_URL: true }).safeParse({ DATABASE_URL: given ?? quickstartDatabaseUrl() });
+      if (!env.success) {
+        const why = given ? `is invalid (${env.error.issues[0]?.message})` : 'is not set';
+        console.error(`error: DATABASE_URL ${why}; set it to the coordinator's postgres:// URL`);
+        process.exitCode = EX_CONFIG;
+        return;
+      }
+      let orm: Orm | undefined;
+      try {
+        orm = await openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2 });
+        await migrate(orm);
+        const result = await fn(make(orm), ...args);
+        if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
+        else for (const line of result.text) console.log(line);
+      } catch (err) {
+        process.exitCode = reportError(err);
+      } finally {
+        await orm?.close(true);
+      }
+    };
+}
+
+const run = runWith((orm) => new AccountService(orm));
+// Presence freshness does not matter to the CLI's listing beyond "seen recently"; use the default TTL.
+const runWorkers = runWith((orm) => new WorkerDirectory(orm, 45_000));
 
 /** Expected failures get one clear line (no stack); anything else is a bug and keeps its stack. */
 function reportError(err: unknown): number {
@@ -265,7 +290,7 @@ program
   .description('revoke a personal access token by id')
   .argument('<tokenId>', 'id shown by token:list', positiveInt)
   .action(run(async (svc, tokenId: number) => {
-    if (!(await svc.revokePersonalToken(tokenId, 0, true))) fail('not_found', `no token with id ${tokenId}`);
+    if (!(await svc.revokePersonalToken(tokenId))) fail('not_found', `no token with id ${tokenId}`);
     return { json: { id: tokenId }, text: [`token ${tokenId} revoked`] };
   }));
 
@@ -334,6 +359,51 @@ program
   .action(run(async (svc) => {
     const entries = (await svc.listWhitelist()).map(presentEntry);
     return { json: { entries }, text: table(['ID', 'CIDR', 'NOTE'], entries.map((e) => [String(e.id), e.cidr, e.note ?? '-']), 'the whitelist is empty') };
+  }));
+
+// ---- worker agents ----------------------------------------------------------------------------
+
+program
+  .command('worker:create <name>')
+  .description('register a worker agent and print its secret once (give it to the agent as WORKER_SECRET)')
+  .action(runWorkers(async (workers, name: string) => {
+    const { id, secret } = await workers.createWorker(name);
+    return { json: { worker: { id, name }, secret }, text: [`created worker ${name} (id ${id})`, ...shownOnce('secret', secret)] };
+  }));
+
+program
+  .command('worker:rotate <name>')
+  .description("issue a new secret for a worker (the old one stops working) and re-enable it if revoked")
+  .action(runWorkers(async (workers, name: string) => {
+    const secret = await workers.rotateSecret(name);
+    return { json: { worker: { name }, secret }, text: [`new secret for ${name}`, ...shownOnce('secret', secret)] };
+  }));
+
+program
+  .command('worker:revoke <name>')
+  .description('revoke a worker agent; its calls are refused from now on')
+  .action(runWorkers(async (workers, name: string) => {
+    if (!(await workers.revokeWorker(name))) fail('not_found', `no worker named "${name}"`);
+    return { json: { worker: { name } }, text: [`worker ${name} revoked`] };
+  }));
+
+program
+  .command('worker:list')
+  .description('list worker agents with their last contact and advertised capabilities')
+  .action(runWorkers(async (workers) => {
+    const list = (await workers.listWorkers()).map((w) => ({
+      id: w.id, name: w.name, revoked: w.revoked, last_seen_at: iso(w.lastSeenAt), contract_version: w.contractVersion,
+      agent_version: w.agentVersion, hostname: w.hostname, capabilities: w.capabilities,
+    }));
+    return {
+      json: { workers: list },
+      text: table(
+        ['ID', 'NAME', 'STATE', 'LAST SEEN', 'HOST', 'MODELS', 'ENGINES'],
+        list.map((w) => [String(w.id), w.name, w.revoked ? 'revoked' : 'active', w.last_seen_at?.replace('T', ' ').slice(0, 19) ?? '-', w.hostname ?? '-',
+          w.capabilities?.models.join(',') || '-', w.capabilities?.engines.join(',') || '-']),
+        'no workers',
+      ),
+    };
   }));
 
 await program.parseAsync();

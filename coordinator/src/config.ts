@@ -103,7 +103,9 @@ function parseTrustProxy(value: string): boolean | number | string[] {
 
 /** Returns [address, prefix, family] for "10.0.0.0/8", "::1" or "127.0.0.1"; null when malformed. */
 export function parseCidr(value: string): [string, number, 'ipv4' | 'ipv6'] | null {
-  const [addr, prefixText] = value.split('/');
+  const parts = value.split('/');
+  if (parts.length > 2) return null;
+  const [addr, prefixText] = parts;
   if (!addr) return null;
   const family = isIPv4(addr) ? 'ipv4' : isIPv6(addr) ? 'ipv6' : null;
   if (!family) return null;

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
@@ -9,7 +10,7 @@ import { AccountService } from './accounts/account-service.js';
 import { ConfigError, loadConfig } from './config.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from './infra/embedded-postgres.js';
 import { resolveRedis } from './infra/redis-runtime.js';
-import { startCoordinator } from './service.js';
+import { startCoordinator, type RunningCoordinator } from './service.js';
 
 /**
  * `npm start`: the whole service on one machine with no setup. PostgreSQL is embedded (data under
@@ -23,17 +24,21 @@ interface QuickstartSecrets {
   SESSION_SECRET: string;
   JWT_SECRET: string;
   EMBEDDED_PG_PASSWORD: string;
+  LOCAL_WORKER_SECRET?: string;
 }
 
 async function loadSecrets(): Promise<QuickstartSecrets> {
   const file = path.join(dataDir, 'secrets.json');
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as QuickstartSecrets;
-  const secrets = {
+  return saveSecrets({
     SESSION_SECRET: randomBytes(32).toString('base64url'),
     JWT_SECRET: randomBytes(32).toString('base64url'),
     EMBEDDED_PG_PASSWORD: randomBytes(18).toString('base64url'),
-  };
-  await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  });
+}
+
+async function saveSecrets(secrets: QuickstartSecrets): Promise<QuickstartSecrets> {
+  await writeFile(path.join(dataDir, 'secrets.json'), JSON.stringify(secrets, null, 2), { mode: 0o600 });
   return secrets;
 }
 
@@ -78,6 +83,7 @@ async function main() {
 
   const svc = await startCoordinator(config, { logger });
   const admin = await ensureAdmin(new AccountService(svc.orm));
+  const worker = startLocalWorker(svc, await ensureLocalWorkerSecret(svc, secrets), logger);
 
   const url = config.PUBLIC_BASE_URL;
   const lines = [
@@ -85,7 +91,7 @@ async function main() {
     `  Sonar is running at ${url}`,
     `  Sign in:      ${url}/login`,
     `  API docs:     ${url}/docs`,
-    `  Worker gRPC:  ${config.GRPC_HOST === '0.0.0.0' ? '127.0.0.1' : config.GRPC_HOST}:${svc.grpcPort}`,
+    `  Worker gRPC:  ${config.GRPC_HOST === '0.0.0.0' ? '127.0.0.1' : config.GRPC_HOST}:${svc.grpcPort} (local worker agent "local" started)`,
     admin.password
       ? `  Admin:        username "${admin.username}", password "${admin.password}"`
       : `  Admin:        username "${admin.username}" (password was printed on first run; reset with npm run cli -- user:password ${admin.username})`,
@@ -99,6 +105,7 @@ async function main() {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping');
+    await worker.stop();
     await svc.close();
     await redis.stop();
     await embedded?.stop();
@@ -106,6 +113,51 @@ async function main() {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** The local runner authenticates like any remote worker, with a secret kept in .data/secrets.json. */
+async function ensureLocalWorkerSecret(svc: RunningCoordinator, secrets: QuickstartSecrets): Promise<string> {
+  if (secrets.LOCAL_WORKER_SECRET && (await svc.workers.authenticate(secrets.LOCAL_WORKER_SECRET))) return secrets.LOCAL_WORKER_SECRET;
+  const exists = (await svc.workers.listWorkers()).some((w) => w.name === 'local');
+  const secret = exists ? await svc.workers.rotateSecret('local') : (await svc.workers.createWorker('local')).secret;
+  await saveSecrets({ ...secrets, LOCAL_WORKER_SECRET: secret });
+  return secret;
+}
+
+/**
+ * Runs the same worker agent a GPU host runs, as a child process; restarts it if it dies,
+ * except when the coordinator refused it (bad secret or contract), which a restart cannot fix.
+ */
+function startLocalWorker(svc: RunningCoordinator, secret: string, logger: pino.Logger) {
+  const bin = path.join(repoRoot, 'worker/dist/bin.js');
+  let child: ChildProcess | null = null;
+  let stopping = false;
+  const launch = () => {
+    child = spawn(process.execPath, [bin, '--coordinator', `127.0.0.1:${svc.grpcPort}`, '--local'], {
+      env: { ...process.env, WORKER_SECRET: secret, WHISPER_MODELS_DIR: process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models') },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    child.once('exit', (code) => {
+      if (stopping) return;
+      if (code === 2 || code === 3) {
+        logger.error({ code }, 'local worker agent was refused by the coordinator; not restarting');
+        return;
+      }
+      logger.warn({ code }, 'local worker agent exited; restarting in 2 s');
+      setTimeout(launch, 2_000).unref();
+    });
+  };
+  launch();
+  return {
+    stop: () =>
+      new Promise<void>((resolve) => {
+        stopping = true;
+        const c = child as ChildProcess | null;
+        if (!c || c.exitCode !== null || c.signalCode !== null) return resolve();
+        c.once('exit', () => resolve());
+        c.kill('SIGTERM');
+      }),
+  };
 }
 
 /** Creates the first administrator once; its password is kept (0600) so later runs can show it. */

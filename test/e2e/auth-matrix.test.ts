@@ -258,7 +258,7 @@ describe('personal access tokens (speech token API and assistant policies)', () 
 
     const { token, record } = await t.accounts.createPersonalToken(alice.id, { name: 'to-revoke', scopes: ['speech.api'] });
     expect((await get('/probe/speechToken', { authorization: `Bearer ${token}` })).statusCode).toBe(200);
-    expect(await t.accounts.revokePersonalToken(record.id, alice.id)).toBe(true);
+    expect(await t.accounts.revokePersonalToken(record.id, { ownerId: alice.id })).toBe(true);
     expect((await get('/probe/speechToken', { authorization: `Bearer ${token}` })).statusCode).toBe(401);
 
     const exp = await t.accounts.createPersonalToken(alice.id, { name: 'to-expire', scopes: ['speech.api'], expiresInDays: 1 });

@@ -3,7 +3,7 @@ import { isPermission, isTokenScope, type Permission, type TokenScope } from '@s
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IpRangeSet } from '../http/ip-ranges.js';
-import { parseCidr } from '../config.js';
+import { canonicalCidr } from '../http/cidr.js';
 import { AccountRepository } from './account-repository.js';
 import {
   DnsApiKey,
@@ -33,6 +33,18 @@ export function normalizeZone(zone: string): string {
   const z = zone.trim().toLowerCase().replace(/\.$/, '');
   if (!ZONE_RE.test(z)) throw invalid('zone', `"${zone}" is not a valid zone name`);
   return z;
+}
+
+function expiryFrom(days: number | undefined): Date | null {
+  if (days === undefined) return null;
+  if (!Number.isInteger(days) || days < 1 || days > 3650) throw invalid('expires_in_days', 'must be a whole number of days from 1 to 3650');
+  return new Date(Date.now() + days * 86400_000);
+}
+
+function checkLabel(field: string, value: string, max: number): string {
+  const v = value.trim();
+  if (!v || v.length > max) throw invalid(field, `must be 1-${max} characters`);
+  return v;
 }
 
 function invalid(field: string, message: string) {
@@ -125,6 +137,9 @@ export class AccountService {
 
   async setDisabled(username: string, disabled: boolean): Promise<AuthUser> {
     return this.updateUser(username, async (user, em) => {
+      if (disabled && user.isAdmin && !user.disabledAt && (await this.repo.countAdmins(em)) <= 1) {
+        throw new AppError('conflict', 'refusing to disable the last active administrator');
+      }
       user.disabledAt = disabled ? (user.disabledAt ?? new Date()) : null;
       if (disabled) await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
     });
@@ -198,8 +213,8 @@ export class AccountService {
     const bad = input.scopes.filter((s) => !isTokenScope(s));
     if (bad.length) throw invalid('scopes', `unknown scope(s): ${bad.join(', ')}`);
     if (!input.scopes.length) throw invalid('scopes', 'at least one scope is required');
-    const name = input.name.trim();
-    if (!name || name.length > 100) throw invalid('name', 'must be 1-100 characters');
+    const name = checkLabel('name', input.name, 100);
+    const expiresAt = expiryFrom(input.expiresInDays);
     const em = this.em();
     const user = await this.repo.findUserById(em, userId);
     if (!user) throw new AppError('not_found', 'user not found');
@@ -210,7 +225,7 @@ export class AccountService {
       scopes: [...new Set(input.scopes)] as TokenScope[],
       tokenHash: hash,
       prefix: displayPrefix,
-      expiresAt: input.expiresInDays ? new Date(Date.now() + input.expiresInDays * 86400_000) : null,
+      expiresAt,
     });
     await em.flush();
     return { token: secret, record: token };
@@ -220,11 +235,11 @@ export class AccountService {
     return this.repo.listTokens(this.em(), userId);
   }
 
-  /** Revokes a token of `userId` (or any token when `asAdmin`). Returns false if not found. */
-  async revokePersonalToken(tokenId: number, userId: number, asAdmin = false): Promise<boolean> {
+  /** Revokes a token; with `ownerId` only if it belongs to that user. Returns false if not found. */
+  async revokePersonalToken(tokenId: number, opts: { ownerId?: number } = {}): Promise<boolean> {
     const em = this.em();
     const token = await this.repo.findToken(em, tokenId);
-    if (!token || (!asAdmin && token.user.id !== userId)) return false;
+    if (!token || (opts.ownerId !== undefined && token.user.id !== opts.ownerId)) return false;
     token.revokedAt ??= new Date();
     await em.flush();
     return true;
@@ -243,7 +258,9 @@ export class AccountService {
 
   // ---- DNS API keys and whitelist ----------------------------------------------------------
 
-  async createDnsApiKey(input: { name: string; username?: string; expiresInDays?: number }) {
+  async createDnsApiKey(input: { name: string; username?: string | undefined; expiresInDays?: number | undefined }) {
+    const name = checkLabel('name', input.name, 100);
+    const expiresAt = expiryFrom(input.expiresInDays);
     const em = this.em();
     let user: User | null = null;
     if (input.username) {
@@ -253,13 +270,13 @@ export class AccountService {
     const { secret, hash, displayPrefix } = newSecret(DNS_KEY_PREFIX);
     const key = em.create(DnsApiKey, {
       user,
-      name: input.name,
+      name,
       keyHash: hash,
       prefix: displayPrefix,
-      expiresAt: input.expiresInDays ? new Date(Date.now() + input.expiresInDays * 86400_000) : null,
+      expiresAt,
     });
     await em.flush();
-    return { key: secret, id: key.id, global: user === null };
+    return { key: secret, id: key.id, global: user === null, expiresAt };
   }
 
   async listDnsApiKeys() {
@@ -284,23 +301,23 @@ export class AccountService {
     return { keyId: key.id, user: key.user ? toAuthUser(key.user) : null };
   }
 
+  /** Adds a range (stored as its canonical network); re-adding an existing range updates its note. */
   async addWhitelist(cidr: string, note?: string) {
-    const parsed = parseCidr(cidr.trim());
-    if (!parsed) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
-    const canonical = `${parsed[0]}/${parsed[1]}`;
+    const canonical = canonicalCidr(cidr);
+    if (!canonical) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
+    if (note !== undefined && note.trim().length > 200) throw invalid('note', 'must be at most 200 characters');
     const em = this.em();
-    const existing = await this.repo.findWhitelistEntry(em, canonical);
-    if (existing) return existing;
-    const entry = em.create(DnsIpWhitelistEntry, { cidr: canonical, note: note ?? null });
+    const entry = (await this.repo.findWhitelistEntry(em, canonical)) ?? em.create(DnsIpWhitelistEntry, { cidr: canonical, note: null });
+    if (note !== undefined) entry.note = note.trim() || null;
     await em.flush();
     return entry;
   }
 
   async removeWhitelist(cidr: string): Promise<boolean> {
-    const parsed = parseCidr(cidr.trim());
-    if (!parsed) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
+    const canonical = canonicalCidr(cidr);
+    if (!canonical) throw invalid('cidr', `"${cidr}" is not an IPv4/IPv6 address or CIDR range`);
     const em = this.em();
-    const entry = await this.repo.findWhitelistEntry(em, `${parsed[0]}/${parsed[1]}`);
+    const entry = await this.repo.findWhitelistEntry(em, canonical);
     if (!entry) return false;
     await em.remove(entry).flush();
     return true;

@@ -154,7 +154,7 @@ export async function accountPages(app: FastifyInstance, opts: { config: Config;
   app.post('/account/tokens/:tokenId/revoke', { schema: hidden, config: { auth: sessionOnly } }, async (request, reply) => {
     const id = Number((request.params as Record<string, string>).tokenId);
     const user = userOf(request);
-    if (Number.isInteger(id)) await accounts.revokePersonalToken(id, user.id, false);
+    if (Number.isInteger(id)) await accounts.revokePersonalToken(id, { ownerId: user.id });
     return reply.redirect('/account', 303);
   });
 }

@@ -124,7 +124,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
     },
     handler: async (request) => {
       const user = userOf(request);
-      if (!(await accounts.revokePersonalToken(request.params.tokenId, user.id, user.isAdmin))) {
+      if (!(await accounts.revokePersonalToken(request.params.tokenId, user.isAdmin ? {} : { ownerId: user.id }))) {
         throw notFound('No such token.');
       }
       return { ok: true as const, revoked: true as const };

@@ -2,11 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
-import { AppError } from '../../http/errors.js';
-import { WORKER_SECRET_PREFIX, newSecret, sha256Hex } from '../../accounts/secrets.js';
-import { SpeechWorker, type WorkerCapabilities } from './entities.js';
-
-const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+import type { SpeechWorker, WorkerCapabilities } from './entities.js';
+import { WorkerDirectory } from './worker-directory.js';
 
 export interface WorkerSession {
   sessionId: string;
@@ -16,92 +13,24 @@ export interface WorkerSession {
   local: boolean;
 }
 
-export interface WorkerView {
-  id: number;
-  name: string;
-  createdAt: Date;
-  lastSeenAt: Date | null;
-  revoked: boolean;
-  fresh: boolean;
-  capabilities: WorkerCapabilities | null;
-  contractVersion: number | null;
-  agentVersion: string | null;
-  hostname: string | null;
-}
-
 /**
- * Registered worker agents, their secrets and their presence. Sessions live in Redis with a TTL
- * (so any coordinator can take a worker's heartbeat); `last_seen_at` in PostgreSQL says whether a
- * worker has fresh presence. The local map counts workers talking to this coordinator.
+ * Worker records (through WorkerDirectory) plus presence. Sessions live in Redis with a TTL, so
+ * any coordinator can take a worker's heartbeat; `last_seen_at` in PostgreSQL says whether a worker
+ * has fresh presence. The local map counts workers talking to this coordinator.
  */
-export class WorkerRegistry {
+export class WorkerRegistry extends WorkerDirectory {
   private readonly local = new Map<string, { workerId: number; lastSeen: number }>();
 
   constructor(
-    private readonly orm: Orm,
+    private readonly db: Orm,
     private readonly redis: Redis,
-    private readonly config: Pick<Config, 'REDIS_KEY_PREFIX' | 'WORKER_PRESENCE_TTL_MS' | 'WORKER_HEARTBEAT_INTERVAL_MS'>,
-  ) {}
+    private readonly config: Pick<Config, 'REDIS_KEY_PREFIX' | 'WORKER_PRESENCE_TTL_MS'>,
+  ) {
+    super(db, config.WORKER_PRESENCE_TTL_MS);
+  }
 
   private sessionKey(id: string) {
     return `${this.config.REDIS_KEY_PREFIX}worker-session:${id}`;
-  }
-
-  async createWorker(name: string): Promise<{ id: number; secret: string }> {
-    if (!NAME_RE.test(name)) {
-      throw new AppError('validation_failed', 'worker name must be 1-100 letters, digits, dot, dash or underscore', { errors: { name: ['is invalid'] } });
-    }
-    const em = this.orm.em.fork();
-    if (await em.findOne(SpeechWorker, { name })) throw new AppError('conflict', `worker "${name}" already exists`);
-    const { secret, hash } = newSecret(WORKER_SECRET_PREFIX);
-    const worker = em.create(SpeechWorker, { name, secretHash: hash });
-    await em.flush();
-    return { id: worker.id, secret };
-  }
-
-  /** Issues a new secret (the old one stops working at once) and clears a revocation. */
-  async rotateSecret(name: string): Promise<string> {
-    const em = this.orm.em.fork();
-    const worker = await em.findOne(SpeechWorker, { name });
-    if (!worker) throw new AppError('not_found', `no worker named "${name}"`);
-    const { secret, hash } = newSecret(WORKER_SECRET_PREFIX);
-    worker.secretHash = hash;
-    worker.revokedAt = null;
-    await em.flush();
-    return secret;
-  }
-
-  async revokeWorker(name: string): Promise<boolean> {
-    const em = this.orm.em.fork();
-    const worker = await em.findOne(SpeechWorker, { name });
-    if (!worker) return false;
-    worker.revokedAt ??= new Date();
-    await em.flush();
-    return true;
-  }
-
-  async listWorkers(): Promise<WorkerView[]> {
-    const rows = await this.orm.em.fork().find(SpeechWorker, {}, { orderBy: { name: 'asc' } });
-    const freshAfter = Date.now() - this.config.WORKER_PRESENCE_TTL_MS;
-    return rows.map((w) => ({
-      id: w.id,
-      name: w.name,
-      createdAt: w.createdAt,
-      lastSeenAt: w.lastSeenAt,
-      revoked: w.revokedAt !== null,
-      fresh: w.revokedAt === null && w.lastSeenAt !== null && w.lastSeenAt.getTime() >= freshAfter,
-      capabilities: w.capabilities,
-      contractVersion: w.contractVersion,
-      agentVersion: w.agentVersion,
-      hostname: w.hostname,
-    }));
-  }
-
-  /** The worker a presented secret belongs to; null when unknown or revoked. */
-  async authenticate(secret: string): Promise<SpeechWorker | null> {
-    if (!secret.startsWith(WORKER_SECRET_PREFIX)) return null;
-    const worker = await this.orm.em.fork().findOne(SpeechWorker, { secretHash: sha256Hex(secret) });
-    return worker && !worker.revokedAt ? worker : null;
   }
 
   async hello(
@@ -116,7 +45,7 @@ export class WorkerRegistry {
       local: info.local,
     };
     await this.redis.set(this.sessionKey(session.sessionId), JSON.stringify(session), 'PX', this.config.WORKER_PRESENCE_TTL_MS);
-    await this.orm.em
+    await this.db.em
       .getConnection()
       .execute(
         'update speech_workers set last_seen_at = now(), capabilities = ?::jsonb, contract_version = ?, agent_version = ?, hostname = ? where id = ?',
@@ -136,7 +65,7 @@ export class WorkerRegistry {
       return false;
     }
     await this.redis.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
-    await this.orm.em.getConnection().execute('update speech_workers set last_seen_at = now() where id = ?', [worker.id]);
+    await this.db.em.getConnection().execute('update speech_workers set last_seen_at = now() where id = ?', [worker.id]);
     this.local.set(sessionId, { workerId: worker.id, lastSeen: Date.now() });
     return true;
   }

@@ -1,0 +1,76 @@
+# Sonar images. One build, two targets:
+#   docker build --target coordinator -t sonar-coordinator .
+#   docker build --target worker      -t sonar-worker .
+# docker-compose.yml builds both.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# ---------------------------------------------------------------------------------------------
+# build: install every dependency, compile all workspaces, then drop the dev dependencies.
+# ---------------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+
+# The lockfile and package.json "allowScripts" were written by npm 11, which runs install scripts
+# only for the packages listed there; node:20 images ship npm 10 (runs them all), so use npm 11.
+ARG NPM_VERSION=11.19.1
+RUN npm install -g "npm@${NPM_VERSION}" --no-audit --no-fund \
+    && npm --version
+
+# Manifests first, so the dependency layer is reused until a package.json or the lockfile changes.
+COPY package.json package-lock.json ./
+COPY proto/package.json proto/
+COPY shared/package.json shared/
+COPY coordinator/package.json coordinator/
+COPY worker/package.json worker/
+COPY test/package.json test/
+RUN npm ci --no-audit --no-fund
+
+# Then the sources (.dockerignore keeps node_modules, dist, .data, secrets and deploy/ out), the
+# compile of every project of tsconfig.json, and the prune. The test project only type-checks
+# (its output lands in node_modules/.cache), which is removed with the dev dependencies.
+COPY . .
+RUN npx tsc -b \
+    && npm prune --omit=dev --no-audit --no-fund \
+    && rm -rf node_modules/.cache
+
+# ---------------------------------------------------------------------------------------------
+# runtime: what both targets share. Files stay owned by root (read-only for the app user).
+# ---------------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+
+# ---------------------------------------------------------------------------------------------
+# coordinator: HTTP API (PORT, 8080) and worker gRPC server (GRPC_PORT, 50051).
+# ---------------------------------------------------------------------------------------------
+FROM runtime AS coordinator
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ffmpeg \
+    && rm -rf /var/lib/apt/lists/*
+# The root package.json stays at /app/package.json: the coordinator reads its version from it.
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/proto ./proto
+COPY --from=build /app/shared ./shared
+COPY --from=build /app/coordinator ./coordinator
+USER node
+EXPOSE 8080 50051
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/api/platform').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+CMD ["node", "coordinator/dist/main.js"]
+
+# ---------------------------------------------------------------------------------------------
+# worker: speech worker agent (sonar-worker); connects to COORDINATOR_GRPC_URL.
+# ---------------------------------------------------------------------------------------------
+FROM runtime AS worker
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ffmpeg pocketsphinx pocketsphinx-en-us espeak-ng \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/proto ./proto
+COPY --from=build /app/shared ./shared
+COPY --from=build /app/worker ./worker
+USER node
+CMD ["node", "worker/dist/bin.js"]

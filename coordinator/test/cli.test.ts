@@ -1,0 +1,262 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { AccountService } from '../src/accounts/account-service.js';
+import { openOrm, type Orm } from '../src/db/orm.js';
+import { WorkerDirectory } from '../src/speech/workers/worker-directory.js';
+import { createTestDatabase, randomName, type TestDatabase } from '../../test/support/harness.js';
+import { databaseUrl, withAdminClient } from '../../test/support/infra.js';
+
+/**
+ * Runs the compiled admin CLI (coordinator/dist/cli.js; build with `npx tsc -b` first) as a child
+ * process against a fresh database, and checks its effects through AccountService.
+ */
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const CLI = path.join(ROOT, 'coordinator/dist/cli.js');
+
+interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+let db: TestDatabase;
+let orm: Orm;
+let accounts: AccountService;
+
+/** A minimal environment, so nothing from the developer's shell (SONAR_NEW_PASSWORD...) leaks in. */
+function cli(args: string[], env: Record<string, string> = { DATABASE_URL: db.url }): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+async function createUser(extra: string[] = []) {
+  const username = randomName();
+  const r = await cli(['user:create', username, '--json', ...extra]);
+  expect(r.code, r.stderr).toBe(0);
+  return { username, run: r };
+}
+
+beforeAll(async () => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run \`npx tsc -b\` before this test`);
+  db = await createTestDatabase();
+  orm = await openOrm({ databaseUrl: db.url, poolMax: 2 });
+  accounts = new AccountService(orm);
+});
+
+afterAll(async () => {
+  await orm?.close(true);
+  await db?.drop();
+});
+
+describe('admin CLI', () => {
+  it('lists every command in --help', async () => {
+    const r = await cli(['--help']);
+    expect(r.code).toBe(0);
+    const names = ['user:create', 'user:list', 'user:password', 'user:admin', 'user:disable', 'user:enable', 'user:grant', 'user:revoke',
+      'zone:grant', 'zone:revoke', 'zone:list', 'token:create', 'token:list', 'token:revoke', 'dnskey:create', 'dnskey:list',
+      'dnskey:revoke', 'whitelist:add', 'whitelist:remove', 'whitelist:list'];
+    for (const name of names) expect(r.stdout).toMatch(new RegExp(`^\\s+${name}\\b.*\\S`, 'm'));
+  });
+
+  it('rejects an unknown command with help and a non-zero exit', async () => {
+    const r = await cli(['user:frobnicate']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("unknown command 'user:frobnicate'");
+    expect(r.stderr).toContain('Usage:');
+  });
+
+  it('user:create --admin prints a generated password that signs in', async () => {
+    const { username, run } = await createUser(['--admin']);
+    expect(run.json.ok).toBe(true);
+    expect(run.json.user).toMatchObject({ username, is_admin: true });
+    expect(typeof run.json.password).toBe('string');
+    const user = await accounts.authenticatePassword(username, run.json.password);
+    expect(user).toMatchObject({ username, isAdmin: true });
+    await expect(accounts.authenticatePassword(username, `${run.json.password}x`)).rejects.toMatchObject({ reason: 'invalid_credentials' });
+  });
+
+  it('user:create takes the password from SONAR_NEW_PASSWORD and does not echo it', async () => {
+    const username = randomName();
+    const r = await cli(['user:create', username, '--json'], { DATABASE_URL: db.url, SONAR_NEW_PASSWORD: 'from-the-env-123' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json).not.toHaveProperty('password');
+    expect(r.stdout).not.toContain('from-the-env-123');
+    expect((await accounts.authenticatePassword(username, 'from-the-env-123')).username).toBe(username);
+  });
+
+  it('user:grant with an unknown permission fails with exit 1 and names the valid permissions', async () => {
+    const { username } = await createUser();
+    const r = await cli(['user:grant', username, 'speech.use', 'root.everything', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: .*root\.everything/m);
+    for (const p of PERMISSIONS) expect(r.stderr).toContain(p);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(r.json).toMatchObject({ ok: false, reason: 'validation_failed' });
+    // Nothing was granted, not even the valid permission in the same call.
+    expect((await accounts.findUser(username))?.permissions).toEqual([]);
+
+    const ok = await cli(['user:grant', username, 'speech.use', '--json']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect((await accounts.findUser(username))?.permissions).toEqual(['speech.use']);
+  });
+
+  it('zone:grant, zone:list and zone:revoke round-trip', async () => {
+    const { username } = await createUser();
+    expect((await cli(['zone:grant', username, 'Example.COM.', '--json'])).code).toBe(0);
+    const write = await cli(['zone:grant', username, 'other.org', '--write', '--json']);
+    expect(write.json).toMatchObject({ zone: 'other.org', can_read: true, can_write: true });
+
+    const list = await cli(['zone:list', username, '--json']);
+    expect(list.json.zones).toEqual([
+      { zone: 'example.com', can_read: true, can_write: false },
+      { zone: 'other.org', can_read: true, can_write: true },
+    ]);
+
+    expect((await cli(['zone:revoke', username, 'example.com', '--json'])).code).toBe(0);
+    expect((await cli(['zone:list', username, '--json'])).json.zones).toEqual([{ zone: 'other.org', can_read: true, can_write: true }]);
+    const user = await accounts.findUser(username);
+    expect(await accounts.zoneRights(user!.id)).toEqual([{ zone: 'other.org', canRead: true, canWrite: true }]);
+
+    const again = await cli(['zone:revoke', username, 'example.com']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('error:');
+  });
+
+  it('token:create prints a working token once and token:revoke disables it', async () => {
+    const { username } = await createUser(['--permission', 'speech.api']);
+    const created = await cli(['token:create', username, '--name', 'ci', '--scope', 'speech.api', '--json']);
+    expect(created.code, created.stderr).toBe(0);
+    const secret: string = created.json.secret;
+    const tokenId: number = created.json.token.id;
+
+    const before = await accounts.verifyPersonalToken(secret);
+    expect(before).toMatchObject({ tokenId, scopes: ['speech.api'], user: { username } });
+    // The list shows the token but never its secret.
+    const list = await cli(['token:list', username, '--json']);
+    expect(list.json.tokens.map((t: { id: number }) => t.id)).toEqual([tokenId]);
+    expect(list.stdout).not.toContain(secret);
+
+    const revoked = await cli(['token:revoke', String(tokenId), '--json']);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(await accounts.verifyPersonalToken(secret)).toBeNull();
+  });
+
+  it('token:create with an unknown scope fails and names the valid scopes', async () => {
+    const { username } = await createUser();
+    const r = await cli(['token:create', username, '--name', 'x', '--scope', 'dns.write']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('dns.write');
+    for (const s of TOKEN_SCOPES) expect(r.stderr).toContain(s);
+    const user = await accounts.findUser(username);
+    expect(await accounts.listPersonalTokens(user!.id)).toHaveLength(0);
+  });
+
+  it('dnskey:create makes global keys without --user and user-bound keys with it', async () => {
+    const { username } = await createUser();
+    const global = await cli(['dnskey:create', '--name', 'everything', '--json']);
+    const bound = await cli(['dnskey:create', '--name', 'mine', '--user', username, '--json']);
+    expect(global.code, global.stderr).toBe(0);
+    expect(bound.code, bound.stderr).toBe(0);
+    expect(global.json.key.global).toBe(true);
+    expect(bound.json.key.global).toBe(false);
+
+    const g = await accounts.verifyDnsApiKey(global.json.secret);
+    expect(g).toEqual({ keyId: global.json.key.id, user: null });
+    const b = await accounts.verifyDnsApiKey(bound.json.secret);
+    expect(b?.keyId).toBe(bound.json.key.id);
+    expect(b?.user?.username).toBe(username);
+
+    const list = await cli(['dnskey:list', '--json']);
+    const byId = new Map(list.json.keys.map((k: { id: number }) => [k.id, k]));
+    expect(byId.get(global.json.key.id)).toMatchObject({ user: null, global: true });
+    expect(byId.get(bound.json.key.id)).toMatchObject({ user: username, global: false });
+
+    expect((await cli(['dnskey:revoke', String(global.json.key.id)])).code).toBe(0);
+    expect(await accounts.verifyDnsApiKey(global.json.secret)).toBeNull();
+    expect(await accounts.verifyDnsApiKey(bound.json.secret)).not.toBeNull();
+  });
+
+  it('whitelist:add, whitelist:list and whitelist:remove; an invalid CIDR is rejected', async () => {
+    const added = await cli(['whitelist:add', '192.0.2.0/24', '--note', 'lab', '--json']);
+    expect(added.code, added.stderr).toBe(0);
+    expect(added.json.entry).toMatchObject({ cidr: '192.0.2.0/24', note: 'lab' });
+    expect(await accounts.isWhitelisted('192.0.2.77')).toBe(true);
+
+    const bad = await cli(['whitelist:add', '192.0.2.0/33', '--json']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^error: .*192\.0\.2\.0\/33/m);
+
+    const list = await cli(['whitelist:list', '--json']);
+    expect(list.json.entries.map((e: { cidr: string }) => e.cidr)).toEqual(['192.0.2.0/24']);
+
+    expect((await cli(['whitelist:remove', '192.0.2.0/24', '--json'])).code).toBe(0);
+    expect((await cli(['whitelist:list', '--json'])).json.entries).toEqual([]);
+    expect(await accounts.isWhitelisted('192.0.2.77')).toBe(false);
+    expect((await cli(['whitelist:remove', '192.0.2.0/24'])).code).toBe(1);
+
+    // Ranges are stored as their canonical network, so two spellings are one entry.
+    await cli(['whitelist:add', '10.9.8.7/8', '--json']);
+    const again = await cli(['whitelist:add', '10.0.0.0/8', '--note', 'renamed', '--json']);
+    expect(again.json.entry).toMatchObject({ cidr: '10.0.0.0/8', note: 'renamed' });
+    expect((await cli(['whitelist:list', '--json'])).json.entries).toHaveLength(1);
+  });
+
+  it('worker:create prints a secret the coordinator accepts; rotate and revoke take effect', async () => {
+    const workers = new WorkerDirectory(orm, 45_000);
+    const created = await cli(['worker:create', 'gpu-a', '--json']);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.json.secret).toMatch(/^sonar_wrk_/);
+    expect((await workers.authenticate(created.json.secret))?.name).toBe('gpu-a');
+    expect((await cli(['worker:create', 'gpu-a'])).code).toBe(1);
+
+    const rotated = await cli(['worker:rotate', 'gpu-a', '--json']);
+    expect(await workers.authenticate(created.json.secret)).toBeNull();
+    expect((await workers.authenticate(rotated.json.secret))?.name).toBe('gpu-a');
+
+    expect((await cli(['worker:revoke', 'gpu-a'])).code).toBe(0);
+    expect(await workers.authenticate(rotated.json.secret)).toBeNull();
+    const list = await cli(['worker:list', '--json']);
+    expect(list.json.workers).toMatchObject([{ name: 'gpu-a', revoked: true, last_seen_at: null }]);
+    expect((await cli(['worker:revoke', 'nope'])).code).toBe(1);
+  });
+
+  it('exits 78 naming DATABASE_URL when it is missing or invalid', async () => {
+    // An empty data folder: no quick start database to fall back to.
+    const missing = await cli(['user:list', '--json'], { SONAR_DATA_DIR: mkdtempSync(path.join(tmpdir(), 'sonar-cli-')) });
+    expect(missing.code).toBe(78);
+    expect(missing.stderr).toContain('DATABASE_URL');
+    const invalid = await cli(['user:list'], { DATABASE_URL: 'mysql://localhost/sonar' });
+    expect(invalid.code).toBe(78);
+    expect(invalid.stderr).toContain('DATABASE_URL');
+  });
+
+  it('applies migrations on an empty database before running a command', async () => {
+    const admin = inject('pgAdminUrl');
+    const name = `${inject('templateDatabase')}_empty`;
+    await withAdminClient(admin, (c) => c.query(`create database ${name}`));
+    try {
+      const env = { DATABASE_URL: databaseUrl(admin, name) };
+      const created = await cli(['user:create', 'first', '--admin', '--json'], env);
+      expect(created.code, created.stderr).toBe(0);
+      const list = await cli(['user:list', '--json'], env);
+      expect(list.json.users).toMatchObject([{ username: 'first', is_admin: true, disabled: false }]);
+    } finally {
+      await withAdminClient(admin, (c) => c.query(`drop database if exists ${name} with (force)`));
+    }
+  });
+});
