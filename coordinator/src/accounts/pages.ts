@@ -1,5 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formBody from '@fastify/formbody';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { TOKEN_SCOPES } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { AppError, normalizeError } from '../http/errors.js';
@@ -15,10 +17,21 @@ function safeNext(value: unknown): string {
   return typeof value === 'string' && /^\/(?!\/)[^\s\\]*$/.test(value) ? value : '/';
 }
 
+// Form bodies as browsers send them (every field a string, repeated fields an array).
+const csrfField = { _csrf: z.string().max(200).optional() };
+const loginBody = z.object({ ...csrfField, username: z.string().max(200).default(''), password: z.string().max(1024).default(''), next: z.string().max(2000).optional() });
+const tokenBody = z.object({
+  ...csrfField,
+  name: z.string().max(200).default(''),
+  scopes: z.union([z.string(), z.array(z.string())]).optional(),
+  expires_in_days: z.union([z.literal(''), z.coerce.number().int()]).optional(),
+});
+
 /** Browser pages: sign in, sign out, home, and personal access tokens. */
-export async function accountPages(app: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
+export async function accountPages(base: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
   const { config, accounts } = opts;
-  await app.register(formBody);
+  await base.register(formBody);
+  const app = base.withTypeProvider<ZodTypeProvider>();
 
   // Pages answer in HTML: an anonymous visitor is sent to the sign-in page, other errors get a page.
   app.setErrorHandler((error, request, reply) => {
@@ -57,25 +70,23 @@ export async function accountPages(app: FastifyInstance, opts: { config: Config;
 
   const hidden = { hide: true } as const;
 
-  app.get('/login', { schema: hidden }, async (request, reply) => {
-    const next = safeNext((request.query as Record<string, unknown>).next);
+  app.get('/login', { schema: { ...hidden, querystring: z.object({ next: z.string().max(2000).optional() }) } }, async (request, reply) => {
+    const next = safeNext(request.query.next);
     if (await app.sessionUser(request)) return reply.redirect(next, 303);
     return reply.type('text/html; charset=utf-8').send(loginForm(reply, next));
   });
 
   app.post(
     '/login',
-    { schema: hidden, config: { rateLimit: { max: config.LOGIN_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000 } } },
-    async (request: FastifyRequest, reply) => {
-      const body = (request.body ?? {}) as Record<string, unknown>;
-      const next = safeNext(body.next);
+    { schema: { ...hidden, body: loginBody }, config: { rateLimit: { max: config.LOGIN_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000 } } },
+    async (request, reply) => {
+      const { username, password } = request.body;
+      const next = safeNext(request.body.next);
       try {
         app.verifyCsrf(request);
       } catch {
         return reply.code(403).type('text/html; charset=utf-8').send(loginForm(reply, next, 'Your sign-in form expired; please try again.'));
       }
-      const username = typeof body.username === 'string' ? body.username : '';
-      const password = typeof body.password === 'string' ? body.password : '';
       try {
         const user = await accounts.authenticatePassword(username, password);
         // A new session id on sign-in: a session planted before login is worth nothing after it.
@@ -90,7 +101,7 @@ export async function accountPages(app: FastifyInstance, opts: { config: Config;
     },
   );
 
-  app.post('/logout', { schema: hidden, config: { auth: sessionOnly } }, async (request, reply) => {
+  app.post('/logout', { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
     await request.session.destroy();
     return reply.redirect('/login', 303);
   });
@@ -134,15 +145,13 @@ export async function accountPages(app: FastifyInstance, opts: { config: Config;
 
   app.get('/account', { schema: hidden, config: { auth: sessionOnly } }, (request, reply) => accountPage(request, reply));
 
-  app.post('/account/tokens', { schema: hidden, config: { auth: sessionOnly } }, async (request, reply) => {
-    const body = (request.body ?? {}) as Record<string, unknown>;
-    const scopes = ([] as unknown[]).concat(body.scopes ?? []).filter((s): s is string => typeof s === 'string');
-    const days = typeof body.expires_in_days === 'string' && body.expires_in_days !== '' ? Number(body.expires_in_days) : undefined;
+  app.post('/account/tokens', { schema: { ...hidden, body: tokenBody }, config: { auth: sessionOnly } }, async (request, reply) => {
+    const { name, scopes, expires_in_days: days } = request.body;
     try {
       const { token, record } = await accounts.createPersonalToken(userOf(request).id, {
-        name: typeof body.name === 'string' ? body.name : '',
-        scopes,
-        ...(days !== undefined && Number.isInteger(days) && days > 0 ? { expiresInDays: days } : {}),
+        name,
+        scopes: ([] as string[]).concat(scopes ?? []),
+        ...(typeof days === 'number' ? { expiresInDays: days } : {}),
       });
       return accountPage(request, reply.code(201), { name: record.name, token });
     } catch (err) {
@@ -151,10 +160,9 @@ export async function accountPages(app: FastifyInstance, opts: { config: Config;
     }
   });
 
-  app.post('/account/tokens/:tokenId/revoke', { schema: hidden, config: { auth: sessionOnly } }, async (request, reply) => {
-    const id = Number((request.params as Record<string, string>).tokenId);
-    const user = userOf(request);
-    if (Number.isInteger(id)) await accounts.revokePersonalToken(id, { ownerId: user.id });
+  const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });
+  app.post('/account/tokens/:tokenId/revoke', { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
+    await accounts.revokePersonalToken(request.params.tokenId, { ownerId: userOf(request).id });
     return reply.redirect('/account', 303);
   });
 }
