@@ -23,7 +23,8 @@ async function pingable(url: string): Promise<boolean> {
   }
 }
 
-function freePort(): Promise<number> {
+/** A TCP port on loopback that nothing listens on right now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
