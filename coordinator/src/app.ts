@@ -18,6 +18,8 @@ import { ircPlugin } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
+import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
+import { attachLiveHub } from './speech/live/attach.js';
 
 export interface AppDeps {
   config: Config;
@@ -26,6 +28,7 @@ export interface AppDeps {
   version: string;
   metrics?: Metrics;
   workers?: WorkerRegistry;
+  speech?: SpeechServices;
   /** Pino options (or false); defaults to LOG_LEVEL from the configuration. */
   logger?: FastifyServerOptions['logger'];
 }
@@ -38,6 +41,7 @@ export interface DomainDeps {
   accounts: AccountService;
   metrics: Metrics;
   workers: WorkerRegistry;
+  speech: SpeechServices;
   version: string;
 }
 
@@ -68,7 +72,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const sessionStore = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
   const workers = deps.workers ?? new WorkerRegistry(orm, redis, config);
   metrics.setWorkerPresence(workers);
-  const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, version };
+  const speech = deps.speech ?? createSpeechServices({ orm, redis, config });
+  const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
 
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {
@@ -95,6 +100,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin, domainDeps);
   await app.register(ircPlugin, domainDeps);
+
+  attachLiveHub(app, domainDeps);
+  await speech.work.start();
+  app.addHook('onClose', () => speech.work.stop());
 
   app.decorate('deps', domainDeps);
   return app;

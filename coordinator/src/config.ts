@@ -43,6 +43,19 @@ export const envSchema = z.object({
   WORKER_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000),
   WORKER_PRESENCE_TTL_MS: z.coerce.number().int().min(2000).max(900_000).default(45_000),
 
+  SPEECH_DEFAULT_MODEL: z.string().min(1).max(60).default('small'),
+  SPEECH_LOCAL_MODELS: z
+    .string()
+    .default('small')
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+  SPEECH_MEDIA_DIR: z.string().min(1).default('.data/media'),
+  SPEECH_UPLOAD_MAX_MB: z.coerce.number().int().min(1).max(1024 * 1024).default(2048),
+  SPEECH_LEASE_TTL_SECONDS: z.coerce.number().int().min(5).max(86_400).default(180),
+  SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce.number().int().min(5).max(86_400).default(90),
+  SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
+  SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  SPEECH_MEDIA_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
+
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce.number().int().min(60).default(12 * 3600),
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),

@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 import { accountSchemas } from '../accounts/entities.js';
 import { migrationsList } from './migrations/index.js';
 import { SpeechWorkerSchema } from '../speech/workers/entities.js';
+import { speechJobSchemas } from '../speech/jobs/entities.js';
 
 export type Orm = MikroORM;
 
-export const entitySchemas = [...accountSchemas, SpeechWorkerSchema];
+export const entitySchemas = [...accountSchemas, SpeechWorkerSchema, ...speechJobSchemas];
 
 export interface OrmOptions {
   databaseUrl: string;

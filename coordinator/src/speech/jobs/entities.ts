@@ -1,0 +1,193 @@
+import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import type { DiarizationState, JobStatus, QueueChannel } from '@sonar/shared';
+import { User } from '../../accounts/entities.js';
+import { SpeechWorker } from '../workers/entities.js';
+
+export type ExecutionTarget = 'auto' | 'local' | 'worker';
+
+/** A transcription job and its current (primary) pass. */
+export class SpeechJob {
+  [OptionalProps]?:
+    | 'status' | 'queueChannel' | 'sourceUrl' | 'sourceLabel' | 'sourceNote' | 'sourceFilename' | 'sourceMime'
+    | 'sourceSizeBytes' | 'sourceDurationSeconds' | 'mediaPath' | 'mediaSha256' | 'mediaRetainedUntil' | 'language'
+    | 'analysisLanguage' | 'translationTargetLanguages' | 'diarizationRequested' | 'diarizationState' | 'executionTarget'
+    | 'targetWorker' | 'currentPass' | 'attempt' | 'maxAttempts' | 'stageLabel' | 'stageDetail' | 'audioPositionSeconds'
+    | 'transcriptText' | 'engine' | 'engineModel' | 'worker' | 'cancelRequestedAt' | 'failureError' | 'createdAt'
+    | 'updatedAt' | 'startedAt' | 'finishedAt';
+  id!: number;
+  owner!: User;
+  status: JobStatus = 'queued';
+  queueChannel: QueueChannel = 'web';
+  sourceType!: 'url' | 'upload';
+  sourceUrl: string | null = null;
+  sourceLabel: string | null = null;
+  sourceNote: string | null = null;
+  sourceFilename: string | null = null;
+  sourceMime: string | null = null;
+  sourceSizeBytes: number | null = null;
+  sourceDurationSeconds: number | null = null;
+  mediaPath: string | null = null;
+  mediaSha256: string | null = null;
+  mediaRetainedUntil: Date | null = null;
+  model!: string;
+  language: string | null = null;
+  analysisLanguage: string | null = null;
+  translationTargetLanguages: string[] = [];
+  diarizationRequested = true;
+  diarizationState: DiarizationState = 'pending';
+  executionTarget: ExecutionTarget = 'auto';
+  targetWorker: SpeechWorker | null = null;
+  currentPass = 1;
+  attempt = 0;
+  maxAttempts = 3;
+  stageLabel: string | null = null;
+  stageDetail: string | null = null;
+  audioPositionSeconds = 0;
+  transcriptText: string | null = null;
+  engine: string | null = null;
+  engineModel: string | null = null;
+  worker: SpeechWorker | null = null;
+  cancelRequestedAt: Date | null = null;
+  failureError: string | null = null;
+  createdAt: Date = new Date();
+  updatedAt: Date = new Date();
+  startedAt: Date | null = null;
+  finishedAt: Date | null = null;
+}
+
+export class SpeechLease {
+  [OptionalProps]?: 'createdAt' | 'lastHeartbeatAt' | 'lastProgressAt' | 'endedAt' | 'outcome';
+  id!: number;
+  job!: SpeechJob;
+  attempt!: number;
+  worker!: SpeechWorker;
+  tokenHash!: string;
+  createdAt: Date = new Date();
+  expiresAt!: Date;
+  lastHeartbeatAt: Date = new Date();
+  lastProgressAt: Date | null = null;
+  endedAt: Date | null = null;
+  outcome: 'completed' | 'failed' | 'expired' | 'released' | 'cancelled' | null = null;
+}
+
+export class SpeechSegment {
+  [OptionalProps]?: 'speaker';
+  id!: number;
+  job!: SpeechJob;
+  pass!: number;
+  seq!: number;
+  startSeconds!: number;
+  endSeconds!: number;
+  text!: string;
+  speaker: string | null = null;
+}
+
+export class SpeechJobEvent {
+  [OptionalProps]?: 'at' | 'level' | 'data';
+  id!: number;
+  job!: SpeechJob;
+  at: Date = new Date();
+  level: 'info' | 'warn' | 'error' = 'info';
+  event!: string;
+  message!: string;
+  data: Record<string, unknown> | null = null;
+}
+
+const ts = (fieldName: string, nullable = false) => ({ type: 'datetime', columnType: 'timestamptz', fieldName, nullable }) as const;
+const str = (fieldName: string, nullable = true) => ({ type: 'string', fieldName, nullable }) as const;
+const dbl = (fieldName: string, nullable = true) => ({ type: 'double', columnType: 'double precision', fieldName, nullable }) as const;
+
+export const SpeechJobSchema = new EntitySchema<SpeechJob>({
+  class: SpeechJob,
+  tableName: 'speech_jobs',
+  properties: {
+    id: { type: 'integer', primary: true, autoincrement: true },
+    owner: { kind: 'm:1', entity: () => User, fieldName: 'owner_id' },
+    status: { type: 'string' },
+    queueChannel: str('queue_channel', false),
+    sourceType: str('source_type', false),
+    sourceUrl: { type: 'text', fieldName: 'source_url', nullable: true },
+    sourceLabel: str('source_label'),
+    sourceNote: { type: 'text', fieldName: 'source_note', nullable: true },
+    sourceFilename: str('source_filename'),
+    sourceMime: str('source_mime'),
+    sourceSizeBytes: { type: 'bigint', fieldName: 'source_size_bytes', nullable: true, runtimeType: 'number' } as never,
+    sourceDurationSeconds: dbl('source_duration_seconds'),
+    mediaPath: { type: 'text', fieldName: 'media_path', nullable: true },
+    mediaSha256: str('media_sha256'),
+    mediaRetainedUntil: ts('media_retained_until', true),
+    model: { type: 'string' },
+    language: { type: 'string', nullable: true },
+    analysisLanguage: str('analysis_language'),
+    translationTargetLanguages: { type: 'string[]', columnType: 'text[]', fieldName: 'translation_target_languages' },
+    diarizationRequested: { type: 'boolean', fieldName: 'diarization_requested' },
+    diarizationState: str('diarization_state', false),
+    executionTarget: str('execution_target', false),
+    targetWorker: { kind: 'm:1', entity: () => SpeechWorker, fieldName: 'target_worker_id', nullable: true },
+    currentPass: { type: 'integer', fieldName: 'current_pass' },
+    attempt: { type: 'integer' },
+    maxAttempts: { type: 'integer', fieldName: 'max_attempts' },
+    stageLabel: str('stage_label'),
+    stageDetail: { type: 'text', fieldName: 'stage_detail', nullable: true },
+    audioPositionSeconds: dbl('audio_position_seconds', false),
+    transcriptText: { type: 'text', fieldName: 'transcript_text', nullable: true },
+    engine: { type: 'string', nullable: true },
+    engineModel: str('engine_model'),
+    worker: { kind: 'm:1', entity: () => SpeechWorker, fieldName: 'worker_id', nullable: true },
+    cancelRequestedAt: ts('cancel_requested_at', true),
+    failureError: { type: 'text', fieldName: 'failure_error', nullable: true },
+    createdAt: ts('created_at'),
+    updatedAt: { ...ts('updated_at'), onUpdate: () => new Date() },
+    startedAt: ts('started_at', true),
+    finishedAt: ts('finished_at', true),
+  },
+});
+
+export const SpeechLeaseSchema = new EntitySchema<SpeechLease>({
+  class: SpeechLease,
+  tableName: 'speech_leases',
+  properties: {
+    id: { type: 'integer', primary: true, autoincrement: true },
+    job: { kind: 'm:1', entity: () => SpeechJob, fieldName: 'job_id' },
+    attempt: { type: 'integer' },
+    worker: { kind: 'm:1', entity: () => SpeechWorker, fieldName: 'worker_id' },
+    tokenHash: str('token_hash', false),
+    createdAt: ts('created_at'),
+    expiresAt: ts('expires_at'),
+    lastHeartbeatAt: ts('last_heartbeat_at'),
+    lastProgressAt: ts('last_progress_at', true),
+    endedAt: ts('ended_at', true),
+    outcome: { type: 'string', nullable: true },
+  },
+});
+
+export const SpeechSegmentSchema = new EntitySchema<SpeechSegment>({
+  class: SpeechSegment,
+  tableName: 'speech_segments',
+  properties: {
+    id: { type: 'bigint', primary: true, autoincrement: true, runtimeType: 'number' } as never,
+    job: { kind: 'm:1', entity: () => SpeechJob, fieldName: 'job_id' },
+    pass: { type: 'integer' },
+    seq: { type: 'integer' },
+    startSeconds: dbl('start_seconds', false),
+    endSeconds: dbl('end_seconds', false),
+    text: { type: 'text' },
+    speaker: { type: 'string', nullable: true },
+  },
+});
+
+export const SpeechJobEventSchema = new EntitySchema<SpeechJobEvent>({
+  class: SpeechJobEvent,
+  tableName: 'speech_job_events',
+  properties: {
+    id: { type: 'bigint', primary: true, autoincrement: true, runtimeType: 'number' } as never,
+    job: { kind: 'm:1', entity: () => SpeechJob, fieldName: 'job_id' },
+    at: ts('at'),
+    level: { type: 'string' },
+    event: { type: 'string' },
+    message: { type: 'text' },
+    data: { type: 'json', columnType: 'jsonb', nullable: true },
+  },
+});
+
+export const speechJobSchemas = [SpeechJobSchema, SpeechLeaseSchema, SpeechSegmentSchema, SpeechJobEventSchema];

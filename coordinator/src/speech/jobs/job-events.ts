@@ -1,0 +1,72 @@
+import { EventEmitter } from 'node:events';
+import type { Redis } from 'ioredis';
+
+export interface LiveSegment {
+  seq: number;
+  start: number;
+  end: number;
+  text: string;
+  speaker: string | null;
+}
+
+export interface LiveStatus {
+  status: string;
+  status_label: string;
+  stage_label: string | null;
+  stage_detail: string | null;
+  audio_position_seconds: number;
+  attempt: number;
+}
+
+/** Where job changes go: browsers (socket.io) and claim long-polls. Implemented by the live hub. */
+export interface JobEventSink {
+  segment(jobId: number, pass: number, segment: LiveSegment): void;
+  status(jobId: number, status: LiveStatus): void;
+}
+
+/**
+ * Wakes claim long-polls when work appears. Local waiters get an in-process event; other
+ * coordinators hear it through a Redis channel.
+ */
+export class WorkAvailable {
+  private readonly emitter = new EventEmitter();
+  private subscriber: Redis | null = null;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly channel: string,
+  ) {
+    this.emitter.setMaxListeners(0);
+  }
+
+  async start() {
+    this.subscriber = this.redis.duplicate();
+    this.subscriber.on('message', () => this.emitter.emit('work'));
+    await this.subscriber.subscribe(this.channel);
+  }
+
+  notify() {
+    this.emitter.emit('work');
+    void this.redis.publish(this.channel, '1').catch(() => undefined);
+  }
+
+  /** Resolves when work may be available or after `ms`, whichever comes first. */
+  wait(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.emitter.off('work', done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.emitter.once('work', done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  async stop() {
+    await this.subscriber?.quit().catch(() => undefined);
+    this.subscriber = null;
+  }
+}

@@ -1,0 +1,258 @@
+import path from 'node:path';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { JOB_STATUS_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
+import { User } from '../../accounts/entities.js';
+import { hasPermission, type AuthUser } from '../../accounts/types.js';
+import type { Config } from '../../config.js';
+import type { Orm } from '../../db/orm.js';
+import { AppError, forbidden, notFound } from '../../http/errors.js';
+import { SpeechWorker } from '../workers/entities.js';
+import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget } from './entities.js';
+import type { JobEventSink, WorkAvailable } from './job-events.js';
+import type { MediaStore } from './media-store.js';
+import type { JobDetail } from './presenter.js';
+import { probeMedia } from './probe.js';
+
+export const PROCESSING_STATUSES: readonly JobStatus[] = ['downloading', 'transcribing', 'finalizing'];
+
+export interface CreateJobInput {
+  channel: QueueChannel;
+  source: { type: 'url'; url: string } | { type: 'upload'; tempPath: string; filename: string; sizeBytes: number; sha256: string };
+  label?: string | undefined;
+  note?: string | undefined;
+  model?: string | undefined;
+  language?: string | undefined;
+  analysisLanguage?: string | undefined;
+  translationTargetLanguages?: string[] | undefined;
+  diarization?: boolean | undefined;
+}
+
+function businessRule(field: string, message: string) {
+  return new AppError('validation_failed', message, { errors: { [field]: [message] } });
+}
+
+/**
+ * Rules of the speech queue: who sees which job, the state moves of the specification's table,
+ * and the runtime log. The database is the source of truth; events only inform.
+ */
+export class JobService {
+  constructor(
+    private readonly orm: Orm,
+    private readonly config: Config,
+    private readonly media: MediaStore,
+    private readonly work: WorkAvailable,
+    private readonly sink: JobEventSink,
+  ) {}
+
+  private em(): EntityManager {
+    return this.orm.em.fork();
+  }
+
+  static canManageAll(user: AuthUser) {
+    return hasPermission(user, 'speech.manage');
+  }
+
+  /** Models a job may ask for: the product's names plus whatever a registered worker advertises. */
+  async supportedModels(): Promise<string[]> {
+    const rows = await this.em().getConnection().execute<Array<{ model: string }>>(
+      `select distinct jsonb_array_elements_text(capabilities->'models') as model from speech_workers where revoked_at is null and capabilities is not null`,
+    );
+    return [...new Set(['small', 'large', 'turbo', this.config.SPEECH_DEFAULT_MODEL, ...rows.map((r) => r.model)])];
+  }
+
+  async create(owner: AuthUser, input: CreateJobInput): Promise<SpeechJob> {
+    const model = input.model ?? this.config.SPEECH_DEFAULT_MODEL;
+    if (!(await this.supportedModels()).includes(model)) {
+      if (input.source.type === 'upload') await this.media.discard(input.source.tempPath);
+      throw businessRule('model', `unknown model "${model}"`);
+    }
+    let probe: Awaited<ReturnType<typeof probeMedia>> | null = null;
+    if (input.source.type === 'upload') {
+      try {
+        probe = await probeMedia(input.source.tempPath);
+      } catch (err) {
+        await this.media.discard(input.source.tempPath);
+        throw businessRule('media_file', `the file is not readable audio or video (${(err as Error).message})`);
+      }
+      if (!probe.hasAudio) {
+        await this.media.discard(input.source.tempPath);
+        throw businessRule('media_file', 'the file has no audio stream');
+      }
+    }
+    const em = this.em();
+    const job = em.create(SpeechJob, {
+      owner: em.getReference(User, owner.id),
+      queueChannel: input.channel,
+      sourceType: input.source.type,
+      sourceUrl: input.source.type === 'url' ? input.source.url : null,
+      sourceFilename: input.source.type === 'upload' ? input.source.filename : null,
+      sourceLabel: input.label ?? (input.source.type === 'upload' ? input.source.filename : null),
+      sourceNote: input.note ?? null,
+      sourceMime: probe?.mime ?? null,
+      sourceSizeBytes: input.source.type === 'upload' ? input.source.sizeBytes : null,
+      sourceDurationSeconds: probe?.durationSeconds ?? null,
+      mediaSha256: input.source.type === 'upload' ? input.source.sha256 : null,
+      model,
+      language: input.language ?? null,
+      analysisLanguage: input.analysisLanguage ?? null,
+      translationTargetLanguages: input.translationTargetLanguages ?? [],
+      diarizationRequested: input.diarization ?? true,
+      diarizationState: input.diarization === false ? 'skipped' : 'pending',
+      maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
+      stageLabel: 'Waiting for a worker',
+    });
+    await em.flush();
+    if (input.source.type === 'upload') {
+      const ext = path.extname(input.source.filename);
+      job.mediaPath = await this.media.adopt(job.id, input.source.tempPath, ext);
+      job.mediaRetainedUntil = this.retentionDeadline();
+    }
+    em.create(SpeechJobEvent, { job, event: 'queued', message: `Queued on the ${input.channel} channel with model ${model}.` });
+    await em.flush();
+    this.work.notify();
+    return job;
+  }
+
+  retentionDeadline(): Date | null {
+    const days = this.config.SPEECH_MEDIA_RETENTION_DAYS;
+    return days > 0 ? new Date(Date.now() + days * 86400_000) : null;
+  }
+
+  /** A job the caller may see, or 404 (never 403: other people's job ids are not confirmed). */
+  async getVisible(user: AuthUser, jobId: number, channel?: QueueChannel): Promise<SpeechJob> {
+    const job = await this.em().findOne(SpeechJob, { id: jobId }, { populate: ['owner', 'targetWorker'] });
+    if (!job || (channel && job.queueChannel !== channel)) throw notFound('Job not found.');
+    if (job.owner.id !== user.id && !JobService.canManageAll(user)) throw notFound('Job not found.');
+    return job;
+  }
+
+  async list(user: AuthUser, opts: { limit: number; channel?: QueueChannel; all?: boolean }): Promise<SpeechJob[]> {
+    const where: Record<string, unknown> = {};
+    if (!(opts.all && JobService.canManageAll(user))) where.owner = user.id;
+    if (opts.channel) where.queueChannel = opts.channel;
+    return this.em().find(SpeechJob, where, { populate: ['owner', 'targetWorker'], orderBy: { id: 'desc' }, limit: opts.limit });
+  }
+
+  async summary(user: AuthUser, channel?: QueueChannel) {
+    const all = JobService.canManageAll(user);
+    const params: unknown[] = [];
+    let where = 'true';
+    if (!all) {
+      where += ' and owner_id = ?';
+      params.push(user.id);
+    }
+    if (channel) {
+      where += ' and queue_channel = ?';
+      params.push(channel);
+    }
+    const rows = await this.em()
+      .getConnection()
+      .execute<Array<{ status: JobStatus; n: string }>>(`select status, count(*) as n from speech_jobs where ${where} group by status`, params);
+    const count = (s: JobStatus[]) => rows.filter((r) => s.includes(r.status)).reduce((a, r) => a + Number(r.n), 0);
+    return {
+      summary: { queued: count(['queued']), processing: count([...PROCESSING_STATUSES]), completed: count(['completed']), failed: count(['failed']) },
+      canManageAll: all,
+    };
+  }
+
+  async detail(job: SpeechJob): Promise<JobDetail> {
+    const em = this.em();
+    const lease = await em.findOne(SpeechLease, { job: job.id, attempt: job.attempt }, { populate: ['worker'] });
+    const events = await em.find(SpeechJobEvent, { job: job.id }, { orderBy: { id: 'asc' }, limit: 500 });
+    const segmentCount = await em.count(SpeechSegment, { job: job.id, pass: job.currentPass });
+    return {
+      lease: lease ? Object.assign(lease, { workerName: lease.worker.name, workerRevoked: lease.worker.revokedAt !== null }) : null,
+      events,
+      segmentCount,
+    };
+  }
+
+  async segments(jobId: number, pass: number) {
+    return this.em().find(SpeechSegment, { job: jobId, pass }, { orderBy: { seq: 'asc' } });
+  }
+
+  private assertMayChange(user: AuthUser, job: SpeechJob) {
+    if (job.owner.id !== user.id && !JobService.canManageAll(user)) throw forbidden('Only the owner or a queue manager may change this job.');
+  }
+
+  /** Cooperative cancellation: the worker hears it on its next heartbeat and stops the engine. */
+  async cancel(user: AuthUser, jobId: number): Promise<SpeechJob> {
+    const job = await this.getVisible(user, jobId);
+    this.assertMayChange(user, job);
+    if (!PROCESSING_STATUSES.includes(job.status)) throw businessRule('status', `only a processing job can be cancelled; this one is ${job.status}`);
+    const em = this.em();
+    await em.getConnection().execute('update speech_jobs set cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now() where id = ?', [job.id]);
+    await this.log(job.id, 'cancel_requested', `Cancellation requested by ${user.username}.`);
+    return this.getVisible(user, jobId);
+  }
+
+  /** failed or queued → queued, with a fresh retry budget (a person decided to try again). */
+  async restart(user: AuthUser, jobId: number): Promise<SpeechJob> {
+    const job = await this.getVisible(user, jobId);
+    this.assertMayChange(user, job);
+    if (job.status !== 'failed' && job.status !== 'queued') {
+      throw businessRule('status', `only a failed or queued job can be restarted; this one is ${job.status}`);
+    }
+    if (job.sourceType === 'upload' && !job.mediaPath) throw businessRule('media_file', 'the uploaded media is no longer retained');
+    await this.em()
+      .getConnection()
+      .execute(
+        `update speech_jobs set status = 'queued', attempt = 0, failure_error = null, cancel_requested_at = null,
+           stage_label = 'Waiting for a worker', stage_detail = null, audio_position_seconds = 0, finished_at = null, updated_at = now()
+         where id = ? and status in ('failed', 'queued')`,
+        [job.id],
+      );
+    await this.log(job.id, 'restarted', `Restarted by ${user.username}.`);
+    this.work.notify();
+    const fresh = await this.getVisible(user, jobId);
+    this.publishStatus(fresh);
+    return fresh;
+  }
+
+  /** Deletes a job that is not processing, with its revisions, segments, log and media. */
+  async remove(user: AuthUser, jobId: number): Promise<void> {
+    const job = await this.getVisible(user, jobId);
+    this.assertMayChange(user, job);
+    const res = await this.em()
+      .getConnection()
+      .execute<{ affectedRows?: number }>(`delete from speech_jobs where id = ? and status not in ('downloading', 'transcribing', 'finalizing')`, [job.id], 'run');
+    if (!(res as { affectedRows?: number }).affectedRows) throw businessRule('status', 'a processing job cannot be deleted; cancel it first');
+    await this.media.removeJob(job.id);
+  }
+
+  /** Admin: automatic, local, or an exact named worker (which may be offline now). */
+  async setExecutionTarget(user: AuthUser, jobId: number, target: { mode: ExecutionTarget; worker?: string }): Promise<SpeechJob> {
+    if (!user.isAdmin) throw forbidden('Only administrators choose execution targets.');
+    const job = await this.getVisible(user, jobId);
+    const em = this.em();
+    let workerId: number | null = null;
+    if (target.mode === 'worker') {
+      const worker = target.worker ? await em.findOne(SpeechWorker, { name: target.worker }) : null;
+      if (!worker || worker.revokedAt) throw businessRule('worker', `no active worker named "${target.worker ?? ''}"`);
+      workerId = worker.id;
+    }
+    await em.getConnection().execute('update speech_jobs set execution_target = ?, target_worker_id = ?, updated_at = now() where id = ?', [target.mode, workerId, job.id]);
+    await this.log(job.id, 'target_changed', `Execution target set to ${target.mode === 'worker' ? `worker ${target.worker}` : target.mode} by ${user.username}.`);
+    this.work.notify();
+    return this.getVisible(user, jobId);
+  }
+
+  async log(jobId: number, event: string, message: string, level: 'info' | 'warn' | 'error' = 'info', data: Record<string, unknown> | null = null) {
+    await this.em()
+      .getConnection()
+      .execute('insert into speech_job_events (job_id, event, message, level, data) values (?, ?, ?, ?, ?::jsonb)', [
+        jobId, event, message, level, data ? JSON.stringify(data) : null,
+      ]);
+  }
+
+  publishStatus(job: SpeechJob) {
+    this.sink.status(job.id, {
+      status: job.status,
+      status_label: JOB_STATUS_LABELS[job.status],
+      stage_label: job.stageLabel,
+      stage_detail: job.stageDetail,
+      audio_position_seconds: job.audioPositionSeconds,
+      attempt: job.attempt,
+    });
+  }
+}

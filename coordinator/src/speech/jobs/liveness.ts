@@ -1,0 +1,46 @@
+import type { JobStatus, LivenessState } from '@sonar/shared';
+
+export interface LivenessInput {
+  status: JobStatus;
+  lease: { createdAt: Date; expiresAt: Date; lastHeartbeatAt: Date; lastProgressAt: Date | null; workerRevoked: boolean } | null;
+  now: Date;
+  unresponsiveAfterSeconds: number;
+}
+
+const PROCESSING: ReadonlySet<JobStatus> = new Set(['downloading', 'transcribing', 'finalizing']);
+/** Heartbeats arrive but nothing has progressed for this long: the engine may be stuck on a hard part. */
+export const QUIET_AFTER_SECONDS = 120;
+
+/**
+ * Liveness of a job (spec "Liveness"): `inactive` when nothing runs it; `active` with fresh
+ * heartbeats and progress; `quiet` with heartbeats but no progress lately; `unresponsive` after the
+ * heartbeat silence limit (90 s); `stale` once the lease has expired too (automatic recovery will
+ * requeue it); `suspect` when the bookkeeping disagrees (processing without a lease, or a lease held
+ * by a revoked worker).
+ */
+export function computeLiveness(input: LivenessInput): { state: LivenessState; secondsSinceHeartbeat: number | null } {
+  const { status, lease, now } = input;
+  if (!PROCESSING.has(status)) return { state: 'inactive', secondsSinceHeartbeat: null };
+  if (!lease || lease.workerRevoked) return { state: 'suspect', secondsSinceHeartbeat: null };
+  const silence = (now.getTime() - lease.lastHeartbeatAt.getTime()) / 1000;
+  if (lease.expiresAt.getTime() <= now.getTime()) return { state: 'stale', secondsSinceHeartbeat: silence };
+  if (silence >= input.unresponsiveAfterSeconds) return { state: 'unresponsive', secondsSinceHeartbeat: silence };
+  // Progress is measured from the lease start until the first progress message arrives.
+  const progressAt = lease.lastProgressAt ?? lease.createdAt;
+  if ((now.getTime() - progressAt.getTime()) / 1000 >= QUIET_AFTER_SECONDS) {
+    return { state: 'quiet', secondsSinceHeartbeat: silence };
+  }
+  return { state: 'active', secondsSinceHeartbeat: silence };
+}
+
+/** "1 h 02 min 05 s" style durations for people. */
+export function humanDuration(seconds: number | null): string | null {
+  if (seconds === null || !Number.isFinite(seconds)) return null;
+  const total = Math.round(seconds);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  if (h > 0) return `${h} h ${String(m).padStart(2, '0')} min ${String(s).padStart(2, '0')} s`;
+  if (m > 0) return `${m} min ${String(s).padStart(2, '0')} s`;
+  return `${s} s`;
+}

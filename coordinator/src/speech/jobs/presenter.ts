@@ -1,0 +1,95 @@
+import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
+import type { SpeechJob, SpeechJobEvent, SpeechLease } from './entities.js';
+import { computeLiveness, humanDuration } from './liveness.js';
+
+export interface JobDetail {
+  lease: (SpeechLease & { workerName: string; workerRevoked: boolean }) | null;
+  events: SpeechJobEvent[];
+  segmentCount: number;
+}
+
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+/** The base job JSON (list entries); field names are the specification's. */
+export function presentJob(job: SpeechJob, now = new Date()) {
+  const duration = job.sourceDurationSeconds;
+  const position = job.audioPositionSeconds;
+  const elapsed = job.startedAt ? ((job.finishedAt ?? now).getTime() - job.startedAt.getTime()) / 1000 : null;
+  return {
+    id: job.id,
+    status: job.status,
+    status_label: JOB_STATUS_LABELS[job.status],
+    queue_channel: job.queueChannel,
+    queue_channel_label: QUEUE_CHANNEL_LABELS[job.queueChannel],
+    source_type: job.sourceType,
+    source_label: job.sourceLabel ?? job.sourceFilename ?? job.sourceUrl ?? `Job ${job.id}`,
+    source_note: job.sourceNote,
+    source_url: job.sourceUrl,
+    source_filename: job.sourceFilename,
+    source_mime: job.sourceMime,
+    source_size_bytes: job.sourceSizeBytes === null ? null : Number(job.sourceSizeBytes),
+    source_duration_seconds: duration,
+    source_duration_human: humanDuration(duration),
+    model: job.model,
+    language: job.language,
+    analysis_language: job.analysisLanguage,
+    translation_target_languages: job.translationTargetLanguages,
+    stage_label: job.stageLabel,
+    stage_detail: job.stageDetail,
+    progress: {
+      audio_position_seconds: position,
+      percent: duration && duration > 0 ? Math.min(100, Math.round((position / duration) * 1000) / 10) : null,
+      // Audio seconds transcribed per wall-clock second: >1 is faster than real time.
+      throughput: elapsed && elapsed > 0 && position > 0 ? Math.round((position / elapsed) * 100) / 100 : null,
+    },
+    execution_target: { mode: job.executionTarget, worker: job.targetWorker?.name ?? null },
+    engine: job.engine,
+    engine_model: job.engineModel,
+    attempt: job.attempt,
+    max_attempts: job.maxAttempts,
+    failure_error: job.failureError,
+    cancel_requested: job.cancelRequestedAt !== null,
+    owner: { id: job.owner.id, username: job.owner.username },
+    created_at: iso(job.createdAt),
+    updated_at: iso(job.updatedAt),
+    started_at: iso(job.startedAt),
+    finished_at: iso(job.finishedAt),
+  };
+}
+
+/** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
+export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: { unresponsiveAfterSeconds: number; now?: Date }) {
+  const now = opts.now ?? new Date();
+  const lease = detail.lease && !detail.lease.endedAt ? detail.lease : null;
+  const liveness = computeLiveness({
+    status: job.status,
+    lease: lease && {
+      createdAt: lease.createdAt,
+      expiresAt: lease.expiresAt,
+      lastHeartbeatAt: lease.lastHeartbeatAt,
+      lastProgressAt: lease.lastProgressAt,
+      workerRevoked: lease.workerRevoked,
+    },
+    now,
+    unresponsiveAfterSeconds: opts.unresponsiveAfterSeconds,
+  });
+  return {
+    ...presentJob(job, now),
+    transcript_text: job.transcriptText,
+    segment_count: detail.segmentCount,
+    runtime_log: detail.events.map((e) => ({ at: e.at.toISOString(), level: e.level, event: e.event, message: e.message })),
+    liveness: {
+      state: liveness.state,
+      worker: lease?.workerName ?? null,
+      attempt: lease?.attempt ?? null,
+      last_heartbeat_at: iso(lease?.lastHeartbeatAt),
+      seconds_since_heartbeat: liveness.secondsSinceHeartbeat === null ? null : Math.round(liveness.secondsSinceHeartbeat),
+      lease_expires_at: iso(lease?.expiresAt),
+    },
+    analysis: null,
+    translations: [] as unknown[],
+    diarization: { requested: job.diarizationRequested, state: job.diarizationState },
+    share: null,
+    callback: null,
+  };
+}

@@ -1,0 +1,97 @@
+import type { Server as HttpServer } from 'node:http';
+import { createAdapter } from '@socket.io/redis-adapter';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { Server, type Socket } from 'socket.io';
+import type { AuthUser } from '../../accounts/types.js';
+import type { JobEventSink, LiveSegment, LiveStatus } from '../jobs/job-events.js';
+import type { JobService } from '../jobs/job-service.js';
+
+export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
+
+/**
+ * Live job progress for browsers over socket.io. A client emits `subscribe` with a job id; it is
+ * authorized exactly like GET /api/speech/jobs/{id} (session cookie or JWT in the handshake),
+ * joins the job's room, then receives a `snapshot` (status plus every segment so far) followed by
+ * live `segment` and `status` events. Segments carry `seq`, so a client applies each one once and
+ * in order even where a live event overlaps the snapshot. The Redis adapter fans events out to
+ * clients connected to any coordinator.
+ */
+export class LiveHub implements JobEventSink {
+  private io: Server | null = null;
+  private pub: Redis | null = null;
+  private sub: Redis | null = null;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keyPrefix: string,
+  ) {}
+
+  attach(
+    app: FastifyInstance,
+    deps: { jobs: () => JobService; authenticate: (headers: Record<string, string | string[] | undefined>, auth: Record<string, unknown>) => Promise<AuthUser | null> },
+  ) {
+    this.pub = this.redis.duplicate();
+    this.sub = this.redis.duplicate();
+    const io = new Server(app.server as HttpServer, {
+      path: '/socket.io',
+      serveClient: true,
+      adapter: createAdapter(this.pub, this.sub, { key: `${this.keyPrefix}socket.io` }),
+      cors: { origin: false },
+    });
+    this.io = io;
+
+    io.use((socket, next) => {
+      deps
+        .authenticate(socket.handshake.headers, socket.handshake.auth ?? {})
+        .then((user) => {
+          if (!user) return next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
+          socket.data.user = user;
+          next();
+        }, next);
+    });
+
+    io.on('connection', (socket: Socket) => {
+      socket.on('subscribe', async (payload: unknown, ack?: (res: unknown) => void) => {
+        const jobId = Number((payload as { jobId?: unknown })?.jobId);
+        const reply = typeof ack === 'function' ? ack : () => undefined;
+        if (!Number.isInteger(jobId) || jobId <= 0) return reply({ ok: false, reason: 'validation_failed' });
+        try {
+          const jobs = deps.jobs();
+          const job = await jobs.getVisible(socket.data.user as AuthUser, jobId);
+          await socket.join(jobRoom(jobId));
+          const segments = await jobs.segments(jobId, job.currentPass);
+          socket.emit('snapshot', {
+            job_id: jobId,
+            pass: job.currentPass,
+            status: job.status,
+            stage_label: job.stageLabel,
+            audio_position_seconds: job.audioPositionSeconds,
+            segments: segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+          });
+          reply({ ok: true });
+        } catch {
+          reply({ ok: false, reason: 'not_found' });
+        }
+      });
+      socket.on('unsubscribe', (payload: unknown) => {
+        const jobId = Number((payload as { jobId?: unknown })?.jobId);
+        if (Number.isInteger(jobId)) void socket.leave(jobRoom(jobId));
+      });
+    });
+
+    app.addHook('onClose', async () => {
+      await new Promise<void>((resolve) => io.close(() => resolve()));
+      await this.pub?.quit().catch(() => undefined);
+      await this.sub?.quit().catch(() => undefined);
+    });
+  }
+
+  segment(jobId: number, pass: number, segment: LiveSegment) {
+    this.io?.to(jobRoom(jobId)).emit('segment', { job_id: jobId, pass, ...segment });
+  }
+
+  status(jobId: number, status: LiveStatus) {
+    this.io?.to(jobRoom(jobId)).emit('status', { job_id: jobId, ...status });
+  }
+}
