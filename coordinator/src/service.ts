@@ -11,6 +11,7 @@ import { startMaintenance } from './queue/maintenance.js';
 import { readPlatformVersion } from './version.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
+import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
 
 export interface RunningCoordinator {
   app: FastifyInstance;
@@ -20,6 +21,7 @@ export interface RunningCoordinator {
   url: string;
   grpcPort: number;
   workers: WorkerRegistry;
+  speech: SpeechServices;
   logger: Logger;
   /** Drains HTTP, gRPC and queue workers, then closes Redis and the database pool. */
   close(): Promise<void>;
@@ -49,12 +51,29 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
 
     const metrics = new Metrics();
     const sessions = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
-    const maintenance = await startMaintenance({ redis, prefix: `${config.REDIS_KEY_PREFIX}bull`, logger, sessions });
+    const speech = createSpeechServices({ orm, redis, config });
+    const maintenance = await startMaintenance({
+      redis,
+      prefix: `${config.REDIS_KEY_PREFIX}bull`,
+      logger,
+      sessions,
+      tasks: [
+        {
+          name: 'speech-stale-sweep',
+          everyMs: config.SPEECH_STALE_SWEEP_SECONDS * 1000,
+          run: async () => {
+            const touched = await speech.leases.sweepExpired();
+            if (touched.length) logger.warn({ touched }, 'expired speech leases recovered');
+            return { touched: touched.length };
+          },
+        },
+      ],
+    });
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);
 
     const workers = new WorkerRegistry(orm, redis, config);
-    const app = await buildApp({ config, orm, redis, version, metrics, workers, logger: { level: config.LOG_LEVEL } });
+    const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });
     cleanups.unshift(() => app.close());
     const grpc = await startGrpcServer({
       host: config.GRPC_HOST,
@@ -63,7 +82,14 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       register: (server) =>
         server.addService(
           loadWorkerService(),
-          workerServiceHandlers({ registry: workers, logger, heartbeatIntervalMs: config.WORKER_HEARTBEAT_INTERVAL_MS }),
+          workerServiceHandlers({
+            registry: workers,
+            leases: speech.leases,
+            work: speech.work,
+            media: speech.media,
+            logger,
+            heartbeatIntervalMs: config.WORKER_HEARTBEAT_INTERVAL_MS,
+          }),
         ),
     });
     cleanups.unshift(() => grpc.close());
@@ -78,6 +104,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       url: address,
       grpcPort: grpc.port,
       workers,
+      speech,
       logger,
       close() {
         closing ??= (async () => {

@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg } from '@sonar/shared';
-import type { CoordinatorClient } from './coordinator-client.js';
+import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
+import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
+import type { JobOutcome, StopReason } from './job-runner.js';
 
 export interface AgentLogger {
   info(obj: object, msg: string): void;
@@ -25,28 +26,72 @@ export interface AgentOptions {
   agentVersion: string;
   local: boolean;
   logger: AgentLogger;
-  /** Reconnect backoff bounds. */
+  /** Runs one claimed job; without it the agent only keeps its presence (no jobs are claimed). */
+  runJob?: (job: JobAssignmentMsg, stop: AbortSignal) => Promise<JobOutcome>;
+  /** How long a claim long-poll may wait on the coordinator. */
+  claimWaitMs?: number;
+  /** On shutdown, how long the running job may still finish before it is handed back. */
+  shutdownGraceMs?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
 }
 
+interface ActiveJob {
+  job: JobAssignmentMsg;
+  stop: AbortController;
+  done: Promise<JobOutcome>;
+}
+
 /**
- * The worker agent's connection lifecycle: Hello (contract check), heartbeats at the interval the
- * coordinator asks for, and reconnection with capped exponential backoff and jitter whenever the
- * coordinator is unreachable or has forgotten the session.
+ * The worker agent: Hello (contract check), heartbeats that renew the leases it holds and carry
+ * cancellations back, and a claim loop that runs one job at a time. Reconnects with capped
+ * exponential backoff and jitter; on stop() it claims nothing more, lets the running job finish
+ * within the grace period, then hands it back.
  */
 export class WorkerAgent {
-  private stopped = false;
-  private wake: (() => void) | null = null;
-  sessionId: string | null = null;
+  private stopping = false;
+  private sessionId: string | null = null;
+  private heartbeatMs = 15_000;
+  private active: ActiveJob | null = null;
+  private readonly wakers = new Set<() => void>();
+  private fatal: FatalAgentError | null = null;
 
   constructor(private readonly opts: AgentOptions) {}
 
+  get currentJobId(): number | null {
+    return this.active?.job.lease.job_id ?? null;
+  }
+
   /** Runs until stop(); rejects with FatalAgentError on authentication or contract refusal. */
   async run(): Promise<void> {
+    const heartbeats = this.heartbeatLoop();
+    try {
+      await this.claimLoop();
+    } finally {
+      this.stopping = true;
+      this.wakeAll();
+      await heartbeats;
+    }
+    if (this.fatal) throw this.fatal;
+  }
+
+  stop() {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wakeAll();
+    const active = this.active;
+    if (active) {
+      const grace = this.opts.shutdownGraceMs ?? 60_000;
+      this.opts.logger.info({ job: active.job.lease.job_id, graceMs: grace }, 'finishing the running job before stopping');
+      const timer = setTimeout(() => active.stop.abort('shutdown' satisfies StopReason), grace);
+      void active.done.finally(() => clearTimeout(timer));
+    }
+  }
+
+  private async hello(): Promise<void> {
     const { client, logger } = this.opts;
     let attempt = 0;
-    while (!this.stopped) {
+    while (!this.stopping) {
       try {
         const hello = await client.hello({
           contract_version: WORKER_CONTRACT_VERSION,
@@ -55,32 +100,95 @@ export class WorkerAgent {
           capabilities: this.opts.capabilities,
           local: this.opts.local,
         });
-        attempt = 0;
         this.sessionId = hello.session_id;
+        this.heartbeatMs = hello.heartbeat_interval_ms || this.heartbeatMs;
         logger.info({ worker: hello.worker_name, session: hello.session_id, models: this.opts.capabilities.models }, 'connected to coordinator');
-        await this.heartbeatLoop(hello.heartbeat_interval_ms);
+        return;
       } catch (err) {
-        this.sessionId = null;
-        const e = err as ServiceError;
-        if (e.code === status.UNAUTHENTICATED) throw new FatalAgentError(`coordinator refused the worker secret: ${e.details}`, 3);
-        if (e.code === status.FAILED_PRECONDITION) throw new FatalAgentError(`coordinator refused this worker: ${e.details}`, 2);
-        if (this.stopped) break;
+        this.checkFatal(err);
         const delay = this.backoff(attempt++);
+        const e = err as ServiceError;
         logger.warn({ code: e.code, details: e.details ?? String(err), retryInMs: delay }, 'coordinator unreachable; retrying');
         await this.sleep(delay);
       }
     }
   }
 
-  private async heartbeatLoop(intervalMs: number) {
-    while (!this.stopped) {
-      await this.sleep(intervalMs);
-      if (this.stopped) return;
-      const res = await this.opts.client.heartbeat({ session_id: this.sessionId ?? '' });
-      if (!res.session_valid) {
-        this.opts.logger.warn({}, 'coordinator forgot this session; saying hello again');
-        return;
+  private checkFatal(err: unknown) {
+    const e = err as ServiceError;
+    if (e.code === status.UNAUTHENTICATED) this.fatal = new FatalAgentError(`coordinator refused the worker secret: ${e.details}`, 3);
+    else if (e.code === status.FAILED_PRECONDITION) this.fatal = new FatalAgentError(`coordinator refused this worker: ${e.details}`, 2);
+    if (this.fatal) {
+      this.stopping = true;
+      this.wakeAll();
+      throw this.fatal;
+    }
+  }
+
+  private async claimLoop() {
+    let failures = 0;
+    while (!this.stopping) {
+      if (!this.sessionId) await this.hello();
+      if (this.stopping) break;
+      if (!this.opts.runJob) {
+        await this.sleep(60_000);
+        continue;
       }
+      try {
+        const res = await this.opts.client.claim({ session_id: this.sessionId ?? '', wait_ms: this.opts.claimWaitMs ?? 20_000 });
+        failures = 0;
+        if (res.has_job && res.job) await this.execute(res.job);
+      } catch (err) {
+        this.checkFatal(err);
+        if (workerErrorReason(err) === 'session_unknown') {
+          this.sessionId = null;
+          continue;
+        }
+        const delay = this.backoff(failures++);
+        this.opts.logger.warn({ details: (err as ServiceError).details ?? String(err), retryInMs: delay }, 'claim failed; retrying');
+        this.sessionId = null;
+        await this.sleep(delay);
+      }
+    }
+    if (this.active) await this.active.done;
+  }
+
+  private async execute(job: JobAssignmentMsg) {
+    const stop = new AbortController();
+    this.opts.logger.info({ job: job.lease.job_id, attempt: job.lease.attempt, model: job.model, forced: job.forced }, 'job claimed');
+    const done = this.opts.runJob!(job, stop.signal).catch((err: unknown) => {
+      this.opts.logger.error({ job: job.lease.job_id, err: String(err) }, 'job runner crashed');
+      return 'failed' as JobOutcome;
+    });
+    this.active = { job, stop, done };
+    this.wakeAll(); // send a heartbeat for the new lease soon
+    try {
+      await done;
+    } finally {
+      this.active = null;
+    }
+  }
+
+  private async heartbeatLoop() {
+    while (!this.stopping || this.active) {
+      await this.sleep(this.active ? Math.min(this.heartbeatMs, 5_000) : this.heartbeatMs);
+      if (!this.sessionId && !this.active) continue;
+      const active = this.active;
+      try {
+        const res = await this.opts.client.heartbeat({
+          session_id: this.sessionId ?? '',
+          leases: active ? [active.job.lease] : [],
+        });
+        if (!res.session_valid && !this.stopping) {
+          this.opts.logger.warn({}, 'coordinator forgot this session; saying hello again');
+          this.sessionId = null;
+        }
+        if (active && res.lost_job_ids.includes(active.job.lease.job_id)) active.stop.abort('lost' satisfies StopReason);
+        else if (active && res.cancel_job_ids.includes(active.job.lease.job_id)) active.stop.abort('cancel' satisfies StopReason);
+      } catch (err) {
+        this.opts.logger.warn({ details: (err as ServiceError).details ?? String(err) }, 'heartbeat failed');
+      }
+      if (this.stopping && !this.active) break;
     }
   }
 
@@ -91,22 +199,19 @@ export class WorkerAgent {
     return Math.round(ceiling / 2 + Math.random() * (ceiling / 2)); // "equal jitter"
   }
 
-  private sleep(ms: number) {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        this.wake = null;
-        resolve();
-      };
-    });
+  private wakeAll() {
+    for (const w of [...this.wakers]) w();
   }
 
-  stop() {
-    this.stopped = true;
-    this.wake?.();
+  private sleep(ms: number) {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.wakers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.wakers.add(wake);
+    });
   }
 }

@@ -1,12 +1,26 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { workerProtoPath } from '@sonar/proto';
 import {
+  WORKER_ERROR_METADATA_KEY,
   WORKER_PROTO_LOADER_OPTIONS,
+  type ClaimRequestMsg,
+  type ClaimResponseMsg,
+  type CompleteRequestMsg,
+  type CompleteResponseMsg,
   type HeartbeatRequestMsg,
   type HeartbeatResponseMsg,
   type HelloRequestMsg,
   type HelloResponseMsg,
+  type LeaseRefMsg,
+  type MediaChunkMsg,
+  type MediaRequestMsg,
+  type ProgressAckMsg,
+  type ProgressUpdateMsg,
+  type ReleaseRequestMsg,
+  type WorkerErrorReason,
 } from '@sonar/shared';
 
 type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => grpc.ClientUnaryCall;
@@ -14,9 +28,30 @@ type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOpt
 interface WorkerServiceClient extends grpc.Client {
   Hello: Unary<HelloRequestMsg, HelloResponseMsg>;
   Heartbeat: Unary<HeartbeatRequestMsg, HeartbeatResponseMsg>;
+  Claim: Unary<ClaimRequestMsg, ClaimResponseMsg>;
+  Complete: Unary<CompleteRequestMsg, CompleteResponseMsg>;
+  Release: Unary<ReleaseRequestMsg, Record<string, never>>;
+  ReportProgress(metadata: grpc.Metadata, cb: (err: grpc.ServiceError | null, res?: ProgressAckMsg) => void): grpc.ClientWritableStream<ProgressUpdateMsg>;
+  FetchMedia(req: MediaRequestMsg, metadata: grpc.Metadata): grpc.ClientReadableStream<MediaChunkMsg>;
 }
 
-/** Thin promise wrapper over the generated gRPC client; every call carries the worker secret. */
+/** The machine-readable reason a coordinator attached to a refused call, if any. */
+export function workerErrorReason(err: unknown): WorkerErrorReason | null {
+  const md = (err as grpc.ServiceError | undefined)?.metadata;
+  const v = md?.get(WORKER_ERROR_METADATA_KEY)[0];
+  return v === 'stale_lease' || v === 'session_unknown' ? v : null;
+}
+
+/** A progress stream for one job attempt; `done` settles when the coordinator answers or refuses. */
+export interface ProgressStream {
+  send(update: Omit<ProgressUpdateMsg, 'lease'>): boolean;
+  end(): Promise<ProgressAckMsg>;
+  /** Rejects as soon as the coordinator refuses the stream (for example a stale lease). */
+  readonly failed: Promise<never>;
+  cancel(): void;
+}
+
+/** Promise wrapper over the gRPC client; every call carries the worker secret. */
 export class CoordinatorClient {
   private readonly client: WorkerServiceClient;
 
@@ -54,6 +89,71 @@ export class CoordinatorClient {
 
   heartbeat(req: HeartbeatRequestMsg, timeoutMs = 10_000) {
     return this.call(this.client.Heartbeat, req, timeoutMs);
+  }
+
+  claim(req: ClaimRequestMsg) {
+    return this.call(this.client.Claim, req, req.wait_ms + 10_000);
+  }
+
+  complete(req: CompleteRequestMsg, timeoutMs = 30_000) {
+    return this.call(this.client.Complete, req, timeoutMs);
+  }
+
+  release(req: ReleaseRequestMsg, timeoutMs = 10_000) {
+    return this.call(this.client.Release, req, timeoutMs);
+  }
+
+  progress(lease: LeaseRefMsg): ProgressStream {
+    let settle!: { resolve: (v: ProgressAckMsg) => void; reject: (e: unknown) => void };
+    const result = new Promise<ProgressAckMsg>((resolve, reject) => (settle = { resolve, reject }));
+    let rejectFailed!: (e: unknown) => void;
+    const failed = new Promise<never>((_, reject) => (rejectFailed = reject));
+    failed.catch(() => undefined);
+    result.catch(() => undefined);
+    const stream = this.client.ReportProgress(this.metadata(), (err, res) => {
+      if (err) {
+        settle.reject(err);
+        rejectFailed(err);
+      } else settle.resolve(res as ProgressAckMsg);
+    });
+    stream.on('error', () => undefined); // surfaced through the callback above
+    return {
+      send: (update) => stream.write({ ...update, lease }),
+      end: () => {
+        stream.end();
+        return result;
+      },
+      failed,
+      cancel: () => stream.cancel(),
+    };
+  }
+
+  /** Downloads lease-bound media to `file` and checks its SHA-256 against what the coordinator sent. */
+  async fetchMedia(lease: LeaseRefMsg, file: string, signal?: AbortSignal): Promise<{ sizeBytes: number; sha256: string }> {
+    const call = this.client.FetchMedia({ lease, offset: 0 }, this.metadata());
+    const onAbort = () => call.cancel();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const out = createWriteStream(file);
+    const hash = createHash('sha256');
+    let expected = '';
+    let total = 0;
+    let received = 0;
+    try {
+      for await (const chunk of call as AsyncIterable<MediaChunkMsg>) {
+        expected = chunk.sha256;
+        total = Number(chunk.total_size);
+        hash.update(chunk.data);
+        received += chunk.data.length;
+        if (!out.write(chunk.data)) await new Promise<void>((r) => out.once('drain', () => r()));
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    }
+    const sha256 = hash.digest('hex');
+    if (received !== total) throw new Error(`media download incomplete: ${received} of ${total} bytes`);
+    if (expected && expected !== sha256) throw new Error(`media checksum mismatch: expected ${expected}, got ${sha256}`);
+    return { sizeBytes: received, sha256 };
   }
 
   close() {

@@ -5,6 +5,7 @@ import { WorkAvailable } from './jobs/job-events.js';
 import { JobService } from './jobs/job-service.js';
 import { MediaStore } from './jobs/media-store.js';
 import { LiveHub } from './live/live-hub.js';
+import { LeaseService } from './protocol/lease-service.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {
@@ -12,6 +13,7 @@ export interface SpeechServices {
   work: WorkAvailable;
   live: LiveHub;
   jobs: JobService;
+  leases: LeaseService;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -20,5 +22,6 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const jobs = new JobService(orm, config, media, work, live);
-  return { media, work, live, jobs };
+  const leases = new LeaseService(orm, config, work, live);
+  return { media, work, live, jobs, leases };
 }

@@ -1,20 +1,34 @@
+import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { workerProtoPath } from '@sonar/proto';
 import {
   MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
   WORKER_CONTRACT_VERSION,
+  WORKER_ERROR_METADATA_KEY,
   WORKER_PROTO_LOADER_OPTIONS,
   isCompatibleContract,
+  type ClaimRequestMsg,
+  type ClaimResponseMsg,
+  type CompleteRequestMsg,
+  type CompleteResponseMsg,
   type HeartbeatRequestMsg,
   type HeartbeatResponseMsg,
   type HelloRequestMsg,
   type HelloResponseMsg,
+  type MediaChunkMsg,
+  type MediaRequestMsg,
+  type ProgressAckMsg,
+  type ProgressUpdateMsg,
+  type ReleaseRequestMsg,
+  type WorkerErrorReason,
 } from '@sonar/shared';
 import type { Logger } from 'pino';
+import type { WorkAvailable } from '../jobs/job-events.js';
+import type { MediaStore } from '../jobs/media-store.js';
+import { StaleLeaseError, type LeaseService } from '../protocol/lease-service.js';
 import type { SpeechWorker } from './entities.js';
-import type { WorkerRegistry } from './worker-registry.js';
-
+import type { WorkerRegistry, WorkerSession } from './worker-registry.js';
 
 export function loadWorkerService(): grpc.ServiceDefinition {
   const def = protoLoader.loadSync(workerProtoPath, WORKER_PROTO_LOADER_OPTIONS);
@@ -28,37 +42,67 @@ class RpcError extends Error {
   constructor(
     readonly code: grpc.status,
     message: string,
+    readonly reason?: WorkerErrorReason,
   ) {
     super(message);
   }
 }
 
-/**
- * gRPC handlers of the worker protocol. Each call authenticates the worker secret from the
- * `authorization` metadata; domain failures become gRPC status codes here and nowhere else.
- */
-export function workerServiceHandlers(deps: { registry: WorkerRegistry; logger: Logger; heartbeatIntervalMs: number }) {
-  const { registry, logger } = deps;
+/** Longest a Claim long poll is held open, whatever the worker asks for. */
+const MAX_CLAIM_WAIT_MS = 30_000;
+/** Even without a wake-up, eligibility is re-checked this often (presence of other workers changes it). */
+const CLAIM_RECHECK_MS = 2_000;
+const MEDIA_CHUNK_BYTES = 256 * 1024;
 
-  async function authenticate(call: grpc.ServerUnaryCall<unknown, unknown>): Promise<SpeechWorker> {
-    const header = call.metadata.get('authorization')[0];
+export interface WorkerServiceDeps {
+  registry: WorkerRegistry;
+  leases: LeaseService;
+  work: WorkAvailable;
+  media: MediaStore;
+  logger: Logger;
+  heartbeatIntervalMs: number;
+}
+
+/**
+ * gRPC handlers of the worker protocol. Every call authenticates the worker secret from the
+ * `authorization` metadata; domain failures become gRPC status codes here and nowhere else:
+ * stale leases are ABORTED with trailer `sonar-error: stale_lease`.
+ */
+export function workerServiceHandlers(deps: WorkerServiceDeps) {
+  const { registry, leases, logger } = deps;
+
+  async function authenticate(metadata: grpc.Metadata): Promise<SpeechWorker> {
+    const header = metadata.get('authorization')[0];
     const m = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header) : null;
     const worker = m?.[1] ? await registry.authenticate(m[1]) : null;
     if (!worker) throw new RpcError(grpc.status.UNAUTHENTICATED, 'worker secret missing, unknown or revoked');
     return worker;
   }
 
+  async function sessionOf(worker: SpeechWorker, sessionId: string): Promise<WorkerSession> {
+    const session = await registry.session(worker, sessionId);
+    if (!session) throw new RpcError(grpc.status.NOT_FOUND, 'unknown or expired session; say Hello again', 'session_unknown');
+    return session;
+  }
+
+  function toServiceError(err: unknown, rpc: string): Partial<grpc.StatusObject> {
+    if (err instanceof StaleLeaseError) err = new RpcError(grpc.status.ABORTED, err.message, 'stale_lease');
+    if (err instanceof RpcError) {
+      const metadata = new grpc.Metadata();
+      if (err.reason) metadata.set(WORKER_ERROR_METADATA_KEY, err.reason);
+      return { code: err.code, details: err.message, metadata };
+    }
+    logger.error({ err, rpc }, 'worker rpc failed');
+    return { code: grpc.status.INTERNAL, details: 'internal error' };
+  }
+
   function unary<Req, Res>(name: string, fn: (call: grpc.ServerUnaryCall<Req, Res>, worker: SpeechWorker) => Promise<Res>) {
     return (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) => {
-      authenticate(call as grpc.ServerUnaryCall<unknown, unknown>)
+      authenticate(call.metadata)
         .then((worker) => fn(call, worker))
         .then(
           (res) => callback(null, res),
-          (err: unknown) => {
-            if (err instanceof RpcError) return callback({ code: err.code, details: err.message });
-            logger.error({ err, rpc: name }, 'worker rpc failed');
-            callback({ code: grpc.status.INTERNAL, details: 'internal error' });
-          },
+          (err: unknown) => callback(toServiceError(err, name)),
         );
     };
   }
@@ -89,6 +133,7 @@ export function workerServiceHandlers(deps: { registry: WorkerRegistry; logger: 
         },
       });
       logger.info({ worker: worker.name, session: session.sessionId, models: caps?.models, local: req.local }, 'worker hello');
+      deps.work.notify(); // a new worker may make queued jobs claimable
       return {
         session_id: session.sessionId,
         worker_name: worker.name,
@@ -98,9 +143,100 @@ export function workerServiceHandlers(deps: { registry: WorkerRegistry; logger: 
         server_time_unix_ms: Date.now(),
       };
     }),
-    Heartbeat: unary<HeartbeatRequestMsg, HeartbeatResponseMsg>('Heartbeat', async (call, worker) => ({
-      server_time_unix_ms: Date.now(),
-      session_valid: await registry.heartbeat(worker, call.request.session_id),
-    })),
+
+    Heartbeat: unary<HeartbeatRequestMsg, HeartbeatResponseMsg>('Heartbeat', async (call, worker) => {
+      const valid = await registry.heartbeat(worker, call.request.session_id);
+      // Leases are renewed even when the session is gone: a coordinator restart must not cost running jobs.
+      const result = await leases.heartbeat(worker.id, call.request.leases ?? []);
+      return {
+        server_time_unix_ms: Date.now(),
+        session_valid: valid,
+        cancel_job_ids: result.cancel,
+        lost_job_ids: result.lost,
+        lease_expires_unix_ms: result.expiresAt,
+      };
+    }),
+
+    Claim: unary<ClaimRequestMsg, ClaimResponseMsg>('Claim', async (call, worker) => {
+      const deadline = Date.now() + Math.min(Math.max(call.request.wait_ms, 0), MAX_CLAIM_WAIT_MS);
+      const cancelled = new AbortController();
+      call.on('cancelled', () => cancelled.abort());
+      for (;;) {
+        const session = await sessionOf(worker, call.request.session_id);
+        const job = await leases.claim({ id: worker.id, name: worker.name, capabilities: session.capabilities, local: session.local });
+        if (job) {
+          logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
+          return { has_job: true, job, server_time_unix_ms: Date.now() };
+        }
+        const remaining = deadline - Date.now();
+        if (remaining <= 0 || cancelled.signal.aborted) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
+        await deps.work.wait(Math.min(remaining, CLAIM_RECHECK_MS), cancelled.signal);
+      }
+    }),
+
+    ReportProgress: (call: grpc.ServerReadableStream<ProgressUpdateMsg, ProgressAckMsg>, callback: grpc.sendUnaryData<ProgressAckMsg>) => {
+      void (async () => {
+        let stored = 0;
+        try {
+          const worker = await authenticate(call.metadata);
+          // Messages are applied one at a time, in the order sent, so segments reach browsers in order.
+          for await (const update of call as AsyncIterable<ProgressUpdateMsg>) {
+            if (!update.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'every progress message carries its lease');
+            stored += await leases.progress(worker.id, update);
+          }
+          callback(null, { segments_stored: stored });
+        } catch (err) {
+          callback(toServiceError(err, 'ReportProgress'));
+          call.destroy();
+        }
+      })();
+    },
+
+    Complete: unary<CompleteRequestMsg, CompleteResponseMsg>('Complete', async (call, worker) => {
+      const r = call.request;
+      if (!r.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
+      const res = await leases.complete(worker.id, {
+        lease: r.lease,
+        success: r.success,
+        error: r.error,
+        cancelled: r.cancelled,
+        segmentCount: r.segment_count,
+        durationSeconds: r.duration_seconds,
+        engine: r.engine,
+        engineModel: r.engine_model,
+      });
+      logger.info({ worker: worker.name, job: r.lease.job_id, attempt: r.lease.attempt, status: res.status, duplicate: res.duplicate }, 'job attempt completed');
+      return { duplicate: res.duplicate, status: res.status };
+    }),
+
+    Release: unary<ReleaseRequestMsg, Record<string, never>>('Release', async (call, worker) => {
+      if (!call.request.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
+      await leases.release(worker.id, call.request.lease, call.request.reason || 'no reason given');
+      return {};
+    }),
+
+    FetchMedia: (call: grpc.ServerWritableStream<MediaRequestMsg, MediaChunkMsg>) => {
+      void (async () => {
+        try {
+          const worker = await authenticate(call.metadata);
+          if (!call.request.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
+          const media = await leases.mediaFor(worker.id, call.request.lease);
+          const total = await deps.media.size(media.path);
+          let offset = Math.min(Number(call.request.offset) || 0, total);
+          const stream = deps.media.open(media.path, offset);
+          for await (const chunk of stream as AsyncIterable<Buffer>) {
+            for (let i = 0; i < chunk.length; i += MEDIA_CHUNK_BYTES) {
+              const data = chunk.subarray(i, i + MEDIA_CHUNK_BYTES);
+              const ok = call.write({ data, offset, total_size: total, sha256: media.sha256 ?? '' });
+              offset += data.length;
+              if (!ok) await once(call, 'drain');
+            }
+          }
+          call.end();
+        } catch (err) {
+          call.emit('error', toServiceError(err, 'FetchMedia'));
+        }
+      })();
+    },
   };
 }

@@ -49,10 +49,17 @@ export class WorkerRegistry extends WorkerDirectory {
       .getConnection()
       .execute(
         'update speech_workers set last_seen_at = now(), capabilities = ?::jsonb, contract_version = ?, agent_version = ?, hostname = ? where id = ?',
-        [JSON.stringify(info.capabilities), info.contractVersion, info.agentVersion.slice(0, 50), info.hostname.slice(0, 255), worker.id],
+        [JSON.stringify({ ...info.capabilities, local: info.local }), info.contractVersion, info.agentVersion.slice(0, 50), info.hostname.slice(0, 255), worker.id],
       );
     this.local.set(session.sessionId, { workerId: worker.id, lastSeen: Date.now() });
     return session;
+  }
+
+  /** The session a worker opened with Hello, if it is still alive and belongs to that worker. */
+  async session(worker: SpeechWorker, sessionId: string): Promise<WorkerSession | null> {
+    const raw = await this.redis.get(this.sessionKey(sessionId));
+    const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
+    return session && session.workerId === worker.id ? session : null;
   }
 
   /** Refreshes presence; false when the session is unknown, expired or belongs to another worker. */

@@ -1,0 +1,301 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
+import { CoordinatorClient, workerErrorReason } from '../../worker/src/coordinator-client.js';
+import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import type { AuthUser } from '../../coordinator/src/accounts/types.js';
+import { loadConfig } from '../../coordinator/src/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+
+/**
+ * The worker protocol against a real coordinator over gRPC on loopback, with simulated workers:
+ * claim order and atomicity, lease fencing, idempotent completion, heartbeats with cancellation,
+ * stale recovery up to the retry limit, forced targets, local standby, hand-back and media download.
+ */
+let db: TestDatabase;
+let svc: RunningCoordinator;
+let accounts: AccountService;
+let admin: AuthUser;
+let alice: AuthUser;
+const mediaDir = mkdtempSync(path.join(tmpdir(), 'sonar-media-'));
+const clients: CoordinatorClient[] = [];
+
+const caps = (models: string[], extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
+  models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu', ...extra,
+});
+
+async function worker(name: string, capabilities: CapabilitiesMsg, local = false) {
+  const { secret } = await svc.workers.createWorker(name);
+  const client = new CoordinatorClient(`127.0.0.1:${svc.grpcPort}`, secret);
+  clients.push(client);
+  const hello = await client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities, local });
+  return { client, session: hello.session_id, name };
+}
+
+/** Sessions live as long as the presence TTL (3 s here); after a long wait a worker says Hello again. */
+async function rehello(w: { client: CoordinatorClient; session: string }, capabilities: CapabilitiesMsg, local = false) {
+  const hello = await w.client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities, local });
+  w.session = hello.session_id;
+}
+
+async function urlJob(owner: AuthUser, extra: { model?: string } = {}) {
+  return svc.speech.jobs.create(owner, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/a.mp3' }, ...extra });
+}
+
+async function claim(w: { client: CoordinatorClient; session: string }, waitMs = 0): Promise<JobAssignmentMsg | null> {
+  const res = await w.client.claim({ session_id: w.session, wait_ms: waitMs });
+  return res.has_job ? res.job : null;
+}
+
+/** Jobs not yet finished; each test leaves none behind so the next sees a clean queue. */
+async function queueLeft() {
+  const rows = await svc.orm.em.getConnection().execute<Array<{ id: number }>>(`select id from speech_jobs where status not in ('completed', 'failed')`);
+  return rows.map((r) => r.id);
+}
+
+async function jobRow(id: number) {
+  const rows = await svc.orm.em.getConnection().execute<Array<{ status: string; attempt: number; failure_error: string | null; transcript_text: string | null; worker_id: number | null }>>(
+    'select status, attempt, failure_error, transcript_text, worker_id from speech_jobs where id = ?', [id]);
+  return rows[0]!;
+}
+
+const done = (job: JobAssignmentMsg, extra: Partial<Parameters<CoordinatorClient['complete']>[0]> = {}) => ({
+  lease: job.lease, success: true, error: '', segment_count: 0, duration_seconds: 1, engine: 'test', engine_model: job.model, cancelled: false, ...extra,
+});
+
+async function expectStale(p: Promise<unknown>) {
+  const err = (await p.then(() => null, (e: unknown) => e)) as grpc.ServiceError | null;
+  expect(err, 'expected a stale-lease refusal').not.toBeNull();
+  expect(err!.code).toBe(grpc.status.ABORTED);
+  expect(workerErrorReason(err)).toBe('stale_lease');
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  svc = await startCoordinator(loadConfig(testEnv(db, {
+    SPEECH_MEDIA_DIR: mediaDir,
+    SPEECH_LEASE_TTL_SECONDS: '5',
+    SPEECH_MAX_ATTEMPTS: '2',
+    SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
+    WORKER_PRESENCE_TTL_MS: '3000',
+  })));
+  accounts = new AccountService(svc.orm);
+  admin = (await accounts.createUser({ username: randomName('adm'), isAdmin: true })).user;
+  alice = (await accounts.createUser({ username: randomName('alice'), permissions: ['speech.use'] })).user;
+});
+afterAll(async () => {
+  clients.forEach((c) => c.close());
+  await svc?.close();
+  await db?.drop();
+});
+
+describe('claims', () => {
+  it('hands out admin-owned jobs first, then the oldest, each to exactly one worker', async () => {
+    const a1 = await urlJob(alice);
+    const a2 = await urlJob(alice);
+    const ad = await urlJob(admin);
+    const w1 = await worker('w-order-1', caps(['small']));
+    const w2 = await worker('w-order-2', caps(['small']));
+    const claims = await Promise.all([claim(w1), claim(w2), claim(w1), claim(w2)]);
+    const ids = claims.filter(Boolean).map((c) => c!.lease.job_id);
+    expect(new Set(ids).size).toBe(ids.length); // never the same job twice
+    expect(ids.sort()).toEqual([a1.id, a2.id, ad.id].sort());
+    // Order: a single worker draining a fresh queue sees the admin job first.
+    const b1 = await urlJob(alice);
+    const bAdmin = await urlJob(admin);
+    const first = await claim(w1);
+    expect(first!.lease.job_id).toBe(bAdmin.id);
+    const next = await claim(w1);
+    expect(next!.lease.job_id).toBe(b1.id);
+    for (const c of [...claims, first, next]) if (c) await w1.client.complete(done(c)).catch(() => w2.client.complete(done(c)));
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('is capability-gated: a worker without the model does not get the job; a long poll wakes when one appears', async () => {
+    const w = await worker('w-turbo', caps(['turbo']));
+    const small = await urlJob(alice, { model: 'small' });
+    expect(await claim(w, 300)).toBeNull();
+    const started = Date.now();
+    const pending = claim(w, 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const turbo = await urlJob(alice, { model: 'turbo' });
+    const got = await pending;
+    expect(got?.lease.job_id).toBe(turbo.id);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(got!.lease_expires_unix_ms).toBeGreaterThan(Date.now());
+    await w.client.complete(done(got!));
+    await svc.speech.jobs.remove(admin, small.id);
+  });
+
+  it('refuses Claim on an unknown session with session_unknown', async () => {
+    const w = await worker('w-nosession', caps(['small']));
+    const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;
+    expect(err.code).toBe(grpc.status.NOT_FOUND);
+    expect(workerErrorReason(err)).toBe('session_unknown');
+  });
+});
+
+describe('lease fencing', () => {
+  it('accepts progress and completion only with the live (job, attempt, token); completion is idempotent', async () => {
+    const w = await worker('w-fence', caps(['small']));
+    const other = await worker('w-fence-other', caps(['small']));
+    const job = await urlJob(alice);
+    const got = (await claim(w))!;
+    expect(got.lease.job_id).toBe(job.id);
+    expect(got.lease.attempt).toBe(1);
+
+    const stream = w.client.progress(got.lease);
+    stream.send({ stage: 'transcribing', stage_detail: 'x', audio_position_seconds: 1.5, segments: [{ seq: 0, start: 0, end: 1.5, text: 'hello there' }], duration_seconds: 3, engine: 'test', engine_model: 'small' });
+    stream.send({ stage: 'transcribing', stage_detail: 'x', audio_position_seconds: 3, segments: [{ seq: 1, start: 1.5, end: 3, text: 'general' }, { seq: 0, start: 0, end: 1.5, text: 'dup' }], duration_seconds: 3, engine: 'test', engine_model: 'small' });
+    expect((await stream.end()).segments_stored).toBe(2); // the repeated seq 0 is stored once
+
+    // A wrong token, another worker, or a wrong attempt are all stale.
+    await expectStale(w.client.complete(done(got, { lease: { ...got.lease, lease_token: 'forged' } })));
+    await expectStale(other.client.complete(done(got)));
+    await expectStale(w.client.complete(done(got, { lease: { ...got.lease, attempt: 2 } })));
+
+    const first = await w.client.complete(done(got, { segment_count: 2 }));
+    expect(first).toEqual({ duplicate: false, status: 'completed' });
+    expect(await w.client.complete(done(got, { segment_count: 2 }))).toEqual({ duplicate: true, status: 'completed' });
+    const row = await jobRow(job.id);
+    expect(row.status).toBe('completed');
+    expect(row.transcript_text).toBe('hello there general');
+    // A different outcome for an already completed attempt is refused.
+    await expectStale(w.client.complete(done(got, { success: false, error: 'late failure' })));
+  });
+
+  it('a progress stream on a stale lease is aborted with stale_lease', async () => {
+    const w = await worker('w-stale-stream', caps(['small']));
+    await urlJob(alice);
+    const got = (await claim(w))!;
+    const stream = w.client.progress({ ...got.lease, lease_token: 'wrong' });
+    stream.send({ stage: 'transcribing', stage_detail: '', audio_position_seconds: 0, segments: [], duration_seconds: 0, engine: '', engine_model: '' });
+    await expectStale(stream.failed);
+    await w.client.complete(done(got));
+  });
+});
+
+describe('heartbeats, cancellation and stale recovery', () => {
+  it('renews leases and carries a cancel request to the worker', async () => {
+    const w = await worker('w-cancel', caps(['small']));
+    const job = await urlJob(alice);
+    const got = (await claim(w))!;
+    const hb = await w.client.heartbeat({ session_id: w.session, leases: [got.lease] });
+    expect(hb.cancel_job_ids).toEqual([]);
+    expect(hb.lease_expires_unix_ms).toBeGreaterThan(got.lease_expires_unix_ms - 1);
+    await svc.speech.jobs.cancel(alice, job.id);
+    const hb2 = await w.client.heartbeat({ session_id: w.session, leases: [got.lease] });
+    expect(hb2.cancel_job_ids).toEqual([job.id]);
+    await w.client.complete(done(got, { success: false, cancelled: true, error: 'cancelled' }));
+    expect(await jobRow(job.id)).toMatchObject({ status: 'failed', failure_error: 'Cancelled on request.' });
+    const hb3 = await w.client.heartbeat({ session_id: w.session, leases: [got.lease] });
+    expect(hb3.lost_job_ids).toEqual([job.id]);
+  });
+
+  it('requeues a job whose lease expired, rejects the dead attempt, and fails after the retry limit', async () => {
+    const w1 = await worker('w-dies', caps(['small']));
+    const w2 = await worker('w-rescues', caps(['small']));
+    const job = await urlJob(alice);
+    const first = (await claim(w1))!;
+    expect(first.lease.job_id).toBe(job.id);
+    await new Promise((r) => setTimeout(r, 5_500)); // the lease TTL is 5 s in this coordinator
+    const touched = await svc.speech.leases.sweepExpired();
+    expect(touched).toContainEqual({ jobId: job.id, status: 'queued' });
+    expect((await jobRow(job.id)).status).toBe('queued');
+
+    await rehello(w2, caps(['small']));
+    const second = (await claim(w2))!;
+    expect(second?.lease).toMatchObject({ job_id: job.id, attempt: 2 });
+    await expectStale(w1.client.complete(done(first)));
+    expect((await w1.client.heartbeat({ session_id: w1.session, leases: [first.lease] })).lost_job_ids).toEqual([job.id]);
+
+    // The second attempt dies too: with SPEECH_MAX_ATTEMPTS=2 the job fails with the reason.
+    await new Promise((r) => setTimeout(r, 5_500));
+    expect(await svc.speech.leases.sweepExpired()).toContainEqual({ jobId: job.id, status: 'failed' });
+    const row = await jobRow(job.id);
+    expect(row.status).toBe('failed');
+    expect(row.failure_error).toMatch(/Gave up after 2 attempts: worker w-rescues stopped renewing its lease/);
+    await expectStale(w2.client.complete(done(second)));
+  }, 20_000);
+
+  it('a released job is queued again without using up a retry', async () => {
+    const w = await worker('w-release', caps(['small']));
+    const job = await urlJob(alice);
+    const got = (await claim(w))!;
+    await w.client.release({ lease: got.lease, reason: 'SIGTERM' });
+    expect((await jobRow(job.id)).status).toBe('queued');
+    await expectStale(w.client.complete(done(got)));
+    const again = (await claim(w))!;
+    expect(again.lease).toMatchObject({ job_id: job.id, attempt: 2 });
+    await w.client.complete(done(again));
+    expect((await jobRow(job.id)).status).toBe('completed');
+  });
+});
+
+describe('execution targets', () => {
+  it('a named worker target is an exact force: only that worker, even without the model', async () => {
+    const pinned = await worker('w-pinned', caps(['turbo']));
+    const bystander = await worker('w-bystander', caps(['small', 'large']));
+    const job = await urlJob(alice, { model: 'large' });
+    await svc.speech.jobs.setExecutionTarget(admin, job.id, { mode: 'worker', worker: 'w-pinned' });
+    expect(await claim(bystander)).toBeNull();
+    const got = (await claim(pinned))!;
+    expect(got.lease.job_id).toBe(job.id);
+    expect(got.forced).toBe(true);
+    expect(got.model).toBe('large');
+    await pinned.client.complete(done(got));
+  });
+
+  it('local execution stands by while a remote worker has fresh presence; local allowlist is small', async () => {
+    const local = await worker('w-local', caps(['small', 'large']), true);
+    const largeJob = await urlJob(alice, { model: 'large' });
+    const remote = await worker('w-remote', caps(['turbo']));
+    const smallJob = await urlJob(alice, { model: 'small' });
+    // w-remote is fresh: the local runner stands by even for a small job.
+    expect(await claim(local)).toBeNull();
+    await new Promise((r) => setTimeout(r, 3_300)); // presence TTL 3 s
+    await rehello(local, caps(['small', 'large']), true);
+    const got = (await claim(local))!;
+    expect(got.lease.job_id).toBe(smallJob.id); // never the large one: not on the local allowlist
+    await local.client.complete(done(got));
+    expect(await claim(local)).toBeNull();
+    // An administrator can still send the large job to the local runner explicitly.
+    await svc.speech.jobs.setExecutionTarget(admin, largeJob.id, { mode: 'local' });
+    const forced = (await claim(local))!;
+    expect(forced.lease.job_id).toBe(largeJob.id);
+    await local.client.complete(done(forced));
+    void remote;
+  }, 15_000);
+});
+
+describe('media', () => {
+  it('streams an uploaded file lease-bound with its checksum; a stale lease gets nothing', async () => {
+    const w = await worker('w-media', caps(['small'], { can_fetch_urls: false }));
+    const dir = mkdtempSync(path.join(tmpdir(), 'sonar-up-'));
+    const wav = path.join(dir, 'tone.wav');
+    execFileSync('ffmpeg', ['-loglevel', 'error', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=3', '-ac', '1', '-ar', '16000', wav]);
+    const bytes = readFileSync(wav);
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const temp = path.join(dir, 'upload.part');
+    writeFileSync(temp, bytes);
+    const job = await svc.speech.jobs.create(alice, { channel: 'web', source: { type: 'upload', tempPath: temp, filename: 'tone.wav', sizeBytes: bytes.length, sha256: sha } });
+    expect(job.sourceDurationSeconds).toBeCloseTo(3, 0);
+    await urlJob(alice); // a URL job this worker cannot fetch must not be handed to it
+    const got = (await claim(w))!;
+    expect(got.lease.job_id).toBe(job.id);
+    expect(got.media_from_coordinator).toBe(true);
+    expect(got.media_sha256).toBe(sha);
+    const out = path.join(dir, 'fetched');
+    const res = await w.client.fetchMedia(got.lease, out);
+    expect(res).toEqual({ sizeBytes: bytes.length, sha256: sha });
+    expect(readFileSync(out).equals(bytes)).toBe(true);
+    await expectStale(w.client.fetchMedia({ ...got.lease, lease_token: 'nope' }, path.join(dir, 'x')));
+    await w.client.complete(done(got));
+  });
+});

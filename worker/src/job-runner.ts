@@ -1,0 +1,139 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { JobAssignmentMsg, ProgressStage } from '@sonar/shared';
+import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
+import type { TranscriptionEngine } from './engines/types.js';
+
+export type JobOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released';
+
+/** Why a running job was stopped from outside: the coordinator asked, the lease is gone, or we shut down. */
+export type StopReason = 'cancel' | 'lost' | 'shutdown';
+
+export interface JobRunnerDeps {
+  client: CoordinatorClient;
+  /** Chooses the engine and model for a job; null when this worker cannot run it at all. */
+  pickEngine(model: string, forced: boolean): { engine: TranscriptionEngine; model: string } | null;
+  decode(input: string, output: string, signal: AbortSignal): Promise<{ durationSeconds: number }>;
+  workDir?: string;
+  log(level: 'info' | 'warn' | 'error', obj: object, msg: string): void;
+}
+
+class LeaseLost extends Error {}
+
+/**
+ * Runs one claimed job attempt: get the media (from the URL, or lease-bound from the coordinator
+ * with a checksum), decode to 16 kHz mono, stream every completed segment on the attempt's progress
+ * stream, then complete. A stop signal ends it as cancelled (Complete), lost (nothing more is sent)
+ * or released (handed back for another worker).
+ */
+export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: AbortSignal): Promise<JobOutcome> {
+  const { client } = deps;
+  const lease = job.lease;
+  const dir = await mkdtemp(path.join(deps.workDir ?? tmpdir(), `sonar-job-${lease.job_id}-`));
+  const engineAbort = new AbortController();
+  const onStop = () => engineAbort.abort(stop.reason);
+  stop.addEventListener('abort', onStop, { once: true });
+  const progress = client.progress(lease);
+  // A refused progress stream (stale lease) stops the engine at once.
+  progress.failed.catch((err: unknown) => {
+    if (workerErrorReason(err) === 'stale_lease') engineAbort.abort('lost' satisfies StopReason);
+  });
+  const picked = deps.pickEngine(job.model, job.forced);
+  let duration = job.duration_seconds;
+  let seq = 0;
+  const send = (stage: ProgressStage, detail: string, position: number, segments: Array<{ start: number; end: number; text: string }> = []) =>
+    progress.send({
+      stage,
+      stage_detail: detail,
+      audio_position_seconds: position,
+      segments: segments.map((s) => ({ seq: seq++, start: s.start, end: s.end, text: s.text })),
+      duration_seconds: duration,
+      engine: picked?.engine.name ?? '',
+      engine_model: picked?.model ?? '',
+    });
+
+  try {
+    if (!picked) throw new Error(`this worker has no engine for model "${job.model}"`);
+    const source = path.join(dir, 'source');
+    if (job.media_from_coordinator) {
+      send('downloading', 'fetching media from the coordinator', 0);
+      await client.fetchMedia(lease, source, engineAbort.signal);
+    } else {
+      send('downloading', 'downloading the source URL', 0);
+      await download(job.source_url, source, engineAbort.signal);
+    }
+    send('transcribing', 'decoding audio', 0);
+    const wav = path.join(dir, 'audio.wav');
+    duration = (await deps.decode(source, wav, engineAbort.signal)).durationSeconds || duration;
+    send('transcribing', `${picked.engine.name} ${picked.model}`, 0);
+
+    const result = await picked.engine.transcribe({
+      wavPath: wav,
+      model: picked.model,
+      ...(job.language ? { language: job.language } : {}),
+      signal: engineAbort.signal,
+      onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
+    });
+    send('finalizing', 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
+    await Promise.race([progress.end(), progress.failed]);
+    const res = await client.complete({
+      lease,
+      success: true,
+      error: '',
+      segment_count: seq,
+      duration_seconds: duration,
+      engine: picked.engine.name,
+      engine_model: picked.model,
+      cancelled: false,
+    });
+    deps.log('info', { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate }, 'job completed');
+    return 'completed';
+  } catch (err) {
+    progress.cancel();
+    const reason = (engineAbort.signal.aborted ? engineAbort.signal.reason : null) as StopReason | null;
+    if (reason === 'lost' || workerErrorReason(err) === 'stale_lease' || err instanceof LeaseLost) {
+      deps.log('warn', { job: lease.job_id, attempt: lease.attempt }, 'lease lost; job aborted');
+      return 'lost';
+    }
+    if (reason === 'shutdown') {
+      await client.release({ lease, reason: 'worker shutting down' }).catch((e: unknown) => deps.log('warn', { err: String(e) }, 'release failed'));
+      deps.log('warn', { job: lease.job_id, attempt: lease.attempt }, 'job handed back');
+      return 'released';
+    }
+    const cancelled = reason === 'cancel';
+    const message = cancelled ? 'cancelled on request' : err instanceof Error ? err.message : String(err);
+    try {
+      await client.complete({
+        lease,
+        success: false,
+        error: message.slice(0, 2000),
+        segment_count: seq,
+        duration_seconds: duration,
+        engine: picked?.engine.name ?? '',
+        engine_model: picked?.model ?? '',
+        cancelled,
+      });
+    } catch (e) {
+      if (workerErrorReason(e) === 'stale_lease') return 'lost';
+      throw e;
+    }
+    deps.log(cancelled ? 'warn' : 'error', { job: lease.job_id, attempt: lease.attempt, error: message }, cancelled ? 'job cancelled' : 'job failed');
+    return cancelled ? 'cancelled' : 'failed';
+  } finally {
+    stop.removeEventListener('abort', onStop);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function download(url: string, file: string, signal: AbortSignal) {
+  if (!/^https?:\/\//i.test(url)) throw new Error('the job has no downloadable source URL');
+  const res = await fetch(url, { signal, redirect: 'follow' });
+  if (!res.ok || !res.body) throw new Error(`download failed: HTTP ${res.status}`);
+  await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(file), { signal });
+}
+
+export { LeaseLost };
