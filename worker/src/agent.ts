@@ -103,6 +103,7 @@ export class WorkerAgent {
         this.sessionId = hello.session_id;
         this.heartbeatMs = hello.heartbeat_interval_ms || this.heartbeatMs;
         logger.info({ worker: hello.worker_name, session: hello.session_id, models: this.opts.capabilities.models }, 'connected to coordinator');
+        this.wakeAll(); // restart the heartbeat timer at the interval the coordinator asked for
         return;
       } catch (err) {
         this.checkFatal(err);
@@ -187,6 +188,11 @@ export class WorkerAgent {
         else if (active && res.cancel_job_ids.includes(active.job.lease.job_id)) active.stop.abort('cancel' satisfies StopReason);
       } catch (err) {
         this.opts.logger.warn({ details: (err as ServiceError).details ?? String(err) }, 'heartbeat failed');
+        // The coordinator may be gone: say Hello again (the claim loop does it, with backoff).
+        if (!this.stopping) {
+          this.sessionId = null;
+          this.wakeAll();
+        }
       }
       if (this.stopping && !this.active) break;
     }
