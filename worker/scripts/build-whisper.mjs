@@ -16,7 +16,8 @@
 //
 // The last line printed on stdout is the absolute path of the binary.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -58,23 +59,34 @@ function wantCuda() {
   return true;
 }
 
-/** Newest modification time of any file cmake compiles or reads (sources, headers, CMake files). */
-function newestSourceMtime(dir) {
-  let newest = 0;
-  const skip = new Set(['.git', 'build', 'bindings', 'models', 'samples', 'tests', 'scripts', 'ci', 'media', 'grammars']);
+const SKIP_DIRS = new Set(['.git', 'build', 'bindings', 'models', 'samples', 'tests', 'scripts', 'ci', 'media', 'grammars']);
+
+/** Every file cmake compiles or reads (sources, headers, CMake files), sorted. */
+function sourceFiles(dir) {
+  const files = [];
   const walk = (d) => {
     for (const entry of readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, entry.name);
       if (entry.isDirectory()) {
-        if (!skip.has(entry.name)) walk(p);
+        if (!SKIP_DIRS.has(entry.name)) walk(p);
       } else if (entry.isFile()) {
-        const m = statSync(p).mtimeMs;
-        if (m > newest) newest = m;
+        files.push(p);
       }
     }
   };
   walk(dir);
-  return newest;
+  return files.sort();
+}
+
+/** Content hash of the sources: `npm ci` rewrites them with fresh mtimes but the same bytes. */
+function sourceFingerprint(files) {
+  const hash = createHash('sha256');
+  for (const f of files) {
+    hash.update(path.relative(sourceDir, f));
+    hash.update('\0');
+    hash.update(readFileSync(f));
+  }
+  return hash.digest('hex');
 }
 
 function run(cmd, args) {
@@ -92,8 +104,11 @@ function main() {
 
   const cuda = wantCuda();
   const native = process.env.WHISPER_NATIVE !== '0';
-  const config = { cuda, native, source: sourceDir, version: readVersion() };
+  const files = sourceFiles(sourceDir);
+  const config = { cuda, native, source: sourceDir, version: readVersion(), fingerprint: sourceFingerprint(files) };
 
+  // Up to date: same configuration and sources, and the binary is newer than every source file or
+  // was built from identical source contents (npm ci re-extracts them with new mtimes).
   if (process.env.WHISPER_FORCE !== '1' && existsSync(binary) && existsSync(stampFile)) {
     let previous = null;
     try {
@@ -101,14 +116,23 @@ function main() {
     } catch {
       previous = null;
     }
-    const same = previous && JSON.stringify(previous) === JSON.stringify(config);
-    if (same && statSync(binary).mtimeMs > newestSourceMtime(sourceDir)) {
+    const sameConfig = previous && previous.cuda === config.cuda && previous.native === config.native;
+    const binaryTime = statSync(binary).mtimeMs;
+    const newer = files.every((f) => statSync(f).mtimeMs < binaryTime);
+    if (sameConfig && (previous.fingerprint === config.fingerprint || (newer && previous.source === config.source))) {
+      if (previous.fingerprint !== config.fingerprint || previous.source !== config.source) writeFileSync(stampFile, `${JSON.stringify(config, null, 2)}\n`);
       log(`up to date (${cuda ? 'CUDA' : 'CPU'} build of whisper.cpp ${config.version})`);
       process.stdout.write(`${binary}\n`);
       return;
     }
   }
 
+  // A CMake cache made for sources elsewhere (the checkout moved) cannot be reused.
+  const cache = path.join(buildDir, 'CMakeCache.txt');
+  if (existsSync(cache) && !readFileSync(cache, 'utf8').includes(`CMAKE_HOME_DIRECTORY:INTERNAL=${sourceDir}\n`)) {
+    log('sources moved: starting from a clean build folder');
+    rmSync(buildDir, { recursive: true, force: true });
+  }
   mkdirSync(buildRoot, { recursive: true });
   const jobs = String(Math.max(1, os.availableParallelism?.() ?? os.cpus().length));
   const started = Date.now();
@@ -137,7 +161,7 @@ function main() {
   run('cmake', ['--build', buildDir, '--config', 'Release', '--target', 'whisper-cli', '-j', jobs]);
   if (!existsSync(binary)) throw new Error(`build finished but ${binary} is missing`);
   writeFileSync(stampFile, `${JSON.stringify(config, null, 2)}\n`);
-  // Touch-free check that it runs at all.
+  // It must at least start.
   execFileSync(binary, ['--help'], { stdio: 'ignore' });
   log(`built in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   process.stdout.write(`${binary}\n`);

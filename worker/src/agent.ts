@@ -55,6 +55,8 @@ export class WorkerAgent {
   private active: ActiveJob | null = null;
   private readonly wakers = new Set<() => void>();
   private fatal: FatalAgentError | null = null;
+  /** Cancels the claim long-poll in flight, so stop() does not wait for it to time out. */
+  private readonly claimAbort = new AbortController();
 
   constructor(private readonly opts: AgentOptions) {}
 
@@ -78,6 +80,7 @@ export class WorkerAgent {
   stop() {
     if (this.stopping) return;
     this.stopping = true;
+    this.claimAbort.abort();
     this.wakeAll();
     const active = this.active;
     if (active) {
@@ -136,10 +139,11 @@ export class WorkerAgent {
         continue;
       }
       try {
-        const res = await this.opts.client.claim({ session_id: this.sessionId ?? '', wait_ms: this.opts.claimWaitMs ?? 20_000 });
+        const res = await this.opts.client.claim({ session_id: this.sessionId ?? '', wait_ms: this.opts.claimWaitMs ?? 20_000 }, this.claimAbort.signal);
         failures = 0;
         if (res.has_job && res.job) await this.execute(res.job);
       } catch (err) {
+        if (this.stopping) break;
         this.checkFatal(err);
         if (workerErrorReason(err) === 'session_unknown') {
           this.sessionId = null;

@@ -4,6 +4,8 @@ import { Command, Option } from 'commander';
 import { WorkerAgent, FatalAgentError, type AgentLogger } from './agent.js';
 import { detectCapabilities } from './capabilities.js';
 import { CoordinatorClient } from './coordinator-client.js';
+import { createEngines, decodeToWav, engineForModel, type TranscriptionEngine } from './engines/index.js';
+import { runJob } from './job-runner.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -19,6 +21,9 @@ const program = new Command()
   .addOption(new Option('--no-fetch-urls', 'do not download external source URLs; ask the coordinator for media').env('WORKER_NO_FETCH_URLS'))
   .addOption(new Option('--tls', 'use TLS to reach the coordinator').env('COORDINATOR_TLS'))
   .addOption(new Option('--local', 'this is the coordinator host\'s own local runner').env('WORKER_LOCAL'))
+  .addOption(new Option('--work-dir <path>', 'folder for temporary media while a job runs').env('WORKER_WORK_DIR'))
+  .addOption(new Option('--shutdown-grace-ms <ms>', 'on SIGTERM, how long the running job may finish before it is handed back').env('WORKER_SHUTDOWN_GRACE_MS').default('60000'))
+  .addOption(new Option('--presence-only', 'connect and keep presence but claim no jobs').env('WORKER_PRESENCE_ONLY'))
   .parse();
 
 const opts = program.opts<{
@@ -30,7 +35,22 @@ const opts = program.opts<{
   fetchUrls: boolean;
   tls?: boolean;
   local?: boolean;
+  workDir?: string;
+  shutdownGraceMs: string;
+  presenceOnly?: boolean;
 }>();
+
+/** The engine for a job's model; a pinned (forced) job runs on whatever this worker has. */
+function pickEngine(engines: TranscriptionEngine[], model: string, forced: boolean) {
+  const exact = engineForModel(engines, model);
+  if (exact) return { engine: exact, model };
+  if (!forced) return null;
+  for (const engine of engines) {
+    const first = engine.models()[0];
+    if (first) return { engine, model: first };
+  }
+  return null;
+}
 
 /** One JSON object per line, like the coordinator's pino logs. */
 const log = (level: string): ((obj: object, msg: string) => void) => (obj, msg) =>
@@ -43,9 +63,33 @@ async function main() {
     logger.error({}, 'no worker secret: pass --secret, --secret-file, or set WORKER_SECRET');
     process.exit(78);
   }
-  const capabilities = await detectCapabilities({ modelsDir: opts.modelsDir, canFetchUrls: opts.fetchUrls, device: opts.device });
+  const engines = createEngines({ modelsDir: opts.modelsDir });
+  const capabilities = await detectCapabilities({ modelsDir: opts.modelsDir, canFetchUrls: opts.fetchUrls, device: opts.device, engines });
   const client = new CoordinatorClient(opts.coordinator, secret, { tls: opts.tls === true });
-  const agent = new WorkerAgent({ client, capabilities, agentVersion: pkg.version, local: opts.local === true, logger });
+  const agent = new WorkerAgent({
+    client,
+    capabilities,
+    agentVersion: pkg.version,
+    local: opts.local === true,
+    logger,
+    shutdownGraceMs: Number(opts.shutdownGraceMs),
+    ...(opts.presenceOnly
+      ? {}
+      : {
+          runJob: (job, stop) =>
+            runJob(
+              {
+                client,
+                pickEngine: (model, forced) => pickEngine(engines, model, forced),
+                decode: (input, output, signal) => decodeToWav(input, output, { signal }),
+                ...(opts.workDir ? { workDir: opts.workDir } : {}),
+                log: (level, obj, msg) => logger[level](obj, msg),
+              },
+              job,
+              stop,
+            ),
+        }),
+  });
 
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'stopping');

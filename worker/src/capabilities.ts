@@ -1,41 +1,48 @@
-import { execFile } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { SPEECH_MODELS, type CapabilitiesMsg } from '@sonar/shared';
-
-const run = promisify(execFile);
+import { findExecutable } from './engines/process.js';
+import type { TranscriptionEngine } from './engines/types.js';
+import { WHISPER_MODEL_FILES } from './engines/whisper-cpp.js';
 
 /** ggml weight files whisper.cpp loads for each model name the product offers. */
-export const WHISPER_MODEL_FILES: Record<(typeof SPEECH_MODELS)[number], string[]> = {
-  small: ['ggml-small.bin', 'ggml-small.en.bin'],
-  large: ['ggml-large-v3.bin', 'ggml-large-v2.bin', 'ggml-large.bin'],
-  turbo: ['ggml-large-v3-turbo.bin'],
-};
-
-async function onPath(binary: string): Promise<boolean> {
-  try {
-    await run('sh', ['-c', `command -v ${binary}`]);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { WHISPER_MODEL_FILES };
 
 /**
- * What this host can really do: only models whose weight files exist are advertised, so the
- * coordinator never hands this worker a job it cannot run.
+ * What this host can really do, so the coordinator never hands this worker a job it cannot run.
+ *
+ * With `engines` (e.g. `createEngines({ modelsDir })` from ./engines/index.js), the models are
+ * exactly what those engines report from `models()`: whisper.cpp's small/large/turbo only when
+ * whisper-cli is built and the ggml file exists, `pocketsphinx-en-us` only when the pocketsphinx CLI
+ * and Debian's en-us model are installed; `engines` lists the engines with at least one model.
+ *
+ * Without `engines` (what the agent passes today), only whisper model files in `modelsDir` are
+ * looked at, as before, and no pocketsphinx model is advertised.
  */
-export async function detectCapabilities(opts: { modelsDir?: string | undefined; canFetchUrls: boolean; device: string }): Promise<CapabilitiesMsg> {
+export async function detectCapabilities(opts: {
+  modelsDir?: string | undefined;
+  canFetchUrls: boolean;
+  device: string;
+  engines?: TranscriptionEngine[] | undefined;
+}): Promise<CapabilitiesMsg> {
   const models: string[] = [];
   const engines: string[] = [];
-  if (opts.modelsDir) {
-    const files = new Set(await readdir(path.resolve(opts.modelsDir)).catch(() => [] as string[]));
-    for (const model of SPEECH_MODELS) {
-      if (WHISPER_MODEL_FILES[model].some((f) => files.has(f))) models.push(model);
+  if (opts.engines) {
+    for (const engine of opts.engines) {
+      const available = engine.models();
+      if (!available.length) continue;
+      engines.push(engine.name);
+      for (const m of available) if (!models.includes(m)) models.push(m);
     }
-    if (models.length) engines.push('whisper.cpp');
+  } else {
+    if (opts.modelsDir) {
+      const files = new Set(await readdir(path.resolve(opts.modelsDir)).catch(() => [] as string[]));
+      for (const model of SPEECH_MODELS) {
+        if (WHISPER_MODEL_FILES[model].some((f) => files.has(f))) models.push(model);
+      }
+      if (models.length) engines.push('whisper.cpp');
+    }
+    if (findExecutable('pocketsphinx') || findExecutable('pocketsphinx_continuous')) engines.push('pocketsphinx');
   }
-  if (await onPath('pocketsphinx')) engines.push('pocketsphinx');
   return { models, engines, diarization: false, can_fetch_urls: opts.canFetchUrls, device: opts.device };
 }

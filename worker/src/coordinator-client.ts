@@ -77,9 +77,15 @@ export class CoordinatorClient {
     return md;
   }
 
-  private call<Req, Res>(fn: Unary<Req, Res>, req: Req, timeoutMs: number): Promise<Res> {
+  private call<Req, Res>(fn: Unary<Req, Res>, req: Req, timeoutMs: number, signal?: AbortSignal): Promise<Res> {
     return new Promise((resolve, reject) => {
-      fn.call(this.client, req, this.metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res as Res)));
+      const call = fn.call(this.client, req, this.metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+        signal?.removeEventListener('abort', cancel);
+        if (err) reject(err);
+        else resolve(res as Res);
+      });
+      const cancel = () => call.cancel();
+      signal?.addEventListener('abort', cancel, { once: true });
     });
   }
 
@@ -91,8 +97,9 @@ export class CoordinatorClient {
     return this.call(this.client.Heartbeat, req, timeoutMs);
   }
 
-  claim(req: ClaimRequestMsg) {
-    return this.call(this.client.Claim, req, req.wait_ms + 10_000);
+  /** Long poll; `signal` cancels it (the agent does so when it stops). */
+  claim(req: ClaimRequestMsg, signal?: AbortSignal) {
+    return this.call(this.client.Claim, req, req.wait_ms + 10_000, signal);
   }
 
   complete(req: CompleteRequestMsg, timeoutMs = 30_000) {

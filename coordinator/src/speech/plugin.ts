@@ -1,8 +1,17 @@
 import type { FastifyInstance } from 'fastify';
+import formBody from '@fastify/formbody';
+import fastifyMultipart from '@fastify/multipart';
 import { installDomainErrors, okReasonBody } from '../http/errors.js';
 import type { DomainDeps } from '../app.js';
+import { MULTIPART_LIMITS } from './host-limits.js';
+import { speechRoutes } from './routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
-export async function speechPlugin(app: FastifyInstance, _deps: DomainDeps) {
+export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
   installDomainErrors(app, okReasonBody);
+  // Body parsers of this domain only: urlencoded forms, and multipart uploads that the job route
+  // streams to disk itself (the parser reads nothing before the handler asks for the parts).
+  await app.register(formBody);
+  await app.register(fastifyMultipart, { limits: { ...MULTIPART_LIMITS }, throwFileSizeLimit: true });
+  await speechRoutes(app, deps);
 }

@@ -79,36 +79,50 @@ export class JobService {
         throw businessRule('media_file', 'the file has no audio stream');
       }
     }
-    const em = this.em();
-    const job = em.create(SpeechJob, {
-      owner: em.getReference(User, owner.id),
-      queueChannel: input.channel,
-      sourceType: input.source.type,
-      sourceUrl: input.source.type === 'url' ? input.source.url : null,
-      sourceFilename: input.source.type === 'upload' ? input.source.filename : null,
-      sourceLabel: input.label ?? (input.source.type === 'upload' ? input.source.filename : null),
-      sourceNote: input.note ?? null,
-      sourceMime: probe?.mime ?? null,
-      sourceSizeBytes: input.source.type === 'upload' ? input.source.sizeBytes : null,
-      sourceDurationSeconds: probe?.durationSeconds ?? null,
-      mediaSha256: input.source.type === 'upload' ? input.source.sha256 : null,
-      model,
-      language: input.language ?? null,
-      analysisLanguage: input.analysisLanguage ?? null,
-      translationTargetLanguages: input.translationTargetLanguages ?? [],
-      diarizationRequested: input.diarization ?? true,
-      diarizationState: input.diarization === false ? 'skipped' : 'pending',
-      maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
-      stageLabel: 'Waiting for a worker',
-    });
-    await em.flush();
-    if (input.source.type === 'upload') {
-      const ext = path.extname(input.source.filename);
-      job.mediaPath = await this.media.adopt(job.id, input.source.tempPath, ext);
-      job.mediaRetainedUntil = this.retentionDeadline();
+    const source = input.source;
+    const inserted: { id?: number } = {};
+    let job: SpeechJob;
+    try {
+      // One transaction: a worker cannot claim the row before its uploaded media is in place, and a
+      // failure leaves neither a job nor a file behind.
+      job = await this.em().transactional(async (em) => {
+        const created = em.create(SpeechJob, {
+          owner: em.getReference(User, owner.id),
+          queueChannel: input.channel,
+          sourceType: source.type,
+          sourceUrl: source.type === 'url' ? source.url : null,
+          sourceFilename: source.type === 'upload' ? source.filename : null,
+          sourceLabel: input.label ?? (source.type === 'upload' ? source.filename : null),
+          sourceNote: input.note ?? null,
+          sourceMime: probe?.mime ?? null,
+          sourceSizeBytes: source.type === 'upload' ? source.sizeBytes : null,
+          sourceDurationSeconds: probe?.durationSeconds ?? null,
+          mediaSha256: source.type === 'upload' ? source.sha256 : null,
+          model,
+          language: input.language ?? null,
+          analysisLanguage: input.analysisLanguage ?? null,
+          translationTargetLanguages: input.translationTargetLanguages ?? [],
+          diarizationRequested: input.diarization ?? true,
+          diarizationState: input.diarization === false ? 'skipped' : 'pending',
+          maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
+          stageLabel: 'Waiting for a worker',
+        });
+        await em.flush();
+        inserted.id = created.id;
+        if (source.type === 'upload') {
+          created.mediaPath = await this.media.adopt(created.id, source.tempPath, path.extname(source.filename));
+          created.mediaRetainedUntil = this.retentionDeadline();
+        }
+        em.create(SpeechJobEvent, { job: created, event: 'queued', message: `Queued on the ${input.channel} channel with model ${model}.` });
+        return created;
+      });
+    } catch (err) {
+      if (source.type === 'upload') {
+        await this.media.discard(source.tempPath);
+        if (inserted.id !== undefined) await this.media.removeJob(inserted.id);
+      }
+      throw err;
     }
-    em.create(SpeechJobEvent, { job, event: 'queued', message: `Queued on the ${input.channel} channel with model ${model}.` });
-    await em.flush();
     this.work.notify();
     return job;
   }

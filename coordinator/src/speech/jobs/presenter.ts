@@ -50,8 +50,9 @@ export function presentJob(job: SpeechJob, now = new Date()) {
     failure_error: job.failureError,
     cancel_requested: job.cancelRequestedAt !== null,
     owner: { id: job.owner.id, username: job.owner.username },
-    created_at: iso(job.createdAt),
-    updated_at: iso(job.updatedAt),
+    // Both columns are NOT NULL.
+    created_at: job.createdAt.toISOString(),
+    updated_at: job.updatedAt.toISOString(),
     started_at: iso(job.startedAt),
     finished_at: iso(job.finishedAt),
   };

@@ -1,0 +1,214 @@
+import { z } from 'zod';
+import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS } from '@sonar/shared';
+
+/** Zod schemas of the signed-in speech API (section C): request validation and OpenAPI output. */
+
+const timestamp = z.string().describe('ISO 8601 timestamp');
+
+export const jobIdParams = z.object({
+  jobId: z.coerce.number().int().positive().max(2_147_483_647).describe('Job id (integer)'),
+});
+
+/** The base job (list entries, mutation responses); field names are the specification's. */
+export const jobSchema = z.object({
+  id: z.number().int(),
+  status: z.enum(JOB_STATUSES),
+  status_label: z.string(),
+  queue_channel: z.enum(QUEUE_CHANNELS),
+  queue_channel_label: z.string(),
+  source_type: z.enum(['url', 'upload']),
+  source_label: z.string(),
+  source_note: z.string().nullable(),
+  source_url: z.string().nullable(),
+  source_filename: z.string().nullable(),
+  source_mime: z.string().nullable(),
+  source_size_bytes: z.number().int().nullable(),
+  source_duration_seconds: z.number().nullable(),
+  source_duration_human: z.string().nullable(),
+  model: z.string(),
+  language: z.string().nullable(),
+  analysis_language: z.string().nullable(),
+  translation_target_languages: z.array(z.string()),
+  stage_label: z.string().nullable(),
+  stage_detail: z.string().nullable(),
+  progress: z.object({
+    audio_position_seconds: z.number(),
+    percent: z.number().nullable(),
+    throughput: z.number().nullable().describe('Audio seconds per wall-clock second'),
+  }),
+  execution_target: z.object({ mode: z.enum(['auto', 'local', 'worker']), worker: z.string().nullable() }),
+  engine: z.string().nullable(),
+  engine_model: z.string().nullable(),
+  attempt: z.number().int(),
+  max_attempts: z.number().int(),
+  failure_error: z.string().nullable(),
+  cancel_requested: z.boolean(),
+  owner: z.object({ id: z.number().int(), username: z.string() }),
+  created_at: timestamp,
+  updated_at: timestamp,
+  started_at: timestamp.nullable(),
+  finished_at: timestamp.nullable(),
+});
+
+/** `callback` object of the specification (mainly API-queue jobs). */
+export const callbackSchema = z.object({
+  url: z.string(),
+  status: z.string(),
+  http_status: z.number().int().nullable(),
+  last_attempt_at: timestamp.nullable(),
+  delivered_at: timestamp.nullable(),
+  error: z.string().nullable(),
+});
+
+/** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
+export const jobDetailSchema = jobSchema.extend({
+  transcript_text: z.string().nullable(),
+  segment_count: z.number().int(),
+  runtime_log: z.array(
+    z.object({ at: timestamp, level: z.enum(['info', 'warn', 'error']), event: z.string(), message: z.string() }),
+  ),
+  liveness: z.object({
+    state: z.enum(LIVENESS_STATES),
+    worker: z.string().nullable(),
+    attempt: z.number().int().nullable(),
+    last_heartbeat_at: timestamp.nullable(),
+    seconds_since_heartbeat: z.number().nullable(),
+    lease_expires_at: timestamp.nullable(),
+  }),
+  analysis: z.record(z.string(), z.unknown()).nullable(),
+  translations: z.array(z.unknown()),
+  diarization: z.object({ requested: z.boolean(), state: z.enum(DIARIZATION_STATES) }),
+  share: z.object({ url: z.string() }).nullable(),
+  callback: callbackSchema.nullable(),
+});
+
+export const segmentsResponseSchema = z.object({
+  ok: z.literal(true),
+  job_id: z.number().int(),
+  pass: z.number().int().describe('The current (primary) pass'),
+  segments: z.array(
+    z.object({
+      seq: z.number().int(),
+      start: z.number().describe('Seconds from the start of the media'),
+      end: z.number(),
+      text: z.string(),
+      speaker: z.string().nullable(),
+    }),
+  ),
+});
+
+export const statusResponseSchema = z.object({
+  ok: z.literal(true),
+  summary: z.object({
+    queued: z.number().int(),
+    processing: z.number().int().describe('downloading, transcribing or finalizing'),
+    completed: z.number().int(),
+    failed: z.number().int(),
+  }),
+  can_manage_all: z.boolean(),
+  config: z.object({
+    enabled: z.boolean(),
+    default_model: z.string(),
+    upload_max_mb: z.number().int().describe('The effective per-file upload limit on this host'),
+    upload_limit: z.object({
+      configured_mb: z.number().int().describe('SPEECH_UPLOAD_MAX_MB'),
+      php_upload_max_mb: z.number().int().describe('The multipart per-file limit of this host'),
+      php_post_max_mb: z.number().int().describe('The request body limit of an upload request on this host'),
+      effective_max_mb: z.number().int(),
+      effective_max_label: z.string(),
+      limited_by_php: z.boolean().describe('A host limit is lower than configured_mb'),
+    }),
+    ytdlp_configured: z.boolean(),
+  }),
+  models: z.array(z.string()).describe('Additive: the models a job may ask for'),
+});
+
+export const jobResponseSchema = z.object({ ok: z.literal(true), job: jobSchema });
+export const jobMessageResponseSchema = z.object({ ok: z.literal(true), message: z.string(), job: jobSchema });
+
+// --- POST /api/speech/jobs --------------------------------------------------------------------
+
+const LANGUAGE_CODE = /^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$/;
+const languageMessage = 'must be a language code such as "en", "sv" or "pt-BR"';
+
+const blank = (v: string | undefined) => {
+  const t = v?.trim();
+  return t ? t : undefined;
+};
+const text = (max: number) => z.string().max(max).optional().transform(blank);
+const language = () =>
+  text(16).refine((v) => v === undefined || LANGUAGE_CODE.test(v), { message: languageMessage });
+
+function isHttpUrl(value: string) {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+const languageList = z
+  .union([z.string().max(400), z.array(z.string().max(400)).max(50)])
+  .optional()
+  .describe('Repeated, or comma-separated');
+
+/** absent, false, 0, "0", "false", "no", "off" and "" keep diarization; any other value skips it. */
+function truthy(value: string | number | boolean | undefined): boolean {
+  if (value === undefined) return false;
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'number') return value !== 0;
+  return !['', '0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
+}
+
+/**
+ * Submission fields; JSON and urlencoded bodies are validated by Fastify with this schema, and the
+ * fields of a multipart form by the route with the same schema. `media_file` is the uploaded file
+ * (multipart only).
+ */
+export const createJobFieldsSchema = z
+  .object({
+    source_url: text(2048)
+      .refine((v) => v === undefined || isHttpUrl(v), { message: 'must be an http:// or https:// URL' })
+      .describe('Media URL (http or https). Send either source_url or media_file.'),
+    media_file: z
+      .string()
+      .optional()
+      .meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
+    source_label: text(300).describe('Title; defaults to the file name for uploads'),
+    source_note: text(5000).describe('Free-text note'),
+    model: text(60).describe('Model name, for example small, large or turbo (see GET /api/speech/status)'),
+    language: language().describe('Spoken-language hint (language code); empty means automatic'),
+    analysis_language: language().describe('Language of the transcript analysis'),
+    translation_target_languages: languageList,
+    'translation_target_languages[]': languageList,
+    disable_diarization: z
+      .union([z.boolean(), z.number(), z.string().max(10)])
+      .optional()
+      .describe('Absent or false keeps speaker diarization (the default); a truthy value skips it'),
+  })
+  .transform((body, ctx) => {
+    const raw = [body.translation_target_languages, body['translation_target_languages[]']].flatMap((v) =>
+      v === undefined ? [] : Array.isArray(v) ? v : [v],
+    );
+    const languages = [...new Set(raw.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean))];
+    const bad = languages.filter((l) => !LANGUAGE_CODE.test(l) || l.length > 16);
+    if (bad.length > 0) {
+      ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: `${languageMessage}; got "${bad[0]}"` });
+    } else if (languages.length > 20) {
+      ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: 'at most 20 languages' });
+    }
+    return {
+      source_url: body.source_url,
+      media_file: body.media_file,
+      source_label: body.source_label,
+      source_note: body.source_note,
+      model: body.model,
+      language: body.language,
+      analysis_language: body.analysis_language,
+      translation_target_languages: languages,
+      disable_diarization: truthy(body.disable_diarization),
+    };
+  });
+
+export type CreateJobFields = z.output<typeof createJobFieldsSchema>;

@@ -1,0 +1,173 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { io, type Socket } from 'socket.io-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import type { AuthUser } from '../../coordinator/src/accounts/types.js';
+import { loadConfig } from '../../coordinator/src/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { startNode, type Proc } from '../support/processes.js';
+
+/**
+ * The whole path on real processes: a job is submitted, the worker agent (a child process) claims
+ * it over gRPC, decodes espeak-ng speech with ffmpeg, transcribes it with pocketsphinx and streams
+ * segments, and a socket.io client sees them arrive before the job completes. Then the worker is
+ * killed mid-job and the job is recovered and completed exactly once.
+ */
+const MODEL = 'pocketsphinx-en-us';
+let db: TestDatabase;
+let svc: RunningCoordinator;
+let owner: AuthUser;
+let password: string;
+const dir = mkdtempSync(path.join(tmpdir(), 'sonar-pipeline-'));
+const procs: Proc[] = [];
+const sockets: Socket[] = [];
+
+function speech(name: string, sentences: string[]): string {
+  const file = path.join(dir, `${name}.wav`);
+  // One recording per sentence joined with a second of silence, so the recogniser ends an
+  // utterance (a segment) at each one. The en-us voice is the one pocketsphinx's model hears best.
+  const silence = path.join(dir, 'silence.wav');
+  execFileSync('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', silence, 'trim', '0', '1.0']);
+  const parts = sentences.flatMap((sentence, i) => {
+    const part = path.join(dir, `${name}-${i}.wav`);
+    execFileSync('espeak-ng', ['-v', 'en-us', '-w', part, `${sentence}.`]);
+    return [part, silence];
+  });
+  execFileSync('sox', [...parts, file]);
+  return file;
+}
+
+async function submit(file: string) {
+  const bytes = readFileSync(file);
+  const temp = path.join(dir, `${path.basename(file)}.${Date.now()}.part`);
+  writeFileSync(temp, bytes);
+  return svc.speech.jobs.create(owner, {
+    channel: 'web',
+    model: MODEL,
+    source: { type: 'upload', tempPath: temp, filename: path.basename(file), sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
+  });
+}
+
+async function startAgent(name: string) {
+  const { secret } = await svc.workers.createWorker(name);
+  const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--work-dir', dir], { WORKER_SECRET: secret });
+  procs.push(p);
+  await p.waitFor(/connected to coordinator/);
+  return p;
+}
+
+async function jwt(): Promise<string> {
+  const res = await fetch(`${svc.url}/api/account/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: owner.username, password }) });
+  return ((await res.json()) as { token: string }).token;
+}
+
+interface Seen {
+  segments: Array<{ seq: number; text: string; start: number; end: number }>;
+  statuses: string[];
+  completedAt: number | null;
+  segmentTimes: number[];
+}
+
+/** Subscribes like a browser would, applying each segment once by its seq. */
+async function watch(jobId: number): Promise<Seen> {
+  const socket = io(svc.url, { transports: ['websocket'], auth: { token: await jwt() }, reconnection: false });
+  sockets.push(socket);
+  const seen: Seen = { segments: [], statuses: [], completedAt: null, segmentTimes: [] };
+  const apply = (s: { seq: number; text: string; start: number; end: number }) => {
+    if (seen.segments.some((x) => x.seq === s.seq)) return;
+    seen.segments.push({ seq: s.seq, text: s.text, start: s.start, end: s.end });
+    seen.segmentTimes.push(Date.now());
+  };
+  socket.on('snapshot', (snap: { segments: Seen['segments'] }) => snap.segments.forEach(apply));
+  socket.on('segment', apply);
+  socket.on('status', (s: { status: string }) => {
+    seen.statuses.push(s.status);
+    if (s.status === 'completed' && seen.completedAt === null) seen.completedAt = Date.now();
+  });
+  const ack = await socket.timeout(5_000).emitWithAck('subscribe', { jobId });
+  expect(ack).toEqual({ ok: true });
+  return seen;
+}
+
+async function job(id: number) {
+  const res = await fetch(`${svc.url}/api/speech/jobs/${id}`, { headers: { authorization: `Bearer ${await jwt()}` } });
+  return res.ok ? ((await res.json()) as { job: Record<string, any> }).job : null;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  svc = await startCoordinator(loadConfig(testEnv(db, {
+    SPEECH_MEDIA_DIR: path.join(dir, 'media'),
+    SPEECH_LEASE_TTL_SECONDS: '6',
+    SPEECH_STALE_SWEEP_SECONDS: '1',
+    WORKER_HEARTBEAT_INTERVAL_MS: '1000',
+  })));
+  const created = await new AccountService(svc.orm).createUser({ username: randomName('speaker'), permissions: ['speech.use'] });
+  owner = created.user;
+  password = created.password;
+});
+afterAll(async () => {
+  sockets.forEach((s) => s.close());
+  await Promise.all(procs.map((p) => p.stop('SIGKILL')));
+  await svc?.close();
+  await db?.drop();
+});
+
+describe('speech pipeline end to end', () => {
+  it('transcribes real speech and streams segments to a socket.io client before completion', async () => {
+    const agent = await startAgent('pipeline-1');
+    // Sentences pocketsphinx recognises reliably from espeak-ng's voice.
+    const file = speech('hello', ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']);
+    const j = await submit(file);
+    const seen = await watch(j.id);
+    await expect.poll(() => seen.completedAt, { timeout: 60_000, interval: 200 }).not.toBeNull();
+
+    const done = (await job(j.id))!;
+    expect(done.status).toBe('completed');
+    expect(done.engine).toBe('pocketsphinx');
+    expect(done.segment_count).toBeGreaterThanOrEqual(2);
+    // Each segment arrived once, in order, and at least the first one before completion.
+    expect(seen.segments.map((s) => s.seq)).toEqual([...seen.segments.keys()]);
+    expect(seen.segments.length).toBe(done.segment_count);
+    expect(seen.segmentTimes[0]!).toBeLessThan(seen.completedAt!);
+    for (let i = 1; i < seen.segments.length; i++) expect(seen.segments[i]!.start).toBeGreaterThanOrEqual(seen.segments[i - 1]!.start);
+    const text = String(done.transcript_text).toLowerCase();
+    for (const word of ['coffee', 'tomorrow', 'morning']) expect(text).toContain(word);
+    expect(done.runtime_log.map((e: { event: string }) => e.event)).toEqual(expect.arrayContaining(['queued', 'claimed', 'completed']));
+    expect(done.liveness.state).toBe('inactive');
+    expect(done.source_duration_seconds).toBeGreaterThan(3);
+    await agent.stop();
+  }, 90_000);
+
+  it('recovers a job whose worker was SIGKILLed mid-job and completes it exactly once', async () => {
+    const a = await startAgent('doomed');
+    const sentences = Array.from({ length: 6 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
+    const j = await submit(speech('long', sentences));
+    const seen = await watch(j.id);
+    await expect.poll(() => seen.segments.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const during = (await job(j.id))!;
+    expect(during.status).toBe('transcribing');
+    expect(during.attempt).toBe(1);
+
+    // Nobody renews the lease: after its TTL the sweep requeues the job; a second worker takes it.
+    await startAgent('rescuer');
+    await expect.poll(async () => (await job(j.id))?.status, { timeout: 90_000, interval: 500 }).toBe('completed');
+    const done = (await job(j.id))!;
+    expect(done.attempt).toBe(2);
+    const events = done.runtime_log.map((e: { event: string }) => e.event);
+    expect(events.filter((e: string) => e === 'lease_expired')).toHaveLength(1);
+    expect(events.filter((e: string) => e === 'completed')).toHaveLength(1);
+    expect(events.filter((e: string) => e === 'claimed')).toHaveLength(2);
+    // The stored transcript is the second attempt's alone: seqs 0..n-1 without duplicates.
+    const segs = await svc.speech.jobs.segments(j.id, 1);
+    expect(segs.map((s) => s.seq)).toEqual([...segs.keys()]);
+    expect(segs.length).toBe(done.segment_count);
+  }, 150_000);
+});
