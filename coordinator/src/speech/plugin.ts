@@ -5,6 +5,7 @@ import { installDomainErrors, okReasonBody } from '../http/errors.js';
 import type { DomainDeps } from '../app.js';
 import { MULTIPART_LIMITS } from './host-limits.js';
 import { speechRoutes } from './routes.js';
+import { speechPages } from './pages.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
@@ -14,4 +15,6 @@ export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
   await app.register(formBody);
   await app.register(fastifyMultipart, { limits: { ...MULTIPART_LIMITS }, throwFileSizeLimit: true });
   await speechRoutes(app, deps);
+  // Pages answer errors in HTML (and send anonymous visitors to sign in), so they get their own context.
+  await app.register(async (pages) => speechPages(pages, deps));
 }

@@ -1,0 +1,144 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { JOB_STATUS_LABELS } from '@sonar/shared';
+import { userOf } from '../accounts/auth-plugin.js';
+import type { AuthRequirement, AuthUser } from '../accounts/types.js';
+import type { DomainDeps } from '../app.js';
+import { normalizeError } from '../http/errors.js';
+import { html, layout, SafeHtml } from '../http/html.js';
+import { presentJob } from './jobs/presenter.js';
+
+const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
+const hidden = { hide: true } as const;
+
+const fmtTime = (s: number) => {
+  const m = Math.floor(s / 60);
+  return `${String(m).padStart(2, '0')}:${(s - m * 60).toFixed(1).padStart(4, '0')}`;
+};
+
+// Times in the pages are shown in Europe/Stockholm, as the specification asks.
+const stockholm = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Europe/Stockholm', dateStyle: 'short', timeStyle: 'medium' });
+
+/**
+ * Browser pages of the speech queue: `/speech` (submit a URL or files, see your jobs) and
+ * `/speech/jobs/{id}` (details and the transcript, with segments arriving live over socket.io).
+ * Both work without JavaScript for reading; live updates and uploads use it.
+ */
+export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const { jobs } = deps.speech;
+
+  app.setErrorHandler((error, request, reply) => {
+    const e = normalizeError(error, request);
+    if (e.reason === 'unauthenticated') return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
+    return reply.code(e.status).type('text/html; charset=utf-8').send(layout({ title: 'Error', body: html`<div class="card"><h1>${e.status === 404 ? 'Not found' : 'Something went wrong'}</h1><p class="error">${e.message}</p><p><a href="/speech">Back to the queue</a></p></div>` }));
+  });
+
+  const page = (reply: FastifyReply, title: string, user: AuthUser, body: SafeHtml, script = '') =>
+    reply.type('text/html; charset=utf-8').send(
+      layout({ title, user, csrf: reply.generateCsrf(), body: html`${body}${script ? new SafeHtml(script) : ''}` }),
+    );
+
+  r.get('/speech', { schema: hidden, config: { auth: speechUser } }, async (request, reply) => {
+    const user = userOf(request);
+    const list = await jobs.list(user, { limit: 100 });
+    const models = await jobs.supportedModels();
+    const csrf = reply.generateCsrf();
+    const rows = list.map((j) => {
+      const p = presentJob(j);
+      return html`<tr><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td data-status>${p.status_label}</td>
+        <td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td>${stockholm.format(j.createdAt)}</td></tr>`;
+    });
+    const body = html`<div class="card"><h1>Transcribe</h1>
+      <form id="submit-form" data-csrf="${csrf}">
+        <label for="source_url">Media or page URL</label><input id="source_url" name="source_url" type="url" placeholder="https://…">
+        <label for="media_file">…or audio/video files (one job per file)</label><input id="media_file" name="media_file" type="file" multiple accept="audio/*,video/*">
+        <label for="source_label">Title</label><input id="source_label" name="source_label" maxlength="300">
+        <label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}</option>`)}</select>
+        <label for="language">Language hint (empty: detect)</label><input id="language" name="language" maxlength="16" placeholder="en">
+        <div class="checks"><label><input type="checkbox" name="disable_diarization" value="1"> Skip speaker labels</label></div>
+        <button type="submit">Queue</button> <span id="submit-status" role="status"></span>
+      </form></div>
+      <div class="card"><h2>Your jobs</h2>${rows.length ? html`<table><thead><tr><th>Title</th><th>Status</th><th>Model</th><th>Length</th><th>Queued</th></tr></thead><tbody>${rows}</tbody></table>` : html`<p class="muted">No jobs yet.</p>`}</div>`;
+    return page(reply, 'Speech queue', user, body, QUEUE_SCRIPT);
+  });
+
+  r.get('/speech/jobs/:jobId', { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } }, async (request, reply) => {
+    const user = userOf(request);
+    const job = await jobs.getVisible(user, request.params.jobId);
+    const p = presentJob(job);
+    const segments = await jobs.segments(job.id, job.currentPass);
+    const body = html`<div class="card"><h1>${p.source_label}</h1>
+      <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span></p>
+      <p class="muted">Model ${p.model}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}${p.failure_error ? '' : ''}</p>
+      ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
+      <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
+        ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
+      </ol></div>`;
+    return page(reply, p.source_label, user, body, JOB_SCRIPT);
+  });
+}
+
+/** Live updates: subscribe, then apply each segment once by its seq (snapshot and live events may overlap). */
+const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
+(() => {
+  const list = document.getElementById('segments');
+  const jobId = Number(list.dataset.job);
+  const seen = new Set([...list.querySelectorAll('li')].map((li) => Number(li.dataset.seq)));
+  const fmt = (s) => { const m = Math.floor(s / 60); return String(m).padStart(2, '0') + ':' + (s - m * 60).toFixed(1).padStart(4, '0'); };
+  const add = (s) => {
+    if (seen.has(s.seq)) return;
+    seen.add(s.seq);
+    const li = document.createElement('li');
+    li.dataset.seq = s.seq;
+    const t = document.createElement('span'); t.className = 'muted'; t.textContent = fmt(s.start);
+    li.append(t, ' ' + s.text);
+    const after = [...list.children].find((x) => Number(x.dataset.seq) > s.seq);
+    list.insertBefore(li, after || null);
+  };
+  const socket = io({ transports: ['websocket', 'polling'] });
+  socket.on('connect', () => socket.emit('subscribe', { jobId }));
+  socket.on('snapshot', (snap) => snap.segments.forEach(add));
+  socket.on('segment', add);
+  socket.on('status', (st) => {
+    const el = document.getElementById('job-status');
+    el.textContent = st.status_label; el.dataset.status = st.status;
+    document.getElementById('job-stage').textContent = st.stage_label || '';
+  });
+})();
+</script>`;
+
+/** Multi-file submission is client-side batching: one upload and one job per file, same settings. */
+const QUEUE_SCRIPT = `<script>
+(() => {
+  const form = document.getElementById('submit-form');
+  const status = document.getElementById('submit-status');
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const data = new FormData(form);
+    const files = [...form.media_file.files];
+    const common = {};
+    for (const k of ['source_label', 'model', 'language']) if (data.get(k)) common[k] = data.get(k);
+    if (data.get('disable_diarization')) common.disable_diarization = '1';
+    const headers = { 'x-csrf-token': form.dataset.csrf };
+    const send = async (body, isJson) => {
+      const res = await fetch('/api/speech/jobs', { method: 'POST', headers: isJson ? { ...headers, 'content-type': 'application/json' } : headers, body });
+      const json = await res.json().catch(() => ({}));
+      if (!res.ok) throw new Error(json.message || ('HTTP ' + res.status));
+      return json.job;
+    };
+    const results = [];
+    try {
+      if (files.length === 0) results.push(await send(JSON.stringify({ ...common, source_url: data.get('source_url') }), true));
+      for (const file of files) {
+        const fd = new FormData();
+        for (const [k, v] of Object.entries(common)) fd.append(k, v);
+        fd.append('media_file', file);
+        try { results.push(await send(fd, false)); } catch (e) { status.textContent = file.name + ': ' + e.message; }
+      }
+      if (results.length === 1) location.href = '/speech/jobs/' + results[0].id; else location.reload();
+    } catch (e) { status.textContent = e.message; }
+  });
+})();
+</script>`;

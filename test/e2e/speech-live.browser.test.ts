@@ -1,0 +1,112 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import { loadConfig } from '../../coordinator/src/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { launchBrowser } from '../support/browser.js';
+import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { startNode, type Proc } from '../support/processes.js';
+
+/** A person uploads speech on /speech and watches the transcript arrive on the job page. */
+let db: TestDatabase;
+let svc: RunningCoordinator;
+let browser: Browser;
+let agent: Proc;
+const dir = mkdtempSync(path.join(tmpdir(), 'sonar-live-'));
+const user = { name: randomName('viewer'), password: 'a-long-password-1' };
+
+function speechFile(): string {
+  const silence = path.join(dir, 'silence.wav');
+  execFileSync('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', silence, 'trim', '0', '1.0']);
+  const parts = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'])
+    .flat()
+    .flatMap((sentence, i) => {
+      const part = path.join(dir, `part-${i}.wav`);
+      execFileSync('espeak-ng', ['-v', 'en-us', '-w', part, `${sentence}.`]);
+      return [part, silence];
+    });
+  const file = path.join(dir, 'meeting.wav');
+  execFileSync('sox', [...parts, file]);
+  return file;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_MEDIA_DIR: path.join(dir, 'media'), SPEECH_DEFAULT_MODEL: 'pocketsphinx-en-us' })));
+  await new AccountService(svc.orm).createUser({ username: user.name, password: user.password, permissions: ['speech.use'] });
+  const { secret } = await svc.workers.createWorker('browser-worker');
+  agent = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`], { WORKER_SECRET: secret });
+  await agent.waitFor(/connected to coordinator/);
+  browser = await launchBrowser();
+});
+afterAll(async () => {
+  await browser?.close();
+  await agent?.stop('SIGKILL');
+  await svc?.close();
+  await db?.drop();
+});
+
+describe('speech pages in a browser', () => {
+  it('uploads a file on /speech and shows segments arriving live before the job completes', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${svc.url}/speech`);
+    await page.fill('#username', user.name);
+    await page.fill('#password', user.password);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${svc.url}/speech`);
+
+    await page.setInputFiles('#media_file', speechFile());
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForURL(/\/speech\/jobs\/\d+$/);
+    const jobId = Number(new URL(page.url()).pathname.split('/').pop());
+
+    // Record, in the page, when each segment and each status change shows up.
+    await page.evaluate(() => {
+      const w = window as unknown as { timeline: Array<{ kind: string; at: number; value: string }> };
+      w.timeline = [];
+      const list = document.getElementById('segments')!;
+      const status = document.getElementById('job-status')!;
+      for (const li of list.querySelectorAll('li')) w.timeline.push({ kind: 'segment', at: performance.now(), value: li.textContent ?? '' });
+      new MutationObserver((records) => {
+        for (const r of records) r.addedNodes.forEach((n) => w.timeline.push({ kind: 'segment', at: performance.now(), value: n.textContent ?? '' }));
+      }).observe(list, { childList: true });
+      new MutationObserver(() => w.timeline.push({ kind: 'status', at: performance.now(), value: status.dataset.status ?? '' })).observe(status, { attributes: true });
+    });
+    await page.waitForSelector('#job-status[data-status="completed"]', { timeout: 90_000 });
+
+    const timeline = await page.evaluate(() => (window as unknown as { timeline: Array<{ kind: string; at: number; value: string }> }).timeline);
+    const segmentsShown = timeline.filter((e) => e.kind === 'segment');
+    const completedAt = timeline.find((e) => e.kind === 'status' && e.value === 'completed')!.at;
+    const stored = await svc.speech.jobs.segments(jobId, 1);
+    expect(stored.length).toBeGreaterThan(3);
+    // Every stored segment is on the page exactly once, in order; several appeared before completion.
+    const items = await page.$$eval('#segments li', (lis) => lis.map((li) => Number((li as HTMLElement).dataset.seq)));
+    expect(items).toEqual(stored.map((s) => s.seq));
+    expect(segmentsShown.filter((e) => e.at < completedAt).length).toBeGreaterThanOrEqual(2);
+    expect((await page.textContent('#segments'))!.toLowerCase()).toContain('coffee');
+
+    // Reloading shows the finished transcript without live updates (readable without JavaScript).
+    const plain = await browser.newContext({ javaScriptEnabled: false });
+    await plain.addCookies((await page.context().cookies()).map((c) => ({ ...c })));
+    const p2 = await plain.newPage();
+    await p2.goto(`${svc.url}/speech/jobs/${jobId}`);
+    expect(await p2.$$eval('#segments li', (lis) => lis.length)).toBe(stored.length);
+    await plain.close();
+  }, 120_000);
+
+  it('sends anonymous visitors to sign in and hides other people’s jobs', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${svc.url}/speech/jobs/1`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    const other = await new AccountService(svc.orm).createUser({ username: randomName('other'), password: 'another-password-1', permissions: ['speech.use'] });
+    await page.fill('#username', other.user.username);
+    await page.fill('#password', 'another-password-1');
+    await page.click('button[type=submit]');
+    await page.waitForLoadState();
+    expect(await page.textContent('h1')).toBe('Not found');
+  });
+});
