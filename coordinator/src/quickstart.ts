@@ -66,8 +66,14 @@ async function main() {
 
   let config;
   try {
+    // Without a whisper model file the local worker transcribes with pocketsphinx (no download needed).
+    const modelsDir = process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models');
+    const hasSmall = ['ggml-small.bin', 'ggml-small.en.bin'].some((f) => existsSync(path.join(modelsDir, f)));
     config = loadConfig({
       HOST: '127.0.0.1',
+      SPEECH_MEDIA_DIR: path.join(dataDir, 'media'),
+      SPEECH_DEFAULT_MODEL: hasSmall ? 'small' : 'pocketsphinx-en-us',
+      SPEECH_LOCAL_MODELS: 'small,pocketsphinx-en-us',
       SESSION_SECRET: secrets.SESSION_SECRET,
       JWT_SECRET: secrets.JWT_SECRET,
       ...process.env,
@@ -90,6 +96,7 @@ async function main() {
     '',
     `  Sonar is running at ${url}`,
     `  Sign in:      ${url}/login`,
+    `  Transcribe:   ${url}/speech (default model ${config.SPEECH_DEFAULT_MODEL})`,
     `  API docs:     ${url}/docs`,
     `  Worker gRPC:  ${config.GRPC_HOST === '0.0.0.0' ? '127.0.0.1' : config.GRPC_HOST}:${svc.grpcPort} (local worker agent "local" started)`,
     admin.password
