@@ -53,17 +53,21 @@ async function submit(file: string) {
   });
 }
 
-async function startAgent(name: string) {
+async function startAgent(name: string, extra: string[] = []) {
   const { secret } = await svc.workers.createWorker(name);
-  const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--work-dir', dir], { WORKER_SECRET: secret });
+  const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--work-dir', dir, ...extra], { WORKER_SECRET: secret });
   procs.push(p);
   await p.waitFor(/connected to coordinator/);
   return p;
 }
 
+let cachedJwt: string | null = null;
+/** One sign-in for the whole file: sign-ins are rate limited (LOGIN_RATE_LIMIT_PER_MINUTE). */
 async function jwt(): Promise<string> {
+  if (cachedJwt) return cachedJwt;
   const res = await fetch(`${svc.url}/api/account/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: owner.username, password }) });
-  return ((await res.json()) as { token: string }).token;
+  cachedJwt = ((await res.json()) as { token: string }).token;
+  return cachedJwt;
 }
 
 interface Seen {
@@ -146,7 +150,7 @@ describe('speech pipeline end to end', () => {
 
   it('recovers a job whose worker was SIGKILLed mid-job and completes it exactly once', async () => {
     const a = await startAgent('doomed');
-    const sentences = Array.from({ length: 6 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
+    const sentences = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
     const j = await submit(speech('long', sentences));
     const seen = await watch(j.id);
     await expect.poll(() => seen.segments.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
@@ -169,5 +173,24 @@ describe('speech pipeline end to end', () => {
     const segs = await svc.speech.jobs.segments(j.id, 1);
     expect(segs.map((s) => s.seq)).toEqual([...segs.keys()]);
     expect(segs.length).toBe(done.segment_count);
+  }, 150_000);
+
+  it('on SIGTERM a worker hands its running job back after the grace period, and it completes elsewhere', async () => {
+    await Promise.all(procs.map((p) => p.stop('SIGKILL'))); // no other worker may pick the job up meanwhile
+    const a = await startAgent('stopping', ['--shutdown-grace-ms', '300']);
+    const sentences = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
+    const j = await submit(speech('handback', sentences));
+    const seen = await watch(j.id);
+    await expect.poll(() => seen.segments.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+    a.child.kill('SIGTERM');
+    expect(await a.exited).toBe(0);
+    const after = (await job(j.id))!;
+    expect(after.status).toBe('queued');
+    expect(after.runtime_log.map((e: { event: string }) => e.event)).toContain('released');
+    await startAgent('finisher');
+    await expect.poll(async () => (await job(j.id))?.status, { timeout: 90_000, interval: 500 }).toBe('completed');
+    const done = (await job(j.id))!;
+    expect(done.attempt).toBe(2);
+    expect(done.max_attempts).toBe(4); // the hand-back did not use up an attempt
   }, 150_000);
 });

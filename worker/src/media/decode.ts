@@ -120,6 +120,7 @@ export async function decodeToWav(inputPath: string, outPath: string, opts: { si
 
   await new Promise<void>((resolve, reject) => {
     let cancelled = false;
+    let running = false;
     const command = ffmpeg(inputPath)
       .noVideo()
       .audioChannels(1)
@@ -133,19 +134,29 @@ export async function decodeToWav(inputPath: string, outPath: string, opts: { si
         '-fflags', '+bitexact',
         '-flags:a', '+bitexact',
       ]);
+    // fluent-ffmpeg cannot kill before it has spawned ffmpeg (it probes its capabilities first):
+    // an abort in that window is acted on at 'start'.
     const onAbort = () => {
       cancelled = true;
-      command.kill('SIGKILL');
+      if (running) command.kill('SIGKILL');
     };
     signal?.addEventListener('abort', onAbort, { once: true });
+    const fail = (err: Error) => {
+      signal?.removeEventListener('abort', onAbort);
+      unlink(outPath).catch(() => {});
+      reject(err);
+    };
     command
+      .on('start', () => {
+        running = true;
+        if (cancelled) command.kill('SIGKILL');
+      })
       .on('error', (err: Error, _stdout: string | null, stderr: string | null) => {
-        signal?.removeEventListener('abort', onAbort);
-        unlink(outPath).catch(() => {});
-        if (cancelled) reject(new TranscriptionCancelled('decoding cancelled'));
-        else reject(new Error(`Cannot decode ${inputPath}: ${ffmpegMessage(err, stderr ?? undefined)}`));
+        if (cancelled) fail(new TranscriptionCancelled('decoding cancelled'));
+        else fail(new Error(`Cannot decode ${inputPath}: ${ffmpegMessage(err, stderr ?? undefined)}`));
       })
       .on('end', () => {
+        if (cancelled) return fail(new TranscriptionCancelled('decoding cancelled'));
         signal?.removeEventListener('abort', onAbort);
         resolve();
       })

@@ -1,0 +1,120 @@
+// Small helpers shared by bench/run.mjs (the coordinator side) and bench/load.mjs (the load generator).
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
+
+/** The bench's start (epoch ms); forked children get the parent's through BENCH_EPOCH_MS, so log times agree. */
+export const epochMs = Number(process.env.BENCH_EPOCH_MS) || Date.now();
+
+/** Progress goes to stderr, so stdout carries only the result table. */
+export function log(...parts) {
+  process.stderr.write(`[bench ${((Date.now() - epochMs) / 1000).toFixed(1).padStart(5)}s] ${parts.join(' ')}\n`);
+}
+
+// ---- CPU accounting (Linux /proc; anything unreadable is left out) -----------------------------------
+let clockTicks = 100;
+try {
+  clockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+} catch {
+  // keep the usual 100 Hz
+}
+
+function machineJiffies() {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // user nice system idle iowait irq softirq steal
+    return { total, busy: total - f[3] - (f[4] ?? 0) };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds used so far by every process whose name is `postgres` (server and backends). */
+function postgresSeconds() {
+  let ticks = 0;
+  let found = false;
+  try {
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        if (name !== 'postgres') continue;
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        ticks += Number(f[11]) + Number(f[12]); // utime, stime
+        found = true;
+      } catch {
+        // the process ended meanwhile
+      }
+    }
+  } catch {
+    return null;
+  }
+  return found ? ticks / clockTicks : null;
+}
+
+export function cpuSample() {
+  return { at: process.hrtime.bigint(), self: process.cpuUsage(), machine: machineJiffies(), postgres: postgresSeconds() };
+}
+
+/** Percent of one core used since `from` by this process, by PostgreSQL, and by the whole machine (of all cores). */
+export function cpuSince(from) {
+  const to = cpuSample();
+  const wallS = Number(to.at - from.at) / 1e9;
+  const self = process.cpuUsage(from.self);
+  const pct = (seconds) => Math.round((seconds / wallS) * 100);
+  return {
+    self: pct((self.user + self.system) / 1e6),
+    postgres: from.postgres !== null && to.postgres !== null ? pct(to.postgres - from.postgres) : null,
+    machine: from.machine && to.machine && to.machine.total > from.machine.total
+      ? Math.round(((to.machine.busy - from.machine.busy) / (to.machine.total - from.machine.total)) * 100)
+      : null,
+    cores: os.cpus().length,
+  };
+}
+
+/** Nearest-rank percentile (p in 0..100) of an array of numbers; NaN when empty. */
+export function percentile(values, p) {
+  if (!values.length) return NaN;
+  const sorted = Float64Array.from(values).sort();
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
+  return sorted[rank - 1];
+}
+
+export function summarize(values) {
+  return { n: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: values.length ? values.reduce((a, b) => (b > a ? b : a)) : NaN };
+}
+
+/** Milliseconds with a precision that suits their size. */
+export function ms(v) {
+  if (!Number.isFinite(v)) return 'n/a';
+  if (v < 10) return `${v.toFixed(2)} ms`;
+  if (v < 100) return `${v.toFixed(1)} ms`;
+  if (v < 10_000) return `${Math.round(v)} ms`;
+  return `${(v / 1000).toFixed(1)} s`;
+}
+
+export function secs(vMs) {
+  return Number.isFinite(vMs) ? `${(vMs / 1000).toFixed(2)} s` : 'n/a';
+}
+
+export function median(values) {
+  return percentile(values, 50);
+}
+
+export const sleep = (msDelay) => new Promise((resolve) => setTimeout(resolve, msDelay));
+
+/** Runs `fn(i)` for i in 0..count-1 with at most `limit` in flight; resolves with the results in order. */
+export async function pool(count, limit, fn) {
+  const out = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        out[i] = await fn(i);
+      }
+    }),
+  );
+  return out;
+}

@@ -1,0 +1,235 @@
+// Load generator for bench/run.mjs, forked as a child process so simulated workers and socket.io
+// clients do not share the coordinator's event loop (real agents and browsers are other processes).
+// It answers commands over the IPC channel: { id, cmd, args } -> { id, result } | { id, error }.
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
+import { io } from 'socket.io-client';
+import { CoordinatorClient } from '../worker/dist/coordinator-client.js';
+import { cpuSample, cpuSince, log, sleep, summarize } from './lib.mjs';
+
+const CAPABILITIES = { models: ['small'], engines: ['bench'], diarization: false, can_fetch_urls: true, device: 'cpu' };
+
+/** Every open resource, so a failed phase still closes them. */
+const open = new Set();
+
+async function connectWorker(address, secret) {
+  const client = new CoordinatorClient(address, secret);
+  open.add(client);
+  const hello = await client.hello({
+    contract_version: WORKER_CONTRACT_VERSION,
+    agent_version: 'bench',
+    hostname: hostname(),
+    capabilities: CAPABILITIES,
+    local: false,
+  });
+  return { client, sessionId: hello.session_id };
+}
+
+function closeAll() {
+  for (const r of open) r.close();
+  open.clear();
+}
+
+const completeOk = (lease, segmentCount) => ({
+  lease,
+  success: true,
+  error: '',
+  segment_count: segmentCount,
+  duration_seconds: 1,
+  engine: 'bench',
+  engine_model: 'small',
+  cancelled: false,
+});
+
+/**
+ * Phase 1: each worker loops Claim(wait_ms 0) -> Complete until a claim comes back empty.
+ * Latencies are client-observed round trips of the unary calls.
+ */
+async function protocol({ address, secrets }) {
+  const workers = await Promise.all(secrets.map((s) => connectWorker(address, s)));
+  const claimMs = [];
+  const completeMs = [];
+  const jobIds = [];
+  const anomalies = [];
+  let lastComplete = 0;
+  const doneAt = [];
+  const cpu0 = cpuSample();
+  const t0 = performance.now();
+  const ticker = setInterval(() => log(`protocol: ${jobIds.length} jobs claimed+completed`), 2000);
+  try {
+    await Promise.all(
+      workers.map(async (w) => {
+        for (;;) {
+          let t = performance.now();
+          const res = await w.client.claim({ session_id: w.sessionId, wait_ms: 0 });
+          const claimDone = performance.now();
+          if (!res.has_job || !res.job) return; // the queue is empty
+          claimMs.push(claimDone - t);
+          t = performance.now();
+          const c = await w.client.complete(completeOk(res.job.lease, 0));
+          lastComplete = performance.now();
+          completeMs.push(lastComplete - t);
+          if (c.duplicate || c.status !== 'completed') anomalies.push({ job: res.job.lease.job_id, ...c });
+          jobIds.push(res.job.lease.job_id);
+          doneAt.push(lastComplete - t0);
+        }
+      }),
+    );
+  } finally {
+    clearInterval(ticker);
+    closeAll();
+  }
+  // Throughput over the first and the second half of the jobs (the queue is deeper in the first).
+  const half = Math.floor(doneAt.length / 2);
+  const halves = doneAt.length >= 2 ? [(half / doneAt[half - 1]) * 1000, ((doneAt.length - half) / (doneAt.at(-1) - doneAt[half - 1])) * 1000] : [NaN, NaN];
+  return {
+    loadCpu: cpuSince(cpu0).self,
+    halves,
+    jobs: jobIds.length,
+    distinctJobs: new Set(jobIds).size,
+    elapsedMs: lastComplete - t0,
+    claim: summarize(claimMs),
+    complete: summarize(completeMs),
+    anomalies,
+  };
+}
+
+/** Claims until it gets a job (with several workers racing, a claim can miss rows locked by another). */
+async function claimOne(w, deadline) {
+  while (performance.now() < deadline) {
+    const res = await w.client.claim({ session_id: w.sessionId, wait_ms: 1000 });
+    if (res.has_job && res.job) return res.job;
+  }
+  throw new Error('a segment-phase worker found no job to claim');
+}
+
+/**
+ * Phase 2: one worker per job holds its lease and streams `segmentsPerJob` segments over its progress
+ * stream, one every `spacingMs` (worker start times are staggered uniformly over one spacing); one
+ * socket.io client per job subscribes first. Latency = client receive time - send time, both read
+ * from this process's monotonic clock (the send time travels inside the segment text).
+ */
+async function segments({ address, secrets, url, token, segmentsPerJob, spacingMs }) {
+  const workers = await Promise.all(secrets.map((s) => connectWorker(address, s)));
+  const deadline = performance.now() + 30_000;
+  const jobs = await Promise.all(workers.map((w) => claimOne(w, deadline)));
+  const jobIds = jobs.map((j) => j.lease.job_id);
+  if (new Set(jobIds).size !== jobIds.length) throw new Error('two workers claimed the same job');
+  let lastReceive = 0;
+  log(`segments: ${jobs.length} workers hold one lease each; connecting ${jobs.length} socket.io clients`);
+
+  const clients = await Promise.all(
+    jobIds.map(async (jobId) => {
+      // forceNew: one connection per client, as separate browsers would have (no multiplexing).
+      const socket = io(url, { transports: ['websocket'], auth: { token }, reconnection: false, forceNew: true });
+      open.add(socket);
+      const seen = { jobId, socket, received: [], foreign: 0, snapshotSegments: 0 };
+      socket.on('segment', (s) => {
+        const at = performance.now();
+        if (s.job_id !== jobId) {
+          seen.foreign++;
+          return;
+        }
+        const m = /@(\d+(?:\.\d+)?)$/.exec(s.text);
+        seen.received.push({ seq: s.seq, latency: m ? at - Number(m[1]) : NaN });
+        if (at > lastReceive) lastReceive = at;
+      });
+      socket.on('snapshot', (snap) => (seen.snapshotSegments += snap.segments?.length ?? 0));
+      await new Promise((resolve, reject) => {
+        socket.once('connect', resolve);
+        socket.once('connect_error', (err) => reject(new Error(`socket.io connect failed: ${err.message}`)));
+      });
+      const ack = await socket.timeout(10_000).emitWithAck('subscribe', { jobId });
+      if (!ack?.ok) throw new Error(`subscribe to job ${jobId} refused: ${JSON.stringify(ack)}`);
+      return seen;
+    }),
+  );
+
+  log(`segments: streaming ${segmentsPerJob} segments on each of ${jobs.length} progress streams, ${spacingMs} ms apart`);
+  const acks = [];
+  const cpu0 = cpuSample();
+  const t0 = performance.now();
+  let lastSend = 0;
+  await Promise.all(
+    jobs.map(async (job, i) => {
+      const w = workers[i];
+      const stream = w.client.progress(job.lease);
+      const start = performance.now() + Math.random() * spacingMs;
+      for (let seq = 0; seq < segmentsPerJob; seq++) {
+        const due = start + seq * spacingMs;
+        const wait = due - performance.now();
+        if (wait > 0) await sleep(wait);
+        const sentAt = performance.now();
+        stream.send({
+          stage: 'transcribing',
+          stage_detail: '',
+          audio_position_seconds: seq + 1,
+          segments: [{ seq, start: seq, end: seq + 1, text: `bench segment ${seq} of job ${job.lease.job_id} sent@${sentAt.toFixed(3)}` }],
+          duration_seconds: segmentsPerJob,
+          engine: 'bench',
+          engine_model: 'small',
+        });
+        if (sentAt > lastSend) lastSend = sentAt;
+      }
+      const ack = await Promise.race([stream.end(), stream.failed]);
+      acks.push(Number(ack.segments_stored));
+      const c = await w.client.complete(completeOk(job.lease, segmentsPerJob));
+      if (c.duplicate || c.status !== 'completed') throw new Error(`job ${job.lease.job_id} completion answered ${JSON.stringify(c)}`);
+    }),
+  );
+  const streamsDone = performance.now();
+
+  // Everything is stored; give the last socket.io events time to arrive.
+  const expected = segmentsPerJob;
+  const waitUntil = performance.now() + 15_000;
+  while (performance.now() < waitUntil && clients.some((c) => c.received.length < expected)) await sleep(20);
+
+  const latencies = [];
+  const problems = [];
+  for (const c of clients) {
+    const seqs = c.received.map((r) => r.seq);
+    const inOrderOnce = seqs.length === expected && seqs.every((s, k) => s === k);
+    if (!inOrderOnce) {
+      const dup = seqs.length - new Set(seqs).size;
+      problems.push(`job ${c.jobId}: got ${seqs.length}/${expected} (${dup} duplicates${seqs.every((s, k) => k === 0 || s > seqs[k - 1]) ? '' : ', out of order'})`);
+    }
+    if (c.foreign) problems.push(`job ${c.jobId}: ${c.foreign} segments of other jobs`);
+    if (c.snapshotSegments) problems.push(`job ${c.jobId}: ${c.snapshotSegments} segments already in the snapshot`);
+    for (const r of c.received) latencies.push(r.latency);
+  }
+  for (const c of clients) c.socket.close();
+  closeAll();
+  return {
+    loadCpu: cpuSince(cpu0).self,
+    jobs: jobs.length,
+    segmentsPerJob,
+    spacingMs,
+    jobIds,
+    latency: summarize(latencies.filter(Number.isFinite)),
+    received: latencies.length,
+    storedAcks: acks.reduce((a, b) => a + b, 0),
+    streamMs: streamsDone - t0,
+    sendSpanMs: lastSend - t0,
+    lastReceiveAfterLastSendMs: lastReceive - lastSend,
+    clientsComplete: clients.filter((c) => c.received.length === expected && c.received.every((r, k) => r.seq === k)).length,
+    problems,
+  };
+}
+
+const commands = { protocol, segments };
+
+process.on('message', async (msg) => {
+  try {
+    const result = await commands[msg.cmd](msg.args);
+    process.send({ id: msg.id, result });
+  } catch (err) {
+    closeAll();
+    process.send({ id: msg.id, error: err instanceof Error ? `${err.message}\n${err.stack}` : String(err) });
+  }
+});
+// The parent disconnects IPC when it is done (or dies): leave then.
+process.on('disconnect', () => {
+  closeAll();
+  process.exit(0);
+});

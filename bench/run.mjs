@@ -1,0 +1,522 @@
+// Speech pipeline benchmark: `npm run bench` (builds first). Prints one markdown table on stdout;
+// progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
+// and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and ffmpeg, sox, espeak-ng, pocketsphinx + en-us.
+//
+// 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim -> Complete;
+// 2. segment latency: jobs whose workers stream segments over ReportProgress, each watched by a
+//    socket.io client (worker send -> browser receive);
+// 3. pipeline overhead: the real worker agent (a child process) on an uploaded WAV, against the bare
+//    pocketsphinx engine on the same file.
+//
+// The coordinator runs in this process; simulated workers and socket.io clients run in a forked load
+// generator (bench/load.mjs) so they do not share its event loop. Everything created is removed at
+// the end: the database, the run's Redis keys, temporary files, child processes.
+import { execFileSync, fork, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { AccountService } from '../coordinator/dist/accounts/account-service.js';
+import { loadConfig } from '../coordinator/dist/config.js';
+import { startCoordinator } from '../coordinator/dist/service.js';
+import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../worker/dist/engines/index.js';
+import { cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const int = (name, fallback) => {
+  const v = Number(process.env[name]);
+  return Number.isInteger(v) && v > 0 ? v : fallback;
+};
+const settings = {
+  pgAdminUrl: process.env.BENCH_PG_ADMIN_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
+  redisUrl: process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379',
+  protocolJobs: int('BENCH_JOBS', 2000),
+  protocolWorkers: int('BENCH_WORKERS', 20),
+  segmentJobs: int('BENCH_SEGMENT_JOBS', 50),
+  segmentsPerJob: int('BENCH_SEGMENTS_PER_JOB', 40),
+  segmentSpacingMs: int('BENCH_SEGMENT_SPACING_MS', 50),
+  pipelineRuns: int('BENCH_PIPELINE_RUNS', 3),
+};
+const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
+const URL_SOURCE = { type: 'url', url: 'https://media.example.org/x.mp3' };
+
+const runId = randomBytes(4).toString('hex');
+const dbName = `sonar_bench_${runId}`;
+const redisPrefix = `sonar-bench:${runId}:`;
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'sonar-bench-'));
+const benchStart = performance.now();
+
+const rows = [];
+const row = (measurement, value) => rows.push([measurement, value]);
+let failed = false;
+const fail = (measurement, err) => {
+  failed = true;
+  row(measurement, `FAILED: ${String(err?.message ?? err).split('\n')[0]}`);
+  log(`${measurement} failed:`, err?.stack ?? String(err));
+};
+
+// ---- cleanup (last in, first out; every step runs even when an earlier one fails) ---------------
+const cleanups = [];
+async function cleanup() {
+  while (cleanups.length) {
+    const [name, step] = cleanups.pop();
+    try {
+      await step();
+    } catch (err) {
+      log(`cleanup "${name}" failed: ${err?.message ?? err}`);
+    }
+  }
+}
+// Ctrl-C: stop the child processes and engine runs at once, skip the remaining phases, and let
+// main()'s `finally` clean up (a second Ctrl-C exits without cleaning up).
+const interrupt = new AbortController();
+const onSignal = (signal) => {
+  if (interrupt.signal.aborted) process.exit(130);
+  log(`${signal}: stopping; cleaning up (press Ctrl-C again to exit at once)`);
+  interrupt.abort(new Error(`interrupted by ${signal}`));
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+// A rejection nobody handles (seen from Redis clients when the coordinator is closed with calls in
+// flight) must not kill the process before the database and Redis keys are cleaned up.
+process.on('unhandledRejection', (err) => {
+  failed = true;
+  log('unhandled rejection:', err?.stack ?? String(err));
+});
+const checkInterrupted = () => interrupt.signal.throwIfAborted();
+const onInterrupt = (fn) => interrupt.signal.addEventListener('abort', fn, { once: true });
+
+async function adminQuery(sql) {
+  const client = new pg.Client({ connectionString: settings.pgAdminUrl });
+  await client.connect();
+  try {
+    return await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+function databaseUrl(name) {
+  const u = new URL(settings.pgAdminUrl);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function deleteRedisKeys() {
+  const redis = new Redis(settings.redisUrl, { maxRetriesPerRequest: 3 });
+  try {
+    let cursor = '0';
+    let deleted = 0;
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${redisPrefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) deleted += await redis.del(...keys);
+    } while (cursor !== '0');
+    log(`deleted ${deleted} Redis keys under ${redisPrefix}`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function redisVersion() {
+  const redis = new Redis(settings.redisUrl, { maxRetriesPerRequest: 3 });
+  try {
+    return /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '?';
+  } finally {
+    redis.disconnect();
+  }
+}
+
+// ---- the load generator (bench/load.mjs) -----------------------------------------------------------
+function startLoadGenerator() {
+  const child = fork(fileURLToPath(new URL('./load.mjs', import.meta.url)), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, BENCH_EPOCH_MS: String(epochMs) },
+  });
+  const pending = new Map();
+  let nextId = 0;
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  child.on('message', (m) => {
+    const p = pending.get(m.id);
+    pending.delete(m.id);
+    if (m.error) p?.reject(new Error(`load generator: ${m.error}`));
+    else p?.resolve(m.result);
+  });
+  void exited.then((code) => {
+    for (const p of pending.values()) p.reject(new Error(`load generator exited (${code})`));
+    pending.clear();
+  });
+  onInterrupt(() => child.kill('SIGKILL'));
+  child.on('error', (err) => log(`load generator: ${err.message}`));
+  return {
+    call(cmd, args) {
+      return new Promise((resolve, reject) => {
+        if (!child.connected) return reject(new Error('load generator is not running'));
+        const id = nextId++;
+        pending.set(id, { resolve, reject });
+        child.send({ id, cmd, args }, (err) => {
+          if (!err) return;
+          pending.delete(id);
+          reject(err);
+        });
+      });
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      if (child.connected) child.disconnect();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// ---- the worker agent (worker/dist/bin.js) as a child process --------------------------------------
+async function startAgent(grpcPort, secretFile) {
+  const child = spawn(
+    process.execPath,
+    [path.join(root, 'worker/dist/bin.js'), '--coordinator', `127.0.0.1:${grpcPort}`, '--secret-file', secretFile, '--work-dir', tmp],
+    { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const lines = [];
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  let buffered = '';
+  let onLine = () => undefined;
+  child.stderr.on('data', (buf) => {
+    buffered += buf.toString();
+    const parts = buffered.split('\n');
+    buffered = parts.pop();
+    for (const l of parts) {
+      lines.push(l);
+      if (lines.length > 200) lines.shift();
+      onLine(l);
+    }
+  });
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the worker agent did not connect within 20 s:\n${lines.join('\n')}`)), 20_000);
+    onLine = (l) => {
+      if (l.includes('connected to coordinator')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`the worker agent exited (${code}):\n${lines.join('\n')}`));
+    });
+  });
+  onLine = () => undefined;
+  onInterrupt(() => child.kill('SIGKILL'));
+  return {
+    lines,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// ---- audio ------------------------------------------------------------------------------------------
+/** ~30 s of espeak-ng speech: 12 sentences, each followed by 1 s of silence, as a 16 kHz mono WAV. */
+function makeSpeech() {
+  const dir = path.join(tmp, 'speech');
+  mkdirSync(dir, { recursive: true });
+  const silence = path.join(dir, 'silence.wav');
+  execFileSync('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', silence, 'trim', '0', '1.0']);
+  const parts = [];
+  const sentences = [...SENTENCES, ...SENTENCES, ...SENTENCES];
+  sentences.forEach((sentence, i) => {
+    const part = path.join(dir, `part-${i}.wav`);
+    execFileSync('espeak-ng', ['-v', 'en-us', '-w', part, `${sentence}.`]);
+    parts.push(part, silence);
+  });
+  const file = path.join(tmp, 'speech.wav');
+  execFileSync('sox', [...parts, '-r', '16000', '-c', '1', '-b', '16', file]);
+  const durationSeconds = Number(execFileSync('soxi', ['-D', file]).toString().trim());
+  return { file, durationSeconds, sentences: sentences.length };
+}
+
+function cpuText(cpu, loadCpu) {
+  const parts = [`coordinator ${cpu.self}%`, `load generator ${loadCpu}%`];
+  if (cpu.postgres !== null) parts.push(`PostgreSQL ${cpu.postgres}%`);
+  return `${parts.join(', ')} of one core${cpu.machine !== null ? `; whole machine ${cpu.machine}% busy (${cpu.cores} cores)` : ''}`;
+}
+
+// ---- main -------------------------------------------------------------------------------------------
+async function main() {
+  const cpus = os.cpus();
+  row(
+    'machine',
+    `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}; load average at start ${os.loadavg()[0].toFixed(2)}`,
+  );
+  const pgVersion = (await adminQuery('show server_version')).rows[0].server_version;
+  row('software', `Node ${process.version}, PostgreSQL ${pgVersion.split(' ')[0]}, Redis ${await redisVersion()}`);
+
+  // Database and coordinator.
+  log(`creating database ${dbName}`);
+  await adminQuery(`create database ${dbName}`);
+  cleanups.push(['drop database', async () => {
+    await adminQuery(`drop database if exists ${dbName} with (force)`);
+    log(`dropped database ${dbName}`);
+  }]);
+  cleanups.push(['redis keys', deleteRedisKeys]);
+  cleanups.push(['temp files', async () => rmSync(tmp, { recursive: true, force: true })]);
+
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl(dbName),
+    REDIS_URL: settings.redisUrl,
+    REDIS_KEY_PREFIX: redisPrefix,
+    SESSION_SECRET: randomBytes(24).toString('hex'),
+    JWT_SECRET: randomBytes(24).toString('hex'),
+    PORT: '0',
+    GRPC_PORT: '0',
+    HOST: '127.0.0.1',
+    GRPC_HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    SPEECH_MEDIA_DIR: path.join(tmp, 'media'),
+  });
+  log('starting the coordinator (migrations run now)');
+  const svc = await startCoordinator(config);
+  cleanups.push(['coordinator', async () => {
+    await svc.close();
+    log('coordinator closed');
+  }]);
+  row('coordinator', `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; simulated workers and socket.io clients in one forked load process`);
+  const q = (sql, params = []) => svc.orm.em.getConnection().execute(sql, params);
+
+  const accounts = new AccountService(svc.orm);
+  const { user, password } = await accounts.createUser({ username: `bench-${runId}`, permissions: ['speech.use'] });
+  const login = await fetch(`${svc.url}/api/account/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: user.username, password }),
+  });
+  if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
+  const token = (await login.json()).token;
+
+  const load = startLoadGenerator();
+  cleanups.push(['load generator', () => load.stop()]);
+  const address = `127.0.0.1:${svc.grpcPort}`;
+  const createWorkers = (prefix, n) => pool(n, 4, async (i) => (await svc.workers.createWorker(`${prefix}-${i}`)).secret);
+
+  // ---- 1. protocol throughput -------------------------------------------------------------------
+  const N = settings.protocolJobs;
+  const W = settings.protocolWorkers;
+  let lastProtocolJob = 0;
+  try {
+    checkInterrupted();
+    log(`protocol: enqueueing ${N} URL jobs`);
+    const tEnq = performance.now();
+    const ids = await pool(N, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+    const enqMs = performance.now() - tEnq;
+    lastProtocolJob = Math.max(...ids);
+    row('job enqueue (JobService.create, 8 in flight)', `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)})`);
+
+    const secrets = await createWorkers(`bench-proto-${runId}`, W);
+    log(`protocol: ${W} simulated workers draining the queue (Claim wait_ms 0 -> Complete)`);
+    const cpu0 = cpuSample();
+    const r = await load.call('protocol', { address, secrets });
+    const cpu = cpuSince(cpu0);
+    row(
+      `protocol throughput (${W} workers)`,
+      `${Math.round((r.jobs / r.elapsedMs) * 1000)} claim+complete/s (${r.jobs} jobs in ${secs(r.elapsedMs)}; first half of the jobs ${Math.round(r.halves[0])}/s, second half ${Math.round(r.halves[1])}/s)`,
+    );
+    row('claim latency p50 / p99 (job found)', `${ms(r.claim.p50)} / ${ms(r.claim.p99)} (max ${ms(r.claim.max)}, n=${r.claim.n})`);
+    row('complete latency p50 / p99', `${ms(r.complete.p50)} / ${ms(r.complete.p99)} (max ${ms(r.complete.max)}, n=${r.complete.n})`);
+    row('CPU during protocol run', cpuText(cpu, r.loadCpu));
+
+    const [jobs] = await q(
+      `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first_attempt from speech_jobs where id <= ?`,
+      [lastProtocolJob],
+    );
+    const [leases] = await q(
+      `select count(*)::int as leases, count(distinct job_id)::int as jobs, count(*) filter (where outcome = 'completed')::int as completed from speech_leases where job_id <= ?`,
+      [lastProtocolJob],
+    );
+    const ok =
+      jobs.total === N && jobs.completed === N && jobs.first_attempt === N &&
+      leases.leases === N && leases.jobs === N && leases.completed === N &&
+      r.jobs === N && r.distinctJobs === N && r.anomalies.length === 0;
+    if (!ok) failed = true;
+    row(
+      'protocol exactly-once check',
+      `${ok ? 'PASS' : 'FAIL'}: ${jobs.completed}/${N} jobs completed (${jobs.first_attempt} on attempt 1), ${leases.leases} lease rows for ${leases.jobs} jobs, ` +
+        `${r.distinctJobs} distinct of ${r.jobs} claims, ${r.anomalies.length} duplicate/odd completions`,
+    );
+  } catch (err) {
+    fail(`protocol throughput (${W} workers)`, err);
+  }
+
+  // ---- 2. segment latency -----------------------------------------------------------------------
+  const J = settings.segmentJobs;
+  const S = settings.segmentsPerJob;
+  try {
+    checkInterrupted();
+    log(`segments: enqueueing ${J} jobs and registering ${J} workers`);
+    const ids = await pool(J, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+    const secrets = await createWorkers(`bench-seg-${runId}`, J);
+    const cpu0 = cpuSample();
+    const r = await load.call('segments', { address, secrets, url: svc.url, token, segmentsPerJob: S, spacingMs: settings.segmentSpacingMs });
+    const cpu = cpuSince(cpu0);
+    const offered = (J * 1000) / settings.segmentSpacingMs;
+    row(
+      `segment latency worker → socket.io p50 / p99 (${J} jobs × ${S} segments, ${settings.segmentSpacingMs} ms apart)`,
+      `${ms(r.latency.p50)} / ${ms(r.latency.p99)} (max ${ms(r.latency.max)}, n=${r.latency.n}; offered ${offered} segments/s)`,
+    );
+    row(
+      'segment stream timing',
+      `sends spanned ${secs(r.sendSpanMs)}; all streams acked and jobs completed after ${secs(r.streamMs)}; last segment received ${ms(r.lastReceiveAfterLastSendMs)} after the last send`,
+    );
+    row('CPU during segment run', cpuText(cpu, r.loadCpu));
+    const [db] = await q(
+      `select count(*)::int as jobs, count(*) filter (where status = 'completed')::int as completed,
+              (select count(*)::int from speech_segments where job_id > ?) as segments
+         from speech_jobs where id > ?`,
+      [lastProtocolJob, lastProtocolJob],
+    );
+    const ok = r.clientsComplete === J && r.problems.length === 0 && r.storedAcks === J * S && db.segments === J * S && db.completed === J && db.jobs === J && ids.length === J;
+    if (!ok) failed = true;
+    row(
+      'segment delivery check',
+      `${ok ? 'PASS' : 'FAIL'}: ${r.clientsComplete}/${J} clients received all ${S} segments exactly once, in order; ${r.received} received of ${J * S} sent; ` +
+        `${db.segments} stored; ${db.completed}/${J} jobs completed${r.problems.length ? `; problems: ${r.problems.slice(0, 5).join('; ')}` : ''}`,
+    );
+  } catch (err) {
+    fail('segment latency worker → socket.io', err);
+  }
+  await load.stop();
+
+  // ---- 3. pipeline overhead ---------------------------------------------------------------------
+  try {
+    checkInterrupted();
+    const engine = engineForModel(createEngines(), POCKETSPHINX_MODEL);
+    if (!engine) throw new Error(`no engine for ${POCKETSPHINX_MODEL}: is pocketsphinx with the en-us model installed?`);
+    log('pipeline: making ~30 s of speech with espeak-ng + sox');
+    const speech = makeSpeech();
+    const bytes = readFileSync(speech.file);
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    row('pipeline audio', `${speech.durationSeconds.toFixed(1)} s espeak-ng speech (${speech.sentences} sentences, 1 s gaps), 16 kHz mono WAV, ${(bytes.length / 1024).toFixed(0)} KiB`);
+
+    // Completion as the lease service reports it, timed in this process.
+    const terminal = new Map();
+    const waiters = new Map();
+    svc.speech.leases.onTerminal((jobId, status) => {
+      terminal.set(jobId, { status, at: performance.now() });
+      waiters.get(jobId)?.();
+    });
+    const waitTerminal = (jobId, timeoutMs) =>
+      new Promise((resolve, reject) => {
+        const done = () => {
+          clearTimeout(timer);
+          waiters.delete(jobId);
+          resolve(terminal.get(jobId));
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(jobId);
+          reject(new Error(`job ${jobId} did not finish within ${timeoutMs / 1000} s`));
+        }, timeoutMs);
+        if (terminal.has(jobId)) return done();
+        waiters.set(jobId, done);
+        onInterrupt(() => {
+          clearTimeout(timer);
+          waiters.delete(jobId);
+          reject(interrupt.signal.reason);
+        });
+      });
+
+    const { secret } = await svc.workers.createWorker(`bench-agent-${runId}`);
+    const secretFile = path.join(tmp, 'agent.secret');
+    writeFileSync(secretFile, secret, { mode: 0o600 });
+    log('pipeline: starting the worker agent (node worker/dist/bin.js)');
+    const agent = await startAgent(svc.grpcPort, secretFile);
+    cleanups.push(['worker agent', () => agent.stop()]);
+
+    // One untimed engine run first: the first pocketsphinx start reads its model files from disk.
+    log('pipeline: warm-up run of the bare engine (not timed)');
+    const warm = path.join(tmp, 'warm.wav');
+    await decodeToWav(speech.file, warm, { signal: interrupt.signal });
+    await engine.transcribe({ wavPath: warm, model: POCKETSPHINX_MODEL, signal: interrupt.signal, onSegment: () => undefined });
+    rmSync(warm, { force: true });
+
+    const bare = [];
+    const viaAgent = [];
+    for (let i = 0; i < settings.pipelineRuns; i++) {
+      // Alternate the two so drift on the machine affects both alike.
+      log(`pipeline: run ${i + 1}/${settings.pipelineRuns}, bare engine`);
+      const wav = path.join(tmp, `bare-${i}.wav`);
+      const b0 = performance.now();
+      checkInterrupted();
+      await decodeToWav(speech.file, wav, { signal: interrupt.signal });
+      const b1 = performance.now();
+      const result = await engine.transcribe({ wavPath: wav, model: POCKETSPHINX_MODEL, signal: interrupt.signal, onSegment: () => undefined });
+      const b2 = performance.now();
+      rmSync(wav, { force: true });
+      bare.push({ totalMs: b2 - b0, transcribeMs: b2 - b1, segments: result.segments.length, text: result.text });
+
+      log(`pipeline: run ${i + 1}/${settings.pipelineRuns}, worker agent`);
+      const tempPath = path.join(tmp, `upload-${i}.part`);
+      writeFileSync(tempPath, bytes); // JobService.create moves it into the media store
+      const a0 = performance.now();
+      const job = await svc.speech.jobs.create(user, {
+        channel: 'web',
+        model: POCKETSPHINX_MODEL,
+        source: { type: 'upload', tempPath, filename: 'speech.wav', sizeBytes: bytes.length, sha256 },
+      });
+      const a1 = performance.now();
+      const end = await waitTerminal(job.id, 120_000);
+      const [info] = await q(
+        `select j.status, j.transcript_text, (select count(*)::int from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as segments from speech_jobs j where j.id = ?`,
+        [job.id],
+      );
+      viaAgent.push({ wallMs: end.at - a0, createMs: a1 - a0, status: info.status, segments: info.segments, text: info.transcript_text ?? '' });
+    }
+    await agent.stop();
+
+    const bareTotal = median(bare.map((b) => b.totalMs));
+    const bareTranscribe = median(bare.map((b) => b.transcribeMs));
+    const agentWall = median(viaAgent.map((a) => a.wallMs));
+    const n = settings.pipelineRuns;
+    row(`bare engine: decodeToWav + pocketsphinx (median of ${n})`, `${secs(bareTotal)} (transcribe alone ${secs(bareTranscribe)}; runs ${bare.map((b) => secs(b.totalMs)).join(', ')})`);
+    row(
+      `worker agent: JobService.create → completed (median of ${n})`,
+      `${secs(agentWall)} (create ${ms(median(viaAgent.map((a) => a.createMs)))}; runs ${viaAgent.map((a) => secs(a.wallMs)).join(', ')})`,
+    );
+    const diff = agentWall - bareTotal;
+    row(
+      'pipeline overhead (agent / bare decode+transcribe)',
+      `${(agentWall / bareTotal).toFixed(2)}× (${diff < 0 ? '−' : '+'}${secs(Math.abs(diff))}); agent / transcribe alone ${(agentWall / bareTranscribe).toFixed(2)}×`,
+    );
+    const bareSegs = new Set(bare.map((b) => b.segments));
+    const ok =
+      viaAgent.every((a) => a.status === 'completed' && a.segments === bare[0].segments && /coffee/.test(a.text)) && bareSegs.size === 1 && bare[0].segments > 0;
+    if (!ok) failed = true;
+    row(
+      'pipeline output check',
+      `${ok ? 'PASS' : 'FAIL'}: agent jobs ${viaAgent.map((a) => `${a.status}/${a.segments} segments`).join(', ')}; bare engine ${[...bareSegs].join('/')} segments`,
+    );
+  } catch (err) {
+    fail('pipeline overhead', err);
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  fail('bench', err);
+} finally {
+  await cleanup();
+}
+if (interrupt.signal.aborted) row('interrupted', 'the run was stopped early; the rows above are what had finished');
+row('total bench time', secs(performance.now() - benchStart));
+
+const width = [Math.max(...rows.map((r) => r[0].length), 11), Math.max(...rows.map((r) => r[1].length), 5)];
+const line = (a, b) => `| ${a.padEnd(width[0])} | ${b.padEnd(width[1])} |`;
+process.stdout.write([line('measurement', 'value'), `|${'-'.repeat(width[0] + 2)}|${'-'.repeat(width[1] + 2)}|`, ...rows.map(([a, b]) => line(a, b))].join('\n') + '\n');
+process.exitCode = interrupt.signal.aborted ? 130 : failed ? 1 : 0;
