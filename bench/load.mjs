@@ -212,6 +212,7 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
     streamMs: streamsDone - t0,
     sendSpanMs: lastSend - t0,
     lastReceiveAfterLastSendMs: lastReceive - lastSend,
+    deliveredPerSecond: (latencies.length / (lastReceive - t0)) * 1000,
     clientsComplete: clients.filter((c) => c.received.length === expected && c.received.every((r, k) => r.seq === k)).length,
     problems,
   };

@@ -251,6 +251,7 @@ function cpuText(cpu, loadCpu) {
 
 // ---- main -------------------------------------------------------------------------------------------
 async function main() {
+  cleanups.push(['temp files', async () => rmSync(tmp, { recursive: true, force: true })]);
   const cpus = os.cpus();
   row(
     'machine',
@@ -267,7 +268,6 @@ async function main() {
     log(`dropped database ${dbName}`);
   }]);
   cleanups.push(['redis keys', deleteRedisKeys]);
-  cleanups.push(['temp files', async () => rmSync(tmp, { recursive: true, force: true })]);
 
   const config = loadConfig({
     DATABASE_URL: databaseUrl(dbName),
@@ -314,7 +314,10 @@ async function main() {
     checkInterrupted();
     log(`protocol: enqueueing ${N} URL jobs`);
     const tEnq = performance.now();
-    const ids = await pool(N, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+    const ids = await pool(N, 8, async () => {
+      checkInterrupted();
+      return (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
+    });
     const enqMs = performance.now() - tEnq;
     lastProtocolJob = Math.max(...ids);
     row('job enqueue (JobService.create, 8 in flight)', `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)})`);
@@ -360,7 +363,10 @@ async function main() {
   try {
     checkInterrupted();
     log(`segments: enqueueing ${J} jobs and registering ${J} workers`);
-    const ids = await pool(J, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+    const ids = await pool(J, 8, async () => {
+      checkInterrupted();
+      return (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
+    });
     const secrets = await createWorkers(`bench-seg-${runId}`, J);
     const cpu0 = cpuSample();
     const r = await load.call('segments', { address, secrets, url: svc.url, token, segmentsPerJob: S, spacingMs: settings.segmentSpacingMs });
@@ -368,11 +374,11 @@ async function main() {
     const offered = (J * 1000) / settings.segmentSpacingMs;
     row(
       `segment latency worker → socket.io p50 / p99 (${J} jobs × ${S} segments, ${settings.segmentSpacingMs} ms apart)`,
-      `${ms(r.latency.p50)} / ${ms(r.latency.p99)} (max ${ms(r.latency.max)}, n=${r.latency.n}; offered ${offered} segments/s)`,
+      `${ms(r.latency.p50)} / ${ms(r.latency.p99)} (max ${ms(r.latency.max)}, n=${r.latency.n})`,
     );
     row(
       'segment stream timing',
-      `sends spanned ${secs(r.sendSpanMs)}; all streams acked and jobs completed after ${secs(r.streamMs)}; last segment received ${ms(r.lastReceiveAfterLastSendMs)} after the last send`,
+      `sends spanned ${secs(r.sendSpanMs)}; last segment received ${ms(r.lastReceiveAfterLastSendMs)} after the last send (delivered ${Math.round(r.deliveredPerSecond)} segments/s of ${offered} offered); streams acked and jobs completed after ${secs(r.streamMs)}`,
     );
     row('CPU during segment run', cpuText(cpu, r.loadCpu));
     const [db] = await q(

@@ -74,6 +74,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   metrics.setWorkerPresence(workers);
   const speech = deps.speech ?? createSpeechServices({ orm, redis, config });
   const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
+  metrics.setSpeechQueue(async () => {
+    const rows = await orm.em.getConnection().execute<Array<{ status: string; n: string }>>('select status, count(*) as n from speech_jobs group by status');
+    return Object.fromEntries(['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed'].map((st) => [st, Number(rows.find((r) => r.status === st)?.n ?? 0)]));
+  });
 
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {

@@ -87,6 +87,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
             leases: speech.leases,
             work: speech.work,
             media: speech.media,
+            stager: speech.stager,
             logger,
             heartbeatIntervalMs: config.WORKER_HEARTBEAT_INTERVAL_MS,
           }),

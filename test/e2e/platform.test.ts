@@ -63,6 +63,7 @@ describe('GET /metrics', () => {
     expect(res.body).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/api\/platform",status_code="200"\} \d+/);
     expect(res.body).toContain('speech_workers_connected 0');
     expect(res.body).toContain('# TYPE queue_jobs gauge');
+    expect(res.body).toContain('speech_jobs{status="queued"} 0');
   });
 
   it('is refused to other addresses unless they bring the token', async () => {

@@ -3,6 +3,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
@@ -297,5 +299,37 @@ describe('media', () => {
     expect(readFileSync(out).equals(bytes)).toBe(true);
     await expectStale(w.client.fetchMedia({ ...got.lease, lease_token: 'nope' }, path.join(dir, 'x')));
     await w.client.complete(done(got));
+  });
+
+  it('stages a URL source on the coordinator for a worker that may not fetch URLs', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sonar-stage-'));
+    const wav = path.join(dir, 'talk.wav');
+    execFileSync('ffmpeg', ['-loglevel', 'error', '-f', 'lavfi', '-i', 'sine=frequency=300:duration=2', '-ac', '1', '-ar', '16000', wav]);
+    const bytes = readFileSync(wav);
+    const server = createServer((req, res) => {
+      if (req.url === '/talk.wav') res.writeHead(200, { 'content-type': 'audio/wav' }).end(bytes);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const w = await worker('w-nofetch', caps(['turbo'], { can_fetch_urls: false }));
+      const ok = await svc.speech.jobs.create(alice, { channel: 'web', model: 'turbo', source: { type: 'url', url: `${base}/talk.wav` } });
+      const got = (await claim(w, 15_000))!;
+      expect(got.lease.job_id).toBe(ok.id);
+      expect(got.media_from_coordinator).toBe(true);
+      expect(got.source_url).toBe('');
+      const sha = createHash('sha256').update(bytes).digest('hex');
+      expect(got.media_sha256).toBe(sha);
+      expect(await w.client.fetchMedia(got.lease, path.join(dir, 'fetched'))).toEqual({ sizeBytes: bytes.length, sha256: sha });
+      await w.client.complete(done(got));
+
+      const missing = await svc.speech.jobs.create(alice, { channel: 'web', model: 'turbo', source: { type: 'url', url: `${base}/gone.wav` } });
+      expect(await claim(w, 2_000)).toBeNull();
+      await expect.poll(async () => (await jobRow(missing.id)).status, { timeout: 5_000 }).toBe('failed');
+      expect((await jobRow(missing.id)).failure_error).toBe('Could not download the source: HTTP 404');
+    } finally {
+      server.close();
+    }
   });
 });

@@ -19,6 +19,7 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly queues = new Set<Queue>();
   private presence: WorkerPresenceSource | null = null;
+  private speechQueue: (() => Promise<Record<string, number>>) | null = null;
 
   readonly httpDuration = new Histogram({
     name: 'http_request_duration_seconds',
@@ -52,7 +53,22 @@ export class Metrics {
         this.set(self.presence?.connectedCount() ?? 0);
       },
     });
+    new Gauge({
+      name: 'speech_jobs',
+      help: 'Speech jobs by status (the queue of record is PostgreSQL)',
+      labelNames: ['status'] as const,
+      registers: [this.registry],
+      async collect() {
+        if (!self.speechQueue) return;
+        this.reset();
+        for (const [status, n] of Object.entries(await self.speechQueue())) this.set({ status }, n);
+      },
+    });
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  setSpeechQueue(source: () => Promise<Record<string, number>>) {
+    this.speechQueue = source;
   }
 
   trackQueue(queue: Queue) {

@@ -6,6 +6,7 @@ import { JobService } from './jobs/job-service.js';
 import { MediaStore } from './jobs/media-store.js';
 import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
+import { MediaStager } from './jobs/media-stager.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {
@@ -14,6 +15,7 @@ export interface SpeechServices {
   live: LiveHub;
   jobs: JobService;
   leases: LeaseService;
+  stager: MediaStager;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -23,5 +25,6 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const jobs = new JobService(orm, config, media, work, live);
   const leases = new LeaseService(orm, config, work, live);
-  return { media, work, live, jobs, leases };
+  const stager = new MediaStager(orm, redis, config, media, work);
+  return { media, work, live, jobs, leases, stager };
 }

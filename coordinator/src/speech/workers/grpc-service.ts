@@ -26,6 +26,7 @@ import {
 import type { Logger } from 'pino';
 import type { WorkAvailable } from '../jobs/job-events.js';
 import type { MediaStore } from '../jobs/media-store.js';
+import type { MediaStager } from '../jobs/media-stager.js';
 import { StaleLeaseError, type LeaseService } from '../protocol/lease-service.js';
 import type { SpeechWorker } from './entities.js';
 import type { WorkerRegistry, WorkerSession } from './worker-registry.js';
@@ -59,6 +60,7 @@ export interface WorkerServiceDeps {
   leases: LeaseService;
   work: WorkAvailable;
   media: MediaStore;
+  stager: MediaStager;
   logger: Logger;
   heartbeatIntervalMs: number;
 }
@@ -168,6 +170,8 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
+        // A worker that may not fetch URLs waits while the coordinator downloads such sources for it.
+        if (!session.capabilities.canFetchUrls) await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models });
         const remaining = deadline - Date.now();
         if (remaining <= 0 || cancelled.signal.aborted) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
         await deps.work.wait(Math.min(remaining, CLAIM_RECHECK_MS), cancelled.signal);
