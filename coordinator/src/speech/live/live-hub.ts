@@ -81,6 +81,8 @@ export class LiveHub implements JobEventSink {
     });
 
     app.addHook('onClose', async () => {
+      // Late events (status publishes finishing after shutdown began) must not reach closed clients.
+      this.io = null;
       await new Promise<void>((resolve) => io.close(() => resolve()));
       await this.pub?.quit().catch(() => undefined);
       await this.sub?.quit().catch(() => undefined);
