@@ -29,8 +29,14 @@ RUN npm ci --no-audit --no-fund
 # Then the sources (.dockerignore keeps node_modules, dist, .data, secrets and deploy/ out), the
 # compile of every project of tsconfig.json, and the prune. The test project only type-checks
 # (its output lands in node_modules/.cache), which is removed with the dev dependencies.
+# whisper.cpp's CLI is built from the sources the nodejs-whisper package ships (CPU build here;
+# set WHISPER_CUDA=1 with a CUDA base image for GPU hosts).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake g++ make \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN npx tsc -b \
+    && npm run whisper:build -w worker \
     && npm prune --omit=dev --no-audit --no-fund \
     && rm -rf node_modules/.cache
 
@@ -54,6 +60,9 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/proto ./proto
 COPY --from=build /app/shared ./shared
 COPY --from=build /app/coordinator ./coordinator
+# Retained source media (uploads, staged downloads): mount a volume here.
+ENV SPEECH_MEDIA_DIR=/var/lib/sonar/media
+RUN mkdir -p /var/lib/sonar/media && chown -R node:node /var/lib/sonar
 USER node
 EXPOSE 8080 50051
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
@@ -72,5 +81,6 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/proto ./proto
 COPY --from=build /app/shared ./shared
 COPY --from=build /app/worker ./worker
+ENV WHISPER_MODELS_DIR=/models
 USER node
 CMD ["node", "worker/dist/bin.js"]
