@@ -262,10 +262,10 @@ program
   .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
   .action(run(async (svc, username: string, o: { name: string; scope: string[]; expiresDays?: number }) => {
     const user = await requireUser(svc, username);
-    const { token, record } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
+    const { token, record, callbackSecret } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
     return {
-      json: { secret: token, token: presentToken(record) },
-      text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token)],
+      json: { secret: token, callback_secret: callbackSecret, token: presentToken(record) },
+      text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token), ...shownOnce('callback signing secret', callbackSecret)],
     };
   }));
 

@@ -54,6 +54,8 @@ export const envSchema = z.object({
   SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce.number().int().min(5).max(86_400).default(90),
   SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** Ranges that server-side requests (callbacks, source downloads) may reach despite being private. */
+  OUTBOUND_ALLOW_RANGES: cidrList.default([]),
   SPEECH_MEDIA_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
 
   SESSION_SECRET: secret,

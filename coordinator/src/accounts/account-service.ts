@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isPermission, isTokenScope, type Permission, type TokenScope } from '@sonar/shared';
 import type { Orm } from '../db/orm.js';
@@ -226,9 +227,20 @@ export class AccountService {
       tokenHash: hash,
       prefix: displayPrefix,
       expiresAt,
+      callbackSecret: randomBytes(32).toString('hex'),
     });
     await em.flush();
-    return { token: secret, record: token };
+    return { token: secret, record: token, callbackSecret: token.callbackSecret as string };
+  }
+
+  /** Issues a new callback signing secret for one of the user's tokens (the old one stops verifying). */
+  async rotateCallbackSecret(tokenId: number, ownerId: number): Promise<string | null> {
+    const em = this.em();
+    const token = await this.repo.findToken(em, tokenId);
+    if (!token || token.user.id !== ownerId || token.revokedAt) return null;
+    token.callbackSecret = randomBytes(32).toString('hex');
+    await em.flush();
+    return token.callbackSecret;
   }
 
   async listPersonalTokens(userId: number) {

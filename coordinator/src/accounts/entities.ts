@@ -27,7 +27,7 @@ export class DnsZonePermission {
 }
 
 export class PersonalAccessToken {
-  [OptionalProps]?: 'scopes' | 'createdAt' | 'expiresAt' | 'lastUsedAt' | 'revokedAt';
+  [OptionalProps]?: 'scopes' | 'createdAt' | 'expiresAt' | 'lastUsedAt' | 'revokedAt' | 'callbackSecret';
   id!: number;
   user!: User;
   name!: string;
@@ -38,6 +38,8 @@ export class PersonalAccessToken {
   expiresAt: Date | null = null;
   lastUsedAt: Date | null = null;
   revokedAt: Date | null = null;
+  /** Signs terminal callbacks of jobs this token submits (HMAC-SHA256); null until first needed. */
+  callbackSecret: string | null = null;
 }
 
 export class DnsApiKey {
@@ -119,6 +121,7 @@ export const PersonalAccessTokenSchema = new EntitySchema<PersonalAccessToken>({
     expiresAt: { type: 'datetime', columnType: 'timestamptz', fieldName: 'expires_at', nullable: true },
     lastUsedAt: { type: 'datetime', columnType: 'timestamptz', fieldName: 'last_used_at', nullable: true },
     revokedAt: { type: 'datetime', columnType: 'timestamptz', fieldName: 'revoked_at', nullable: true },
+    callbackSecret: { type: 'string', length: 64, fieldName: 'callback_secret', nullable: true },
   },
 });
 

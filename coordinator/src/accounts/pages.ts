@@ -115,7 +115,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     return reply.type('text/html; charset=utf-8').send(page(reply, 'Home', body, user));
   });
 
-  async function accountPage(request: FastifyRequest, reply: FastifyReply, created?: { name: string; token: string }, error?: string) {
+  async function accountPage(request: FastifyRequest, reply: FastifyReply, created?: { name: string; token: string; callbackSecret: string }, error?: string) {
     const user = userOf(request);
     const tokens = await accounts.listPersonalTokens(user.id);
     const csrf = reply.generateCsrf();
@@ -127,7 +127,8 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     );
     const body = html`
       ${created ? html`<div class="card" role="status"><h2>Token “${created.name}” created</h2>
-        <p>Copy it now; it will not be shown again.</p><p class="secret" data-testid="new-token">${created.token}</p></div>` : ''}
+        <p>Copy it now; it will not be shown again.</p><p class="secret" data-testid="new-token">${created.token}</p>
+        <p>Callback signing secret (verifies the <code>X-Sonar-Signature</code> of terminal callbacks):</p><p class="secret" data-testid="callback-secret">${created.callbackSecret}</p></div>` : ''}
       <div class="card"><h1>Personal access tokens</h1>
         ${rows.length ? html`<table><thead><tr><th>Name</th><th>Token</th><th>Scopes</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>` : html`<p class="muted">No tokens yet.</p>`}
       </div>
@@ -148,12 +149,12 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   app.post('/account/tokens', { schema: { ...hidden, body: tokenBody }, config: { auth: sessionOnly } }, async (request, reply) => {
     const { name, scopes, expires_in_days: days } = request.body;
     try {
-      const { token, record } = await accounts.createPersonalToken(userOf(request).id, {
+      const { token, record, callbackSecret } = await accounts.createPersonalToken(userOf(request).id, {
         name,
         scopes: ([] as string[]).concat(scopes ?? []),
         ...(typeof days === 'number' ? { expiresInDays: days } : {}),
       });
-      return accountPage(request, reply.code(201), { name: record.name, token });
+      return accountPage(request, reply.code(201), { name: record.name, token, callbackSecret });
     } catch (err) {
       if (err instanceof AppError && err.reason === 'validation_failed') return accountPage(request, reply.code(422), undefined, err.message);
       throw err;

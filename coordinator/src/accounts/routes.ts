@@ -99,17 +99,38 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
       security: [{ session: [] }, { bearerJwt: [] }],
       body: createTokenRequestSchema,
       response: {
-        201: z.object({ ok: z.literal(true), token: z.string(), token_info: tokenSummarySchema }),
+        201: z.object({
+          ok: z.literal(true),
+          token: z.string(),
+          callback_secret: z.string().describe('HMAC-SHA256 key that signs terminal callbacks of jobs this token submits; shown once'),
+          token_info: tokenSummarySchema,
+        }),
         ...errors,
       },
     },
     handler: async (request, reply) => {
-      const { token, record } = await accounts.createPersonalToken(userOf(request).id, {
+      const { token, record, callbackSecret } = await accounts.createPersonalToken(userOf(request).id, {
         name: request.body.name,
         scopes: request.body.scopes,
         ...(request.body.expires_in_days ? { expiresInDays: request.body.expires_in_days } : {}),
       });
-      return reply.code(201).send({ ok: true as const, token, token_info: presentToken(record) });
+      return reply.code(201).send({ ok: true as const, token, callback_secret: callbackSecret, token_info: presentToken(record) });
+    },
+  });
+
+  r.post('/api/account/tokens/:tokenId/callback-secret', {
+    config: { auth: signedIn },
+    schema: {
+      tags: ['accounts'],
+      summary: 'Rotate the callback signing secret of one of your tokens; the new value is shown only here',
+      security: [{ session: [] }, { bearerJwt: [] }],
+      params: z.object({ tokenId: z.coerce.number().int().positive() }),
+      response: { 200: z.object({ ok: z.literal(true), callback_secret: z.string() }), 404: errorBodySchema, ...errors },
+    },
+    handler: async (request) => {
+      const secret = await accounts.rotateCallbackSecret(request.params.tokenId, userOf(request).id);
+      if (!secret) throw notFound('No such token.');
+      return { ok: true as const, callback_secret: secret };
     },
   });
 

@@ -1,6 +1,6 @@
 import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import type { DiarizationState, JobStatus, QueueChannel } from '@sonar/shared';
-import { User } from '../../accounts/entities.js';
+import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { SpeechWorker } from '../workers/entities.js';
 
 export type ExecutionTarget = 'auto' | 'local' | 'worker';
@@ -13,7 +13,9 @@ export class SpeechJob {
     | 'analysisLanguage' | 'translationTargetLanguages' | 'diarizationRequested' | 'diarizationState' | 'executionTarget'
     | 'targetWorker' | 'currentPass' | 'attempt' | 'maxAttempts' | 'stageLabel' | 'stageDetail' | 'audioPositionSeconds'
     | 'transcriptText' | 'engine' | 'engineModel' | 'worker' | 'cancelRequestedAt' | 'failureError' | 'createdAt'
-    | 'updatedAt' | 'startedAt' | 'finishedAt';
+    | 'updatedAt' | 'startedAt' | 'finishedAt' | 'apiToken' | 'callbackUrl' | 'callbackStatus' | 'callbackHttpStatus'
+    | 'callbackLastAttemptAt' | 'callbackDeliveredAt' | 'callbackError' | 'callbackAttempts' | 'callbackCycle' | 'shareToken'
+    | 'shareCreatedAt' | 'shareDisabledAt' | 'reportSentAt';
   id!: number;
   owner!: User;
   status: JobStatus = 'queued';
@@ -53,6 +55,21 @@ export class SpeechJob {
   updatedAt: Date = new Date();
   startedAt: Date | null = null;
   finishedAt: Date | null = null;
+  /** The personal token that submitted an API-queue job; its callback secret signs the callback. */
+  apiToken: PersonalAccessToken | null = null;
+  callbackUrl: string | null = null;
+  callbackStatus: 'pending' | 'retrying' | 'delivered' | 'failed' | null = null;
+  callbackHttpStatus: number | null = null;
+  callbackLastAttemptAt: Date | null = null;
+  callbackDeliveredAt: Date | null = null;
+  callbackError: string | null = null;
+  callbackAttempts = 0;
+  /** Bumped by each terminal state of a new pass (re-transcription), so each pass notifies once. */
+  callbackCycle = 0;
+  shareToken: string | null = null;
+  shareCreatedAt: Date | null = null;
+  shareDisabledAt: Date | null = null;
+  reportSentAt: Date | null = null;
 }
 
 export class SpeechLease {
@@ -140,6 +157,19 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     updatedAt: { ...ts('updated_at'), onUpdate: () => new Date() },
     startedAt: ts('started_at', true),
     finishedAt: ts('finished_at', true),
+    apiToken: { kind: 'm:1', entity: () => PersonalAccessToken, fieldName: 'api_token_id', nullable: true },
+    callbackUrl: { type: 'text', fieldName: 'callback_url', nullable: true },
+    callbackStatus: str('callback_status'),
+    callbackHttpStatus: { type: 'integer', fieldName: 'callback_http_status', nullable: true },
+    callbackLastAttemptAt: ts('callback_last_attempt_at', true),
+    callbackDeliveredAt: ts('callback_delivered_at', true),
+    callbackError: { type: 'text', fieldName: 'callback_error', nullable: true },
+    callbackAttempts: { type: 'integer', fieldName: 'callback_attempts' },
+    callbackCycle: { type: 'integer', fieldName: 'callback_cycle' },
+    shareToken: str('share_token'),
+    shareCreatedAt: ts('share_created_at', true),
+    shareDisabledAt: ts('share_disabled_at', true),
+    reportSentAt: ts('report_sent_at', true),
   },
 });
 

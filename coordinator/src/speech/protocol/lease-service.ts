@@ -296,7 +296,10 @@ export class LeaseService {
           `update speech_jobs set status = 'completed', stage_label = 'Completed', stage_detail = ?, transcript_text = ?,
               audio_position_seconds = greatest(audio_position_seconds, ?::float8), engine = coalesce(nullif(?::text, ''), engine),
               engine_model = coalesce(nullif(?::text, ''), engine_model), finished_at = now(), updated_at = now(),
-              diarization_state = case when diarization_requested then 'unavailable' else diarization_state end
+              diarization_state = case when diarization_requested then 'unavailable' else diarization_state end,
+              -- Token-API jobs get a public share as soon as the transcript completes.
+              share_token = case when queue_channel = 'api' and share_token is null then ? else share_token end,
+              share_created_at = case when queue_channel = 'api' and share_token is null then now() else share_created_at end
             where id = ?`,
           [
             stored === req.segmentCount ? `${stored} segments` : `${stored} segments stored, worker reported ${req.segmentCount}`,
@@ -304,6 +307,7 @@ export class LeaseService {
             Number.isFinite(req.durationSeconds) ? req.durationSeconds : 0,
             req.engine,
             req.engineModel,
+            randomBytes(24).toString('base64url'),
             row.job_id,
           ],
         );
