@@ -54,9 +54,27 @@ export const envSchema = z.object({
   SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce.number().int().min(5).max(86_400).default(90),
   SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** Hours an unfinished resumable (tus) upload is kept before the maintenance task removes it. */
+  SPEECH_UPLOAD_EXPIRY_HOURS: z.coerce.number().int().min(1).max(24 * 90).default(24),
+  /** HTTP(S) proxy for URL-source downloads on the coordinator (direct media and yt-dlp). */
+  SPEECH_DOWNLOAD_PROXY: z
+    .url()
+    .refine((u) => /^https?:\/\/[^/]+(\/)?$/i.test(u), 'must be http(s)://host:port')
+    .optional(),
+  /** With a download proxy: never fall back to a direct download when the proxy cannot be reached. */
+  SPEECH_DOWNLOAD_PROXY_STRICT: bool.default(false),
+  /** yt-dlp executable for page URLs: a path or a name on PATH (default yt-dlp if installed); "off" disables it. */
+  SPEECH_YTDLP_PATH: z.string().min(1).max(500).optional(),
   /** Ranges that server-side requests (callbacks, source downloads) may reach despite being private. */
   OUTBOUND_ALLOW_RANGES: cidrList.default([]),
   SPEECH_MEDIA_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
+  /** Terminal callbacks of API-queue jobs (BullMQ queue speech-callbacks). */
+  SPEECH_CALLBACK_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(300).default(10),
+  SPEECH_CALLBACK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+  SPEECH_CALLBACK_BACKOFF_MS: z.coerce.number().int().min(10).max(3_600_000).default(5000),
+  /** Completion report e-mails (BullMQ queue speech-reports); unset SMTP_URL disables them. */
+  SMTP_URL: z.url().refine((u) => /^smtps?:/.test(u), 'must be an smtp:// or smtps:// URL').optional(),
+  MAIL_FROM: z.string().min(3).max(320).optional(),
 
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce.number().int().min(60).default(12 * 3600),

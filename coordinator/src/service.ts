@@ -12,6 +12,7 @@ import { readPlatformVersion } from './version.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
+import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
 
 export interface RunningCoordinator {
   app: FastifyInstance;
@@ -22,6 +23,8 @@ export interface RunningCoordinator {
   grpcPort: number;
   workers: WorkerRegistry;
   speech: SpeechServices;
+  /** Terminal callbacks and completion reports (BullMQ queues speech-callbacks, speech-reports). */
+  notifications: SpeechNotifications;
   logger: Logger;
   /** Drains HTTP, gRPC and queue workers, then closes Redis and the database pool. */
   close(): Promise<void>;
@@ -52,6 +55,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     const metrics = new Metrics();
     const sessions = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
     const speech = createSpeechServices({ orm, redis, config });
+    cleanups.unshift(() => speech.outbound.close());
     const maintenance = await startMaintenance({
       redis,
       prefix: `${config.REDIS_KEY_PREFIX}bull`,
@@ -67,10 +71,32 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
             return { touched: touched.length };
           },
         },
+        {
+          name: 'speech-upload-expiry',
+          everyMs: 15 * 60_000,
+          run: async () => {
+            const removed = await speech.uploads.cleanupExpired();
+            if (removed) logger.info({ removed }, 'expired unfinished resumable uploads removed');
+            return { removed };
+          },
+        },
+        {
+          name: 'speech-media-release',
+          everyMs: 15 * 60_000,
+          run: async () => {
+            const released = await speech.retention.releaseExpired();
+            if (released.length) logger.info({ released }, 'retained speech media released');
+            return { released: released.length };
+          },
+        },
       ],
     });
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);
+    const notifications = startSpeechNotifications({ orm, redis, config, logger, prefix: `${config.REDIS_KEY_PREFIX}bull` });
+    cleanups.unshift(() => notifications.close());
+    for (const queue of notifications.queues) metrics.trackQueue(queue);
+    speech.leases.onTerminal(notifications.onTerminal);
 
     const workers = new WorkerRegistry(orm, redis, config);
     const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });
@@ -106,6 +132,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       grpcPort: grpc.port,
       workers,
       speech,
+      notifications,
       logger,
       close() {
         closing ??= (async () => {

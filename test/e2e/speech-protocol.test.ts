@@ -86,6 +86,7 @@ beforeAll(async () => {
     SPEECH_MAX_ATTEMPTS: '2',
     SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
     WORKER_PRESENCE_TTL_MS: '3000',
+    OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', // the staging test serves its source from loopback
   })));
   accounts = new AccountService(svc.orm);
   admin = (await accounts.createUser({ username: randomName('adm'), isAdmin: true })).user;

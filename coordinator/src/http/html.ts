@@ -44,12 +44,12 @@ table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:.4rem .5
 .checks label{display:inline-flex;gap:.35rem;font-weight:400;margin-right:1rem}.checks input{width:auto}form.inline{display:inline}
 `;
 
-export function layout(opts: { title: string; body: SafeHtml; user?: { username: string } | null; csrf?: string }): string {
+export function layout(opts: { title: string; body: SafeHtml; user?: { username: string } | null; csrf?: string; head?: SafeHtml }): string {
   const nav = opts.user
     ? html`<nav><a href="/account">${opts.user.username}</a><a href="/docs">API docs</a>
         <form class="inline" method="post" action="/logout"><input type="hidden" name="_csrf" value="${opts.csrf ?? ''}"><button class="link" type="submit">Sign out</button></form></nav>`
     : html`<nav><a href="/docs">API docs</a></nav>`;
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${opts.title} · Sonar</title><style>${new SafeHtml(STYLE)}</style></head>
+<title>${opts.title} · Sonar</title>${opts.head ?? ''}<style>${new SafeHtml(STYLE)}</style></head>
 <body><header><a href="/">Sonar</a>${nav}</header><main>${opts.body}</main></body></html>`.value;
 }

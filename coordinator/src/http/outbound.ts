@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
-import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'undici';
+import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher, type RequestInit, type Response } from 'undici';
 import { IpRangeSet } from './ip-ranges.js';
 
 /**
@@ -31,6 +31,7 @@ export class OutboundRefused extends Error {
 export class OutboundPolicy {
   private readonly allowed: IpRangeSet;
   private readonly agent: Agent;
+  private readonly proxies = new Map<string, ProxyAgent>();
 
   constructor(allowRanges: readonly string[] = []) {
     this.allowed = new IpRangeSet(allowRanges);
@@ -77,26 +78,59 @@ export class OutboundPolicy {
     return url;
   }
 
-  /** checkUrl plus a DNS check of every address, for validating a URL when it is submitted. */
-  async assertPublic(raw: string): Promise<URL> {
+  /**
+   * checkUrl plus a DNS check of every address, for validating a URL when it is submitted. With
+   * `allowUnresolved`, a host name that does not resolve (now) passes: nothing can be reached
+   * through it, and the download or delivery checks every address again when it connects.
+   */
+  async assertPublic(raw: string, opts: { allowUnresolved?: boolean } = {}): Promise<URL> {
     const url = this.checkUrl(raw);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) return url;
-    const addresses = await new Promise<LookupAddress[]>((resolve, reject) =>
-      dnsLookup(host, { all: true }, (err, list) => (err ? reject(new OutboundRefused(`${host} does not resolve`)) : resolve(list))),
-    );
+    let addresses: LookupAddress[];
+    try {
+      addresses = await this.resolve(host);
+    } catch (err) {
+      if (opts.allowUnresolved && !(err instanceof OutboundRefused)) return url;
+      throw new OutboundRefused(`${host} does not resolve`);
+    }
     const bad = addresses.find((a) => this.isBlocked(a.address));
     if (bad) throw new OutboundRefused(`${host} resolves to a blocked address (${bad.address})`);
     return url;
   }
 
-  /** fetch that applies the policy to every hop and every connection; follows up to 5 redirects. */
-  async fetch(raw: string, init: RequestInit = {}, maxRedirects = 5): Promise<Response> {
+  /**
+   * Every address of a host (or the literal address), refused with OutboundRefused when any of them
+   * is blocked: for connections made outside undici (the egress guard proxy of yt-dlp).
+   */
+  async lookupChecked(host: string): Promise<LookupAddress[]> {
+    const bare = host.replace(/^\[|\]$/g, '');
+    const family = isIP(bare);
+    const addresses = family ? [{ address: bare, family }] : await this.resolve(bare);
+    const bad = addresses.find((a) => this.isBlocked(a.address));
+    if (bad) throw new OutboundRefused(bare === bad.address ? `the address ${bare} is not allowed` : `${bare} resolves to a blocked address (${bad.address})`);
+    if (!addresses.length) throw new OutboundRefused(`${bare} has no address`);
+    return addresses;
+  }
+
+  private resolve(host: string): Promise<LookupAddress[]> {
+    return new Promise<LookupAddress[]>((resolve, reject) => dnsLookup(host, { all: true }, (err, list) => (err ? reject(err) : resolve(list))));
+  }
+
+  /**
+   * fetch that applies the policy to every hop and every connection; follows up to 5 redirects.
+   * With `via.proxy` (an http(s) forward proxy) the request is tunnelled through the proxy: the
+   * proxy connects and resolves, so each hop's target is checked here first (shape and the DNS
+   * answer seen from here; a name only the proxy can resolve passes).
+   */
+  async fetch(raw: string, init: RequestInit = {}, maxRedirects = 5, via: { proxy?: string | undefined } = {}): Promise<Response> {
     let url = this.checkUrl(raw);
+    const dispatcher: Dispatcher = via.proxy ? this.proxyAgent(via.proxy) : this.agent;
     for (let hop = 0; ; hop++) {
+      if (via.proxy) await this.assertPublic(url.toString(), { allowUnresolved: true });
       let res: Response;
       try {
-        res = await undiciFetch(url, { ...init, redirect: 'manual', dispatcher: this.agent });
+        res = await undiciFetch(url, { ...init, redirect: 'manual', dispatcher });
       } catch (err) {
         const cause = (err as { cause?: unknown }).cause;
         if (cause instanceof OutboundRefused) throw cause;
@@ -116,7 +150,17 @@ export class OutboundPolicy {
     }
   }
 
+  private proxyAgent(proxy: string): ProxyAgent {
+    let agent = this.proxies.get(proxy);
+    if (!agent) {
+      agent = new ProxyAgent({ uri: proxy });
+      this.proxies.set(proxy, agent);
+    }
+    return agent;
+  }
+
   async close() {
-    await this.agent.close();
+    await Promise.all([this.agent.close(), ...[...this.proxies.values()].map((a) => a.close())]);
+    this.proxies.clear();
   }
 }

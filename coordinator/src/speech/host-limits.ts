@@ -75,24 +75,43 @@ export function megabytesLabel(mb: number): string {
   return `${Number.isInteger(gb) ? gb : Math.round(gb * 10) / 10} GB`;
 }
 
-let ytdlp: Promise<boolean> | null = null;
+const ytdlpLookups = new Map<string, Promise<string | null>>();
 
-/** Whether a `yt-dlp` executable is on PATH; looked up once per process. */
-export function ytdlpConfigured(): Promise<boolean> {
-  ytdlp ??= findExecutable('yt-dlp').then((p) => p !== null);
-  return ytdlp;
+/**
+ * The yt-dlp executable page URLs are downloaded with: SPEECH_YTDLP_PATH (a path, or a name looked
+ * up on PATH), by default `yt-dlp` on PATH if it is installed; null when there is none or the
+ * setting is "off". Looked up once per process and setting.
+ */
+export function resolveYtdlp(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>): Promise<string | null> {
+  const setting = config?.SPEECH_YTDLP_PATH?.trim() || 'yt-dlp';
+  if (/^(off|none|false|0|no)$/i.test(setting)) return Promise.resolve(null);
+  let found = ytdlpLookups.get(setting);
+  if (!found) {
+    found = setting.includes('/') ? executableFile(path.resolve(setting)) : findExecutable(setting);
+    ytdlpLookups.set(setting, found);
+  }
+  return found;
+}
+
+/** Whether a yt-dlp executable is available (see resolveYtdlp): `ytdlp_configured` of the status responses. */
+export async function ytdlpConfigured(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>): Promise<boolean> {
+  return (await resolveYtdlp(config)) !== null;
+}
+
+async function executableFile(candidate: string): Promise<string | null> {
+  try {
+    await access(candidate, constants.X_OK);
+    return (await stat(candidate)).isFile() ? candidate : null;
+  } catch {
+    return null;
+  }
 }
 
 async function findExecutable(name: string): Promise<string | null> {
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     if (!dir) continue;
-    const candidate = path.join(dir, name);
-    try {
-      await access(candidate, constants.X_OK);
-      if ((await stat(candidate)).isFile()) return candidate;
-    } catch {
-      // not here
-    }
+    const found = await executableFile(path.join(dir, name));
+    if (found) return found;
   }
   return null;
 }

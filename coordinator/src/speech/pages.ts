@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -40,13 +42,23 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
       layout({ title, user, csrf: reply.generateCsrf(), body: html`${body}${script ? new SafeHtml(script) : ''}` }),
     );
 
+  // tus-js-client's browser build for the upload script of /speech (public, like any static asset).
+  let tusClient: Promise<Buffer> | null = null;
+  app.get('/speech/assets/tus.min.js', { schema: hidden }, async (_request, reply) => {
+    tusClient ??= readFile(createRequire(import.meta.url).resolve('tus-js-client/dist/tus.min.js')).catch((err: unknown) => {
+      tusClient = null;
+      throw err;
+    });
+    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=86400').send(await tusClient);
+  });
+
   r.get('/speech', { schema: hidden, config: { auth: speechUser } }, async (request, reply) => {
     const user = userOf(request);
     const list = await jobs.list(user, { limit: 100 });
     const models = await jobs.supportedModels();
     const csrf = reply.generateCsrf();
     const rows = list.map((j) => {
-      const p = presentJob(j);
+      const p = presentJob(j, { publicBaseUrl: deps.config.PUBLIC_BASE_URL });
       return html`<tr><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td data-status>${p.status_label}</td>
         <td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td>${stockholm.format(j.createdAt)}</td></tr>`;
     });
@@ -67,7 +79,7 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
   r.get('/speech/jobs/:jobId', { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } }, async (request, reply) => {
     const user = userOf(request);
     const job = await jobs.getVisible(user, request.params.jobId);
-    const p = presentJob(job);
+    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL });
     const segments = await jobs.segments(job.id, job.currentPass);
     const body = html`<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span></p>
@@ -109,34 +121,79 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
 })();
 </script>`;
 
-/** Multi-file submission is client-side batching: one upload and one job per file, same settings. */
-const QUEUE_SCRIPT = `<script>
+/**
+ * Multi-file submission is client-side batching: one upload and one job per file, same settings
+ * (spec Submission rule 1). Files go through the resumable tus endpoint (tus-js-client): the upload
+ * URL is remembered per file fingerprint in localStorage, so a later attempt with the same file
+ * resumes where the server's offset is; a failed connection is retried once automatically, and
+ * only the bytes the server does not have are sent again (Submission rule 5).
+ */
+const QUEUE_SCRIPT = `<script src="/speech/assets/tus.min.js"></script><script>
 (() => {
   const form = document.getElementById('submit-form');
   const status = document.getElementById('submit-status');
+  const csrf = form.dataset.csrf;
+  const errorText = (err) => {
+    const res = err && err.originalResponse;
+    if (res) {
+      try { const body = JSON.parse(res.getBody()); if (body && body.message) return body.message; } catch (e) { /* not JSON */ }
+      const text = (res.getBody() || '').trim();
+      return text || ('HTTP ' + res.getStatus());
+    }
+    return (err && err.message) || String(err);
+  };
+  const uploadFile = (file, common) => new Promise((resolve, reject) => {
+    const upload = new tus.Upload(file, {
+      endpoint: '/api/speech/uploads',
+      chunkSize: 32 * 1024 * 1024,
+      retryDelays: [1000],
+      headers: { 'X-CSRF-Token': csrf },
+      metadata: Object.assign({ filename: file.name, filetype: file.type || 'application/octet-stream' }, common),
+      storeFingerprintForResuming: true,
+      removeFingerprintOnSuccess: true,
+      onProgress: (sent, total) => { status.textContent = file.name + ': ' + Math.floor((sent / total) * 100) + '%'; },
+      onSuccess: async (payload) => {
+        const id = payload && payload.lastResponse && payload.lastResponse.getHeader('X-Sonar-Job-Id');
+        if (id) return resolve({ id: Number(id) });
+        // The final response was lost: the server remembers which job the upload queued.
+        try {
+          const res = await fetch(upload.url + '/job', { headers: { accept: 'application/json' } });
+          const json = await res.json();
+          if (!res.ok) throw new Error(json.message || ('HTTP ' + res.status));
+          resolve(json.job);
+        } catch (e) { reject(e); }
+      },
+      onError: (err) => reject(new Error(errorText(err))),
+    });
+    upload.findPreviousUploads().then((previous) => {
+      if (previous.length) upload.resumeFromPreviousUpload(previous[0]);
+      upload.start();
+    }, reject);
+  });
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const data = new FormData(form);
     const files = [...form.media_file.files];
     const common = {};
-    for (const k of ['source_label', 'model', 'language']) if (data.get(k)) common[k] = data.get(k);
+    for (const k of ['source_label', 'model', 'language']) if (data.get(k)) common[k] = String(data.get(k));
     if (data.get('disable_diarization')) common.disable_diarization = '1';
-    const headers = { 'x-csrf-token': form.dataset.csrf };
-    const send = async (body, isJson) => {
-      const res = await fetch('/api/speech/jobs', { method: 'POST', headers: isJson ? { ...headers, 'content-type': 'application/json' } : headers, body });
-      const json = await res.json().catch(() => ({}));
-      if (!res.ok) throw new Error(json.message || ('HTTP ' + res.status));
-      return json.job;
-    };
     const results = [];
+    const failures = [];
     try {
-      if (files.length === 0) results.push(await send(JSON.stringify({ ...common, source_url: data.get('source_url') }), true));
-      for (const file of files) {
-        const fd = new FormData();
-        for (const [k, v] of Object.entries(common)) fd.append(k, v);
-        fd.append('media_file', file);
-        try { results.push(await send(fd, false)); } catch (e) { status.textContent = file.name + ': ' + e.message; }
+      if (files.length === 0) {
+        const res = await fetch('/api/speech/jobs', {
+          method: 'POST',
+          headers: { 'x-csrf-token': csrf, 'content-type': 'application/json' },
+          body: JSON.stringify({ ...common, source_url: data.get('source_url') }),
+        });
+        const json = await res.json().catch(() => ({}));
+        if (!res.ok) throw new Error(json.message || ('HTTP ' + res.status));
+        results.push(json.job);
       }
+      for (const file of files) {
+        try { results.push(await uploadFile(file, common)); } catch (e) { failures.push(file.name + ': ' + e.message); }
+      }
+      if (failures.length) { status.textContent = failures.join('; '); if (results.length) setTimeout(() => location.reload(), 4000); return; }
       if (results.length === 1) location.href = '/speech/jobs/' + results[0].id; else location.reload();
     } catch (e) { status.textContent = e.message; }
   });

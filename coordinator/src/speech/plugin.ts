@@ -6,6 +6,12 @@ import type { DomainDeps } from '../app.js';
 import { MULTIPART_LIMITS } from './host-limits.js';
 import { speechRoutes } from './routes.js';
 import { speechPages } from './pages.js';
+import { speechApiRoutes } from './api-routes.js';
+import { runNowRoute } from './run-now.js';
+import { ShareService } from './shares/share-service.js';
+import { shareRoutes } from './shares/share-routes.js';
+import { sharePage } from './shares/share-page.js';
+import { speechUploadRoutes } from './uploads/tus-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
@@ -15,6 +21,14 @@ export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
   await app.register(formBody);
   await app.register(fastifyMultipart, { limits: { ...MULTIPART_LIMITS }, throwFileSizeLimit: true });
   await speechRoutes(app, deps);
+  await speechApiRoutes(app, deps); // token API: /api/speech/transcribe*
+  await runNowRoute(app, deps);
+  // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
+  await app.register(async (tus) => speechUploadRoutes(tus, deps));
+  const shares = new ShareService(deps.orm, deps.speech.jobs);
+  await shareRoutes(app, deps, shares);
+  // The public share page answers in HTML without sign-in: its own context and error handler.
+  await app.register(async (page) => sharePage(page, shares));
   // Pages answer errors in HTML (and send anonymous visitors to sign in), so they get their own context.
   await app.register(async (pages) => speechPages(pages, deps));
 }

@@ -1,15 +1,12 @@
-import path from 'node:path';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { DomainDeps } from '../app.js';
-import { AppError, validationFailed } from '../http/errors.js';
-import { uploadLimits, ytdlpConfigured, type UploadLimits } from './host-limits.js';
-import type { SpeechJob } from './jobs/entities.js';
-import { MediaTooLargeError, type MediaStore } from './jobs/media-store.js';
+import type { Config } from '../config.js';
+import { uploadLimits, ytdlpConfigured } from './host-limits.js';
 import { presentJob, presentJobDetail } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
@@ -20,8 +17,8 @@ import {
   jobSchema,
   segmentsResponseSchema,
   statusResponseSchema,
-  type CreateJobFields,
 } from './schemas.js';
+import { createSubmittedJob, emptyBodyForMultipart, readSubmission } from './submission.js';
 
 /** Spec "Limits": request throttle of the speech API routes, per client address and route. */
 export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
@@ -36,11 +33,23 @@ const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` he
 const visibilityNote =
   'The owner sees the job; users with `speech.manage` (and administrators) see every job. Jobs the caller cannot see answer 404.';
 
-interface Upload {
-  tempPath: string;
-  filename: string;
-  sizeBytes: number;
-  sha256: string;
+/** `config` of the status responses (signed-in and token API). */
+export async function speechStatusConfig(config: Config) {
+  const limits = uploadLimits(config);
+  return {
+    enabled: true,
+    default_model: config.SPEECH_DEFAULT_MODEL,
+    upload_max_mb: limits.effective_max_mb,
+    upload_limit: {
+      configured_mb: limits.configured_mb,
+      php_upload_max_mb: limits.php_upload_max_mb,
+      php_post_max_mb: limits.php_post_max_mb,
+      effective_max_mb: limits.effective_max_mb,
+      effective_max_label: limits.effective_max_label,
+      limited_by_php: limits.limited_by_php,
+    },
+    ytdlp_configured: await ytdlpConfigured(config),
+  };
 }
 
 /** Signed-in speech API (session or JWT with `speech.use`): status, queue, jobs and their actions. */
@@ -49,6 +58,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
   const { jobs, media } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
+  const publicBaseUrl = config.PUBLIC_BASE_URL;
 
   r.get('/api/speech/status', {
     config: user,
@@ -61,38 +71,18 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
         '`config.upload_limit` reports this host’s limits under the specification’s names: `php_upload_max_mb` is the ' +
         'multipart per-file limit and `php_post_max_mb` the request body limit of an upload request (file plus form ' +
         'fields); `effective_max_mb` (also `upload_max_mb`) is the lowest of those and SPEECH_UPLOAD_MAX_MB, and ' +
-        '`limited_by_php` says a host limit is lower than the configured one. `ytdlp_configured`: a `yt-dlp` executable ' +
-        'is on the coordinator’s PATH. `models` is additive: the models a job may ask for.',
+        '`limited_by_php` says a host limit is lower than the configured one. `ytdlp_configured`: the coordinator has a yt-dlp ' +
+        'executable for page URLs (SPEECH_YTDLP_PATH, by default `yt-dlp` on PATH). `models` is additive: the models a job may ask for.',
       response: { 200: statusResponseSchema, ...errors },
     },
     handler: async (request) => {
       const caller = userOf(request);
-      const [{ summary, canManageAll }, models, ytdlp] = await Promise.all([
+      const [{ summary, canManageAll }, models, statusConfig] = await Promise.all([
         jobs.summary(caller),
         jobs.supportedModels(),
-        ytdlpConfigured(),
+        speechStatusConfig(config),
       ]);
-      const limits = uploadLimits(config);
-      return {
-        ok: true as const,
-        summary,
-        can_manage_all: canManageAll,
-        config: {
-          enabled: true,
-          default_model: config.SPEECH_DEFAULT_MODEL,
-          upload_max_mb: limits.effective_max_mb,
-          upload_limit: {
-            configured_mb: limits.configured_mb,
-            php_upload_max_mb: limits.php_upload_max_mb,
-            php_post_max_mb: limits.php_post_max_mb,
-            effective_max_mb: limits.effective_max_mb,
-            effective_max_label: limits.effective_max_label,
-            limited_by_php: limits.limited_by_php,
-          },
-          ytdlp_configured: ytdlp,
-        },
-        models,
-      };
+      return { ok: true as const, summary, can_manage_all: canManageAll, config: statusConfig, models };
     },
   });
 
@@ -116,7 +106,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       const all = request.query.all === undefined || request.query.all === '1' || request.query.all === 'true';
       const list = await jobs.list(userOf(request), { limit: request.query.limit, all });
       const now = new Date();
-      return { ok: true as const, jobs: list.map((job) => presentJob(job, now)) };
+      return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now })) };
     },
   });
 
@@ -137,58 +127,28 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       body: createJobFieldsSchema,
       response: { 201: jobMessageResponseSchema, ...errors },
     },
-    // Multipart bodies are not parsed before the handler (the file is streamed to disk there), so
-    // Fastify has no body for them: validate an empty one here, and the handler validates the form
-    // fields with the same schema. A request without any body gets the same 422 as an empty form.
-    preValidation: async (request) => {
-      const raw = request as { body: unknown }; // not validated yet: the type provider's type does not hold
-      raw.body ??= {};
-    },
+    preValidation: emptyBodyForMultipart,
     handler: async (request, reply) => {
       const caller = userOf(request);
-      let fields: CreateJobFields;
-      let upload: Upload | null = null;
-      if (request.isMultipart()) {
-        ({ fields, upload } = await readMultipart(request, reply, media, uploadLimits(config)));
-      } else {
-        fields = request.body;
-        if (fields.media_file !== undefined) {
-          throw validationFailed({ media_file: ['a file must be sent as multipart/form-data'] });
-        }
-      }
-
-      const url = fields.source_url;
-      if (url !== undefined && upload) {
-        await media.discard(upload.tempPath);
-        const message = 'send either source_url or media_file, not both';
-        throw validationFailed({ source_url: [message], media_file: [message] });
-      }
-      if (url === undefined && !upload) {
-        const message = 'send source_url or a media_file upload';
-        throw validationFailed({ source_url: [message], media_file: [message] });
-      }
-
-      let created: SpeechJob;
-      try {
-        created = await jobs.create(caller, {
-          channel: 'web',
-          source: upload ? { type: 'upload', ...upload } : { type: 'url', url: url! },
-          label: fields.source_label,
-          note: fields.source_note,
-          model: fields.model,
-          language: fields.language,
-          analysisLanguage: fields.analysis_language,
-          translationTargetLanguages: fields.translation_target_languages,
-          diarization: !fields.disable_diarization,
-        });
-      } catch (err) {
-        // JobService discards the file on its own validation failures; anything else must not leave it either.
-        if (upload) await media.discard(upload.tempPath);
-        throw err;
-      }
+      const { fields, source, upload } = await readSubmission(request, reply, {
+        media,
+        limits: uploadLimits(config),
+        schema: createJobFieldsSchema,
+      });
+      const created = await createSubmittedJob(jobs, media, caller, upload, {
+        channel: 'web',
+        source,
+        label: fields.source_label,
+        note: fields.source_note,
+        model: fields.model,
+        language: fields.language,
+        analysisLanguage: fields.analysis_language,
+        translationTargetLanguages: fields.translation_target_languages,
+        diarization: !fields.disable_diarization,
+      });
       const job = await jobs.getVisible(caller, created.id);
       request.log.info({ jobId: job.id, source: job.sourceType, sizeBytes: upload?.sizeBytes }, 'speech job queued');
-      return reply.code(201).send({ ok: true as const, message: 'Job queued.', job: presentJob(job) });
+      return reply.code(201).send({ ok: true as const, message: 'Job queued.', job: presentJob(job, { publicBaseUrl }) });
     },
   });
 
@@ -207,7 +167,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       const detail = await jobs.detail(job);
       return {
         ok: true as const,
-        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS }),
+        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl }),
       };
     },
   });
@@ -246,7 +206,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
     },
     handler: async (request) => {
       const job = await jobs.cancel(userOf(request), request.params.jobId);
-      return { ok: true as const, message: 'Cancellation requested.', job: presentJob(job) };
+      return { ok: true as const, message: 'Cancellation requested.', job: presentJob(job, { publicBaseUrl }) };
     },
   });
 
@@ -262,7 +222,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
     },
     handler: async (request) => {
       const job = await jobs.restart(userOf(request), request.params.jobId);
-      return { ok: true as const, message: 'Job queued again.', job: presentJob(job) };
+      return { ok: true as const, message: 'Job queued again.', job: presentJob(job, { publicBaseUrl }) };
     },
   });
 
@@ -301,122 +261,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
     handler: async (request) => {
       const { mode, worker } = request.body;
       const job = await jobs.setExecutionTarget(userOf(request), request.params.jobId, { mode, ...(worker ? { worker } : {}) });
-      return { ok: true as const, job: presentJob(job) };
+      return { ok: true as const, job: presentJob(job, { publicBaseUrl }) };
     },
   });
-}
-
-/**
- * Reads a multipart submission: streams the single `media_file` to a temporary file (never into
- * memory) within the effective limit, and validates the other fields with the JSON schema. On any
- * failure nothing is left on disk and the error is a 422 under `errors.media_file` (or the field's
- * own name for an invalid field).
- */
-async function readMultipart(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  media: MediaStore,
-  limits: UploadLimits,
-): Promise<{ fields: CreateJobFields; upload: Upload | null }> {
-  const tooLarge = `the file is larger than the upload limit of ${limits.effective_max_label}`;
-  const declared = Number(request.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limits.requestBytes) {
-    // Refuse before reading: the body cannot fit, and draining it would only waste the upload.
-    void reply.header('connection', 'close');
-    throw validationFailed({ media_file: [tooLarge] });
-  }
-
-  const raw: Record<string, unknown> = {};
-  let upload: Upload | null = null;
-  try {
-    for await (const part of request.parts()) {
-      if (part.type === 'file') {
-        if (part.fieldname !== 'media_file') {
-          part.file.destroy();
-          throw validationFailed({ media_file: [`unexpected file field "${part.fieldname}"; send the file as media_file`] });
-        }
-        if (upload) {
-          part.file.destroy();
-          throw validationFailed({ media_file: ['only one file may be uploaded per request'] });
-        }
-        if (typeof raw.source_url === 'string' && raw.source_url.trim() !== '') {
-          part.file.destroy();
-          const message = 'send either source_url or media_file, not both';
-          throw validationFailed({ source_url: [message], media_file: [message] });
-        }
-        const written = await media.writeTemp(part.file, limits.effectiveBytes);
-        const filename = cleanFilename(part.filename);
-        if (part.file.truncated) {
-          // The multipart per-file limit cut the stream short (it is the effective limit here).
-          await media.discard(written.path);
-          throw new MediaTooLargeError(tooLarge);
-        }
-        if (written.sizeBytes === 0 && !filename) {
-          // An empty file input of a browser form: no file was chosen.
-          await media.discard(written.path);
-          continue;
-        }
-        if (written.sizeBytes === 0) {
-          await media.discard(written.path);
-          throw validationFailed({ media_file: ['the file is empty'] });
-        }
-        upload = { tempPath: written.path, filename: filename || 'upload', sizeBytes: written.sizeBytes, sha256: written.sha256 };
-      } else {
-        if (part.fieldname === 'media_file') throw validationFailed({ media_file: ['media_file must be a file'] });
-        if (part.valueTruncated) throw validationFailed({ [part.fieldname]: ['is too long'] });
-        const existing = raw[part.fieldname];
-        raw[part.fieldname] = existing === undefined ? part.value : Array.isArray(existing) ? [...existing, part.value] : [existing, part.value];
-      }
-    }
-  } catch (err) {
-    if (upload) await media.discard(upload.tempPath);
-    // Whatever is left of the body is not read: end the connection after the answer.
-    if (!request.raw.readableEnded) void reply.header('connection', 'close');
-    throw uploadError(err, request, tooLarge);
-  }
-
-  const parsed = createJobFieldsSchema.safeParse(raw);
-  if (!parsed.success) {
-    if (upload) await media.discard(upload.tempPath);
-    const fieldErrors: Record<string, string[]> = {};
-    for (const issue of parsed.error.issues) (fieldErrors[issue.path.join('.') || 'request'] ??= []).push(issue.message);
-    throw validationFailed(fieldErrors);
-  }
-  return { fields: parsed.data, upload };
-}
-
-/** Every failure of an upload is a 422 under errors.media_file (spec Submission rules, 3). */
-function uploadError(err: unknown, request: FastifyRequest, tooLarge: string): AppError {
-  if (err instanceof AppError) return err;
-  const e = err as { code?: string; message?: string };
-  const message = e.message ?? '';
-  let text: string;
-  if (err instanceof MediaTooLargeError || e.code === 'FST_REQ_FILE_TOO_LARGE') {
-    text = tooLarge;
-  } else if (e.code === 'FST_FILES_LIMIT') {
-    text = 'only one file may be uploaded per request';
-  } else if (e.code === 'FST_PARTS_LIMIT' || e.code === 'FST_FIELDS_LIMIT') {
-    text = 'the form has too many fields';
-  } else if (
-    request.raw.aborted ||
-    e.code === 'FST_MP_PREMATURE_CLOSE' ||
-    e.code === 'ECONNRESET' ||
-    e.code === 'ERR_STREAM_PREMATURE_CLOSE' ||
-    /unexpected end|terminated early/i.test(message)
-  ) {
-    text = 'the upload ended before the whole file arrived; nothing was stored';
-  } else if (e.code === 'FST_PROTO_VIOLATION' || e.code === 'FST_INVALID_JSON_FIELD_ERROR' || /^Multipart:|malformed/i.test(message)) {
-    text = `the multipart form is malformed (${message})`;
-  } else {
-    request.log.error({ err }, 'speech upload could not be stored');
-    text = 'the upload could not be stored in temporary storage';
-  }
-  return validationFailed({ media_file: [text] });
-}
-
-/** The client's file name without directories or control characters, as a label and extension source. */
-function cleanFilename(name: string | undefined): string {
-  const base = path.posix.basename((name ?? '').replace(/\\/g, '/'));
-  // eslint-disable-next-line no-control-regex
-  return base.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 300);
 }

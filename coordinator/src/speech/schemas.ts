@@ -9,6 +9,26 @@ export const jobIdParams = z.object({
   jobId: z.coerce.number().int().positive().max(2_147_483_647).describe('Job id (integer)'),
 });
 
+/** `callback` object of the specification (mainly API-queue jobs). */
+export const callbackSchema = z
+  .object({
+    url: z.string(),
+    status: z.string().describe('Delivery status; `pending` until the terminal callback was attempted'),
+    http_status: z.number().int().nullable(),
+    last_attempt_at: timestamp.nullable(),
+    delivered_at: timestamp.nullable(),
+    error: z.string().nullable(),
+  })
+  .describe('Terminal callback delivery of a token-API job; null for jobs submitted without callback_url');
+
+/** `share` object: the public transcript page, while a share exists and is not disabled. */
+export const shareSchema = z
+  .object({
+    url: z.string().describe('Public transcript page (no sign-in); `?full` opens the detailed layout'),
+    created_at: timestamp,
+  })
+  .describe('Public share of the transcript; null when there is none or it was disabled');
+
 /** The base job (list entries, mutation responses); field names are the specification's. */
 export const jobSchema = z.object({
   id: z.number().int(),
@@ -48,16 +68,8 @@ export const jobSchema = z.object({
   updated_at: timestamp,
   started_at: timestamp.nullable(),
   finished_at: timestamp.nullable(),
-});
-
-/** `callback` object of the specification (mainly API-queue jobs). */
-export const callbackSchema = z.object({
-  url: z.string(),
-  status: z.string(),
-  http_status: z.number().int().nullable(),
-  last_attempt_at: timestamp.nullable(),
-  delivered_at: timestamp.nullable(),
-  error: z.string().nullable(),
+  share: shareSchema.nullable(),
+  callback: callbackSchema.nullable(),
 });
 
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
@@ -78,8 +90,6 @@ export const jobDetailSchema = jobSchema.extend({
   analysis: z.record(z.string(), z.unknown()).nullable(),
   translations: z.array(z.unknown()),
   diarization: z.object({ requested: z.boolean(), state: z.enum(DIARIZATION_STATES) }),
-  share: z.object({ url: z.string() }).nullable(),
-  callback: callbackSchema.nullable(),
 });
 
 export const segmentsResponseSchema = z.object({
@@ -161,54 +171,72 @@ function truthy(value: string | number | boolean | undefined): boolean {
   return !['', '0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
 }
 
+/** The submission fields as sent (before normalization). */
+const createJobFieldsObject = z.object({
+  source_url: text(2048)
+    .refine((v) => v === undefined || isHttpUrl(v), { message: 'must be an http:// or https:// URL' })
+    .describe('Media URL (http or https). Send either source_url or media_file.'),
+  media_file: z
+    .string()
+    .optional()
+    .meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
+  source_label: text(300).describe('Title; defaults to the file name for uploads'),
+  source_note: text(5000).describe('Free-text note'),
+  model: text(60).describe('Model name, for example small, large or turbo (see GET /api/speech/status)'),
+  language: language().describe('Spoken-language hint (language code); empty means automatic'),
+  analysis_language: language().describe('Language of the transcript analysis'),
+  translation_target_languages: languageList,
+  'translation_target_languages[]': languageList,
+  disable_diarization: z
+    .union([z.boolean(), z.number(), z.string().max(10)])
+    .optional()
+    .describe('Absent or false keeps speaker diarization (the default); a truthy value skips it'),
+});
+
+/** Trims, merges the language lists and reads disable_diarization (shared by the web and token APIs). */
+function normalizeFields(body: z.output<typeof createJobFieldsObject>, ctx: z.RefinementCtx) {
+  const raw = [body.translation_target_languages, body['translation_target_languages[]']].flatMap((v) =>
+    v === undefined ? [] : Array.isArray(v) ? v : [v],
+  );
+  const languages = [...new Set(raw.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean))];
+  const bad = languages.filter((l) => !LANGUAGE_CODE.test(l) || l.length > 16);
+  if (bad.length > 0) {
+    ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: `${languageMessage}; got "${bad[0]}"` });
+  } else if (languages.length > 20) {
+    ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: 'at most 20 languages' });
+  }
+  return {
+    source_url: body.source_url,
+    media_file: body.media_file,
+    source_label: body.source_label,
+    source_note: body.source_note,
+    model: body.model,
+    language: body.language,
+    analysis_language: body.analysis_language,
+    translation_target_languages: languages,
+    disable_diarization: truthy(body.disable_diarization),
+  };
+}
+
 /**
  * Submission fields; JSON and urlencoded bodies are validated by Fastify with this schema, and the
  * fields of a multipart form by the route with the same schema. `media_file` is the uploaded file
  * (multipart only).
  */
-export const createJobFieldsSchema = z
-  .object({
-    source_url: text(2048)
-      .refine((v) => v === undefined || isHttpUrl(v), { message: 'must be an http:// or https:// URL' })
-      .describe('Media URL (http or https). Send either source_url or media_file.'),
-    media_file: z
-      .string()
-      .optional()
-      .meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
-    source_label: text(300).describe('Title; defaults to the file name for uploads'),
-    source_note: text(5000).describe('Free-text note'),
-    model: text(60).describe('Model name, for example small, large or turbo (see GET /api/speech/status)'),
-    language: language().describe('Spoken-language hint (language code); empty means automatic'),
-    analysis_language: language().describe('Language of the transcript analysis'),
-    translation_target_languages: languageList,
-    'translation_target_languages[]': languageList,
-    disable_diarization: z
-      .union([z.boolean(), z.number(), z.string().max(10)])
-      .optional()
-      .describe('Absent or false keeps speaker diarization (the default); a truthy value skips it'),
-  })
-  .transform((body, ctx) => {
-    const raw = [body.translation_target_languages, body['translation_target_languages[]']].flatMap((v) =>
-      v === undefined ? [] : Array.isArray(v) ? v : [v],
-    );
-    const languages = [...new Set(raw.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean))];
-    const bad = languages.filter((l) => !LANGUAGE_CODE.test(l) || l.length > 16);
-    if (bad.length > 0) {
-      ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: `${languageMessage}; got "${bad[0]}"` });
-    } else if (languages.length > 20) {
-      ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: 'at most 20 languages' });
-    }
-    return {
-      source_url: body.source_url,
-      media_file: body.media_file,
-      source_label: body.source_label,
-      source_note: body.source_note,
-      model: body.model,
-      language: body.language,
-      analysis_language: body.analysis_language,
-      translation_target_languages: languages,
-      disable_diarization: truthy(body.disable_diarization),
-    };
-  });
+export const createJobFieldsSchema = createJobFieldsObject.transform(normalizeFields);
 
 export type CreateJobFields = z.output<typeof createJobFieldsSchema>;
+
+/** POST /api/speech/transcribe: the same fields plus the required terminal `callback_url`. */
+export const apiCreateJobFieldsSchema = createJobFieldsObject
+  .extend({
+    callback_url: z
+      .string({ error: (issue) => (issue.input === undefined ? 'callback_url is required' : 'must be a string') })
+      .trim()
+      .max(2048)
+      .refine((v) => isHttpUrl(v), { message: 'must be an http:// or https:// URL' })
+      .describe('Required: the terminal-state callback receives one JSON POST when the job completes or fails'),
+  })
+  .transform((body, ctx) => ({ ...normalizeFields(body, ctx), callback_url: body.callback_url }));
+
+export type ApiCreateJobFields = z.output<typeof apiCreateJobFieldsSchema>;

@@ -7,6 +7,9 @@ import { MediaStore } from './jobs/media-store.js';
 import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
+import { MediaRetention } from './jobs/media-retention.js';
+import { TusUploads } from './uploads/tus-uploads.js';
+import { OutboundPolicy } from '../http/outbound.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {
@@ -16,6 +19,12 @@ export interface SpeechServices {
   jobs: JobService;
   leases: LeaseService;
   stager: MediaStager;
+  /** SSRF guard of URL sources (submission checks and coordinator downloads). */
+  outbound: OutboundPolicy;
+  /** Resumable (tus) uploads under SPEECH_MEDIA_DIR/tus. */
+  uploads: TusUploads;
+  /** Releases retained media past media_retained_until (maintenance task speech-media-release). */
+  retention: MediaRetention;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -23,8 +32,11 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const media = new MediaStore(config.SPEECH_MEDIA_DIR);
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
-  const jobs = new JobService(orm, config, media, work, live);
+  const outbound = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES);
+  const jobs = new JobService(orm, config, media, work, live, outbound);
   const leases = new LeaseService(orm, config, work, live);
-  const stager = new MediaStager(orm, redis, config, media, work);
-  return { media, work, live, jobs, leases, stager };
+  const stager = new MediaStager(orm, redis, config, media, work, outbound);
+  const uploads = new TusUploads(config, redis, jobs, media);
+  const retention = new MediaRetention(orm, media);
+  return { media, work, live, jobs, leases, stager, outbound, uploads, retention };
 }

@@ -1,11 +1,12 @@
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
-import { User } from '../../accounts/entities.js';
+import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError, forbidden, notFound } from '../../http/errors.js';
+import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { SpeechWorker } from '../workers/entities.js';
 import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget } from './entities.js';
 import type { JobEventSink, WorkAvailable } from './job-events.js';
@@ -25,6 +26,10 @@ export interface CreateJobInput {
   analysisLanguage?: string | undefined;
   translationTargetLanguages?: string[] | undefined;
   diarization?: boolean | undefined;
+  /** Token API: the terminal callback target (the job starts with callback status `pending`, cycle 1). */
+  callbackUrl?: string | undefined;
+  /** Token API: the personal token that submitted the job. */
+  apiTokenId?: number | undefined;
 }
 
 function businessRule(field: string, message: string) {
@@ -42,6 +47,7 @@ export class JobService {
     private readonly media: MediaStore,
     private readonly work: WorkAvailable,
     private readonly sink: JobEventSink,
+    private readonly outbound: OutboundPolicy = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES),
   ) {}
 
   private em(): EntityManager {
@@ -66,6 +72,9 @@ export class JobService {
       if (input.source.type === 'upload') await this.media.discard(input.source.tempPath);
       throw businessRule('model', `unknown model "${model}"`);
     }
+    // Server-side request forgery guard: URLs the coordinator will fetch or call (spec: source_url, callback_url).
+    if (input.source.type === 'url') await this.assertOutbound('source_url', input.source.url);
+    if (input.callbackUrl) await this.assertOutbound('callback_url', input.callbackUrl, input.source);
     let probe: Awaited<ReturnType<typeof probeMedia>> | null = null;
     if (input.source.type === 'upload') {
       try {
@@ -106,6 +115,10 @@ export class JobService {
           diarizationState: input.diarization === false ? 'skipped' : 'pending',
           maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
           stageLabel: 'Waiting for a worker',
+          apiToken: input.apiTokenId === undefined ? null : em.getReference(PersonalAccessToken, input.apiTokenId),
+          callbackUrl: input.callbackUrl ?? null,
+          callbackStatus: input.callbackUrl ? 'pending' : null,
+          callbackCycle: input.callbackUrl ? 1 : 0,
         });
         await em.flush();
         inserted.id = created.id;
@@ -125,6 +138,21 @@ export class JobService {
     }
     this.work.notify();
     return job;
+  }
+
+  /**
+   * 422 under `field` when the outbound policy refuses the URL (loopback, private, link-local or
+   * metadata addresses, credentials, other schemes). A name that does not resolve now passes: the
+   * download or delivery checks every address again when it connects.
+   */
+  private async assertOutbound(field: string, url: string, source?: CreateJobInput['source']) {
+    try {
+      await this.outbound.assertPublic(url, { allowUnresolved: true });
+    } catch (err) {
+      if (!(err instanceof OutboundRefused)) throw err;
+      if (source?.type === 'upload') await this.media.discard(source.tempPath);
+      throw businessRule(field, `the URL is not allowed: ${err.message}`);
+    }
   }
 
   retentionDeadline(): Date | null {
@@ -221,6 +249,45 @@ export class JobService {
     const fresh = await this.getVisible(user, jobId);
     this.publishStatus(fresh);
     return fresh;
+  }
+
+  /**
+   * Run-now helper (managers): the oldest `limit` failed jobs are queued again like restart() does
+   * (fresh retry budget, failure cleared, runtime log `restarted`). Uploads whose media is gone are
+   * skipped. Returns the ids queued again.
+   */
+  async requeueFailed(user: AuthUser, limit: number): Promise<number[]> {
+    if (!JobService.canManageAll(user)) throw forbidden('The permission "speech.manage" is required.');
+    const rows = await this.em()
+      .getConnection()
+      .execute<Array<{ id: number }>>(
+        `update speech_jobs set status = 'queued', attempt = 0, failure_error = null, cancel_requested_at = null,
+           stage_label = 'Waiting for a worker', stage_detail = null, audio_position_seconds = 0, finished_at = null, updated_at = now()
+         where id in (
+           select id from speech_jobs
+            where status = 'failed' and not (source_type = 'upload' and media_path is null)
+            order by created_at asc, id asc limit ? for update skip locked)
+         returning id`,
+        [limit],
+      );
+    const ids = rows.map((r) => r.id).sort((a, b) => a - b);
+    for (const id of ids) await this.log(id, 'restarted', `Queued again by ${user.username} (run now).`);
+    if (ids.length) {
+      const fresh = await this.em().find(SpeechJob, { id: { $in: ids } });
+      for (const job of fresh) this.publishStatus(job);
+    }
+    return ids;
+  }
+
+  /** Jobs waiting in the queue (all users and channels). */
+  async queuedCount(): Promise<number> {
+    const rows = await this.em().getConnection().execute<Array<{ n: string }>>(`select count(*) as n from speech_jobs where status = 'queued'`);
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  /** Wakes workers' claim long-polls (on every coordinator). */
+  wakeWorkers() {
+    this.work.notify();
   }
 
   /** Deletes a job that is not processing, with its revisions, segments, log and media. */

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -55,6 +55,28 @@ export class MediaStore {
     const target = path.join(dir, `source${safeExt}`);
     await rename(tempPath, target);
     return target;
+  }
+
+  /** SHA-256 and size of a file already on disk (a finished resumable upload, a yt-dlp download). */
+  async hashFile(filePath: string): Promise<{ sizeBytes: number; sha256: string }> {
+    const hash = createHash('sha256');
+    let size = 0;
+    for await (const chunk of createReadStream(filePath, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      hash.update(chunk);
+    }
+    return { sizeBytes: size, sha256: hash.digest('hex') };
+  }
+
+  /** A fresh private working folder under the media root (same file system, so results can be renamed). */
+  async workDir(kind: string): Promise<string> {
+    const dir = path.join(this.root, kind);
+    await mkdir(dir, { recursive: true });
+    return mkdtemp(path.join(dir, 'w-'));
+  }
+
+  async removeDir(dir: string) {
+    await rm(dir, { recursive: true, force: true });
   }
 
   async removeJob(jobId: number) {

@@ -1,5 +1,6 @@
 import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
 import type { SpeechJob, SpeechJobEvent, SpeechLease } from './entities.js';
+import { shareUrl } from '../shares/share-links.js';
 import { computeLiveness, humanDuration } from './liveness.js';
 
 export interface JobDetail {
@@ -10,8 +11,34 @@ export interface JobDetail {
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
+export interface PresentOptions {
+  /** PUBLIC_BASE_URL: share links are absolute. */
+  publicBaseUrl: string;
+  now?: Date;
+}
+
+/** `share`: the public transcript page while a share exists and is not disabled. */
+export function presentShare(job: SpeechJob, publicBaseUrl: string) {
+  if (!job.shareToken || job.shareDisabledAt) return null;
+  return { url: shareUrl(publicBaseUrl, job.shareToken), created_at: (job.shareCreatedAt ?? job.createdAt).toISOString() };
+}
+
+/** `callback`: delivery of the terminal callback; null for jobs submitted without a callback_url. */
+export function presentCallback(job: SpeechJob) {
+  if (!job.callbackUrl) return null;
+  return {
+    url: job.callbackUrl,
+    status: job.callbackStatus ?? 'pending',
+    http_status: job.callbackHttpStatus,
+    last_attempt_at: iso(job.callbackLastAttemptAt),
+    delivered_at: iso(job.callbackDeliveredAt),
+    error: job.callbackError,
+  };
+}
+
 /** The base job JSON (list entries); field names are the specification's. */
-export function presentJob(job: SpeechJob, now = new Date()) {
+export function presentJob(job: SpeechJob, opts: PresentOptions) {
+  const now = opts.now ?? new Date();
   const duration = job.sourceDurationSeconds;
   const position = job.audioPositionSeconds;
   const elapsed = job.startedAt ? ((job.finishedAt ?? now).getTime() - job.startedAt.getTime()) / 1000 : null;
@@ -55,11 +82,13 @@ export function presentJob(job: SpeechJob, now = new Date()) {
     updated_at: job.updatedAt.toISOString(),
     started_at: iso(job.startedAt),
     finished_at: iso(job.finishedAt),
+    share: presentShare(job, opts.publicBaseUrl),
+    callback: presentCallback(job),
   };
 }
 
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
-export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: { unresponsiveAfterSeconds: number; now?: Date }) {
+export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: PresentOptions & { unresponsiveAfterSeconds: number }) {
   const now = opts.now ?? new Date();
   const lease = detail.lease && !detail.lease.endedAt ? detail.lease : null;
   const liveness = computeLiveness({
@@ -75,7 +104,7 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: { unre
     unresponsiveAfterSeconds: opts.unresponsiveAfterSeconds,
   });
   return {
-    ...presentJob(job, now),
+    ...presentJob(job, { publicBaseUrl: opts.publicBaseUrl, now }),
     transcript_text: job.transcriptText,
     segment_count: detail.segmentCount,
     runtime_log: detail.events.map((e) => ({ at: e.at.toISOString(), level: e.level, event: e.event, message: e.message })),
@@ -90,7 +119,5 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: { unre
     analysis: null,
     translations: [] as unknown[],
     diarization: { requested: job.diarizationRequested, state: job.diarizationState },
-    share: null,
-    callback: null,
   };
 }

@@ -5,6 +5,7 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { JobEventSink, WorkAvailable } from '../jobs/job-events.js';
 import type { WorkerCapabilities } from '../workers/entities.js';
+import { sourceRouting, workerFetchRule } from '../jobs/url-sources.js';
 
 /** A (job, attempt, token) that no longer holds its job. The only way a worker learns it lost a lease. */
 export class StaleLeaseError extends Error {
@@ -99,6 +100,8 @@ export class LeaseService {
   /** Leases the next job this worker may run, or returns null. Admin-owned jobs first, then oldest. */
   async claim(worker: ClaimingWorker): Promise<JobAssignmentMsg | null> {
     const token = randomBytes(24).toString('base64url');
+    // URL jobs a worker may download itself; the others (proxy, pages for yt-dlp) need staged media.
+    const fetchRule = workerFetchRule(await sourceRouting(this.config));
     const assignment = await this.knex.transaction(async (trx) => {
       const remoteFresh = worker.local ? await this.remoteFresh(trx) : false;
       const { rows } = await trx.raw<{ rows: Array<{ id: number; forced: boolean }> }>(
@@ -111,7 +114,8 @@ export class LeaseService {
               or (j.execution_target = 'auto' and j.model = any(:models::text[])
                   and (not :isLocal or (j.model = any(:allow::text[]) and not :remoteFresh)))
             )
-            and (j.source_type = 'upload' or j.media_path is not null or :canFetch)
+            and (j.source_type = 'upload' or j.media_path is not null
+                 or (:canFetch and :workersMayFetch and j.source_url ~* :fetchable))
           order by u.is_admin desc, j.created_at asc, j.id asc
           for update of j skip locked
           limit 1`,
@@ -122,6 +126,8 @@ export class LeaseService {
           allow: this.config.SPEECH_LOCAL_MODELS,
           remoteFresh,
           canFetch: worker.capabilities.canFetchUrls,
+          workersMayFetch: fetchRule.workersMayFetch,
+          fetchable: fetchRule.pattern,
         },
       );
       const picked = rows[0];

@@ -170,8 +170,9 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
-        // A worker that may not fetch URLs waits while the coordinator downloads such sources for it.
-        if (!session.capabilities.canFetchUrls) await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models });
+        // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
+        // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
+        await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
         const remaining = deadline - Date.now();
         if (remaining <= 0 || cancelled.signal.aborted) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
         await deps.work.wait(Math.min(remaining, CLAIM_RECHECK_MS), cancelled.signal);

@@ -1,0 +1,406 @@
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Knex } from '@mikro-orm/postgresql';
+import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Config } from '../../config.js';
+import type { Orm } from '../../db/orm.js';
+import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
+import { readPlatformVersion } from '../../version.js';
+
+export const CALLBACK_QUEUE = 'speech-callbacks';
+/** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
+const BACKOFF_TYPE = 'exponential-full-jitter';
+const MAX_BACKOFF_MS = 3_600_000;
+const MAX_ERROR_LENGTH = 300;
+
+export type TerminalStatus = 'completed' | 'failed';
+
+export interface CallbackDelivery {
+  jobId: number;
+  cycle: number;
+  status: TerminalStatus;
+  /** Stays the same across retries: X-Sonar-Delivery and Idempotency-Key. */
+  deliveryId: string;
+}
+
+/** The JSON body of a terminal callback (spec, Events: Speech terminal callback). */
+export interface CallbackEnvelope {
+  ok: boolean;
+  event: 'speech.job.completed' | 'speech.job.failed';
+  job: {
+    job_id: number;
+    status: TerminalStatus;
+    status_label: string;
+    queue_channel: QueueChannel;
+    queue_channel_label: string;
+    source: string;
+    model: string;
+    language: string | null;
+    job_url: string;
+    share_url: string | null;
+    transcript_text: string | null;
+    analysis_text: string | null;
+    translations: unknown[];
+    share: { url: string } | null;
+    speaker_aware_transcript: string | null;
+    failure_error?: string | null;
+  };
+}
+
+/** BullMQ job id of the one delivery for (job, cycle); BullMQ refuses ':' in custom ids. */
+export const deliveryJobId = (jobId: number, cycle: number) => `${jobId}-${cycle}`;
+
+/** Full-jitter exponential backoff: a random delay in [0, min(cap, base * 2^(n-1))]. */
+export function fullJitterBackoff(attemptsMade: number, baseMs: number, capMs = MAX_BACKOFF_MS): number {
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, attemptsMade - 1));
+  return Math.floor(Math.random() * (ceiling + 1));
+}
+
+/** `v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`. */
+export function signCallback(secret: string, timestamp: number | string, body: string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/**
+ * Verifies a callback as a receiver would: the X-Sonar-Signature header (one or more
+ * comma-separated `v1=` values) against the raw body and X-Sonar-Timestamp, and the timestamp
+ * within `toleranceSeconds` of now (replay protection).
+ */
+export function verifyCallbackSignature(
+  secret: string,
+  timestamp: string | number,
+  body: string | Buffer,
+  header: string | null | undefined,
+  toleranceSeconds = 300,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): boolean {
+  const ts = typeof timestamp === 'number' ? timestamp : /^\d{1,15}$/.test(timestamp.trim()) ? Number(timestamp.trim()) : NaN;
+  if (!Number.isFinite(ts) || Math.abs(nowSeconds - ts) > toleranceSeconds) return false;
+  if (!header) return false;
+  const expected = createHmac('sha256', secret)
+    .update(`${ts}.`)
+    .update(typeof body === 'string' ? Buffer.from(body, 'utf8') : body)
+    .digest();
+  return header.split(',').some((part) => {
+    const m = /^\s*v1=([0-9a-f]{64})\s*$/i.exec(part);
+    if (!m) return false;
+    const given = Buffer.from(m[1]!, 'hex');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+/** True for base URLs that only this host can reach (links built from them are useless to others). */
+export function isLocalBaseUrl(base: string): boolean {
+  try {
+    const host = new URL(base).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '0.0.0.0' || /^127\./.test(host);
+  } catch {
+    return true;
+  }
+}
+
+export const jobPageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, jobId: number) => `${config.PUBLIC_BASE_URL}/speech/jobs/${jobId}`;
+export const sharePageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, token: string) =>
+  `${config.PUBLIC_BASE_URL}/shared/speech/transcript/${encodeURIComponent(token)}`;
+
+/**
+ * A re-transcription pass starts a new notification cycle: the next terminal state of the job
+ * sends a new callback (and a new completion report). Bumps callback_cycle, resets the delivery
+ * record to `pending` (when the job has a callback URL) and clears report_sent_at.
+ */
+export async function startNewCallbackCycle(knex: Knex | Knex.Transaction, jobId: number): Promise<number | null> {
+  const { rows } = await knex.raw<{ rows: Array<{ callback_cycle: number }> }>(
+    `update speech_jobs set callback_cycle = callback_cycle + 1,
+        callback_status = case when callback_url is null then null else 'pending' end,
+        callback_http_status = null, callback_last_attempt_at = null, callback_delivered_at = null,
+        callback_error = null, callback_attempts = 0, report_sent_at = null, updated_at = now()
+      where id = ? returning callback_cycle`,
+    [jobId],
+  );
+  return rows[0] ? Number(rows[0].callback_cycle) : null;
+}
+
+/** One line, no stack, bounded: what goes into callback_error and the runtime log. */
+function shortError(err: unknown, timeoutSeconds: number): string {
+  if (err instanceof OutboundRefused) return `refused by the outbound policy: ${err.message}`.slice(0, MAX_ERROR_LENGTH);
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return `no response within ${timeoutSeconds} s`;
+  const cause = e?.cause?.code ?? e?.cause?.message;
+  const text = `${e?.message ?? String(err)}${cause ? ` (${cause})` : ''}`;
+  return text.replace(/\s+/g, ' ').trim().slice(0, MAX_ERROR_LENGTH);
+}
+
+interface JobRow {
+  id: number;
+  status: JobStatus;
+  queue_channel: QueueChannel;
+  source_label: string | null;
+  source_filename: string | null;
+  source_url: string | null;
+  model: string;
+  language: string | null;
+  transcript_text: string | null;
+  failure_error: string | null;
+  share_token: string | null;
+  share_disabled_at: Date | string | null;
+  callback_url: string | null;
+  callback_status: string | null;
+  callback_cycle: number;
+  api_token_id: number | null;
+}
+
+/**
+ * Terminal callbacks of token-API jobs. A terminal state enqueues one BullMQ delivery per
+ * (job, notification cycle) — the deterministic job id makes that idempotent across coordinators —
+ * and the worker POSTs the signed envelope through the SSRF-safe outbound policy, retrying with
+ * exponential backoff and full jitter, and records every attempt on the job's callback fields.
+ */
+export class CallbackService {
+  readonly queue: Queue<CallbackDelivery>;
+  private worker: Worker<CallbackDelivery> | null = null;
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly userAgent: string;
+  private readonly outbound: OutboundPolicy;
+  private readonly ownsOutbound: boolean;
+  private closed = false;
+
+  constructor(
+    private readonly deps: { orm: Orm; redis: Redis; config: Config; logger: Logger; prefix: string; outbound?: OutboundPolicy },
+  ) {
+    this.queue = new Queue<CallbackDelivery>(CALLBACK_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+    this.outbound = deps.outbound ?? new OutboundPolicy(deps.config.OUTBOUND_ALLOW_RANGES);
+    this.ownsOutbound = !deps.outbound;
+    this.userAgent = `sonar-callbacks/${readPlatformVersion()}`;
+    if (isLocalBaseUrl(deps.config.PUBLIC_BASE_URL)) {
+      deps.logger.warn(
+        { publicBaseUrl: deps.config.PUBLIC_BASE_URL },
+        'PUBLIC_BASE_URL is a local address: job_url and share_url in callbacks and reports will not work for anyone else; set PUBLIC_BASE_URL',
+      );
+    }
+  }
+
+  private get knex(): Knex {
+    return this.deps.orm.em.getConnection().getKnex();
+  }
+
+  /** Starts the delivery worker (its own blocking Redis connection). */
+  start(): this {
+    const { redis, prefix, config, logger } = this.deps;
+    this.worker = new Worker<CallbackDelivery>(CALLBACK_QUEUE, (job) => this.deliver(job), {
+      connection: redis.duplicate({ maxRetriesPerRequest: null }),
+      prefix,
+      concurrency: 4,
+      settings: { backoffStrategy: (attemptsMade: number) => fullJitterBackoff(attemptsMade, config.SPEECH_CALLBACK_BACKOFF_MS) },
+    });
+    this.worker.on('failed', (job, err) => {
+      const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
+      if (job && final) logger.warn({ job: job.data.jobId, cycle: job.data.cycle, err: err.message }, 'speech callback not delivered');
+    });
+    this.worker.on('error', (err) => logger.error({ err }, 'speech callback worker error'));
+    return this;
+  }
+
+  /** The LeaseService terminal listener. */
+  readonly onTerminal = (jobId: number, status: TerminalStatus) => {
+    if (this.closed) return;
+    const p = this.enqueue(jobId, status)
+      .catch((err: unknown) => this.deps.logger.error({ err, jobId }, 'speech callback could not be queued'))
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
+  };
+
+  /** Queues the one delivery of this (job, cycle), if the job asked for a callback. Returns the BullMQ id. */
+  async enqueue(jobId: number, status: TerminalStatus): Promise<string | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<Pick<JobRow, 'queue_channel' | 'callback_url' | 'callback_status' | 'callback_cycle'>> }>(
+      'select queue_channel, callback_url, callback_status, callback_cycle from speech_jobs where id = ?',
+      [jobId],
+    );
+    const row = rows[0];
+    if (!row || row.queue_channel !== 'api' || !row.callback_url) return null;
+    // This cycle's callback already ended (delivered, or given up): one callback per cycle.
+    if (row.callback_status === 'delivered' || row.callback_status === 'failed') return null;
+    const cycle = Number(row.callback_cycle);
+    const id = deliveryJobId(jobId, cycle);
+    await this.queue.add(
+      'deliver',
+      { jobId, cycle, status, deliveryId: randomUUID() },
+      {
+        jobId: id,
+        attempts: this.deps.config.SPEECH_CALLBACK_MAX_ATTEMPTS,
+        backoff: { type: BACKOFF_TYPE },
+        // Kept for a week so a second coordinator's add of the same (job, cycle) is a no-op.
+        removeOnComplete: { age: 7 * 86400, count: 10_000 },
+        removeOnFail: { age: 30 * 86400, count: 10_000 },
+      },
+    );
+    return id;
+  }
+
+  /** Starts a new notification cycle (re-transcription). See startNewCallbackCycle. */
+  startNewCallbackCycle(jobId: number): Promise<number | null> {
+    return startNewCallbackCycle(this.knex, jobId);
+  }
+
+  /** The envelope for a job as it is now, with the terminal status that triggered the delivery. */
+  async buildEnvelope(jobId: number, status: TerminalStatus): Promise<CallbackEnvelope | null> {
+    const row = await this.loadJob(jobId);
+    return row ? this.envelopeOf(row, status) : null;
+  }
+
+  private async loadJob(jobId: number): Promise<JobRow | null> {
+    const { rows } = await this.knex.raw<{ rows: JobRow[] }>(
+      `select id, status, queue_channel, source_label, source_filename, source_url, model, language, transcript_text,
+              failure_error, share_token, share_disabled_at, callback_url, callback_status, callback_cycle, api_token_id
+         from speech_jobs where id = ?`,
+      [jobId],
+    );
+    return rows[0] ?? null;
+  }
+
+  private envelopeOf(row: JobRow, status: TerminalStatus): CallbackEnvelope {
+    const { config } = this.deps;
+    const completed = status === 'completed';
+    const shareUrl = completed && row.share_token && !row.share_disabled_at ? sharePageUrl(config, row.share_token) : null;
+    const job: CallbackEnvelope['job'] = {
+      job_id: row.id,
+      status,
+      status_label: JOB_STATUS_LABELS[status],
+      queue_channel: row.queue_channel,
+      queue_channel_label: QUEUE_CHANNEL_LABELS[row.queue_channel],
+      source: row.source_label ?? row.source_filename ?? row.source_url ?? `Job ${row.id}`,
+      model: row.model,
+      language: row.language,
+      job_url: jobPageUrl(config, row.id),
+      share_url: shareUrl,
+      transcript_text: completed ? (row.transcript_text ?? '') : null,
+      analysis_text: null,
+      translations: [],
+      share: shareUrl ? { url: shareUrl } : null,
+      speaker_aware_transcript: null,
+    };
+    if (!completed) job.failure_error = row.failure_error ?? 'The job failed.';
+    return { ok: completed, event: completed ? 'speech.job.completed' : 'speech.job.failed', job };
+  }
+
+  /**
+   * The submitting token's callback secret. Tokens created before secrets existed have none: one
+   * is generated and stored here; the integrator learns it only by rotating it
+   * (POST /api/account/tokens/{id}/callback-secret).
+   */
+  private async secretFor(tokenId: number): Promise<string | null> {
+    const fresh = randomBytes(32).toString('hex');
+    const { rows } = await this.knex.raw<{ rows: Array<{ callback_secret: string; generated: boolean }> }>(
+      `update personal_access_tokens set callback_secret = coalesce(callback_secret, ?)
+        where id = ? returning callback_secret, (callback_secret = ?) as generated`,
+      [fresh, tokenId, fresh],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    if (row.generated) {
+      this.deps.logger.warn(
+        { tokenId },
+        'personal token had no callback secret; one was generated to sign callbacks — the integrator must rotate it (POST /api/account/tokens/{id}/callback-secret) to learn it',
+      );
+    }
+    return row.callback_secret;
+  }
+
+  private async record(
+    jobId: number,
+    cycle: number,
+    outcome: { status: 'retrying' | 'delivered' | 'failed'; httpStatus: number | null; error: string | null },
+  ) {
+    await this.knex.raw(
+      `update speech_jobs set callback_status = :status, callback_http_status = :http, callback_last_attempt_at = now(),
+          callback_delivered_at = case when :status = 'delivered' then now() else callback_delivered_at end,
+          callback_error = :error, callback_attempts = callback_attempts + 1, updated_at = now()
+        where id = :id and callback_cycle = :cycle`,
+      { status: outcome.status, http: outcome.httpStatus, error: outcome.error, id: jobId, cycle },
+    );
+    if (outcome.status !== 'retrying') {
+      const message =
+        outcome.status === 'delivered'
+          ? `Callback delivered (HTTP ${outcome.httpStatus}).`
+          : `Callback not delivered: ${outcome.error ?? 'unknown error'}.`;
+      await this.knex
+        .raw('insert into speech_job_events (job_id, event, message, level) values (?, ?, ?, ?)', [
+          jobId,
+          outcome.status === 'delivered' ? 'callback_delivered' : 'callback_failed',
+          message,
+          outcome.status === 'delivered' ? 'info' : 'warn',
+        ])
+        .catch(() => undefined);
+    }
+  }
+
+  /** One delivery attempt (the BullMQ processor). Throws to retry; UnrecoverableError ends it. */
+  private async deliver(job: Job<CallbackDelivery>): Promise<{ status: string; httpStatus?: number }> {
+    const { jobId, cycle, status, deliveryId } = job.data;
+    const { config } = this.deps;
+    const row = await this.loadJob(jobId);
+    // Deleted, or a newer cycle superseded this delivery: nothing to send.
+    if (!row || Number(row.callback_cycle) !== cycle || !row.callback_url) return { status: 'skipped' };
+    if (row.callback_status === 'delivered') return { status: 'already-delivered' };
+    const maxAttempts = job.opts.attempts ?? 1;
+    const lastAttempt = job.attemptsMade + 1 >= maxAttempts;
+
+    const secret = row.api_token_id === null ? null : await this.secretFor(row.api_token_id);
+    if (!secret) {
+      const error = 'the submitting token no longer exists, so the callback cannot be signed';
+      await this.record(jobId, cycle, { status: 'failed', httpStatus: null, error });
+      throw new UnrecoverableError(error);
+    }
+
+    const body = JSON.stringify(this.envelopeOf(row, status));
+    const timestamp = Math.floor(Date.now() / 1000);
+    const event = status === 'completed' ? 'speech.job.completed' : 'speech.job.failed';
+    let httpStatus: number | null = null;
+    let error: string | null = null;
+    try {
+      const res = await this.outbound.fetch(row.callback_url, {
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': this.userAgent,
+          'x-sonar-event': event,
+          'x-sonar-delivery': deliveryId,
+          'idempotency-key': deliveryId,
+          'x-sonar-timestamp': String(timestamp),
+          'x-sonar-signature': signCallback(secret, timestamp, body),
+        },
+        signal: AbortSignal.timeout(config.SPEECH_CALLBACK_TIMEOUT_SECONDS * 1000),
+      });
+      httpStatus = res.status;
+      await res.body?.cancel().catch(() => undefined);
+      if (res.status >= 200 && res.status < 300) {
+        await this.record(jobId, cycle, { status: 'delivered', httpStatus, error: null });
+        return { status: 'delivered', httpStatus };
+      }
+      error = `HTTP ${res.status}`;
+    } catch (err) {
+      error = shortError(err, config.SPEECH_CALLBACK_TIMEOUT_SECONDS);
+      if (err instanceof OutboundRefused) {
+        // The address will not become allowed by waiting: final, no retry.
+        await this.record(jobId, cycle, { status: 'failed', httpStatus: null, error });
+        throw new UnrecoverableError(error);
+      }
+    }
+    await this.record(jobId, cycle, { status: lastAttempt ? 'failed' : 'retrying', httpStatus, error });
+    throw new Error(error);
+  }
+
+  /** Stops taking terminal events, waits for queued adds and in-flight deliveries. */
+  async close() {
+    this.closed = true;
+    await Promise.allSettled([...this.pending]);
+    if (this.worker) {
+      await this.worker.close();
+      await (this.worker.opts.connection as Redis).quit().catch(() => undefined);
+    }
+    await this.queue.close();
+    if (this.ownsOutbound) await this.outbound.close();
+  }
+}

@@ -1,0 +1,81 @@
+import type { AuthUser } from '../../accounts/types.js';
+import type { Orm } from '../../db/orm.js';
+import { AppError } from '../../http/errors.js';
+import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
+import type { JobService } from '../jobs/job-service.js';
+import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
+
+/** What the public page may show: the transcript, never the owner or internal references. */
+export interface PublicTranscript {
+  title: string;
+  status: SpeechJob['status'];
+  language: string | null;
+  durationSeconds: number | null;
+  finishedAt: Date | null;
+  transcriptText: string | null;
+  segments: Array<{ start: number; end: number; text: string; speaker: string | null }>;
+}
+
+/**
+ * Public transcript shares. A share is a random token on the job: enabling issues a token (or
+ * keeps the active one), disabling stamps `share_disabled_at` so the old link stops working, and
+ * enabling again issues a NEW token. Token-API jobs get a share automatically on completion
+ * (LeaseService.complete).
+ */
+export class ShareService {
+  constructor(
+    private readonly orm: Orm,
+    private readonly jobs: JobService,
+  ) {}
+
+  private conn() {
+    return this.orm.em.fork().getConnection();
+  }
+
+  /** Creates or re-enables the share of a completed job the caller may change (owner or manager). */
+  async enable(user: AuthUser, jobId: number): Promise<SpeechJob> {
+    const job = await this.jobs.getVisible(user, jobId);
+    if (job.status !== 'completed') {
+      const message = `only a completed transcript can be shared; this job is ${job.status}`;
+      throw new AppError('validation_failed', message, { errors: { status: [message] } });
+    }
+    const rows = await this.conn().execute<Array<{ id: number }>>(
+      `update speech_jobs set share_token = ?, share_created_at = now(), share_disabled_at = null, updated_at = now()
+        where id = ? and status = 'completed' and (share_token is null or share_disabled_at is not null) returning id`,
+      [newShareToken(), job.id],
+    );
+    if (rows.length) await this.jobs.log(job.id, 'share_created', `Public share created by ${user.username}.`);
+    return this.jobs.getVisible(user, jobId);
+  }
+
+  /** Disables the share (idempotent); its link answers 404 from now on. */
+  async disable(user: AuthUser, jobId: number): Promise<SpeechJob> {
+    const job = await this.jobs.getVisible(user, jobId);
+    const rows = await this.conn().execute<Array<{ id: number }>>(
+      `update speech_jobs set share_disabled_at = now(), updated_at = now()
+        where id = ? and share_token is not null and share_disabled_at is null returning id`,
+      [job.id],
+    );
+    if (rows.length) await this.jobs.log(job.id, 'share_disabled', `Public share disabled by ${user.username}.`);
+    return this.jobs.getVisible(user, jobId);
+  }
+
+  /** The transcript behind an active share token, or null (unknown, malformed or disabled). */
+  async findPublic(token: string): Promise<PublicTranscript | null> {
+    if (!SHARE_TOKEN_PATTERN.test(token)) return null;
+    const em = this.orm.em.fork();
+    const job = await em.findOne(SpeechJob, { shareToken: token, shareDisabledAt: null });
+    if (!job) return null;
+    const segments = await em.find(SpeechSegment, { job: job.id, pass: job.currentPass }, { orderBy: { seq: 'asc' } });
+    return {
+      // The title the owner chose (or the uploaded file's name); never the source URL, which may be private.
+      title: job.sourceLabel ?? job.sourceFilename ?? 'Transcript',
+      status: job.status,
+      language: job.language,
+      durationSeconds: job.sourceDurationSeconds ?? (segments.length ? segments[segments.length - 1]!.endSeconds : null),
+      finishedAt: job.finishedAt,
+      transcriptText: job.transcriptText,
+      segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+    };
+  }
+}

@@ -1,0 +1,84 @@
+import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
+import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
+import type { RunningCoordinator } from '../../coordinator/src/service.js';
+
+/**
+ * A simulated remote worker over the real gRPC protocol: hello, claim, progress with segments,
+ * complete. For tests that need jobs to reach a terminal state the way a real worker does it.
+ */
+export class SimWorker {
+  private constructor(
+    readonly client: CoordinatorClient,
+    private session: string,
+  ) {}
+
+  static async start(svc: RunningCoordinator, name: string, models: string[] = ['small']): Promise<SimWorker> {
+    const { secret } = await svc.workers.createWorker(name);
+    const client = new CoordinatorClient(`127.0.0.1:${svc.grpcPort}`, secret);
+    const hello = await client.hello({
+      contract_version: WORKER_CONTRACT_VERSION,
+      agent_version: 'test',
+      hostname: 'test',
+      capabilities: { models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      local: false,
+    });
+    return new SimWorker(client, hello.session_id);
+  }
+
+  /**
+   * Claims `jobId` (it must be the next eligible job), sends `segments` as progress, runs
+   * `beforeComplete`, then completes it (success, or failure with `error`).
+   */
+  async run(
+    jobId: number,
+    opts: { success?: boolean; error?: string; segments?: string[]; beforeComplete?: () => Promise<unknown> } = {},
+  ): Promise<void> {
+    const res = await this.client.claim({ session_id: this.session, wait_ms: 2000 });
+    const job = res.has_job ? res.job : null;
+    if (!job) throw new Error(`no job to claim (expected ${jobId})`);
+    if (job.lease.job_id !== jobId) throw new Error(`claimed job ${job.lease.job_id}, expected ${jobId}`);
+    const segments = opts.segments ?? [];
+    if (segments.length) {
+      const stream = this.client.progress(job.lease);
+      stream.send({
+        stage: 'transcribing',
+        stage_detail: '',
+        audio_position_seconds: segments.length * 2,
+        segments: segments.map((text, seq) => ({ seq, start: seq * 2, end: seq * 2 + 2, text })),
+        duration_seconds: segments.length * 2,
+        engine: 'test',
+        engine_model: job.model,
+      });
+      await stream.end();
+    }
+    await opts.beforeComplete?.();
+    const success = opts.success ?? true;
+    await this.client.complete({
+      lease: job.lease,
+      success,
+      error: success ? '' : (opts.error ?? 'simulated failure'),
+      cancelled: false,
+      segment_count: segments.length,
+      duration_seconds: segments.length * 2,
+      engine: 'test',
+      engine_model: job.model,
+    });
+  }
+
+  close() {
+    this.client.close();
+  }
+}
+
+/** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor<T>(probe: () => Promise<T | null | undefined | false>, timeoutMs = 15_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
