@@ -101,12 +101,17 @@ export class MediaStager {
         }
         if (!probe.hasAudio) throw new Error('the download has no audio stream');
         const file = await this.media.adopt(jobId, got.path, got.extension);
-        await this.knex.raw(
+        const { rows: kept } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
           `update speech_jobs set media_path = ?, media_sha256 = ?, source_size_bytes = ?, source_mime = coalesce(?, source_mime),
               source_duration_seconds = coalesce(?, source_duration_seconds), media_retained_until = ?,
-              stage_label = 'Waiting for a worker', updated_at = now() where id = ?`,
+              stage_label = 'Waiting for a worker', updated_at = now() where id = ? returning id`,
           [file, got.sha256, got.sizeBytes, probe.mime, probe.durationSeconds, this.retention(), jobId],
         );
+        if (!kept.length) {
+          // The job was deleted while its source downloaded.
+          await this.media.removeJob(jobId);
+          return;
+        }
         await this.log(jobId, 'staged', `Source stored on the coordinator (${got.sizeBytes} bytes, sha256 ${got.sha256.slice(0, 12)}…).`);
         this.work.notify();
       } catch (err) {
