@@ -1,0 +1,192 @@
+/**
+ * Reading DNS messages at byte level (RFC 1035 §4). dns-packet encodes our requests, but answers
+ * are read here because TSIG verification needs the byte offsets of each RR (to strip the TSIG RR
+ * and hash exactly what was signed) and because dns-packet neither escapes odd label bytes nor
+ * knows class NONE.
+ */
+import { DnsProtocolError } from './errors.js';
+
+export const CLASS_IN = 1;
+export const CLASS_NONE = 254;
+export const CLASS_ANY = 255;
+
+export const OPCODE_QUERY = 0;
+export const OPCODE_UPDATE = 5;
+
+export interface Header {
+  id: number;
+  qr: boolean;
+  opcode: number;
+  aa: boolean;
+  tc: boolean;
+  rcode: number;
+  qdcount: number;
+  ancount: number;
+  nscount: number;
+  arcount: number;
+}
+
+export interface WireQuestion {
+  name: string;
+  type: number;
+  class: number;
+}
+
+/** One resource record as found in a message; `start`/`end` delimit it in the raw bytes. */
+export interface WireRecord {
+  name: string;
+  type: number;
+  class: number;
+  ttl: number;
+  rdataOffset: number;
+  rdataLength: number;
+  start: number;
+  end: number;
+}
+
+export interface WireMessage {
+  raw: Buffer;
+  header: Header;
+  questions: WireQuestion[];
+  answers: WireRecord[];
+  authorities: WireRecord[];
+  additionals: WireRecord[];
+}
+
+export function readHeader(buf: Buffer): Header {
+  if (buf.length < 12) throw new DnsProtocolError(`message of ${buf.length} bytes is shorter than a DNS header`);
+  const flags = buf.readUInt16BE(2);
+  return {
+    id: buf.readUInt16BE(0),
+    qr: (flags & 0x8000) !== 0,
+    opcode: (flags >> 11) & 0xf,
+    aa: (flags & 0x0400) !== 0,
+    tc: (flags & 0x0200) !== 0,
+    rcode: flags & 0xf,
+    qdcount: buf.readUInt16BE(4),
+    ancount: buf.readUInt16BE(6),
+    nscount: buf.readUInt16BE(8),
+    arcount: buf.readUInt16BE(10),
+  };
+}
+
+// Label bytes that must be backslash-escaped in presentation form (as BIND prints them).
+const SPECIAL = new Set([0x22, 0x28, 0x29, 0x2e, 0x3b, 0x5c, 0x40, 0x24]);
+
+/** One label in presentation form, lower-cased (names compare case-insensitively; we keep one spelling). */
+export function labelToText(label: Buffer): string {
+  let out = '';
+  for (const raw of label) {
+    const b = raw >= 0x41 && raw <= 0x5a ? raw + 0x20 : raw;
+    if (SPECIAL.has(b)) out += `\\${String.fromCharCode(b)}`;
+    else if (b > 0x20 && b < 0x7f) out += String.fromCharCode(b);
+    else out += `\\${b.toString().padStart(3, '0')}`;
+  }
+  return out;
+}
+
+/** Labels → normalised presentation name: lower-case, no trailing dot, root is ".". */
+export function labelsToName(labels: Buffer[]): string {
+  return labels.length === 0 ? '.' : labels.map(labelToText).join('.');
+}
+
+/**
+ * Reads a possibly compressed name at `offset`. Returns the name and the offset just after it
+ * in the original position (pointers are followed only backwards, so loops are impossible).
+ */
+export function readName(buf: Buffer, offset: number): { name: string; labels: Buffer[]; next: number } {
+  const labels: Buffer[] = [];
+  let pos = offset;
+  let next = -1;
+  let wireLength = 1;
+  let lowestJump = offset;
+  for (;;) {
+    if (pos >= buf.length) throw new DnsProtocolError('name runs past the end of the message');
+    const len = buf[pos]!;
+    if (len === 0) {
+      if (next < 0) next = pos + 1;
+      break;
+    }
+    const kind = len & 0xc0;
+    if (kind === 0xc0) {
+      if (pos + 1 >= buf.length) throw new DnsProtocolError('truncated compression pointer');
+      const target = ((len & 0x3f) << 8) | buf[pos + 1]!;
+      if (target >= lowestJump) throw new DnsProtocolError('compression pointer does not point backwards');
+      if (next < 0) next = pos + 2;
+      lowestJump = target;
+      pos = target;
+      continue;
+    }
+    if (kind !== 0) throw new DnsProtocolError(`unsupported label type 0x${len.toString(16)}`);
+    if (pos + 1 + len > buf.length) throw new DnsProtocolError('label runs past the end of the message');
+    wireLength += len + 1;
+    if (wireLength > 255) throw new DnsProtocolError('name longer than 255 octets');
+    labels.push(buf.subarray(pos + 1, pos + 1 + len));
+    pos += 1 + len;
+  }
+  return { name: labelsToName(labels), labels, next };
+}
+
+/**
+ * Encodes a validated, unescaped name (no "\" escapes; see names.ts) uncompressed. With
+ * `canonical` the labels are lower-cased, as TSIG's digest requires (RFC 8945 §4.3.3).
+ */
+export function encodeName(name: string, canonical = false): Buffer {
+  const trimmed = name.endsWith('.') ? name.slice(0, -1) : name;
+  if (trimmed === '') return Buffer.from([0]);
+  const parts: Buffer[] = [];
+  for (const label of trimmed.split('.')) {
+    const bytes = Buffer.from(canonical ? label.toLowerCase() : label, 'utf8');
+    if (bytes.length === 0 || bytes.length > 63) throw new DnsProtocolError(`cannot encode label "${label}" of ${bytes.length} octets`);
+    parts.push(Buffer.from([bytes.length]), bytes);
+  }
+  parts.push(Buffer.from([0]));
+  const out = Buffer.concat(parts);
+  if (out.length > 255) throw new DnsProtocolError(`name ${name} is longer than 255 octets`);
+  return out;
+}
+
+function readRecord(buf: Buffer, offset: number): WireRecord {
+  const { name, next } = readName(buf, offset);
+  if (next + 10 > buf.length) throw new DnsProtocolError('record header runs past the end of the message');
+  const rdataLength = buf.readUInt16BE(next + 8);
+  const rdataOffset = next + 10;
+  if (rdataOffset + rdataLength > buf.length) throw new DnsProtocolError('RDATA runs past the end of the message');
+  return {
+    name,
+    type: buf.readUInt16BE(next),
+    class: buf.readUInt16BE(next + 2),
+    ttl: buf.readUInt32BE(next + 4),
+    rdataOffset,
+    rdataLength,
+    start: offset,
+    end: rdataOffset + rdataLength,
+  };
+}
+
+/** Parses the header and walks every section; RDATA stays in place (see rdata.ts to decode it). */
+export function parseMessage(raw: Buffer): WireMessage {
+  const header = readHeader(raw);
+  let pos = 12;
+  const questions: WireQuestion[] = [];
+  for (let i = 0; i < header.qdcount; i++) {
+    const { name, next } = readName(raw, pos);
+    if (next + 4 > raw.length) throw new DnsProtocolError('question runs past the end of the message');
+    questions.push({ name, type: raw.readUInt16BE(next), class: raw.readUInt16BE(next + 2) });
+    pos = next + 4;
+  }
+  const section = (count: number) => {
+    const out: WireRecord[] = [];
+    for (let i = 0; i < count; i++) {
+      const rr = readRecord(raw, pos);
+      out.push(rr);
+      pos = rr.end;
+    }
+    return out;
+  };
+  const answers = section(header.ancount);
+  const authorities = section(header.nscount);
+  const additionals = section(header.arcount);
+  if (pos !== raw.length) throw new DnsProtocolError(`${raw.length - pos} bytes of trailing garbage after the last record`);
+  return { raw, header, questions, answers, authorities, additionals };
+}

@@ -1,0 +1,422 @@
+/**
+ * DNS over TCP to the master server (RFC 1035 §4.2.2: each message framed by a 2-byte length;
+ * RFC 7766). TCP for everything, not only AXFR: UPDATE and read-back answers can exceed a UDP
+ * datagram, and one code path keeps TSIG handling uniform. Every signed request's answer is
+ * verified, every message of a zone transfer included.
+ */
+import { connect, type Socket } from 'node:net';
+import dnsPacket from 'dns-packet';
+import { DnsConnectionError, DnsError, DnsProtocolError, DnsRcodeError, DnsTimeoutError, TsigError, UpdateNotAppliedError, rcodeName } from './errors.js';
+import { CLASS_IN, OPCODE_QUERY, OPCODE_UPDATE, parseMessage, type WireMessage, type WireRecord } from './message.js';
+import { normalizeName } from './names.js';
+import { decodeRdata, renderRdata, typeName, typeNumber } from './rdata.js';
+import { nowSeconds, signMessage, TsigVerifier, type TsigKey } from './tsig.js';
+import { buildUpdate, expectations, randomId, type Prerequisite, type UpdateOperation } from './update.js';
+
+/** One record as the API shows it (a `zoneData` row). */
+export interface DnsRecord {
+  /** Owner name, lower-case, no trailing dot. */
+  name: string;
+  ttl: number;
+  /** "IN" for everything this API handles. */
+  class: string;
+  type: string;
+  /** Presentation form, see rdata.ts for the conventions. */
+  rdata: string;
+}
+
+export interface ServerOptions {
+  /** Master server address (IP or host name). */
+  server: string;
+  /** Defaults to 53. */
+  port?: number;
+  /** TSIG key; without it requests go unsigned and answers are not verified. */
+  key?: TsigKey;
+  /** Connect timeout, ms (default 5000). */
+  connectTimeoutMs?: number;
+  /** Longest wait for any one message, ms (default 10000). */
+  timeoutMs?: number;
+  /** Whole zone transfer limit, ms (default 300000). */
+  transferTimeoutMs?: number;
+  /** Clock in seconds, used to sign and to check answers' time (tests skew it). */
+  now?: () => number;
+}
+
+const DEFAULTS = { port: 53, connectTimeoutMs: 5000, timeoutMs: 10_000, transferTimeoutMs: 300_000, now: nowSeconds };
+
+/** A TCP connection that yields whole DNS messages. */
+class FramedConnection {
+  private buffer: Buffer = Buffer.alloc(0);
+  private frames: Buffer[] = [];
+  private waiter: { resolve: (b: Buffer) => void; reject: (e: Error) => void } | null = null;
+  private failure: Error | null = null;
+
+  private constructor(
+    private readonly socket: Socket,
+    private readonly where: string,
+  ) {
+    socket.on('data', (chunk: Buffer) => {
+      this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
+      while (this.buffer.length >= 2) {
+        const len = this.buffer.readUInt16BE(0);
+        if (this.buffer.length < 2 + len) break;
+        this.frames.push(Buffer.from(this.buffer.subarray(2, 2 + len)));
+        this.buffer = this.buffer.subarray(2 + len);
+      }
+      this.deliver();
+    });
+    socket.on('error', (err) => this.fail(new DnsConnectionError(`${where}: ${err.message}`)));
+    socket.on('close', () => this.fail(new DnsConnectionError(`${where}: connection closed by the server`)));
+  }
+
+  static open(host: string, port: number, timeoutMs: number): Promise<FramedConnection> {
+    const where = `${host}:${port}`;
+    return new Promise((resolve, reject) => {
+      const socket = connect({ host, port });
+      socket.setNoDelay(true);
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new DnsTimeoutError(`${where}: no TCP connection within ${timeoutMs} ms`));
+      }, timeoutMs);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        resolve(new FramedConnection(socket, where));
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        reject(new DnsConnectionError(`${where}: ${err.message}`));
+      });
+    });
+  }
+
+  send(message: Buffer) {
+    if (message.length > 65535) throw new DnsProtocolError(`message of ${message.length} bytes does not fit a TCP frame`);
+    const len = Buffer.alloc(2);
+    len.writeUInt16BE(message.length);
+    this.socket.write(Buffer.concat([len, message]));
+  }
+
+  read(timeoutMs: number): Promise<Buffer> {
+    const ready = this.frames.shift();
+    if (ready) return Promise.resolve(ready);
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiter = null;
+        reject(new DnsTimeoutError(`${this.where}: no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiter = {
+        resolve: (b) => (clearTimeout(timer), resolve(b)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      };
+    });
+  }
+
+  close() {
+    this.socket.destroy();
+  }
+
+  private deliver() {
+    if (this.waiter && this.frames.length) {
+      const w = this.waiter;
+      this.waiter = null;
+      w.resolve(this.frames.shift()!);
+    }
+  }
+
+  private fail(err: Error) {
+    if (this.failure) return;
+    this.failure = err;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = null;
+      w.reject(err);
+    }
+  }
+}
+
+function settings(opts: ServerOptions) {
+  return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) } as Required<Omit<ServerOptions, 'key'>> & {
+    key?: TsigKey;
+  };
+}
+
+/** Encodes a QUERY with dns-packet; the QTYPE is patched in so RFC 3597 `TYPEnnn` works too. */
+function buildQuery(name: string, type: string, id: number): Buffer {
+  const qtype = typeNumber(type);
+  if (qtype === undefined) throw new DnsError('INVALID_QUERY', `unknown record type ${type}`);
+  const msg = dnsPacket.encode({ type: 'query', id, flags: 0, questions: [{ name: normalizeName(name), type: 'A', class: 'IN' }] });
+  msg.writeUInt16BE(qtype, msg.length - 4);
+  return msg;
+}
+
+function className(klass: number): string {
+  return klass === CLASS_IN ? 'IN' : klass === 255 ? 'ANY' : klass === 254 ? 'NONE' : `CLASS${klass}`;
+}
+
+function toRecord(msg: WireMessage, rr: WireRecord): DnsRecord {
+  return {
+    name: rr.name,
+    ttl: rr.ttl,
+    class: className(rr.class),
+    type: typeName(rr.type),
+    rdata: renderRdata(decodeRdata(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength)),
+  };
+}
+
+/** Signs (when keyed), sends, and reads one answer; checks id/QR/opcode, TSIG, then the RCODE. */
+async function exchange(request: Buffer, opts: ServerOptions, operation: string, opcode: number, okRcodes: number[] = [0]): Promise<WireMessage> {
+  const s = settings(opts);
+  const id = request.readUInt16BE(0);
+  let toSend = request;
+  let verifier: TsigVerifier | null = null;
+  if (s.key) {
+    const signed = signMessage(request, s.key, { timeSigned: s.now() });
+    toSend = signed.message;
+    verifier = new TsigVerifier(s.key, signed.mac, { now: s.now });
+  }
+  const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
+  try {
+    conn.send(toSend);
+    const raw = await conn.read(s.timeoutMs);
+    return checkAnswer(raw, id, opcode, verifier, operation, okRcodes, true);
+  } finally {
+    conn.close();
+  }
+}
+
+/**
+ * One answer message: header sanity, then TSIG, then RCODE. An error RCODE that arrives unsigned
+ * (a server may refuse before it looks at the key) is still reported as that RCODE, since it is
+ * a failure either way; a success must be signed.
+ */
+function checkAnswer(raw: Buffer, id: number, opcode: number, verifier: TsigVerifier | null, operation: string, okRcodes: number[], last: boolean): WireMessage {
+  if (raw.length < 12) throw new DnsProtocolError(`${operation}: answer of ${raw.length} bytes`);
+  const rawId = raw.readUInt16BE(0);
+  const flags = raw.readUInt16BE(2);
+  if (rawId !== id) throw new DnsProtocolError(`${operation}: answer id ${rawId} does not match request id ${id}`);
+  if (!(flags & 0x8000)) throw new DnsProtocolError(`${operation}: message is not a response`);
+  if (((flags >> 11) & 0xf) !== opcode) throw new DnsProtocolError(`${operation}: answer has opcode ${(flags >> 11) & 0xf}, expected ${opcode}`);
+  if (flags & 0x0200) throw new DnsProtocolError(`${operation}: answer is truncated (TC) over TCP`);
+  const rcode = flags & 0xf;
+  let body = raw;
+  if (verifier) {
+    try {
+      body = verifier.verify(raw).message;
+      if (last) verifier.finish();
+    } catch (err) {
+      if (err instanceof TsigError && err.tsigCode === 'UNSIGNED' && !okRcodes.includes(rcode)) {
+        throw new DnsRcodeError(rcode, operation, `unsigned answer ${rcodeName(rcode)}`);
+      }
+      throw err;
+    }
+  }
+  if (!okRcodes.includes(rcode)) throw new DnsRcodeError(rcode, operation);
+  return parseMessage(body);
+}
+
+// ---- operations ----------------------------------------------------------------------------
+
+export interface QueryResult {
+  rcode: 'NOERROR' | 'NXDOMAIN';
+  authoritative: boolean;
+  answers: DnsRecord[];
+  authorities: DnsRecord[];
+}
+
+/** An authoritative read of one name/type from the master (read-back verification). NXDOMAIN is an answer, not an error. */
+export async function query(name: string, type: string, opts: ServerOptions): Promise<QueryResult> {
+  const msg = await exchange(buildQuery(name, type, randomId()), opts, `QUERY ${normalizeName(name)} ${type}`, OPCODE_QUERY, [0, 3]);
+  return {
+    rcode: msg.header.rcode === 3 ? 'NXDOMAIN' : 'NOERROR',
+    authoritative: msg.header.aa,
+    answers: msg.answers.map((rr) => toRecord(msg, rr)),
+    authorities: msg.authorities.map((rr) => toRecord(msg, rr)),
+  };
+}
+
+/** The zone's SOA serial as the master serves it now (a signed SOA query). */
+export async function soaSerial(zone: string, opts: ServerOptions): Promise<number> {
+  const z = normalizeName(zone);
+  const msg = await exchange(buildQuery(z, 'SOA', randomId()), opts, `SOA ${z}`, OPCODE_QUERY, [0]);
+  if (!msg.header.aa) throw new DnsError('NOT_AUTHORITATIVE', `SOA ${z}: the server is not authoritative for the zone`);
+  const soa = msg.answers.find((rr) => rr.type === 6 && rr.name === z);
+  if (!soa) throw new DnsError('NO_SOA', `SOA ${z}: the answer holds no SOA for the zone (is ${z} a zone apex?)`);
+  const data = decodeRdata(soa.type, msg.raw, soa.rdataOffset, soa.rdataLength);
+  if (data.type !== 'SOA') throw new DnsProtocolError('SOA answer did not decode as SOA');
+  return data.serial;
+}
+
+export interface AxfrResult {
+  /** Every record of the zone, SOA first, without the closing SOA. */
+  records: DnsRecord[];
+  serial: number;
+  /** Messages the transfer took, and how many carried a verified TSIG. */
+  messages: number;
+  signedMessages: number;
+}
+
+export interface AxfrOptions extends ServerOptions {
+  /** Called with each message's records as they arrive (large zones). */
+  onRecords?: (records: DnsRecord[]) => void;
+}
+
+/**
+ * Full zone transfer over TCP: reads messages until the SOA comes round again, verifying the TSIG
+ * chain on every message (unsigned intermediate messages allowed as RFC 8945 §5.3.1 permits).
+ */
+export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult> {
+  const s = settings(opts);
+  const z = normalizeName(zone);
+  const operation = `AXFR ${z}`;
+  const id = randomId();
+  const request = buildQuery(z, 'AXFR', id);
+  let toSend = request;
+  let verifier: TsigVerifier | null = null;
+  if (s.key) {
+    const signed = signMessage(request, s.key, { timeSigned: s.now() });
+    toSend = signed.message;
+    verifier = new TsigVerifier(s.key, signed.mac, { now: s.now });
+  }
+  const deadline = Date.now() + s.transferTimeoutMs;
+  const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
+  const records: DnsRecord[] = [];
+  let serial: number | null = null;
+  let messages = 0;
+  try {
+    conn.send(toSend);
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new DnsTimeoutError(`${operation}: transfer took longer than ${s.transferTimeoutMs} ms`);
+      let raw: Buffer;
+      try {
+        raw = await conn.read(Math.min(s.timeoutMs, left));
+      } catch (err) {
+        if (err instanceof DnsConnectionError) throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${records.length} records read)`);
+        throw err;
+      }
+      messages++;
+      const msg = checkAnswer(raw, id, OPCODE_QUERY, verifier, operation, [0], false);
+      const batch: DnsRecord[] = [];
+      let done = false;
+      for (const rr of msg.answers) {
+        if (done) throw new DnsProtocolError(`${operation}: records after the closing SOA`);
+        const isSoa = rr.type === 6 && rr.name === z;
+        if (serial === null) {
+          if (!isSoa) throw new DnsProtocolError(`${operation}: transfer does not start with the zone's SOA`);
+          const soa = decodeRdata(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength);
+          serial = soa.type === 'SOA' ? soa.serial : 0;
+        } else if (isSoa) {
+          done = true;
+          continue;
+        }
+        batch.push(toRecord(msg, rr));
+      }
+      if (msg.answers.length === 0) throw new DnsProtocolError(`${operation}: message ${messages} carries no records`);
+      records.push(...batch);
+      opts.onRecords?.(batch);
+      if (done) break;
+    }
+    verifier?.finish();
+  } finally {
+    conn.close();
+  }
+  return { records, serial: serial ?? 0, messages, signedMessages: verifier?.signedMessages ?? 0 };
+}
+
+export interface UpdateOptions extends ServerOptions {
+  /**
+   * Read the changed names back after NOERROR and throw UpdateNotAppliedError when the zone is
+   * not as the operations say (BIND acknowledges, then ignores, CNAME-conflicting adds).
+   */
+  verify?: boolean;
+}
+
+export interface UpdateResult {
+  rcode: 'NOERROR';
+  id: number;
+  verified: boolean;
+}
+
+/**
+ * Sends one signed UPDATE with all operations (atomic on the server). Resolves on NOERROR; a
+ * failed prerequisite or refusal throws DnsRcodeError (code YXDOMAIN, YXRRSET, NXDOMAIN, NXRRSET,
+ * NOTAUTH, NOTZONE, REFUSED, SERVFAIL, …); bad input throws InvalidUpdateError before sending.
+ */
+export async function update(zone: string, operations: UpdateOperation[], prerequisites: Prerequisite[], opts: UpdateOptions): Promise<UpdateResult> {
+  const { message, id } = buildUpdate(zone, operations, prerequisites);
+  await exchange(message, opts, 'UPDATE', OPCODE_UPDATE, [0]);
+  if (opts.verify) {
+    const mismatches = await verifyUpdate(operations, opts);
+    if (mismatches.length) throw new UpdateNotAppliedError(mismatches);
+  }
+  return { rcode: 'NOERROR', id, verified: opts.verify === true };
+}
+
+export interface Mismatch {
+  name: string;
+  type: string;
+  rdata?: string;
+  problem: string;
+}
+
+/** Reads back every name/type the operations touch and lists where the zone differs from what they should have left. */
+export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOptions): Promise<Mismatch[]> {
+  const out: Mismatch[] = [];
+  await Promise.all(
+    expectations(operations).map(async (e) => {
+      const res = await query(e.name, e.type, opts);
+      const here = res.answers.filter((r) => r.name === e.name);
+      if (e.type === 'ANY') {
+        // Zone apex SOA/NS cannot be deleted by UPDATE; anything else left must have been re-added.
+        const apex = here.some((r) => r.type === 'SOA');
+        for (const r of here) {
+          if (e.present.includes(r.type) || (apex && (r.type === 'SOA' || r.type === 'NS'))) continue;
+          out.push({ name: e.name, type: r.type, rdata: r.rdata, problem: 'still present after the name was deleted' });
+        }
+        return;
+      }
+      const have = new Set(here.filter((r) => r.type === e.type).map((r) => r.rdata));
+      for (const r of e.present) {
+        if (!have.has(r)) {
+          const cname = here.find((x) => x.type === 'CNAME' && e.type !== 'CNAME');
+          out.push({
+            name: e.name,
+            type: e.type,
+            rdata: r,
+            problem: cname
+              ? `not present: the name has a CNAME (${cname.rdata}) and the server ignored the add`
+              : 'not present after an acknowledged add (ignored by the server, e.g. CNAME beside other data)',
+          });
+        }
+      }
+      for (const r of e.absent) if (have.has(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after an acknowledged delete' });
+      if (e.exhaustive) {
+        for (const r of have) if (!e.present.includes(r) && !e.absent.includes(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after its RRset was deleted' });
+      }
+    }),
+  );
+  return out;
+}
+
+/** The same operations bound to one server, for the HTTP layer to hold per zone/config. */
+export class DnsMasterClient {
+  constructor(readonly opts: ServerOptions) {}
+  axfr(zone: string, onRecords?: (records: DnsRecord[]) => void) {
+    return axfr(zone, { ...this.opts, onRecords });
+  }
+  soaSerial(zone: string) {
+    return soaSerial(zone, this.opts);
+  }
+  query(name: string, type: string) {
+    return query(name, type, this.opts);
+  }
+  update(zone: string, operations: UpdateOperation[], prerequisites: Prerequisite[] = [], options: { verify?: boolean } = {}) {
+    return update(zone, operations, prerequisites, { ...this.opts, ...options });
+  }
+  verifyUpdate(operations: UpdateOperation[]) {
+    return verifyUpdate(operations, this.opts);
+  }
+}
+

@@ -1,0 +1,406 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DnsMasterClient,
+  DnsRcodeError,
+  TsigError,
+  UpdateNotAppliedError,
+  axfr,
+  noCname,
+  parseMessage,
+  parsePresentationRecords,
+  parseRdata,
+  query,
+  readZoneFile,
+  soaSerial,
+  txtValue,
+  type DnsRecord,
+  type ServerOptions,
+} from '../../coordinator/src/dns/wire/index.js';
+import { startNamed, type NamedServer, type ZoneRecordSpec } from '../support/bind.js';
+
+/**
+ * The client layer against a real BIND named: zone transfer with TSIG on every message, signed
+ * UPDATEs checked with an independent `dig`, prerequisite and CNAME-conflict behaviour, zone
+ * file reads. dig and nsupdate (not the code under test) provide the independent view.
+ */
+
+const BIG = 'big.test';
+const EDIT = 'edit.test';
+const BIG_COUNT = 5000;
+
+/** ~5000 records of every modelled type, enough for a transfer of several messages. */
+function bigZoneRecords(): ZoneRecordSpec[] {
+  const out: ZoneRecordSpec[] = [];
+  for (let i = 0; out.length < BIG_COUNT; i++) {
+    const h = `host${i}.${BIG}`;
+    switch (i % 8) {
+      case 0:
+        out.push({ name: h, type: 'A', rdata: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` });
+        break;
+      case 1:
+        out.push({ name: h, type: 'AAAA', rdata: `2001:db8::${i.toString(16)}` });
+        break;
+      case 2:
+        out.push({ name: h, type: 'TXT', rdata: `"v=test ${i}" "quote\\" and \\\\ backslash" "${'t'.repeat(200 + (i % 50))}"`, ttl: 60 });
+        break;
+      case 3:
+        out.push({ name: h, type: 'MX', rdata: `${i % 100} mail${i}.${BIG}.` });
+        break;
+      case 4:
+        out.push({ name: `_svc${i}._tcp.${BIG}`, type: 'SRV', rdata: `1 ${i % 65535} ${1024 + (i % 60000)} target${i}.${BIG}.` });
+        break;
+      case 5:
+        out.push({ name: h, type: 'CAA', rdata: `0 issue "ca${i}.example"` });
+        break;
+      case 6:
+        out.push({ name: `alias${i}.${BIG}`, type: 'CNAME', rdata: `host${i - 6}.${BIG}.` });
+        break;
+      case 7:
+        out.push({ name: `Mixed${i}.${BIG}`, type: 'PTR', rdata: `Target${i}.Example.NET.`, ttl: 7200 });
+        break;
+    }
+  }
+  return out;
+}
+
+const sortRecords = (rs: DnsRecord[]) =>
+  rs.map((r) => `${r.name} ${r.ttl} ${r.class} ${r.type} ${r.rdata}`).sort();
+
+/** dig's view: records of the answer sections, TSIG lines dropped. */
+function digRecords(text: string): DnsRecord[] {
+  return parsePresentationRecords(text).filter((r) => r.type !== 'TSIG');
+}
+
+/** A TCP relay to named that can alter the Nth server message (to prove each one is verified). */
+async function tamperingProxy(target: number, alter: (frameIndex: number, frame: Buffer) => Buffer): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect({ host: '127.0.0.1', port: target });
+    sockets.add(client).add(upstream);
+    client.pipe(upstream);
+    let buf = Buffer.alloc(0);
+    let index = 0;
+    upstream.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+        const len = buf.readUInt16BE(0);
+        const frame = alter(index++, Buffer.from(buf.subarray(2, 2 + len)));
+        const head = Buffer.alloc(2);
+        head.writeUInt16BE(frame.length);
+        client.write(Buffer.concat([head, frame]));
+        buf = buf.subarray(2 + len);
+      }
+    });
+    const end = () => (client.destroy(), upstream.destroy());
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}
+
+let named: NamedServer;
+let opts: ServerOptions;
+let client: DnsMasterClient;
+const bigRecords = bigZoneRecords();
+
+beforeAll(async () => {
+  named = await startNamed({
+    zones: [
+      { name: BIG, records: bigRecords, serial: 2024010101 },
+      {
+        name: EDIT,
+        serial: 100,
+        records: [
+          { name: `www.${EDIT}`, type: 'A', rdata: '192.0.2.10' },
+          { name: `cn.${EDIT}`, type: 'CNAME', rdata: `www.${EDIT}.` },
+          { name: `multi.${EDIT}`, type: 'A', rdata: '192.0.2.20' },
+          { name: `multi.${EDIT}`, type: 'A', rdata: '192.0.2.21' },
+          { name: `old.${EDIT}`, type: 'TXT', rdata: '"one"' },
+          { name: `old.${EDIT}`, type: 'TXT', rdata: '"two"' },
+        ],
+      },
+    ],
+  });
+  opts = { server: named.host, port: named.port, key: named.key };
+  client = new DnsMasterClient(opts);
+}, 60_000);
+
+afterAll(async () => {
+  await named?.stop();
+});
+
+/** `dig +short` against the master, unsigned query (plain queries need no key). */
+async function digShort(name: string, type: string): Promise<string[]> {
+  const out = await named.dig(['+short', '+norecurse', name, type], { signed: false });
+  return out.split('\n').filter(Boolean).sort();
+}
+
+describe('AXFR', () => {
+  it('transfers a ~5000 record zone over several messages, each TSIG-verified, equal to dig AXFR', async () => {
+    const perMessage: number[] = [];
+    const started = Date.now();
+    const res = await client.axfr(BIG, (batch) => perMessage.push(batch.length));
+    const elapsed = Date.now() - started;
+
+    expect(res.serial).toBe(2024010101);
+    expect(res.records).toHaveLength(BIG_COUNT + 3); // + SOA, NS, ns1 A
+    expect(res.records[0]!.type).toBe('SOA');
+    expect(res.records.filter((r) => r.type === 'SOA')).toHaveLength(1);
+    expect(res.messages).toBeGreaterThan(2);
+    expect(res.signedMessages).toBe(res.messages); // BIND signs every message; each one verified
+    expect(perMessage).toHaveLength(res.messages);
+    expect(perMessage.reduce((a, b) => a + b, 0)).toBe(res.records.length);
+
+    const dug = digRecords(await named.dig(['AXFR', BIG, '+nocmd', '+nostats', '+nocomments']));
+    // dig prints the closing SOA; drop it.
+    expect(dug.at(-1)!.type).toBe('SOA');
+    expect(sortRecords(res.records)).toEqual(sortRecords(dug.slice(0, -1)));
+
+    // Spot checks against the generator, independent of both renderers.
+    const find = (name: string, type: string) => res.records.filter((r) => r.name === name && r.type === type);
+    expect(find(`host2.${BIG}`, 'TXT')).toEqual([
+      { name: `host2.${BIG}`, ttl: 60, class: 'IN', type: 'TXT', rdata: `"v=test 2" "quote\\" and \\\\ backslash" "${'t'.repeat(202)}"` },
+    ]);
+    expect(find(`mixed7.${BIG}`, 'PTR')[0]).toMatchObject({ ttl: 7200, rdata: 'target7.example.net' });
+    expect(find(`_svc4._tcp.${BIG}`, 'SRV')[0]!.rdata).toBe(`1 4 1028 target4.${BIG}`);
+    expect(find(`host1.${BIG}`, 'AAAA')[0]!.rdata).toBe('2001:db8::1');
+    expect(elapsed).toBeLessThan(20_000);
+  });
+
+  it('fails with the server’s BADSIG for a wrong secret and BADKEY for an unknown key name', async () => {
+    const wrongSecret = axfr(BIG, { ...opts, key: { name: named.key.name, secret: Buffer.alloc(32, 9).toString('base64') } });
+    await expect(wrongSecret).rejects.toBeInstanceOf(TsigError);
+    await expect(wrongSecret).rejects.toMatchObject({ code: 'BADSIG', source: 'server', tsigErrorNumber: 16 });
+
+    const unknownKey = axfr(BIG, { ...opts, key: { name: 'not-a-key', secret: named.key.secret } });
+    await expect(unknownKey).rejects.toMatchObject({ name: 'TsigError', code: 'BADKEY', source: 'server', tsigErrorNumber: 17 });
+
+    // Without a key the transfer is simply refused (allow-transfer is key-only).
+    await expect(axfr(BIG, { server: named.host, port: named.port })).rejects.toMatchObject({ name: 'DnsRcodeError', code: 'REFUSED' });
+  });
+
+  it('maps the server’s BADTIME when our clock is off by more than the fudge', async () => {
+    const skewed = soaSerial(BIG, { ...opts, now: () => Math.floor(Date.now() / 1000) - 3600 });
+    await expect(skewed).rejects.toMatchObject({ name: 'TsigError', code: 'BADTIME', source: 'server', tsigErrorNumber: 18 });
+  });
+
+  it('rejects a transfer whose later message was altered in flight (every message is verified)', async () => {
+    // Change the TTL of the first record of the 3rd message: still a well-formed message, so only its MAC can tell.
+    const proxy = await tamperingProxy(named.port, (i, frame) => {
+      if (i !== 2) return frame;
+      const copy = Buffer.from(frame);
+      const first = parseMessage(copy).answers[0]!;
+      copy.writeUInt32BE(first.ttl + 1, first.rdataOffset - 6);
+      return copy;
+    });
+    try {
+      await expect(axfr(BIG, { ...opts, port: proxy.port })).rejects.toMatchObject({ name: 'TsigError', code: 'BADSIG', source: 'local' });
+      // An untouched relay transfers fine, so the failure above is the tampering.
+      const clean = await tamperingProxy(named.port, (_i, f) => f);
+      try {
+        expect((await axfr(BIG, { ...opts, port: clean.port })).records).toHaveLength(BIG_COUNT + 3);
+      } finally {
+        await clean.close();
+      }
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('rejects a transfer whose signatures were stripped from the last or a middle message', async () => {
+    let total = 0;
+    const count = await tamperingProxy(named.port, (_i, f) => (total++, f));
+    await axfr(BIG, { ...opts, port: count.port });
+    await count.close();
+    const stripAt = (which: number) =>
+      tamperingProxy(named.port, (i, frame) => {
+        if (i !== which) return frame;
+        // Drop the trailing TSIG RR: cut it off and decrement ARCOUNT.
+        const tsig = parseMessage(frame).additionals.at(-1)!;
+        if (tsig.type !== 250) throw new Error('expected a TSIG RR last');
+        const copy = Buffer.from(frame.subarray(0, tsig.start));
+        copy.writeUInt16BE(frame.readUInt16BE(10) - 1, 10);
+        return copy;
+      });
+    // Last message unsigned: the stream must end signed.
+    const last = await stripAt(total - 1);
+    try {
+      await expect(axfr(BIG, { ...opts, port: last.port })).rejects.toMatchObject({ name: 'TsigError', code: 'UNSIGNED' });
+    } finally {
+      await last.close();
+    }
+    // A middle message unsigned is allowed by the RFC, but the next MAC then no longer chains.
+    const middle = await stripAt(3);
+    try {
+      await expect(axfr(BIG, { ...opts, port: middle.port })).rejects.toMatchObject({ name: 'TsigError', code: 'BADSIG' });
+    } finally {
+      await middle.close();
+    }
+  });
+});
+
+describe('UPDATE', () => {
+  it('adds, replaces and deletes a record with signed updates, seen by an independent dig', async () => {
+    const name = `api.${EDIT}`;
+    await client.update(EDIT, [{ op: 'add', name, type: 'A', ttl: 120, rdata: '192.0.2.50' }], [], { verify: true });
+    expect(await digShort(name, 'A')).toEqual(['192.0.2.50']);
+
+    // Replace = delete old + add new in one message (atomic).
+    await client.update(
+      EDIT,
+      [
+        { op: 'delete', name, type: 'A', rdata: '192.0.2.50' },
+        { op: 'add', name, type: 'A', ttl: 120, rdata: '192.0.2.51' },
+      ],
+      [],
+      { verify: true },
+    );
+    expect(await digShort(name, 'A')).toEqual(['192.0.2.51']);
+
+    await client.update(EDIT, [{ op: 'delete', name, type: 'A', rdata: '192.0.2.51' }], [], { verify: true });
+    expect(await digShort(name, 'A')).toEqual([]);
+    expect((await client.query(name, 'A')).rcode).toBe('NXDOMAIN');
+  });
+
+  it('applies several operations of different kinds in one message', async () => {
+    const before = await client.soaSerial(EDIT);
+    await client.update(
+      EDIT,
+      [
+        { op: 'add', name: `batch.${EDIT}`, type: 'TXT', ttl: 300, rdata: 'hello batch' },
+        // An in-zone MX target must have an address record, or BIND refuses the whole update.
+        { op: 'add', name: `batch.${EDIT}`, type: 'MX', ttl: 300, rdata: `10 www.${EDIT}` },
+        { op: 'add', name: `_sip._tcp.${EDIT}`, type: 'SRV', ttl: 300, rdata: `10 20 5060 sip.${EDIT}` },
+        { op: 'add', name: EDIT, type: 'CAA', ttl: 300, rdata: '0 issue "letsencrypt.org"' },
+        { op: 'add', name: `v6.${EDIT}`, type: 'AAAA', ttl: 300, rdata: '2001:DB8:0:0::1' },
+        { op: 'deleteRRset', name: `old.${EDIT}`, type: 'TXT' },
+        { op: 'delete', name: `multi.${EDIT}`, type: 'A', rdata: '192.0.2.20' },
+      ],
+      [],
+      { verify: true },
+    );
+    expect(await digShort(`batch.${EDIT}`, 'TXT')).toEqual(['"hello batch"']);
+    expect(await digShort(`batch.${EDIT}`, 'MX')).toEqual([`10 www.${EDIT}.`]);
+    expect(await digShort(`_sip._tcp.${EDIT}`, 'SRV')).toEqual([`10 20 5060 sip.${EDIT}.`]);
+    expect(await digShort(EDIT, 'CAA')).toEqual(['0 issue "letsencrypt.org"']);
+    expect(await digShort(`v6.${EDIT}`, 'AAAA')).toEqual(['2001:db8::1']);
+    expect(await digShort(`old.${EDIT}`, 'TXT')).toEqual([]);
+    expect(await digShort(`multi.${EDIT}`, 'A')).toEqual(['192.0.2.21']);
+    // One message = one transaction = one serial step.
+    expect(await client.soaSerial(EDIT)).toBe(before + 1);
+
+    // Delete the whole name; read-back checks nothing is left there.
+    await client.update(EDIT, [{ op: 'deleteName', name: `batch.${EDIT}` }], [], { verify: true });
+    expect(await named.dig(['+short', '+norecurse', `batch.${EDIT}`, 'ANY'], { signed: false })).toBe('');
+  });
+
+  it('a "no CNAME" prerequisite stops an A add at a CNAME name, and nothing changes', async () => {
+    const name = `cn.${EDIT}`;
+    const serial = await client.soaSerial(EDIT);
+    const attempt = client.update(EDIT, [{ op: 'add', name, type: 'A', ttl: 60, rdata: '192.0.2.99' }], [noCname(name)]);
+    await expect(attempt).rejects.toBeInstanceOf(DnsRcodeError);
+    await expect(attempt).rejects.toMatchObject({ code: 'YXRRSET', rcode: 7, prerequisiteFailed: true });
+    expect(await digShort(name, 'CNAME')).toEqual([`www.${EDIT}.`]);
+    expect((await client.query(name, 'A')).answers.filter((r) => r.type === 'A' && r.name === name)).toEqual([]);
+    expect(await client.soaSerial(EDIT)).toBe(serial);
+
+    // The same prerequisite lets the add through where there is no CNAME.
+    await client.update(EDIT, [{ op: 'add', name: `plain.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.98' }], [noCname(`plain.${EDIT}`)], { verify: true });
+    expect(await digShort(`plain.${EDIT}`, 'A')).toEqual(['192.0.2.98']);
+  });
+
+  it('maps other prerequisite failures and zone errors to their RCODEs', async () => {
+    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameNotInUse', name: `www.${EDIT}` }])).rejects.toMatchObject({
+      code: 'YXDOMAIN',
+    });
+    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'rrsetExists', name: `www.${EDIT}`, type: 'MX' }])).rejects.toMatchObject({
+      code: 'NXRRSET',
+    });
+    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameInUse', name: `nothing.${EDIT}` }])).rejects.toMatchObject({
+      code: 'NXDOMAIN',
+      prerequisiteFailed: true,
+    });
+    // BIND's integrity check refuses an MX whose in-zone target has no address; nothing of the message is applied.
+    const refused = client.update(EDIT, [
+      { op: 'add', name: `r.${EDIT}`, type: 'TXT', ttl: 60, rdata: 'part of a refused update' },
+      { op: 'add', name: `r.${EDIT}`, type: 'MX', ttl: 60, rdata: `10 nomail.${EDIT}` },
+    ]);
+    await expect(refused).rejects.toMatchObject({ name: 'DnsRcodeError', code: 'REFUSED', prerequisiteFailed: false });
+    expect(await digShort(`r.${EDIT}`, 'TXT')).toEqual([]);
+    // A zone this server does not serve.
+    await expect(client.update('nowhere.test', [{ op: 'add', name: 'a.nowhere.test', type: 'A', ttl: 60, rdata: '192.0.2.1' }])).rejects.toMatchObject({ code: 'NOTAUTH' });
+    expect(await digShort(`x.${EDIT}`, 'A')).toEqual([]);
+  });
+
+  it('detects by read-back that BIND acknowledged but ignored a conflicting CNAME add', async () => {
+    const name = `www.${EDIT}`; // has an A record
+    const serial = await client.soaSerial(EDIT);
+    const attempt = client.update(EDIT, [{ op: 'add', name, type: 'CNAME', ttl: 60, rdata: `elsewhere.${EDIT}` }], [], { verify: true });
+    await expect(attempt).rejects.toBeInstanceOf(UpdateNotAppliedError);
+    const err = (await attempt.catch((e: unknown) => e)) as UpdateNotAppliedError;
+    expect(err.mismatches).toEqual([expect.objectContaining({ name, type: 'CNAME', rdata: `elsewhere.${EDIT}` })]);
+    expect(await digShort(name, 'CNAME')).toEqual([]);
+    expect(await digShort(name, 'A')).toEqual(['192.0.2.10']);
+
+    // Without verify the same update "succeeds": the server said NOERROR.
+    await expect(client.update(EDIT, [{ op: 'add', name, type: 'CNAME', ttl: 60, rdata: `elsewhere.${EDIT}` }])).resolves.toMatchObject({ rcode: 'NOERROR', verified: false });
+    // And the other direction: data beside an existing CNAME.
+    const cnameSide = client.update(EDIT, [{ op: 'add', name: `cn.${EDIT}`, type: 'TXT', ttl: 60, rdata: 'beside a cname' }], [], { verify: true });
+    await expect(cnameSide).rejects.toMatchObject({ name: 'UpdateNotAppliedError' });
+    const e2 = (await cnameSide.catch((e: unknown) => e)) as UpdateNotAppliedError;
+    expect(e2.mismatches[0]!.problem).toMatch(/CNAME/);
+    expect(await client.soaSerial(EDIT)).toBeGreaterThanOrEqual(serial);
+  });
+
+  it('writes a 600-byte TXT split into character-strings and reads it back intact', async () => {
+    const value = Array.from({ length: 600 }, (_, i) => 'abcdefghijklmnopqrstuvwxyz0123456789'[i % 36]).join('');
+    const name = `_acme-challenge.long.${EDIT}`;
+    await client.update(EDIT, [{ op: 'add', name, type: 'TXT', ttl: 60, rdata: value }], [], { verify: true });
+
+    const rec = (await client.query(name, 'TXT')).answers.find((r) => r.type === 'TXT')!;
+    const parsed = parseRdata('TXT', rec.rdata, { lenient: true });
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok || parsed.value.type !== 'TXT') return;
+    expect(parsed.value.strings.map((s) => s.length)).toEqual([255, 255, 90]);
+    expect(txtValue(parsed.value)).toBe(value);
+    // dig sees three strings that join to the value.
+    const dug = (await digShort(name, 'TXT'))[0]!;
+    expect(dug.match(/"[^"]*"/g)!.map((s) => s.slice(1, -1))).toEqual([value.slice(0, 255), value.slice(255, 510), value.slice(510)]);
+  });
+
+  it('sees the SOA serial change after a change made with nsupdate', async () => {
+    const before = await soaSerial(EDIT, opts);
+    await named.nsupdate([`zone ${EDIT}`, `update add nsu.${EDIT} 300 IN A 192.0.2.77`]);
+    const after = await soaSerial(EDIT, opts);
+    expect(after).toBeGreaterThan(before);
+    const digSerial = Number((await named.dig(['+short', '+norecurse', EDIT, 'SOA'], { signed: false })).trim().split(/\s+/)[2]);
+    expect(after).toBe(digSerial);
+    expect((await query(`nsu.${EDIT}`, 'A', opts)).answers.map((r) => r.rdata)).toEqual(['192.0.2.77']);
+  });
+});
+
+describe('zone file reads', () => {
+  it('reads the zone file into exactly the AXFR content', async () => {
+    const fromFile = await readZoneFile(BIG, named.zoneFile(BIG));
+    const fromAxfr = await axfr(BIG, opts);
+    expect(fromFile).toHaveLength(BIG_COUNT + 3);
+    expect(sortRecords(fromFile)).toEqual(sortRecords(fromAxfr.records));
+  });
+
+  it('with the journal applied, a dynamically updated zone file equals AXFR; without it, it is older', async () => {
+    const live = await axfr(EDIT, opts);
+    const withJournal = await readZoneFile(EDIT, named.zoneFile(EDIT), { journal: true });
+    expect(sortRecords(withJournal)).toEqual(sortRecords(live.records));
+    const fileOnly = await readZoneFile(EDIT, named.zoneFile(EDIT));
+    expect(fileOnly.find((r) => r.type === 'SOA')!.rdata).toMatch(/ 100 3600 /);
+    expect(sortRecords(fileOnly)).not.toEqual(sortRecords(live.records));
+  });
+});
