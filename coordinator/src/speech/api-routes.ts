@@ -17,7 +17,7 @@ import {
   jobSchema,
   statusResponseSchema,
 } from './schemas.js';
-import { createSubmittedJob, emptyBodyForMultipart, readSubmission } from './submission.js';
+import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 
 /** Spec Authentication "Speech transcription", 3: an active personal token with scope speech.api. */
 const tokenAuth: AuthRequirement = {
@@ -146,13 +146,7 @@ export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
       const created = await createSubmittedJob(jobs, media, caller, upload, {
         channel: 'api',
         source,
-        label: fields.source_label,
-        note: fields.source_note,
-        model: fields.model,
-        language: fields.language,
-        analysisLanguage: fields.analysis_language,
-        translationTargetLanguages: fields.translation_target_languages,
-        diarization: !fields.disable_diarization,
+        ...jobSettings(fields),
         callbackUrl: fields.callback_url,
         apiTokenId: principal.tokenId,
       });

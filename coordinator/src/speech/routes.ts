@@ -18,7 +18,7 @@ import {
   segmentsResponseSchema,
   statusResponseSchema,
 } from './schemas.js';
-import { createSubmittedJob, emptyBodyForMultipart, readSubmission } from './submission.js';
+import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 
 /** Spec "Limits": request throttle of the speech API routes, per client address and route. */
 export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
@@ -138,13 +138,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       const created = await createSubmittedJob(jobs, media, caller, upload, {
         channel: 'web',
         source,
-        label: fields.source_label,
-        note: fields.source_note,
-        model: fields.model,
-        language: fields.language,
-        analysisLanguage: fields.analysis_language,
-        translationTargetLanguages: fields.translation_target_languages,
-        diarization: !fields.disable_diarization,
+        ...jobSettings(fields),
       });
       const job = await jobs.getVisible(caller, created.id);
       request.log.info({ jobId: job.id, source: job.sourceType, sizeBytes: upload?.sizeBytes }, 'speech job queued');

@@ -37,6 +37,19 @@ export interface Submission<F extends CreateJobFields> {
  * `attachValidation: true`: readSubmission then throws Fastify's validation error for JSON and
  * urlencoded bodies only, since the empty stand-in body of a multipart request proves nothing.
  */
+/** The job settings every submission path (multipart/JSON, token API, tus) takes from the same form fields. */
+export function jobSettings(fields: CreateJobFields) {
+  return {
+    label: fields.source_label,
+    note: fields.source_note,
+    model: fields.model,
+    language: fields.language,
+    analysisLanguage: fields.analysis_language,
+    translationTargetLanguages: fields.translation_target_languages,
+    diarization: !fields.disable_diarization,
+  };
+}
+
 export async function emptyBodyForMultipart(request: FastifyRequest) {
   const raw = request as { body: unknown }; // not validated yet: the type provider's type does not hold
   raw.body ??= {};

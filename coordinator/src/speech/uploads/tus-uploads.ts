@@ -1,3 +1,4 @@
+import { jobSettings } from '../submission.js';
 import type { IncomingMessage } from 'node:http';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -196,13 +197,7 @@ export class TusUploads {
       const job = await this.jobs.create(user, {
         channel: 'web',
         source: { type: 'upload', tempPath: file, filename, sizeBytes, sha256 },
-        label: fields.source_label,
-        note: fields.source_note,
-        model: fields.model,
-        language: fields.language,
-        analysisLanguage: fields.analysis_language,
-        translationTargetLanguages: fields.translation_target_languages,
-        diarization: !fields.disable_diarization,
+        ...jobSettings(fields),
       });
       const done: FinishedUpload = { jobId: job.id, ownerId: user.id, sizeBytes };
       await this.redis.set(this.finishedKey(upload.id), JSON.stringify(done), 'EX', FINISHED_TTL_SECONDS);
