@@ -11,6 +11,9 @@ import { envSchema } from './config.js';
 import { migrate, openOrm, type Orm } from './db/orm.js';
 import { AppError } from './http/errors.js';
 import { WorkerDirectory } from './speech/workers/worker-directory.js';
+import { DnsService } from './dns/dns-service.js';
+import { acmeOwner } from './dns/dns-service.js';
+import { checkPaths } from './dns/zone-registry.js';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +82,11 @@ function runWith<S>(make: (orm: Orm) => S) {
 const run = runWith((orm) => new AccountService(orm));
 // Presence freshness does not matter to the CLI's listing beyond "seen recently"; use the default TTL.
 const runWorkers = runWith((orm) => new WorkerDirectory(orm, 45_000));
+const dnsEnv = () =>
+  envSchema
+    .pick({ DNS_CACHE_TTL_SECONDS: true, DNS_DEFAULT_TTL: true, DNS_ACME_TTL: true, DNS_TIMEOUT_MS: true })
+    .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('DNS_') && v)));
+const runDns = runWith((orm) => new DnsService(orm, dnsEnv()));
 
 /** Expected failures get one clear line (no stack); anything else is a bug and keeps its stack. */
 function reportError(err: unknown): number {
@@ -249,6 +257,73 @@ program
     return {
       json: { username: user.username, zones },
       text: table(['ZONE', 'ACCESS'], zones.map((z) => [z.zone, z.can_write ? 'read/write' : 'read-only']), `${user.username} has no zone rights`),
+    };
+  }));
+
+// ---- DNS zone registry and maintenance -------------------------------------------------------
+
+function nonNegativeInt(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a whole number');
+  return Number(value);
+}
+
+program
+  .command('dns:zone:add <zone>')
+  .description('register (or replace) a zone the DNS API serves: its zone file, TSIG key file and master server')
+  .requiredOption('--file <path>', 'zone file path (method=file reads it; must be readable by the coordinator)')
+  .requiredOption('--key-file <path>', 'TSIG key file (tsig-keygen output) used for AXFR and UPDATE')
+  .option('--server <host>', 'master server address', '127.0.0.1')
+  .option('--port <port>', 'master server port', positiveInt, 53)
+  .option('--cache-ttl <seconds>', 'cache TTL for this zone (default: DNS_CACHE_TTL_SECONDS)', nonNegativeInt)
+  .option('--no-invalidate', 'refuse manual cache clears (cache_invalidation_disabled)')
+  .option('--invalidate-interval <seconds>', 'treat a cache older than this as expired (0 = never)', nonNegativeInt, 0)
+  .option('--protect-from-clear', 'refuse full cache clears (cache_clear_protected)')
+  .action(runDns(async (dns, zone: string, o: { file: string; keyFile: string; server: string; port: number; cacheTtl?: number; invalidate: boolean; invalidateInterval: number; protectFromClear?: boolean }) => {
+    const z = await dns.zones.upsert({
+      zone, file: o.file, keyFile: o.keyFile, server: o.server, port: o.port, cacheTtlSeconds: o.cacheTtl ?? null,
+      invalidateEnabled: o.invalidate, invalidateIntervalSeconds: o.invalidateInterval, protectFromClear: !!o.protectFromClear,
+    });
+    const warn = await checkPaths(z).then(() => [], (e: Error) => [`warning: ${e.message}`]);
+    return { json: { zone: z.zone, file: z.filePath, key: z.keyPath, server: z.server, port: z.port }, text: [`zone ${z.zone} registered (${z.server}:${z.port})`, ...warn] };
+  }));
+
+program
+  .command('dns:zone:list')
+  .description('list the zones the DNS API serves')
+  .action(runDns(async (dns) => {
+    const zones = (await dns.zones.list()).map((z) => ({
+      zone: z.zone, server: z.server, port: z.port, file: z.filePath, key: z.keyPath, cache_ttl_seconds: z.cacheTtlSeconds,
+      invalidate_enabled: z.invalidateEnabled, invalidate_interval_seconds: z.invalidateIntervalSeconds, protect_from_clear: z.protectFromClear,
+    }));
+    return { json: { zones }, text: table(['ZONE', 'MASTER', 'FILE', 'KEY'], zones.map((z) => [z.zone, `${z.server}:${z.port}`, z.file, z.key]), 'no zones registered') };
+  }));
+
+program
+  .command('dns:zone:remove <zone>')
+  .description('stop serving a zone (its cache rows are dropped; the zone on the master is untouched)')
+  .action(runDns(async (dns, zone: string) => {
+    if (!(await dns.zones.remove(zone))) fail('not_found', `zone "${zone}" is not registered`);
+    return { json: { zone }, text: [`zone ${zone} removed`] };
+  }));
+
+program
+  .command('dns:acme:cleanup-stale <domain>')
+  .description('remove stale _acme-challenge TXT values at <domain> (same logic as POST /api/dns/acme/cleanup-stale)')
+  .option('--keep <challenge...>', 'challenge values to keep')
+  .option('--dry-run', 'only list what would be removed')
+  .option('--refresh-zone-cache', 'refresh the zone cache afterwards')
+  .action(runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
+    const zone = (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`);
+    await checkPaths(zone);
+    const r = await dns.acmeCleanupStale(domain, { keep: o.keep ?? [], dryRun: !!o.dryRun, refreshZoneCache: !!o.refreshZoneCache }, zone);
+    if (r.errors.length) process.exitCode = 1;
+    return {
+      json: { ...r },
+      text: [
+        `${r.owner} (zone ${r.zone})${r.dry_run ? ' [dry run]' : ''}: ${r.dry_run ? 'would remove' : 'removed'} ${r.removed_count}, kept ${r.kept.length}`,
+        ...r.removed.map((v) => `  - ${v}`),
+        ...r.errors.map((e) => `error: ${e}`),
+      ],
     };
   }));
 

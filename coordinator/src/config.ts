@@ -88,6 +88,15 @@ export const envSchema = z.object({
   METRICS_ALLOW: cidrList.default(['127.0.0.0/8', '::1/128']),
 
   OPENAPI_ENABLED: bool.default(true),
+
+  // DNS API
+  DNS_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(30 * 86400).default(300),
+  DNS_DEFAULT_TTL: z.coerce.number().int().min(0).max(2147483647).default(3600),
+  DNS_ACME_TTL: z.coerce.number().int().min(0).max(86400).default(60),
+  DNS_PAGE_SIZE_DEFAULT: z.coerce.number().int().min(1).max(10_000).default(100),
+  DNS_PAGE_SIZE_MAX: z.coerce.number().int().min(1).max(100_000).default(1000),
+  DNS_WHITELIST_WRITE: bool.default(false),
+  DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -1,0 +1,219 @@
+/**
+ * Row-based zone cache in PostgreSQL: one row per record plus per-zone state (SOA serial, time).
+ * A refresh asks the master for the SOA serial first and transfers the zone only when the serial
+ * differs from the cached one (so changes made outside the API, e.g. by nsupdate, are noticed);
+ * writes through the API replace only the rows of the name/type pairs they touched.
+ */
+import { createHash } from 'node:crypto';
+import { isIPv4, isIPv6 } from 'node:net';
+import type { Knex } from '@mikro-orm/postgresql';
+import { AppError } from '../http/errors.js';
+import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { loadKey, type ZoneRow } from './zone-registry.js';
+
+export interface CacheState {
+  serial: number;
+  recordCount: number;
+  cachedAt: Date;
+}
+
+export interface Page {
+  rows: DnsRecord[];
+  recordCount: number;
+  page: number;
+  perPage: number;
+  hasMore: boolean;
+}
+
+/** Owner labels reversed: canonical DNS order with the apex first. */
+export const sortKey = (name: string) => normalizeName(name).split('.').reverse().join('.');
+export const typeRank = (type: string) => (type === 'SOA' ? 0 : type === 'NS' ? 1 : 2);
+
+export function compareRecords(a: DnsRecord, b: DnsRecord): number {
+  const k = (r: DnsRecord) => [sortKey(r.name), typeRank(r.type), r.type, r.rdata] as const;
+  const x = k(a);
+  const y = k(b);
+  for (let i = 0; i < x.length; i++) {
+    if (x[i]! < y[i]!) return -1;
+    if (x[i]! > y[i]!) return 1;
+  }
+  return 0;
+}
+
+/** Hash of the visible rows plus the paging state: changes exactly when the rendered page would. */
+export function displaySignature(p: Page): string {
+  const h = createHash('sha256');
+  h.update(JSON.stringify([p.page, p.perPage, p.recordCount, p.hasMore]));
+  for (const r of p.rows) h.update(`\n${r.name}\t${r.ttl}\t${r.class}\t${r.type}\t${r.rdata}`);
+  return h.digest('hex');
+}
+
+export type SearchMode = 'ip' | 'type' | 'name' | 'data';
+
+const TYPES = new Set(['A', 'AAAA', 'CNAME', 'NS', 'TXT', 'MX', 'SRV', 'CAA', 'PTR', 'SOA', 'DNAME', 'SPF']);
+
+/** Detects what `q` is: an address (or address prefix), a record type, a name fragment, or record data. `mode:` prefixes force one. */
+export function detectSearch(q: string): { mode: SearchMode; term: string } {
+  const t = q.trim();
+  const forced = /^(ip|type|name|data):(.*)$/i.exec(t);
+  if (forced) return { mode: forced[1]!.toLowerCase() as SearchMode, term: forced[2]!.trim() };
+  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,}$/i.test(t)) return { mode: 'ip', term: t.toLowerCase() };
+  if (TYPES.has(t.toUpperCase()) && /^[A-Za-z]+$/.test(t)) return { mode: 'type', term: t.toUpperCase() };
+  if (/^[A-Za-z0-9_*.-]+$/.test(t)) return { mode: 'name', term: normalizeName(t) || t.toLowerCase() };
+  return { mode: 'data', term: t };
+}
+
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export class ZoneCache {
+  constructor(
+    private readonly knex: () => Knex,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async client(z: ZoneRow): Promise<DnsMasterClient> {
+    return new DnsMasterClient({ server: z.server, port: z.port, key: await loadKey(z), timeoutMs: this.timeoutMs });
+  }
+
+  async state(zoneId: number): Promise<CacheState | null> {
+    const res = await this.knex().raw(`select serial, record_count, cached_at from dns_zone_cache_state where zone_id = ?`, [zoneId]);
+    const r = (res.rows as Array<{ serial: string; record_count: number; cached_at: Date }>)[0];
+    return r ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at) } : null;
+  }
+
+  /**
+   * The refresh path (`/axfr`, `method=axfr`, and a cache miss): SOA serial first; a transfer only
+   * when it differs from the cached serial (or `force`). Returns whether rows were replaced.
+   */
+  async refresh(z: ZoneRow, opts: { force?: boolean } = {}): Promise<{ transferred: boolean; serial: number }> {
+    const client = await this.client(z);
+    const current = await this.state(z.id);
+    if (current && !opts.force) {
+      const serial = await client.soaSerial(z.zone).catch((e: unknown) => upstream(e, z));
+      if (serial === current.serial) {
+        await this.knex().raw(`update dns_zone_cache_state set cached_at = now() where zone_id = ?`, [z.id]);
+        return { transferred: false, serial };
+      }
+    }
+    const result = await client.axfr(z.zone).catch((e: unknown) => upstream(e, z));
+    await this.replaceAll(z.id, result.records, result.serial);
+    return { transferred: true, serial: result.serial };
+  }
+
+  async replaceAll(zoneId: number, records: DnsRecord[], serial: number): Promise<void> {
+    await this.knex().transaction(async (trx) => {
+      await trx.raw(`select zone_id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`, [zoneId]);
+      await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
+      await insertRows(trx, zoneId, records);
+      await trx.raw(
+        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values (?, ?, ?, now())
+         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at`,
+        [zoneId, serial, records.length],
+      );
+    });
+  }
+
+  /**
+   * After a verified write: the rows of each touched name/type pair become the master's current
+   * answer for that pair; nothing else changes. `serial` advances only when the master's serial moved
+   * by exactly our one update from the cached serial (otherwise someone else also changed the zone,
+   * and the next refresh transfers it).
+   */
+  async syncPairs(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
+    const state = await this.state(z.id);
+    if (!state) return;
+    const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
+    const answers = await Promise.all(unique.map(async (p) => ({ ...p, rows: (await client.query(p.name, p.type)).answers.filter((r) => r.name === p.name && r.type === p.type) })));
+    const serialAfter = await client.soaSerial(z.zone).catch(() => null);
+    await this.knex().transaction(async (trx) => {
+      for (const a of answers) {
+        await trx.raw(`delete from dns_record_cache where zone_id = ? and name = ? and type = ?`, [z.id, a.name, a.type]);
+        await insertRows(trx, z.id, a.rows);
+      }
+      const advance = serialBefore !== null && serialAfter !== null && state.serial === serialBefore && serialAfter === ((serialBefore + 1) >>> 0);
+      await trx.raw(
+        `update dns_zone_cache_state set record_count = (select count(*) from dns_record_cache where zone_id = ?)${advance ? ', serial = ?' : ''} where zone_id = ?`,
+        advance ? [z.id, serialAfter, z.id] : [z.id, z.id],
+      );
+    });
+  }
+
+  async clear(zoneId: number): Promise<void> {
+    await this.knex().transaction(async (trx) => {
+      await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
+      await trx.raw(`delete from dns_zone_cache_state where zone_id = ?`, [zoneId]);
+      await trx.raw(`update dns_zones set last_invalidated_at = now() where id = ?`, [zoneId]);
+    });
+  }
+
+  async page(zoneId: number, recordCount: number, page: number, perPage: number): Promise<Page> {
+    const res = await this.knex().raw(
+      `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
+      [zoneId, perPage, (page - 1) * perPage],
+    );
+    const rows = (res.rows as DnsRecord[]).map((r) => ({ ...r, ttl: Number(r.ttl) }));
+    return { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount };
+  }
+
+  async search(zoneId: number, mode: SearchMode, term: string, page: number, perPage: number): Promise<Page> {
+    let where: string;
+    let binds: unknown[];
+    const like = `%${likeEscape(term)}%`;
+    switch (mode) {
+      case 'ip':
+        where = `(type in ('A','AAAA') and (rdata = ? or rdata like ?)) or (type = 'PTR' and name like ?)`;
+        binds = [term, `${likeEscape(term)}%`, like];
+        break;
+      case 'type':
+        where = `type = ?`;
+        binds = [term];
+        break;
+      case 'name':
+        where = `name like ? or (type in ('CNAME','NS','MX','SRV','PTR') and lower(rdata) like ?)`;
+        binds = [like, like];
+        break;
+      default:
+        where = `rdata ilike ?`;
+        binds = [like];
+    }
+    const res = await this.knex().raw(
+      `select name, ttl, class, type, rdata, count(*) over () as total from dns_record_cache where zone_id = ? and (${where})
+       order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
+      [zoneId, ...binds, perPage, (page - 1) * perPage],
+    );
+    let rows = res.rows as Array<DnsRecord & { total: string }>;
+    let total = rows[0] ? Number(rows[0].total) : 0;
+    if (!rows.length && page > 1) {
+      const c = await this.knex().raw(`select count(*) as n from dns_record_cache where zone_id = ? and (${where})`, [zoneId, ...binds]);
+      total = Number((c.rows as Array<{ n: string }>)[0]!.n);
+    }
+    const out = rows.map(({ total: _t, ...r }) => ({ ...r, ttl: Number(r.ttl) }));
+    rows = [];
+    return { rows: out, recordCount: total, page, perPage, hasMore: page * perPage < total };
+  }
+
+  /** `method=file`: the zone file (with its journal applied) in cache order. */
+  async fromFile(z: ZoneRow, page: number, perPage: number): Promise<Page> {
+    const all = (await readZoneFile(z.zone, z.filePath, { journal: true }).catch((e: unknown) => upstream(e, z))).sort(compareRecords);
+    const rows = all.slice((page - 1) * perPage, page * perPage);
+    return { rows, recordCount: all.length, page, perPage, hasMore: page * perPage < all.length };
+  }
+}
+
+async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
+  const CHUNK = 5000;
+  for (let i = 0; i < records.length; i += CHUNK) {
+    const chunk = records.slice(i, i + CHUNK).map((r) => ({ k: sortKey(r.name), y: typeRank(r.type), n: r.name, t: r.type, c: r.class, l: r.ttl, d: r.rdata }));
+    await trx.raw(
+      `insert into dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
+       select ?, x.k, x.y, x.n, x.t, x.c, x.l, x.d from jsonb_to_recordset(?::jsonb) as x(k text, y smallint, n text, t text, c text, l integer, d text)`,
+      [zoneId, JSON.stringify(chunk)],
+    );
+  }
+}
+
+/** Master unreachable or refusing: a 503 naming the zone (never a stack). */
+function upstream(err: unknown, z: ZoneRow): never {
+  if (err instanceof AppError) throw err;
+  throw new AppError('service_unavailable', `zone ${z.zone}: master ${z.server}:${z.port}: ${(err as Error).message}`);
+}

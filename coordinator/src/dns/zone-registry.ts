@@ -1,0 +1,176 @@
+/**
+ * The `dns_zones` registry: which zones the API serves, on which master, with which zone file and
+ * TSIG key file, and each zone's cache policy. Managed with the `dns:zone:*` CLI commands.
+ */
+import { access, constants, readFile } from 'node:fs/promises';
+import type { Knex } from '@mikro-orm/postgresql';
+import type { Orm } from '../db/orm.js';
+import { AppError } from '../http/errors.js';
+import { normalizeName, parseKeyFile, validateName, type TsigKey } from './wire/index.js';
+
+export interface ZoneRow {
+  id: number;
+  zone: string;
+  server: string;
+  port: number;
+  filePath: string;
+  keyPath: string;
+  cacheTtlSeconds: number | null;
+  invalidateEnabled: boolean;
+  invalidateIntervalSeconds: number;
+  lastInvalidatedAt: Date | null;
+  protectFromClear: boolean;
+}
+
+export interface CachePolicy {
+  invalidate_enabled: boolean;
+  invalidate_interval_seconds: number;
+  last_invalidated_at: string | null;
+  protect_from_clear: boolean;
+}
+
+export const cachePolicyOf = (z: ZoneRow): CachePolicy => ({
+  invalidate_enabled: z.invalidateEnabled,
+  invalidate_interval_seconds: z.invalidateIntervalSeconds,
+  last_invalidated_at: z.lastInvalidatedAt ? z.lastInvalidatedAt.toISOString() : null,
+  protect_from_clear: z.protectFromClear,
+});
+
+const COLUMNS = `id, zone, server, port, file_path, key_path, cache_ttl_seconds, invalidate_enabled, invalidate_interval_seconds,
+  last_invalidated_at, protect_from_clear`;
+
+function toRow(r: Record<string, unknown>): ZoneRow {
+  return {
+    id: Number(r.id),
+    zone: String(r.zone),
+    server: String(r.server),
+    port: Number(r.port),
+    filePath: String(r.file_path),
+    keyPath: String(r.key_path),
+    cacheTtlSeconds: r.cache_ttl_seconds === null ? null : Number(r.cache_ttl_seconds),
+    invalidateEnabled: Boolean(r.invalidate_enabled),
+    invalidateIntervalSeconds: Number(r.invalidate_interval_seconds),
+    lastInvalidatedAt: r.last_invalidated_at ? new Date(r.last_invalidated_at as string) : null,
+    protectFromClear: Boolean(r.protect_from_clear),
+  };
+}
+
+function invalid(field: string, message: string) {
+  return new AppError('validation_failed', `${field}: ${message}`, { errors: { [field]: [message] } });
+}
+
+export interface ZoneInput {
+  zone: string;
+  file: string;
+  keyFile: string;
+  server?: string;
+  port?: number;
+  cacheTtlSeconds?: number | null;
+  invalidateEnabled?: boolean;
+  invalidateIntervalSeconds?: number;
+  protectFromClear?: boolean;
+}
+
+export class ZoneRegistry {
+  constructor(private readonly orm: Orm) {}
+
+  knex(): Knex {
+    return this.orm.em.getConnection().getKnex();
+  }
+
+  async list(): Promise<ZoneRow[]> {
+    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones order by zone`);
+    return (res.rows as Array<Record<string, unknown>>).map(toRow);
+  }
+
+  async get(zone: string): Promise<ZoneRow | null> {
+    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones where zone = ?`, [normalizeName(zone)]);
+    const r = (res.rows as Array<Record<string, unknown>>)[0];
+    return r ? toRow(r) : null;
+  }
+
+  /** The registered zone that contains `name` (longest match), or null. */
+  async zoneFor(name: string): Promise<ZoneRow | null> {
+    const n = normalizeName(name);
+    if (!/^[a-z0-9_*.-]+$/.test(n)) return null;
+    const labels = n.split('.');
+    const candidates = labels.map((_, i) => labels.slice(i).join('.'));
+    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones where zone = any(?::text[]) order by length(zone) desc limit 1`, [
+      `{${candidates.map((c) => `"${c}"`).join(',')}}`,
+    ]);
+    const r = (res.rows as Array<Record<string, unknown>>)[0];
+    return r ? toRow(r) : null;
+  }
+
+  /** Adds or replaces a zone (the CLI's `dns:zone:add`). Paths are stored as given; readability is checked per request. */
+  async upsert(input: ZoneInput): Promise<ZoneRow> {
+    const name = validateName(input.zone, 'owner', { field: 'zone' });
+    if (!name.ok) throw invalid('zone', name.errors[0]!.message);
+    if (!input.file.trim()) throw invalid('file', 'is required');
+    if (!input.keyFile.trim()) throw invalid('key_file', 'is required');
+    const port = input.port ?? 53;
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalid('port', 'must be 1-65535');
+    const res = await this.knex().raw(
+      `insert into dns_zones (zone, server, port, file_path, key_path, cache_ttl_seconds, invalidate_enabled, invalidate_interval_seconds, protect_from_clear)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       on conflict (zone) do update set server = excluded.server, port = excluded.port, file_path = excluded.file_path,
+         key_path = excluded.key_path, cache_ttl_seconds = excluded.cache_ttl_seconds, invalidate_enabled = excluded.invalidate_enabled,
+         invalidate_interval_seconds = excluded.invalidate_interval_seconds, protect_from_clear = excluded.protect_from_clear
+       returning ${COLUMNS}`,
+      [
+        name.value,
+        input.server ?? '127.0.0.1',
+        port,
+        input.file,
+        input.keyFile,
+        input.cacheTtlSeconds ?? null,
+        input.invalidateEnabled ?? true,
+        input.invalidateIntervalSeconds ?? 0,
+        input.protectFromClear ?? false,
+      ],
+    );
+    return toRow((res.rows as Array<Record<string, unknown>>)[0]!);
+  }
+
+  async setPolicy(zone: string, policy: Partial<Pick<ZoneRow, 'invalidateEnabled' | 'invalidateIntervalSeconds' | 'protectFromClear' | 'cacheTtlSeconds'>>) {
+    const z = await this.get(zone);
+    if (!z) throw new AppError('not_found', `zone ${zone} is not registered`);
+    await this.knex().raw(
+      `update dns_zones set invalidate_enabled = ?, invalidate_interval_seconds = ?, protect_from_clear = ?, cache_ttl_seconds = ? where id = ?`,
+      [
+        policy.invalidateEnabled ?? z.invalidateEnabled,
+        policy.invalidateIntervalSeconds ?? z.invalidateIntervalSeconds,
+        policy.protectFromClear ?? z.protectFromClear,
+        policy.cacheTtlSeconds === undefined ? z.cacheTtlSeconds : policy.cacheTtlSeconds,
+        z.id,
+      ],
+    );
+    return (await this.get(zone))!;
+  }
+
+  async remove(zone: string): Promise<boolean> {
+    const res = await this.knex().raw(`delete from dns_zones where zone = ?`, [normalizeName(zone)]);
+    return (res.rowCount ?? 0) > 0;
+  }
+}
+
+/** Both server-side paths readable, else 404 required_paths_missing_or_unreadable. */
+export async function checkPaths(z: ZoneRow): Promise<void> {
+  const bad: string[] = [];
+  for (const [what, p] of [['zone file', z.filePath], ['key file', z.keyPath]] as const) {
+    try {
+      await access(p, constants.R_OK);
+    } catch {
+      bad.push(`${what} ${p}`);
+    }
+  }
+  if (bad.length) throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone}: not readable: ${bad.join(', ')}`);
+}
+
+export async function loadKey(z: ZoneRow): Promise<TsigKey> {
+  try {
+    return parseKeyFile(await readFile(z.keyPath, 'utf8'));
+  } catch (err) {
+    throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone}: key file ${z.keyPath} is unreadable or invalid: ${(err as Error).message}`);
+  }
+}
