@@ -11,6 +11,8 @@ import { ConfigError, loadConfig } from './config.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from './infra/embedded-postgres.js';
 import { resolveRedis } from './infra/redis-runtime.js';
 import { startCoordinator, type RunningCoordinator } from './service.js';
+import { BIND_INSTALL_HINT, bindInstalled, generateTsigKey, parseKeyClause, startNamedProcess, zoneText, type NamedProcess } from './dns/named-runtime.js';
+import { ZoneRegistry } from './dns/zone-registry.js';
 
 /**
  * `npm start`: the whole service on one machine with no setup. PostgreSQL is embedded (data under
@@ -90,6 +92,7 @@ async function main() {
   const svc = await startCoordinator(config, { logger });
   const admin = await ensureAdmin(new AccountService(svc.orm));
   const worker = startLocalWorker(svc, await ensureLocalWorkerSecret(svc, secrets), logger);
+  const dns = await startLocalDns(svc, logger);
 
   const url = config.PUBLIC_BASE_URL;
   const lines = [
@@ -102,6 +105,7 @@ async function main() {
     admin.password
       ? `  Admin:        username "${admin.username}", password "${admin.password}"`
       : `  Admin:        username "${admin.username}" (password was printed on first run; reset with npm run cli -- user:password ${admin.username})`,
+    `  ${dns.banner}`,
     `  Data folder:  ${dataDir}`,
     '',
   ];
@@ -114,12 +118,90 @@ async function main() {
     logger.info({ signal }, 'stopping');
     await worker.stop();
     await svc.close();
+    await dns.stop();
     await redis.stop();
     await embedded?.stop();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+const SAMPLE_ZONE = 'example.test';
+const SAMPLE_KEY = 'sonar-quickstart-key';
+
+/**
+ * The DNS API's master: BIND `named` as a child process on 127.0.0.1:DNS_QUICKSTART_PORT (default
+ * 53535) with one sample zone, a TSIG key and named's working files under .data/bind (created on
+ * the first run, kept after: named's journals hold the API's changes). The zone is registered in
+ * the DNS zone registry (server/port/paths brought up to date, its cache policy kept). Without
+ * BIND, or when named cannot start, the rest runs and the banner says why.
+ */
+async function startLocalDns(svc: RunningCoordinator, logger: pino.Logger): Promise<{ banner: string; stop: () => Promise<void> }> {
+  const none = (banner: string) => ({ banner, stop: async () => {} });
+  if (!bindInstalled()) return none(`DNS master:   not started; the DNS API needs BIND (${BIND_INSTALL_HINT})`);
+  const port = Number(process.env.DNS_QUICKSTART_PORT ?? 53535);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return none(`DNS master:   not started; DNS_QUICKSTART_PORT must be 1-65535`);
+  const dir = path.join(dataDir, 'bind');
+  const keyFile = path.join(dir, 'tsig.key');
+  const zoneFile = path.join(dir, `db.${SAMPLE_ZONE}`);
+  let named: NamedProcess;
+  try {
+    await mkdir(dir, { recursive: true });
+    const keyName = existsSync(keyFile) ? parseKeyClause(readFileSync(keyFile, 'utf8')).name : (await generateTsigKey(SAMPLE_KEY, keyFile)).name;
+    if (!existsSync(zoneFile)) {
+      await writeFile(
+        zoneFile,
+        zoneText({
+          name: SAMPLE_ZONE,
+          serial: 1,
+          records: [
+            { name: `www.${SAMPLE_ZONE}`, type: 'A', rdata: '192.0.2.10' },
+            { name: `www.${SAMPLE_ZONE}`, type: 'AAAA', rdata: '2001:db8::10' },
+            { name: `mail.${SAMPLE_ZONE}`, type: 'A', rdata: '192.0.2.25' },
+            { name: '@', type: 'MX', rdata: `10 mail.${SAMPLE_ZONE}.` },
+            { name: '@', type: 'TXT', rdata: '"v=spf1 mx -all"' },
+            { name: `docs.${SAMPLE_ZONE}`, type: 'CNAME', rdata: `www.${SAMPLE_ZONE}.` },
+          ],
+        }),
+      );
+    }
+    named = await startNamedProcess({
+      dir,
+      keyFile,
+      keyName,
+      port,
+      zones: [{ name: SAMPLE_ZONE, file: zoneFile }],
+      onLine: (line) => logger.debug({ named: true }, line),
+    });
+  } catch (err) {
+    logger.warn({ err }, 'BIND named did not start; the DNS API has no local master');
+    const why = (err as Error).message.split('\n').find((l) => /address in use|failed|error|cannot/i.test(l)) ?? (err as Error).message.split('\n')[0];
+    return none(`DNS master:   not started (port ${port}: ${why?.trim()}); set DNS_QUICKSTART_PORT to a free port`);
+  }
+  const zones = new ZoneRegistry(svc.orm);
+  const existing = await zones.get(SAMPLE_ZONE);
+  if (!existing || existing.server !== '127.0.0.1' || existing.port !== port || existing.filePath !== zoneFile || existing.keyPath !== keyFile) {
+    await zones.upsert({
+      zone: SAMPLE_ZONE,
+      file: zoneFile,
+      keyFile,
+      server: '127.0.0.1',
+      port,
+      ...(existing
+        ? {
+            cacheTtlSeconds: existing.cacheTtlSeconds,
+            invalidateEnabled: existing.invalidateEnabled,
+            invalidateIntervalSeconds: existing.invalidateIntervalSeconds,
+            protectFromClear: existing.protectFromClear,
+          }
+        : {}),
+    });
+  }
+  return {
+    banner: `DNS master:   127.0.0.1:${port} (zone ${SAMPLE_ZONE}; try GET /api/dns/zones with the admin session or a key from npm run cli -- dnskey:create --name me)`,
+    stop: () => named.stop(),
+  };
 }
 
 /** The local runner authenticates like any remote worker, with a secret kept in .data/secrets.json. */

@@ -1,0 +1,262 @@
+/**
+ * Running a real BIND `named` as a child process on 127.0.0.1 and a high port: the quick start's
+ * local DNS master and the tests' (test/support/bind.ts). Writes the TSIG key (tsig-keygen),
+ * zone files and named.conf, starts named in the foreground, waits until it answers SOA over TCP
+ * for the first zone, and stops it.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, chown, readFile, writeFile } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
+import path from 'node:path';
+import dnsPacket from 'dns-packet';
+
+export const BIND_INSTALL_HINT = 'apt-get install bind9 bind9-dnsutils';
+
+export interface ZoneRecordSpec {
+  /** Owner: absolute (`www.example.test`, trailing dot optional) or `@`. */
+  name: string;
+  type: string;
+  /** Zone-file syntax: names in rdata need a trailing dot to be absolute. */
+  rdata: string;
+  ttl?: number;
+}
+
+export interface ZoneSpec {
+  name: string;
+  records?: ZoneRecordSpec[];
+  serial?: number;
+}
+
+export interface TsigKeyInfo {
+  name: string;
+  secret: string;
+  algorithm: 'hmac-sha256';
+}
+
+/** A BIND tool from PATH, else from the sbin directories a non-root PATH often lacks (named, tsig-keygen). */
+export function bindTool(name: string): string {
+  return findBindTool(name) ?? name; // let the spawn fail with ENOENT and the install hint
+}
+
+export function findBindTool(name: string): string | null {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), '/usr/sbin', '/usr/local/sbin', '/sbin'];
+  for (const d of dirs) {
+    const p = path.join(d, name);
+    if (existsSync(p)) return p;
+  }
+  return null;
+}
+
+/** True when `named` and `tsig-keygen` are installed. */
+export const bindInstalled = () => findBindTool('named') !== null && findBindTool('tsig-keygen') !== null;
+
+export function runTool(cmd: string, args: string[], input?: string, timeout = 30_000): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(cmd, args, { timeout, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      if (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        const hint = code === 'ENOENT' ? ` (${cmd} is not installed: ${BIND_INSTALL_HINT}, or run bash .ci/run)` : '';
+        reject(new Error(`${cmd} ${args.join(' ')} failed${hint}: ${err.message}\n${stdout}\n${stderr}`));
+      } else resolve({ stdout, stderr });
+    });
+    if (input !== undefined) child.stdin?.end(input);
+  });
+}
+
+/** uid/gid of the `bind` user when we are root (named drops privileges to it); null otherwise. */
+export async function bindUser(): Promise<{ uid: number; gid: number } | null> {
+  if (process.getuid?.() !== 0) return null;
+  const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
+  const line = passwd.split('\n').find((l) => l.startsWith('bind:'));
+  if (!line) return null;
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/** Runs `tsig-keygen -a hmac-sha256 <name>` and writes its key clause to `file`. */
+export async function generateTsigKey(keyName: string, file: string): Promise<TsigKeyInfo> {
+  const text = (await runTool(bindTool('tsig-keygen'), ['-a', 'hmac-sha256', keyName])).stdout;
+  const key = parseKeyClause(text);
+  await writeFile(file, text, { mode: 0o600 });
+  return key;
+}
+
+/** The name and secret of a `key "name" { algorithm hmac-sha256; secret "…"; };` clause. */
+export function parseKeyClause(text: string): TsigKeyInfo {
+  const name = /key\s+"?([^"\s{]+)"?\s*\{/.exec(text)?.[1];
+  const secret = /secret\s+"([^"]+)"/.exec(text)?.[1];
+  if (!name || !secret) throw new Error(`could not read the key name and secret from:\n${text}`);
+  return { name, secret, algorithm: 'hmac-sha256' };
+}
+
+export function zoneText(zone: ZoneSpec): string {
+  const z = zone.name.replace(/\.$/, '');
+  const abs = (n: string) => (n === '@' || n.endsWith('.') ? n : `${n}.`);
+  const lines = [
+    '$TTL 300',
+    `@ IN SOA ns1.${z}. hostmaster.${z}. ${zone.serial ?? 1} 3600 600 86400 300`,
+    `@ IN NS ns1.${z}.`,
+    `ns1.${z}. IN A 127.0.0.1`,
+    ...(zone.records ?? []).map((r) => `${abs(r.name)} ${r.ttl ?? ''} IN ${r.type} ${r.rdata}`),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+export interface NamedConfOptions {
+  dir: string;
+  port: number;
+  keyFile: string;
+  keyName: string;
+  zones: Array<{ name: string; file: string }>;
+}
+
+/** A primary-only named.conf: loopback, no recursion, no rndc, transfers and updates by the key. */
+export function namedConf(o: NamedConfOptions): string {
+  return [
+    `include "${o.keyFile}";`,
+    'options {',
+    `  directory "${o.dir}";`,
+    `  pid-file "${path.join(o.dir, 'named.pid')}";`,
+    `  session-keyfile "${path.join(o.dir, 'session.key')}";`,
+    `  listen-on port ${o.port} { 127.0.0.1; };`,
+    '  listen-on-v6 { none; };',
+    '  recursion no;',
+    '  dnssec-validation no;',
+    '  notify no;',
+    '};',
+    // No rndc channel: parallel servers would fight over port 953.
+    'controls { };',
+    ...o.zones.map((z) =>
+      [
+        `zone "${z.name}" {`,
+        '  type primary;',
+        `  file "${z.file}";`,
+        `  allow-transfer { key ${o.keyName}; };`,
+        `  update-policy { grant ${o.keyName} zonesub ANY; };`,
+        '};',
+      ].join('\n'),
+    ),
+  ].join('\n') + '\n';
+}
+
+/** True once named answers a TCP SOA query for `zone` with NOERROR and AA. */
+export function soaAnswers(port: number, zone: string, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    let buf = Buffer.alloc(0);
+    const done = (v: boolean) => {
+      sock.destroy();
+      resolve(v);
+    };
+    sock.setTimeout(1000, () => done(false));
+    sock.on('error', () => done(false));
+    sock.on('connect', () => sock.write(dnsPacket.streamEncode({ type: 'query', id: 7, questions: [{ type: 'SOA', name: zone }] })));
+    sock.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+        const msg = dnsPacket.decode(buf.subarray(2));
+        // RCODE is the low 4 bits of the flags (dns-packet's typings omit its decoded `rcode`).
+        done(((msg.flags ?? 0) & 0xf) === 0 && msg.flag_aa === true && (msg.answers ?? []).some((a) => a.type === 'SOA'));
+      }
+    });
+  });
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface StartNamedOptions {
+  /** Working directory: named.conf, the pid file and journals go here; zone and key files may too. */
+  dir: string;
+  keyFile: string;
+  keyName: string;
+  /** Zone files must exist; the first zone is the readiness probe. */
+  zones: Array<{ name: string; file: string }>;
+  /** Fixed port (one attempt); omitted: a free port, retried when named finds it taken. */
+  port?: number;
+  /** Every line named prints. */
+  onLine?: (line: string) => void;
+  readyTimeoutMs?: number;
+}
+
+export interface NamedProcess {
+  port: number;
+  child: ChildProcess;
+  /** named's output lines so far. */
+  lines: string[];
+  exited: Promise<number | null>;
+  /** SIGTERM, SIGKILL after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Writes named.conf into `dir` and starts `named -g` (as `-u bind` when we are root, with `dir`
+ * and the files handed to that user), resolving once it answers. Throws with named's output when
+ * it exits or does not answer in time.
+ */
+export async function startNamedProcess(o: StartNamedOptions): Promise<NamedProcess> {
+  if (o.zones.length === 0) throw new Error('named needs at least one zone');
+  const user = await bindUser();
+  if (user) {
+    // named drops to `bind` after reading its config; it must write journals and its pid file here.
+    await chmod(o.dir, 0o755);
+    for (const f of [o.dir, o.keyFile, ...o.zones.map((z) => z.file)]) await chown(f, user.uid, user.gid);
+  }
+  let lastError = '';
+  for (let attempt = 0; attempt < (o.port === undefined ? 3 : 1); attempt++) {
+    const port = o.port ?? (await freeLoopbackPort());
+    const confFile = path.join(o.dir, 'named.conf');
+    await writeFile(confFile, namedConf({ dir: o.dir, port, keyFile: o.keyFile, keyName: o.keyName, zones: o.zones }));
+    if (user) await chown(confFile, user.uid, user.gid);
+
+    const child = spawn(bindTool('named'), ['-g', '-c', confFile, ...(user ? ['-u', 'bind'] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const lines: string[] = [];
+    const onData = (buf: Buffer) => {
+      for (const line of buf.toString().split('\n').filter(Boolean)) {
+        lines.push(line);
+        o.onLine?.(line);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    let exited = false;
+    const exitedP = new Promise<number | null>((resolve) => child.once('exit', (code) => ((exited = true), resolve(code))));
+    let spawnError: Error | null = null;
+    child.once('error', (err) => {
+      spawnError = err;
+      exited = true;
+    });
+    const stop = async (graceMs = 10_000) => {
+      if (child.exitCode !== null || child.signalCode !== null || spawnError) return;
+      const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      child.kill('SIGTERM');
+      await exitedP;
+      clearTimeout(killer);
+    };
+
+    const deadline = Date.now() + (o.readyTimeoutMs ?? 20_000);
+    while (Date.now() < deadline && !exited) {
+      await new Promise((r) => setTimeout(r, 100));
+      if (lines.some((l) => /running$/.test(l)) && (await soaAnswers(port, o.zones[0]!.name))) {
+        return { port, child, lines, exited: exitedP, stop };
+      }
+    }
+    if (spawnError) throw new Error(`cannot start named (${(spawnError as Error).message}); install BIND: ${BIND_INSTALL_HINT}`);
+    lastError = lines.join('\n');
+    if (!exited) {
+      child.kill('SIGKILL');
+      await exitedP;
+    }
+    if (!/address in use/i.test(lastError)) break;
+  }
+  throw new Error(`named did not start answering:\n${lastError}`);
+}
