@@ -218,7 +218,41 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
   };
 }
 
-const commands = { protocol, segments };
+/**
+ * DNS reads (bench/dns.mjs): `requests` ({ kind, path, minRows }) as real HTTP GETs on loopback with
+ * a DNS API key, at most `concurrency` in flight. Latency = request start -> JSON body parsed. A
+ * response counts as good when it is 200, ok, served from the cache (method CACHE) and has at least
+ * `minRows` rows (the bench knows each page/term has data).
+ */
+async function http({ url, key, requests, concurrency }) {
+  const byKind = {};
+  const bad = [];
+  const cpu0 = cpuSample();
+  const t0 = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < requests.length) {
+        const r = requests[next++];
+        const t = performance.now();
+        const res = await fetch(`${url}${r.path}`, { headers: { 'x-api-key': key } });
+        const body = await res.json().catch(() => null);
+        const elapsed = performance.now() - t;
+        (byKind[r.kind] ??= { ms: [], rows: 0 }).ms.push(elapsed);
+        const rows = body?.zoneData?.length ?? 0;
+        byKind[r.kind].rows += rows;
+        if (res.status !== 200 || !body?.ok || body.method !== 'CACHE' || rows < r.minRows) {
+          bad.push(`${r.path}: HTTP ${res.status} ${body?.reason ?? ''} method ${body?.method} rows ${rows}`);
+        }
+      }
+    }),
+  );
+  const elapsedMs = performance.now() - t0;
+  const kinds = Object.fromEntries(Object.entries(byKind).map(([k, v]) => [k, { ...summarize(v.ms), rows: v.rows }]));
+  return { kinds, all: summarize(Object.values(byKind).flatMap((v) => v.ms)), bad: bad.length, badExamples: bad.slice(0, 3), elapsedMs, loadCpu: cpuSince(cpu0).self };
+}
+
+const commands = { protocol, segments, http };
 
 process.on('message', async (msg) => {
   try {

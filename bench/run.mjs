@@ -1,7 +1,10 @@
-// Speech pipeline benchmark: `npm run bench` (builds first). Prints one markdown table on stdout;
+// Coordinator benchmark: `npm run bench` (builds first). Prints one markdown table on stdout;
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
-// and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and ffmpeg, sox, espeak-ng, pocketsphinx + en-us.
+// and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
+// pocketsphinx + en-us; for the DNS part (bench/dns.mjs) BIND: named, dig, nsupdate, tsig-keygen.
+// BENCH_ONLY=speech or BENCH_ONLY=dns runs one part; the default is both.
 //
+// Speech:
 // 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim -> Complete;
 // 2. segment latency: jobs whose workers stream segments over ReportProgress, each watched by a
 //    socket.io client (worker send -> browser receive);
@@ -24,6 +27,7 @@ import { AccountService } from '../coordinator/dist/accounts/account-service.js'
 import { loadConfig } from '../coordinator/dist/config.js';
 import { startCoordinator } from '../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../worker/dist/engines/index.js';
+import { dnsPhases } from './dns.mjs';
 import { cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -41,8 +45,16 @@ const settings = {
   segmentSpacingMs: int('BENCH_SEGMENT_SPACING_MS', 50),
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 3),
 };
+const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
+if (only && only !== 'speech' && only !== 'dns') {
+  process.stderr.write(`BENCH_ONLY must be "speech" or "dns" (or unset for both), not "${only}"\n`);
+  process.exit(2);
+}
+const parts = { speech: only !== 'dns', dns: only !== 'speech' };
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
-const URL_SOURCE = { type: 'url', url: 'https://media.example.org/x.mp3' };
+// An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
+// and never contacted): submission then measures the queue, not this sandbox's DNS resolver.
+const URL_SOURCE = { type: 'url', url: 'https://203.0.113.10/x.mp3' };
 
 const runId = randomBytes(4).toString('hex');
 const dbName = `sonar_bench_${runId}`;
@@ -281,6 +293,9 @@ async function main() {
     GRPC_HOST: '127.0.0.1',
     LOG_LEVEL: 'silent',
     SPEECH_MEDIA_DIR: path.join(tmp, 'media'),
+    // The DNS reads must come from the cache the refresh phase filled, however long the run takes.
+    DNS_CACHE_TTL_SECONDS: '86400',
+    OUTBOUND_ALLOW_RANGES: '203.0.113.0/24',
   });
   log('starting the coordinator (migrations run now)');
   const svc = await startCoordinator(config);
@@ -288,10 +303,36 @@ async function main() {
     await svc.close();
     log('coordinator closed');
   }]);
-  row('coordinator', `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; simulated workers and socket.io clients in one forked load process`);
+  row(
+    'coordinator',
+    `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; load (simulated workers, socket.io and HTTP clients) from a forked load process; parts: ${Object.keys(parts).filter((k) => parts[k]).join(' + ')}`,
+  );
   const q = (sql, params = []) => svc.orm.em.getConnection().execute(sql, params);
 
   const accounts = new AccountService(svc.orm);
+  if (parts.speech) await speechPhases(svc, q, accounts);
+  if (parts.dns) {
+    checkInterrupted();
+    await dnsPhases({
+      svc,
+      accounts,
+      tmp,
+      runId,
+      row,
+      fail,
+      check: (ok) => {
+        if (!ok) failed = true;
+      },
+      signal: interrupt.signal,
+      checkInterrupted,
+      startLoadGenerator,
+      cleanups,
+    });
+  }
+}
+
+// ---- speech phases ----------------------------------------------------------------------------------
+async function speechPhases(svc, q, accounts) {
   const { user, password } = await accounts.createUser({ username: `bench-${runId}`, permissions: ['speech.use'] });
   const login = await fetch(`${svc.url}/api/account/login`, {
     method: 'POST',
