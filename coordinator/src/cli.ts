@@ -14,6 +14,7 @@ import { WorkerDirectory } from './speech/workers/worker-directory.js';
 import { DnsService } from './dns/dns-service.js';
 import { acmeOwner } from './dns/dns-service.js';
 import { checkPaths } from './dns/zone-registry.js';
+import { IRC_IMPORT_FORMATS, IRC_SOURCES, IrcImportService, type IrcSource } from './irc/import-service.js';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -478,6 +479,28 @@ program
           w.capabilities?.models.join(',') || '-', w.capabilities?.engines.join(',') || '-']),
         'no workers',
       ),
+    };
+  }));
+
+// ---- chat-log archive ------------------------------------------------------------------------
+
+const runIrc = runWith((orm) => new IrcImportService(orm));
+
+program
+  .command('irc:import <paths...>')
+  .description('import chat-log files (files or folders, walked recursively) into a network; re-importing adds nothing twice')
+  .requiredOption('--network <name>', 'network name (created when missing)')
+  .addOption(new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).makeOptionMandatory())
+  .option('--format <format>', `log format (${IRC_IMPORT_FORMATS.join(', ')})`, 'znc')
+  .option('--tz <zone>', 'IANA time zone the log times are in (converted to UTC)', 'UTC')
+  .action(runIrc(async (irc, paths: string[], o: { network: string; source: IrcSource; format: string; tz: string }) => {
+    const c = await irc.importPaths(paths, { network: o.network, source: o.source, format: o.format, timeZone: o.tz });
+    return {
+      json: { ...c },
+      text: [
+        `files ${c.files}, lines ${c.lines}, inserted ${c.inserted}, skipped ${c.skipped} (unparsed ${c.unparsed})`,
+        ...c.ignoredFiles.map((f) => `note: ignored ${f} (not named #chan_YYYYMMDD.log.txt)`),
+      ],
     };
   }));
 

@@ -4,6 +4,7 @@ import { Migration20261121000200SpeechWorkers } from './20261121-0002-speech-wor
 import { Migration20261121000300SpeechJobs } from './20261121-0003-speech-jobs.js';
 import { Migration20261121000400SpeechIntegrations } from './20261121-0004-speech-integrations.js';
 import { Migration20261121000500DnsZones } from './20261121-0005-dns-zones.js';
+import { Migration20261121000600Irc } from './20261121-0006-irc.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
 export const migrationsList: MigrationObject[] = [
@@ -12,4 +13,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261121000300SpeechJobs', class: Migration20261121000300SpeechJobs },
   { name: 'Migration20261121000400SpeechIntegrations', class: Migration20261121000400SpeechIntegrations },
   { name: 'Migration20261121000500DnsZones', class: Migration20261121000500DnsZones },
+  { name: 'Migration20261121000600Irc', class: Migration20261121000600Irc },
 ];
