@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_UPLOAD_LIMITS, megabytesLabel, uploadLimits } from '../../coordinator/src/speech/host-limits.js';
 import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
  * Signed-in speech API (spec section C) over the real app, PostgreSQL and Redis: submission by URL
@@ -41,29 +42,7 @@ async function mkUser(app: TestApp, permissions: string[], isAdmin = false): Pro
   return { id: user.id, name, password, auth: { authorization: `Bearer ${token}` } };
 }
 
-type Part = { name: string; value: string } | { name: string; filename: string; contentType?: string; data: Buffer };
-
-/** A multipart/form-data body as a browser or curl would send it. */
-function form(parts: Part[]) {
-  const boundary = `----sonar${randomBytes(8).toString('hex')}`;
-  const chunks: Buffer[] = [];
-  for (const p of parts) {
-    if ('value' in p) {
-      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"\r\n\r\n${p.value}\r\n`));
-    } else {
-      chunks.push(
-        Buffer.from(
-          `--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"; filename="${p.filename}"\r\n` +
-            `Content-Type: ${p.contentType ?? 'application/octet-stream'}\r\n\r\n`,
-        ),
-        p.data,
-        Buffer.from('\r\n'),
-      );
-    }
-  }
-  chunks.push(Buffer.from(`--${boundary}--\r\n`));
-  return { payload: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
-}
+const form = (parts: FormPart[]) => multipartForm(parts);
 
 async function listDir(dir: string): Promise<string[]> {
   try {
@@ -100,7 +79,7 @@ async function createUrlJob(user: TestUser, extra: Record<string, unknown> = {})
   return res.json().job as { id: number; [k: string]: unknown };
 }
 
-async function upload(user: TestUser, parts: Part[], app: TestApp = t) {
+async function upload(user: TestUser, parts: FormPart[], app: TestApp = t) {
   const { payload, contentType } = form(parts);
   return app.app.inject({ method: 'POST', url: '/api/speech/jobs', headers: { ...user.auth, 'content-type': contentType }, payload });
 }
@@ -346,7 +325,7 @@ describe('POST /api/speech/jobs', () => {
       // URL field before the file (refused before the file is read) and after it.
       [{ name: 'source_url', value: 'https://example.org/x.mp3' }, { name: 'media_file', filename: 'a.wav', data: speechWav }],
       [{ name: 'media_file', filename: 'a.wav', data: speechWav }, { name: 'source_url', value: 'https://example.org/x.mp3' }],
-    ] satisfies Part[][]) {
+    ] satisfies FormPart[][]) {
       const both = await upload(alice, parts);
       expect(both.statusCode).toBe(422);
       expect(both.json().errors).toEqual({

@@ -1,11 +1,11 @@
 import type {} from '@fastify/jwt';
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserLogin, createTestApp, randomName, type TestApp } from '../support/harness.js';
+import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
  * Token-authenticated server-to-server speech API (spec section C, `/api/speech/transcribe*`) over
@@ -46,31 +46,13 @@ async function mkUser(permissions: string[], scopes: string[] = ['speech.api']):
   return { id: user.id, name, password, token, tokenId: record.id, jwt: { authorization: `Bearer ${jwt}` }, bearer: { authorization: `Bearer ${token}` } };
 }
 
-type Part = { name: string; value: string } | { name: string; filename: string; data: Buffer };
-
-function form(parts: Part[]) {
-  const boundary = `----sonar${randomBytes(8).toString('hex')}`;
-  const chunks: Buffer[] = [];
-  for (const p of parts) {
-    if ('value' in p) {
-      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"\r\n\r\n${p.value}\r\n`));
-    } else {
-      chunks.push(
-        Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"; filename="${p.filename}"\r\nContent-Type: audio/wav\r\n\r\n`),
-        p.data,
-        Buffer.from('\r\n'),
-      );
-    }
-  }
-  chunks.push(Buffer.from(`--${boundary}--\r\n`));
-  return { payload: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
-}
+const form = (parts: FormPart[]) => multipartForm(parts, 'audio/wav');
 
 function submit(headers: Record<string, string>, payload: Record<string, unknown>, url = '/api/speech/transcribe') {
   return t.app.inject({ method: 'POST', url, headers, payload });
 }
 
-function upload(headers: Record<string, string>, parts: Part[]) {
+function upload(headers: Record<string, string>, parts: FormPart[]) {
   const { payload, contentType } = form(parts);
   return t.app.inject({ method: 'POST', url: '/api/speech/transcribe', headers: { ...headers, 'content-type': contentType }, payload });
 }
@@ -398,7 +380,7 @@ describe('POST /api/speech/transcribe', () => {
     }
     for (const [value, requested] of cases) {
       if (typeof value === 'boolean') continue;
-      const parts: Part[] = [{ name: 'callback_url', value: CALLBACK }, { name: 'media_file', filename: 'f.wav', data: wav }];
+      const parts: FormPart[] = [{ name: 'callback_url', value: CALLBACK }, { name: 'media_file', filename: 'f.wav', data: wav }];
       if (value !== undefined) parts.unshift({ name: 'disable_diarization', value });
       const res = await upload(bob.bearer, parts);
       expect(res.statusCode, res.body).toBe(201);
