@@ -491,15 +491,21 @@ program
   .description('import chat-log files (files or folders, walked recursively) into a network; re-importing adds nothing twice')
   .requiredOption('--network <name>', 'network name (created when missing)')
   .addOption(new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).makeOptionMandatory())
-  .option('--format <format>', `log format (${IRC_IMPORT_FORMATS.join(', ')})`, 'znc')
-  .option('--tz <zone>', 'IANA time zone the log times are in (converted to UTC)', 'UTC')
-  .action(runIrc(async (irc, paths: string[], o: { network: string; source: IrcSource; format: string; tz: string }) => {
-    const c = await irc.importPaths(paths, { network: o.network, source: o.source, format: o.format, timeZone: o.tz });
+  .option('--format <format>', `log format (${IRC_IMPORT_FORMATS.join(', ')}); auto detects each file's format`, 'auto')
+  .option('--tz <zone>', 'IANA time zone the log times are in (converted to UTC); lines with their own offset keep it', 'UTC')
+  .option('--channel <name>', 'channel (or query nick) of every file, for logs whose file names do not say')
+  .option('--date <YYYY-MM-DD>', 'day of the first line, for time-only logs whose file names do not say')
+  .action(runIrc(async (irc, paths: string[], o: { network: string; source: IrcSource; format: string; tz: string; channel?: string; date?: string }) => {
+    const c = await irc.importPaths(paths, {
+      network: o.network, source: o.source, format: o.format, timeZone: o.tz,
+      ...(o.channel !== undefined ? { channel: o.channel } : {}), ...(o.date !== undefined ? { date: o.date } : {}),
+    });
     return {
       json: { ...c },
       text: [
         `files ${c.files}, lines ${c.lines}, inserted ${c.inserted}, skipped ${c.skipped} (unparsed ${c.unparsed})`,
-        ...c.ignoredFiles.map((f) => `note: ignored ${f} (not named #chan_YYYYMMDD.log.txt)`),
+        ...Object.entries(c.formats).map(([f, n]) => `format ${f}: ${n} file(s)`),
+        ...c.ignoredFiles.map((f) => `note: ignored ${f.path}: ${f.reason}`),
       ],
     };
   }));

@@ -123,7 +123,7 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
     expect(Number(row!.n)).toBe(juneLines);
 
     // Line 1 of 2016-06-01: "[02:06:03] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)" at CEST (+02:00).
-    const hash = lineHash('#qtox', '2016-06-01', 1, firstLine(path.join(JUNE, '#qtox_20160601.log.txt')));
+    const hash = lineHash('#qtox', '2016-06-01 02:06:03', 0, firstLine(path.join(JUNE, '#qtox_20160601.log.txt')));
     const rows = await sql<{ event_type: string; at: string; nick: string; message_text: string }>(
       `select event_type, to_char(occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at, nick, message_text from irc_events where line_hash = ?`, [hash]);
     expect(rows).toEqual([{ event_type: 'QUIT', at: '2016-06-01 00:06:03', nick: 'f10', message_text: 'Ping timeout: 240 seconds' }]);
@@ -156,7 +156,7 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
   });
 
   it('refuses unknown formats, sources and zones with a clear message', async () => {
-    await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', format: 'weechat' })).rejects.toThrow('unknown log format "weechat"; formats: znc');
+    await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', format: 'mirc' })).rejects.toThrow(/unknown log format "mirc"; formats: auto, znc/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'staging' as never })).rejects.toThrow(/unknown source/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', timeZone: 'Mars/Olympus' })).rejects.toThrow(/unknown time zone/);
   });

@@ -3,20 +3,27 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
-import { parseLogFileName, parseZncLog, type ParsedEvent } from './parsers/znc.js';
+import { IRC_SOURCES, IrcEventStore, type IrcSource, type NewIrcEvent } from './event-store.js';
+import { isChannelName, isValidDate } from './parsers/common.js';
+import { detectFormat, formatByName, LOG_FORMAT_NAMES, type LogFormat } from './parsers/index.js';
+import { ParseError, type ParsedEvent } from './parsers/types.js';
 import { assertTimeZone, formatUtc, localToUtcMs } from './time-zone.js';
 
-export const IRC_SOURCES = ['production', 'sandbox'] as const;
-export type IrcSource = (typeof IRC_SOURCES)[number];
-export const IRC_IMPORT_FORMATS = ['znc'] as const;
-export type IrcImportFormat = (typeof IRC_IMPORT_FORMATS)[number];
+export { IRC_SOURCES, type IrcSource } from './event-store.js';
+/** `auto` detects each file's format from its first lines. */
+export const IRC_IMPORT_FORMATS = ['auto', ...LOG_FORMAT_NAMES] as const;
 
 export interface IrcImportOptions {
   network: string;
   source: IrcSource;
+  /** A format name, or `auto` (the default) to detect each file's format. */
   format?: string;
-  /** IANA zone the log times are in; default UTC. */
+  /** IANA zone the log times are in; default UTC. Lines that carry their own UTC offset keep it. */
   timeZone?: string;
+  /** Channel (or query nick) for every file, for logs whose names do not carry one. */
+  channel?: string;
+  /** Day (`YYYY-MM-DD`) of the first line, for time-only logs whose names do not carry one. */
+  date?: string;
   /** Rows per insert statement; default 1000. */
   batchSize?: number;
 }
@@ -27,35 +34,37 @@ export interface IrcImportCounts {
   lines: number;
   /** Rows added now. */
   inserted: number;
-  /** Lines not added: already imported (same line hash) or not in a known shape. */
+  /** Lines not added: already imported (same key) or not in a known shape. */
   skipped: number;
   /** Of `skipped`, lines that did not parse. */
   unparsed: number;
-  /** Files that were not named like `#chan_YYYYMMDD.log(.txt)` and were passed over. */
-  ignoredFiles: string[];
+  /** Files read, per format. */
+  formats: Record<string, number>;
+  /** Files passed over, with why. */
+  ignoredFiles: Array<{ path: string; reason: string }>;
 }
-
-const COLUMNS = 9;
 
 /** Imports chat-log files into irc_networks / irc_channels / irc_events, idempotently. */
 export class IrcImportService {
-  constructor(private readonly orm: Orm) {}
-
-  private knex() {
-    return this.orm.em.getConnection().getKnex();
+  readonly store: IrcEventStore;
+  constructor(orm: Orm) {
+    this.store = new IrcEventStore(orm);
   }
 
   /** `paths` may be files or folders (walked recursively, in name order). */
   async importPaths(paths: string[], opts: IrcImportOptions): Promise<IrcImportCounts> {
-    const format = opts.format ?? 'znc';
-    if (!(IRC_IMPORT_FORMATS as readonly string[]).includes(format)) {
-      throw new AppError('validation_failed', `unknown log format "${format}"; formats: ${IRC_IMPORT_FORMATS.join(', ')}`);
+    const formatName = opts.format ?? 'auto';
+    const forced = formatName === 'auto' ? null : formatByName(formatName);
+    if (formatName !== 'auto' && !forced) {
+      throw new AppError('validation_failed', `unknown log format "${formatName}"; formats: ${IRC_IMPORT_FORMATS.join(', ')}`);
     }
     if (!(IRC_SOURCES as readonly string[]).includes(opts.source)) {
       throw new AppError('validation_failed', `unknown source "${opts.source}"; sources: ${IRC_SOURCES.join(', ')}`);
     }
     const network = opts.network.trim();
     if (!network) throw new AppError('validation_failed', 'network name is empty');
+    if (opts.date !== undefined && !isValidDate(opts.date)) throw new AppError('validation_failed', `date "${opts.date}" is not a day (YYYY-MM-DD)`);
+    if (opts.channel !== undefined && !/^\S{1,255}$/.test(opts.channel)) throw new AppError('validation_failed', `channel "${opts.channel}" is not a channel or nick name`);
     const zone = opts.timeZone ?? 'UTC';
     try {
       assertTimeZone(zone);
@@ -63,23 +72,39 @@ export class IrcImportService {
       throw new AppError('validation_failed', (err as Error).message);
     }
     const files = await collectFiles(paths);
-    const counts: IrcImportCounts = { files: 0, lines: 0, inserted: 0, skipped: 0, unparsed: 0, ignoredFiles: [] };
-    const networkId = await this.ensureNetwork(opts.source, network);
+    const counts: IrcImportCounts = { files: 0, lines: 0, inserted: 0, skipped: 0, unparsed: 0, formats: {}, ignoredFiles: [] };
+    const networkId = await this.store.ensureNetwork(opts.source, network);
     const channelIds = new Map<string, number>();
     for (const file of files) {
-      const named = parseLogFileName(path.basename(file));
-      if (!named) {
-        counts.ignoredFiles.push(file);
+      const content = await readFile(file);
+      const format: LogFormat | null = forced ?? detectFormat(file, content);
+      if (!format) {
+        counts.ignoredFiles.push({ path: file, reason: `not a known chat-log format (${LOG_FORMAT_NAMES.join(', ')})` });
         continue;
       }
-      let channelId = channelIds.get(named.channel);
-      if (channelId === undefined) {
-        channelId = await this.ensureChannel(networkId, named.channel);
-        channelIds.set(named.channel, channelId);
+      const named = format.parseFileName(file);
+      let parsed;
+      try {
+        parsed = format.parse(content, { date: opts.date ?? named?.date ?? null });
+      } catch (err) {
+        if (!(err instanceof ParseError)) throw err;
+        counts.ignoredFiles.push({ path: file, reason: `${err.message} (${format.name})` });
+        continue;
       }
-      const parsed = parseZncLog(await readFile(file), named.date);
-      const inserted = await this.insertEvents(channelId, named.channel, named.date, parsed.events, zone, opts.batchSize ?? 1000);
+      const channel = opts.channel ?? named?.channel ?? parsed.channel;
+      if (!channel) {
+        counts.ignoredFiles.push({ path: file, reason: `the ${format.name} file name does not say which channel; pass --channel` });
+        continue;
+      }
+      let channelId = channelIds.get(channel);
+      if (channelId === undefined) {
+        channelId = await this.store.ensureChannel(networkId, channel);
+        channelIds.set(channel, channelId);
+      }
+      const rows = toRows(channel, parsed.events, zone);
+      const inserted = await this.store.insert(networkId, channelId, rows, { batchSize: opts.batchSize ?? 1000 });
       counts.files += 1;
+      counts.formats[format.name] = (counts.formats[format.name] ?? 0) + 1;
       counts.lines += parsed.lines;
       counts.inserted += inserted;
       counts.unparsed += parsed.unparsed.length;
@@ -87,60 +112,53 @@ export class IrcImportService {
     }
     return counts;
   }
-
-  private async ensureNetwork(source: IrcSource, name: string): Promise<number> {
-    const res = await this.knex().raw(
-      `insert into irc_networks (source, name) values (?, ?) on conflict (source, name) do update set name = excluded.name returning id`,
-      [source, name],
-    );
-    return Number(res.rows[0].id);
-  }
-
-  private async ensureChannel(networkId: number, name: string): Promise<number> {
-    const res = await this.knex().raw(
-      `insert into irc_channels (network_id, name) values (?, ?) on conflict (network_id, name) do update set name = excluded.name returning id`,
-      [networkId, name],
-    );
-    return Number(res.rows[0].id);
-  }
-
-  /** One transaction per file; batches of `batchSize` rows; rows already present are left alone. */
-  private async insertEvents(channelId: number, channel: string, date: string, events: ParsedEvent[], zone: string, batchSize: number): Promise<number> {
-    if (!events.length) return 0;
-    let inserted = 0;
-    await this.knex().transaction(async (trx) => {
-      for (let i = 0; i < events.length; i += batchSize) {
-        const batch = events.slice(i, i + batchSize);
-        const values: unknown[] = [];
-        for (const e of batch) {
-          values.push(
-            channelId, e.eventType, formatUtc(localToUtcMs(e.localTime, zone)), e.nick, e.messageText, e.target, e.toNick,
-            e.netsplitBurst === null ? null : netsplitGroupId(channel, date, e.netsplitBurst),
-            lineHash(channel, date, e.lineNo, e.raw),
-          );
-        }
-        const row = `(${new Array(COLUMNS).fill('?').join(', ')})`;
-        const res = await trx.raw(
-          `insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, line_hash)
-           values ${batch.map(() => row).join(', ')}
-           on conflict (channel_id, line_hash) do nothing`,
-          values,
-        );
-        inserted += res.rowCount ?? 0;
-      }
-    });
-    return inserted;
-  }
 }
 
-/** sha256 over channel, date, line number and the line's raw bytes. */
-export function lineHash(channel: string, date: string, lineNo: number, raw: Buffer): Buffer {
-  return createHash('sha256').update(`${channel}\n${date}\n${lineNo}\n`).update(raw).digest();
+/**
+ * Parsed events → rows. The idempotency key is the channel, the line's local time, its raw bytes
+ * and how many identical (time, bytes) lines came before it in the file: the same line imported
+ * again, from the same file or from a copy or a longer version of it, gets the same key.
+ */
+export function toRows(channel: string, events: ParsedEvent[], zone: string): NewIrcEvent[] {
+  const channelKey = channel.toLowerCase();
+  const isPrivate = !isChannelName(channel);
+  const seen = new Map<string, number>();
+  const leaders = new Map<number, ParsedEvent>();
+  for (const e of events) if (e.netsplitBurst !== null && e.netsplitBurst === e.lineNo) leaders.set(e.lineNo, e);
+  return events.map((e) => {
+    const stamp = e.utcOffsetMinutes === null ? e.localTime : `${e.localTime}${offsetSuffix(e.utcOffsetMinutes)}`;
+    const dupKey = `${stamp}\n${e.raw.toString('base64')}`;
+    const occurrence = seen.get(dupKey) ?? 0;
+    seen.set(dupKey, occurrence + 1);
+    const utcMs = e.utcOffsetMinutes === null ? localToUtcMs(e.localTime, zone) : wallMs(e.localTime) - e.utcOffsetMinutes * 60_000;
+    const leader = e.netsplitBurst === null ? undefined : leaders.get(e.netsplitBurst);
+    let target = e.target;
+    if (isPrivate && !target && e.nick?.toLowerCase() !== channelKey) target = channel;
+    return {
+      eventType: e.eventType,
+      occurredAt: formatUtc(utcMs),
+      nick: e.nick,
+      messageText: e.messageText,
+      target,
+      toNick: e.toNick,
+      netsplitGroup: leader ? netsplitGroupId(channelKey, leader.localTime, leader.raw) : null,
+      netsplitLeader: leader !== undefined && leader === e,
+      lineHash: lineHash(channelKey, stamp, occurrence, e.raw),
+    };
+  });
+}
+
+const wallMs = (local: string) => Date.parse(`${local.replace(' ', 'T')}Z`);
+const offsetSuffix = (min: number) => `${min < 0 ? '-' : '+'}${String(Math.floor(Math.abs(min) / 60)).padStart(2, '0')}:${String(Math.abs(min) % 60).padStart(2, '0')}`;
+
+/** sha256 over the channel (lower case), the local time stamp, the occurrence number and the raw bytes. */
+export function lineHash(channelKey: string, stamp: string, occurrence: number, raw: Buffer): Buffer {
+  return createHash('sha256').update(`${channelKey}\n${stamp}\n${occurrence}\n`).update(raw).digest();
 }
 
 /** A stable positive 63-bit id for a netsplit burst (same on every re-import), as a decimal string. */
-export function netsplitGroupId(channel: string, date: string, firstLineNo: number): string {
-  const h = createHash('sha256').update(`netsplit\n${channel}\n${date}\n${firstLineNo}`).digest();
+export function netsplitGroupId(channelKey: string, firstLocalTime: string, firstRaw: Buffer): string {
+  const h = createHash('sha256').update(`netsplit\n${channelKey}\n${firstLocalTime}\n`).update(firstRaw).digest();
   return (h.readBigUInt64BE(0) & 0x7fffffffffffffffn).toString();
 }
 
@@ -150,8 +168,10 @@ async function collectFiles(paths: string[]): Promise<string[]> {
     const info = await stat(p).catch(() => null);
     if (!info) throw new AppError('not_found', `no such file or folder: ${p}`);
     if (info.isDirectory()) {
-      const entries = (await readdir(p, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name));
-      out.push(...(await collectFiles(entries.filter((e) => e.isDirectory() || e.isFile()).map((e) => path.join(p, e.name)))));
+      const entries = (await readdir(p, { withFileTypes: true }))
+        .filter((e) => (e.isDirectory() || e.isFile()) && !e.name.startsWith('.') && !/\.(md|gz|zip|bz2|xz)$/i.test(e.name))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      out.push(...(await collectFiles(entries.map((e) => path.join(p, e.name)))));
     } else if (info.isFile()) out.push(p);
   }
   return out;

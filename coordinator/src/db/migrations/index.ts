@@ -5,6 +5,7 @@ import { Migration20261121000300SpeechJobs } from './20261121-0003-speech-jobs.j
 import { Migration20261121000400SpeechIntegrations } from './20261121-0004-speech-integrations.js';
 import { Migration20261121000500DnsZones } from './20261121-0005-dns-zones.js';
 import { Migration20261121000600Irc } from './20261121-0006-irc.js';
+import { Migration20261121000700IrcSearch } from './20261121-0007-irc-search.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
 export const migrationsList: MigrationObject[] = [
@@ -14,4 +15,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261121000400SpeechIntegrations', class: Migration20261121000400SpeechIntegrations },
   { name: 'Migration20261121000500DnsZones', class: Migration20261121000500DnsZones },
   { name: 'Migration20261121000600Irc', class: Migration20261121000600Irc },
+  { name: 'Migration20261121000700IrcSearch', class: Migration20261121000700IrcSearch },
 ];

@@ -1,5 +1,6 @@
 /**
- * ZNC `log` module format, one file per channel-day (`#chan_YYYYMMDD.log.txt`):
+ * ZNC `log` module format, one file per channel-day: `#chan_YYYYMMDD.log(.txt)` (older ZNC, the
+ * shared #qtox logs) or `…/#chan/YYYY-MM-DD.log` (ZNC ≥ 1.7's default `$NETWORK/$WINDOW/%Y-%m-%d.log`):
  *
  *   [HH:MM:SS] <nick> message            PRIVMSG
  *   [HH:MM:SS] * nick does something     ACTION
@@ -11,104 +12,46 @@
  *   [HH:MM:SS] *** nick sets mode: +o other
  *   [HH:MM:SS] *** nick changes topic to 'topic'
  *   [HH:MM:SS] *** victim was kicked by op (reason)
- *
- * Pure: bytes or text in, events out. Times stay local (`YYYY-MM-DD HH:MM:SS`); the importer converts.
  */
+import path from 'node:path';
+import { DayClock, finishEvents, isNetsplitReason, isValidDate, normalizeTime, splitLines, stripFormatting } from './common.js';
+import { ParseError, type FileNameInfo, type IrcEventType, type LogFormat, type ParsedEvent, type ParsedFile, type ParsedLine } from './types.js';
 
-export const IRC_EVENT_TYPES = ['PRIVMSG', 'ACTION', 'NOTICE', 'JOIN', 'PART', 'QUIT', 'NICK', 'KICK', 'MODE', 'TOPIC', 'NETSPLIT'] as const;
-export type IrcEventType = (typeof IRC_EVENT_TYPES)[number];
+export { decodeLine, stripFormatting, isNetsplitReason, NETSPLIT_BURST_GAP_S } from './common.js';
 
-export interface ParsedLine {
-  eventType: IrcEventType;
-  /** `HH:MM:SS` as written in the log (local time). */
-  time: string;
-  nick: string | null;
-  messageText: string | null;
-  target: string | null;
-  toNick: string | null;
-}
+/** A parsed line plus its `HH:MM:SS` time. */
+export type TimedLine = ParsedLine & { time: string };
 
-export interface ParsedEvent extends ParsedLine {
-  /** 1-based line number in the file. */
-  lineNo: number;
-  /** The line's raw bytes (without the line ending), for idempotency hashing. */
-  raw: Buffer;
-  /** `YYYY-MM-DD HH:MM:SS`, local time of the log. */
-  localTime: string;
-  /** For NETSPLIT rows: line number of the first quit of the burst this one belongs to. */
-  netsplitBurst: number | null;
-}
+const OLD_NAME = /^(.+)_(\d{4})(\d{2})(\d{2})\.log(?:\.txt)?$/;
+const NEW_NAME = /^(\d{4}-\d{2}-\d{2})\.log(?:\.txt)?$/;
 
-export interface ParsedFile {
-  events: ParsedEvent[];
-  /** Non-empty lines that are not in a known shape. */
-  unparsed: Array<{ lineNo: number; text: string }>;
-  /** Non-empty lines in the file. */
-  lines: number;
-}
-
-// eslint-disable-next-line no-control-regex
-const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
-
-/** Removes mIRC colour (^C fg[,bg], ^D hex) and format codes (bold, italic, underline, reverse, …). */
-export function stripFormatting(text: string): string {
-  return text.replace(FORMATTING, '');
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-/** Windows-1252 for 0x80–0x9F (Node's 'windows-1252' decoder is plain ISO-8859-1 there); undefined bytes stay as C1 code points. */
-const CP1252_HIGH = '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f'
-  + '\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
-
-function decodeCp1252(bytes: Uint8Array): string {
-  let out = '';
-  for (const b of bytes) out += b >= 0x80 && b < 0xa0 ? CP1252_HIGH[b - 0x80] : String.fromCharCode(b);
-  return out;
-}
-
-/** UTF-8 when the bytes are valid UTF-8, otherwise Windows-1252 (the usual latin-1 superset). */
-export function decodeLine(bytes: Uint8Array): string {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    return decodeCp1252(bytes);
+/** `#qtox_20160601.log.txt` → `{channel: '#qtox', date: '2016-06-01'}`; `…/#qtox/2016-06-01.log` likewise; else null. */
+export function parseLogFileName(filePath: string): { channel: string; date: string } | null {
+  const base = path.basename(filePath);
+  let m = OLD_NAME.exec(base);
+  if (m) {
+    const date = `${m[2]}-${m[3]}-${m[4]}`;
+    return isValidDate(date) ? { channel: m[1]!, date } : null;
   }
-}
-
-const FILE_NAME = /^(.+)_(\d{4})(\d{2})(\d{2})\.log(?:\.txt)?$/;
-
-/** `#qtox_20160601.log.txt` → `{channel: '#qtox', date: '2016-06-01'}`; null when not a log file name. */
-export function parseLogFileName(fileName: string): { channel: string; date: string } | null {
-  const m = FILE_NAME.exec(fileName);
-  if (!m) return null;
-  const [, channel, y, mo, d] = m as unknown as [string, string, string, string, string];
-  const date = `${y}-${mo}-${d}`;
-  const check = new Date(`${date}T00:00:00Z`);
-  if (Number.isNaN(check.getTime()) || check.toISOString().slice(0, 10) !== date) return null;
-  return { channel, date };
-}
-
-const HOST = /^[A-Za-z0-9*-]+(?:\.[A-Za-z0-9*-]+)+$/;
-
-/** A quit reason of exactly two host names (`*.net *.split`, `irc.a.net irc.b.net`) marks a netsplit. */
-export function isNetsplitReason(reason: string | null): boolean {
-  if (!reason) return false;
-  const parts = reason.split(' ');
-  return parts.length === 2 && parts.every((p) => HOST.test(p));
+  m = NEW_NAME.exec(base);
+  if (m && isValidDate(m[1]!)) {
+    const dir = path.basename(path.dirname(filePath));
+    return dir && dir !== '.' && dir !== '/' ? { channel: dir, date: m[1]! } : null;
+  }
+  return null;
 }
 
 const LINE = /^\[(\d{2}):(\d{2}):(\d{2})\] (.*)$/s;
 
-const ev = (eventType: IrcEventType, time: string, nick: string | null, messageText: string | null, extra: Partial<ParsedLine> = {}): ParsedLine =>
+const ev = (eventType: IrcEventType, time: string, nick: string | null, messageText: string | null, extra: Partial<ParsedLine> = {}): TimedLine =>
   ({ eventType, time, nick, messageText, target: null, toNick: null, ...extra });
 
 /** Parses one decoded line; null when it is not in a known shape. Formatting codes are removed. */
-export function parseZncLine(line: string): ParsedLine | null {
+export function parseZncLine(line: string): TimedLine | null {
   const m = LINE.exec(line.replace(/\r$/, ''));
   if (!m) return null;
-  const [, hh, mm, ss] = m as unknown as [string, string, string, string];
-  if (+hh > 23 || +mm > 59 || +ss > 60) return null;
-  const time = `${hh}:${mm}:${ss}`;
+  const time = normalizeTime(m[1]!, m[2]!, m[3]!);
+  if (!time) return null;
   const rest = stripFormatting(m[4]!);
   let r: RegExpExecArray | null;
 
@@ -119,7 +62,7 @@ export function parseZncLine(line: string): ParsedLine | null {
   return null;
 }
 
-function parseStatus(time: string, s: string): ParsedLine | null {
+function parseStatus(time: string, s: string): TimedLine | null {
   let r: RegExpExecArray | null;
   if ((r = /^Joins: (\S+)(?: \(([^)]*)\))?$/.exec(s))) return ev('JOIN', time, r[1]!, null);
   if ((r = /^Parts: (\S+)(?: \(([^)]*)\))?(?: \((.*)\))?$/s.exec(s))) return ev('PART', time, r[1]!, r[3] || null);
@@ -137,50 +80,36 @@ function parseStatus(time: string, s: string): ParsedLine | null {
   return null;
 }
 
-/** Seconds within the day for `HH:MM:SS`. */
-const secondsOf = (t: string) => +t.slice(0, 2) * 3600 + +t.slice(3, 5) * 60 + +t.slice(6, 8);
-
-/** How far apart (seconds) two netsplit quits with the same reason may be and still be one burst. */
-export const NETSPLIT_BURST_GAP_S = 30;
-
 /**
  * Parses a whole file's bytes for day `date` (`YYYY-MM-DD`). Each line is decoded on its own
- * (UTF-8, else Windows-1252), so one mis-encoded line does not spoil the rest. Netsplit quits with
- * the same reason no more than NETSPLIT_BURST_GAP_S apart form one burst.
+ * (UTF-8, else Windows-1252). Netsplit bursts, merges and addressees are found by finishEvents.
  */
 export function parseZncLog(content: Buffer | string, date: string): ParsedFile {
   const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   const events: ParsedEvent[] = [];
   const unparsed: ParsedFile['unparsed'] = [];
+  const clock = new DayClock(date);
   let lines = 0;
-  let burst: { first: number; reason: string; lastS: number } | null = null;
-  let start = 0;
-  let lineNo = 0;
-  while (start <= buf.length) {
-    let end = buf.indexOf(0x0a, start);
-    if (end < 0) end = buf.length;
-    lineNo += 1;
-    let raw = buf.subarray(start, end);
-    if (raw.length && raw[raw.length - 1] === 0x0d) raw = raw.subarray(0, raw.length - 1);
-    start = end + 1;
-    if (raw.length === 0) continue;
+  for (const { lineNo, raw, text } of splitLines(buf)) {
     lines += 1;
-    const text = decodeLine(raw);
     const p = parseZncLine(text);
     if (!p) {
       unparsed.push({ lineNo, text });
       continue;
     }
-    let netsplitBurst: number | null = null;
-    if (p.eventType === 'NETSPLIT') {
-      const s = secondsOf(p.time);
-      if (!burst || burst.reason !== p.messageText || s - burst.lastS > NETSPLIT_BURST_GAP_S || s < burst.lastS) {
-        burst = { first: lineNo, reason: p.messageText ?? '', lastS: s };
-      }
-      burst.lastS = s;
-      netsplitBurst = burst.first;
-    }
-    events.push({ ...p, lineNo, raw: Buffer.from(raw), localTime: `${date} ${p.time}`, netsplitBurst });
+    const { time, ...line } = p;
+    events.push({ ...line, lineNo, raw, localTime: clock.at(time)!, utcOffsetMinutes: null, netsplitBurst: null });
   }
-  return { events, unparsed, lines };
+  return { events: finishEvents(events), unparsed, lines, channel: null };
 }
+
+export const zncFormat: LogFormat = {
+  name: 'znc',
+  description: 'ZNC log module (#chan_YYYYMMDD.log, or #chan/YYYY-MM-DD.log)',
+  parseFileName: (filePath): FileNameInfo | null => parseLogFileName(filePath),
+  detect: (lines) => (lines.length ? lines.filter((l) => parseZncLine(l) !== null).length / lines.length : 0),
+  parse(content, ctx) {
+    if (!ctx.date) throw new ParseError('ZNC log lines carry only a time; the file name (or --date) must give the day');
+    return parseZncLog(content, ctx.date);
+  },
+};

@@ -1,0 +1,114 @@
+import type { Knex } from 'knex';
+import type { Orm } from '../db/orm.js';
+import { isChannelName } from './parsers/common.js';
+import type { IrcEventType } from './parsers/types.js';
+
+export const IRC_SOURCES = ['production', 'sandbox'] as const;
+export type IrcSource = (typeof IRC_SOURCES)[number];
+
+/** A row ready to be written; `occurredAt` is UTC `YYYY-MM-DD HH:MM:SS[.fff]`. */
+export interface NewIrcEvent {
+  eventType: IrcEventType;
+  occurredAt: string;
+  nick: string | null;
+  messageText: string | null;
+  target: string | null;
+  toNick: string | null;
+  /** Decimal string id shared by the rows of one netsplit (or merge) burst. */
+  netsplitGroup: string | null;
+  /** The first row of its burst: the one `bulk_netsplit` shows. */
+  netsplitLeader: boolean;
+  /** Idempotency key within the channel: a row with a key already stored is not written again. */
+  lineHash: Buffer;
+}
+
+const COLUMNS = 10;
+
+/** Nick changes to or from `Guest123`-style nicks (services' forced renames) link unrelated people, so they are not linked. */
+export const GUEST_NICK = /^guest[0-9]+$/i;
+
+/**
+ * The one writer of chat-log rows, used by the file importer and the live logger. Each `insert`
+ * keeps the channel's counters and span, the per-nick statistics and the nick links from NICK
+ * events in step with the rows it actually added, in the same statement.
+ */
+export class IrcEventStore {
+  constructor(private readonly orm: Orm) {}
+
+  knex(): Knex {
+    return this.orm.em.getConnection().getKnex() as unknown as Knex;
+  }
+
+  async ensureNetwork(source: IrcSource, name: string): Promise<number> {
+    const res = await this.knex().raw(
+      `insert into irc_networks (source, name) values (?, ?) on conflict (source, name) do update set name = excluded.name returning id`,
+      [source, name],
+    );
+    return Number(res.rows[0].id);
+  }
+
+  async ensureChannel(networkId: number, name: string): Promise<number> {
+    const res = await this.knex().raw(
+      `insert into irc_channels (network_id, name, is_private) values (?, ?, ?)
+       on conflict (network_id, name) do update set name = excluded.name returning id`,
+      [networkId, name, !isChannelName(name)],
+    );
+    return Number(res.rows[0].id);
+  }
+
+  /** Writes rows of one channel (skipping keys already stored); returns how many were added. */
+  async insert(networkId: number, channelId: number, events: NewIrcEvent[], opts: { trx?: Knex.Transaction; batchSize?: number } = {}): Promise<number> {
+    if (!events.length) return 0;
+    const run = async (trx: Knex.Transaction) => {
+      let inserted = 0;
+      const batchSize = opts.batchSize ?? 1000;
+      for (let i = 0; i < events.length; i += batchSize) inserted += await this.insertBatch(trx, networkId, channelId, events.slice(i, i + batchSize));
+      return inserted;
+    };
+    return opts.trx ? run(opts.trx) : this.knex().transaction(run);
+  }
+
+  private async insertBatch(trx: Knex.Transaction, networkId: number, channelId: number, batch: NewIrcEvent[]): Promise<number> {
+    const values: unknown[] = [];
+    for (const e of batch) {
+      values.push(channelId, e.eventType, e.occurredAt, e.nick, e.messageText, e.target, e.toNick, e.netsplitGroup, e.netsplitLeader, e.lineHash);
+    }
+    const row = `(${new Array(COLUMNS).fill('?').join(', ')})`;
+    const res = await trx.raw(
+      `with ins as (
+         insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, netsplit_leader, line_hash)
+         values ${batch.map(() => row).join(', ')}
+         on conflict (channel_id, line_hash) do nothing
+         returning event_type, occurred_at, nick, to_nick
+       ), span as (
+         select count(*) as n, min(occurred_at) as lo, max(occurred_at) as hi from ins
+       ), channel as (
+         update irc_channels c
+            set event_count = c.event_count + span.n, first_at = least(c.first_at, span.lo), last_at = greatest(c.last_at, span.hi)
+           from span where c.id = ?::int and span.n > 0
+         returning c.id
+       ), nicks as (
+         insert into irc_nicks as n (network_id, nick_key, nick, first_at, last_at, message_count, event_count)
+         select ?::int, lower(nick), max(nick), min(occurred_at), max(occurred_at),
+                count(*) filter (where event_type in ('PRIVMSG', 'ACTION')), count(*)
+           from ins where nick is not null group by lower(nick)
+         on conflict (network_id, nick_key) do update
+            set first_at = least(n.first_at, excluded.first_at), last_at = greatest(n.last_at, excluded.last_at),
+                nick = case when excluded.last_at >= n.last_at then excluded.nick else n.nick end,
+                message_count = n.message_count + excluded.message_count, event_count = n.event_count + excluded.event_count
+         returning 1
+       ), links as (
+         insert into irc_nick_links (network_id, nick_key, other_key, origin)
+         select distinct ?::int, least(lower(nick), lower(to_nick)), greatest(lower(nick), lower(to_nick)), 'log'
+           from ins
+          where event_type = 'NICK' and nick is not null and to_nick is not null and lower(nick) <> lower(to_nick)
+            and lower(nick) !~ '^guest[0-9]+$' and lower(to_nick) !~ '^guest[0-9]+$'
+         on conflict do nothing
+         returning 1
+       )
+       select (select n from span) as inserted, (select count(*) from channel) as c, (select count(*) from nicks) as k, (select count(*) from links) as l`,
+      [...values, channelId, networkId, networkId],
+    );
+    return Number(res.rows[0].inserted);
+  }
+}

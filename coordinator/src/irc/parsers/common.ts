@@ -1,0 +1,187 @@
+/**
+ * Pieces every format parser shares: per-line decoding (UTF-8, else Windows-1252), mIRC formatting
+ * removal, netsplit recognition, day arithmetic for time-only formats, and the file-level passes
+ * that group netsplit bursts, recognise the merge that follows, and find who a message addresses.
+ */
+import type { ParsedEvent } from './types.js';
+
+// eslint-disable-next-line no-control-regex
+const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
+
+/** Removes mIRC colour (^C fg[,bg], ^D hex) and format codes (bold, italic, underline, reverse, …). */
+export function stripFormatting(text: string): string {
+  return text.replace(FORMATTING, '');
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Windows-1252 for 0x80–0x9F (Node's 'windows-1252' decoder is plain ISO-8859-1 there); undefined bytes stay as C1 code points. */
+const CP1252_HIGH = '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f'
+  + '\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
+
+function decodeCp1252(bytes: Uint8Array): string {
+  let out = '';
+  for (const b of bytes) out += b >= 0x80 && b < 0xa0 ? CP1252_HIGH[b - 0x80] : String.fromCharCode(b);
+  return out;
+}
+
+/** UTF-8 when the bytes are valid UTF-8, otherwise Windows-1252 (the usual latin-1 superset). */
+export function decodeLine(bytes: Uint8Array): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return decodeCp1252(bytes);
+  }
+}
+
+export interface RawLine {
+  /** 1-based */
+  lineNo: number;
+  /** Without the line ending (LF or CRLF). */
+  raw: Buffer;
+  /** Decoded on its own, so one mis-encoded line does not spoil its neighbours. A leading BOM is dropped. */
+  text: string;
+}
+
+/** Non-empty lines of a file with their numbers, raw bytes and decoded text. */
+export function* splitLines(buf: Buffer): Generator<RawLine> {
+  let start = 0;
+  let lineNo = 0;
+  while (start < buf.length) {
+    let end = buf.indexOf(0x0a, start);
+    if (end < 0) end = buf.length;
+    lineNo += 1;
+    let raw = buf.subarray(start, end);
+    start = end + 1;
+    if (raw.length && raw[raw.length - 1] === 0x0d) raw = raw.subarray(0, raw.length - 1);
+    if (raw.length === 0) continue;
+    let text = decodeLine(raw);
+    if (lineNo === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (text.trim() === '') continue;
+    yield { lineNo, raw: Buffer.from(raw), text };
+  }
+}
+
+/** The first `n` non-empty decoded lines, for format detection. */
+export function sampleLines(buf: Buffer, n = 50): string[] {
+  const out: string[] = [];
+  for (const l of splitLines(buf.subarray(0, 64 * 1024))) {
+    out.push(l.text);
+    if (out.length >= n) break;
+  }
+  return out;
+}
+
+const HOST = /^[A-Za-z0-9*-]+(?:\.[A-Za-z0-9*-]+)+$/;
+
+/** A quit reason of exactly two host names (`*.net *.split`, `irc.a.net irc.b.net`) marks a netsplit, as IRC clients detect it. */
+export function isNetsplitReason(reason: string | null): boolean {
+  if (!reason) return false;
+  const parts = reason.trim().split(' ');
+  return parts.length === 2 && parts.every((p) => HOST.test(p)) && parts[0] !== parts[1];
+}
+
+/** `YYYY-MM-DD` plus `days`. */
+export function addDays(date: string, days: number): string {
+  const d = new Date(`${date}T00:00:00Z`);
+  d.setUTCDate(d.getUTCDate() + days);
+  return d.toISOString().slice(0, 10);
+}
+
+/** True for a real calendar day `YYYY-MM-DD`. */
+export function isValidDate(date: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(date)) return false;
+  const d = new Date(`${date}T00:00:00Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === date;
+}
+
+/** `HH:MM[:SS]` → `HH:MM:SS`, or null when out of range. */
+export function normalizeTime(hh: string, mm: string, ss: string | undefined): string | null {
+  if (+hh > 23 || +mm > 59 || (ss !== undefined && +ss > 60)) return null;
+  return `${hh.padStart(2, '0')}:${mm}:${ss ?? '00'}`;
+}
+
+export const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+/** `Jan` / `January` → 1..12, or 0. */
+export function monthNumber(name: string): number {
+  return MONTHS.indexOf(name.slice(0, 3).toLowerCase()) + 1;
+}
+
+/**
+ * Tracks the day for formats whose lines carry only a time of day. A time more than 12 hours
+ * earlier than the one before means midnight passed without a marker (a day rollover); an
+ * explicit marker (irssi's "Day changed") sets the day directly.
+ */
+export class DayClock {
+  private lastSeconds = -1;
+  constructor(public date: string | null) {}
+
+  set(date: string): void {
+    this.date = date;
+    this.lastSeconds = -1;
+  }
+
+  /** Full local time for `HH:MM:SS`, rolling the day over when the clock went backwards by more than 12 h. */
+  at(time: string): string | null {
+    if (!this.date) return null;
+    const s = secondsOfDay(time);
+    if (this.lastSeconds >= 0 && s < this.lastSeconds - 12 * 3600) this.date = addDays(this.date, 1);
+    this.lastSeconds = s;
+    return `${this.date} ${time}`;
+  }
+}
+
+export const secondsOfDay = (t: string) => +t.slice(0, 2) * 3600 + +t.slice(3, 5) * 60 + +t.slice(6, 8);
+
+/** Seconds since the epoch of a local `YYYY-MM-DD HH:MM:SS` read as if it were UTC (only differences matter). */
+const wallSeconds = (local: string) => Date.parse(`${local.replace(' ', 'T')}Z`) / 1000;
+
+/** How far apart (seconds) two quits (or rejoins) of one netsplit may be and still be one burst. */
+export const NETSPLIT_BURST_GAP_S = 30;
+/** How long after a netsplit quit a rejoin of the same nick counts as the merge. */
+export const NETMERGE_WINDOW_S = 30 * 60;
+
+/**
+ * File-level passes run by every parser on its events (in file order):
+ *  - netsplit quits with the same reason no more than NETSPLIT_BURST_GAP_S apart form one burst;
+ *  - a JOIN by a nick that left in a netsplit within NETMERGE_WINDOW_S becomes NETMERGE, grouped
+ *    into bursts the same way;
+ *  - a PRIVMSG/ACTION starting `nick:` or `nick,` gets `toNick` when that nick appears in the file.
+ */
+export function finishEvents(events: ParsedEvent[]): ParsedEvent[] {
+  let split: { first: number; reason: string; last: number } | null = null;
+  let merge: { first: number; last: number } | null = null;
+  const splitAt = new Map<string, number>();
+  const known = new Map<string, string>();
+  for (const e of events) {
+    if (e.nick) known.set(e.nick.toLowerCase(), e.nick);
+    if (e.eventType === 'NICK' && e.toNick) known.set(e.toNick.toLowerCase(), e.toNick);
+  }
+  for (const e of events) {
+    const t = wallSeconds(e.localTime);
+    if (e.eventType === 'NETSPLIT') {
+      const reason = e.messageText ?? '';
+      if (!split || split.reason !== reason || t - split.last > NETSPLIT_BURST_GAP_S || t < split.last) split = { first: e.lineNo, reason, last: t };
+      split.last = t;
+      e.netsplitBurst = split.first;
+      if (e.nick) splitAt.set(e.nick.toLowerCase(), t);
+    } else if (e.eventType === 'JOIN' && e.nick) {
+      const key = e.nick.toLowerCase();
+      const at = splitAt.get(key);
+      if (at !== undefined && t >= at && t - at <= NETMERGE_WINDOW_S) {
+        splitAt.delete(key);
+        e.eventType = 'NETMERGE';
+        if (!merge || t - merge.last > NETSPLIT_BURST_GAP_S || t < merge.last) merge = { first: e.lineNo, last: t };
+        merge.last = t;
+        e.netsplitBurst = merge.first;
+      }
+    } else if ((e.eventType === 'PRIVMSG' || e.eventType === 'ACTION') && !e.toNick && e.messageText) {
+      const m = /^([^\s:,]{1,32})[:,](?:\s|$)/.exec(e.messageText);
+      const addressed = m ? known.get(m[1]!.toLowerCase()) : undefined;
+      if (addressed && addressed.toLowerCase() !== e.nick?.toLowerCase()) e.toNick = addressed;
+    }
+  }
+  return events;
+}
+
+/** Channel name prefixes (RFC 2811); a log named otherwise is a private conversation with that nick. */
+export const isChannelName = (name: string) => /^[#&+!]/.test(name);

@@ -1,0 +1,35 @@
+/**
+ * The chat-log formats the importer reads, and detection of a file's format from its first lines
+ * (and its name, to break ties between formats whose lines look alike).
+ */
+import { sampleLines } from './common.js';
+import type { LogFormat } from './types.js';
+import { zncFormat } from './znc.js';
+
+export const LOG_FORMATS: readonly LogFormat[] = [zncFormat];
+
+export const LOG_FORMAT_NAMES = LOG_FORMATS.map((f) => f.name);
+
+export function formatByName(name: string): LogFormat | undefined {
+  return LOG_FORMATS.find((f) => f.name === name);
+}
+
+/** Detection needs more than half of the sampled lines to fit a format. */
+export const DETECT_THRESHOLD = 0.5;
+
+/**
+ * The format whose line shapes fit the file's first lines best; among equal scores, the one whose
+ * file naming matches. Null when no format fits more than half of the lines.
+ */
+export function detectFormat(filePath: string, content: Buffer): LogFormat | null {
+  const lines = sampleLines(content);
+  if (!lines.length) return null;
+  let best: { format: LogFormat; score: number } | null = null;
+  for (const format of LOG_FORMATS) {
+    const score = format.detect(lines) + (format.parseFileName(filePath) ? 0.001 : 0);
+    if (score > DETECT_THRESHOLD && (!best || score > best.score)) best = { format, score };
+  }
+  return best?.format ?? null;
+}
+
+export type { LogFormat } from './types.js';
