@@ -92,7 +92,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installDomainErrors(app, okReasonBody);
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(
-      request.url.startsWith('/irc/api')
+      request.url.startsWith('/irc/api') || request.url.startsWith('/api/irclog')
         ? { success: false, error: 'Not found.' }
         : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
     ),

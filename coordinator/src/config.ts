@@ -97,6 +97,12 @@ export const envSchema = z.object({
   DNS_PAGE_SIZE_MAX: z.coerce.number().int().min(1).max(100_000).default(1000),
   DNS_WHITELIST_WRITE: bool.default(false),
   DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+
+  // Chat-log archive
+  /** Chat-log API: requests per minute per client (the spec's typical value is 60). */
+  IRC_API_RATE_LIMIT_MAX: z.coerce.number().int().min(1).max(1_000_000).default(60),
+  /** JSON file configuring the live IRC logger (networks, channels); unset: the logger does not run. */
+  IRC_LOGGER_CONFIG: z.string().min(1).max(4096).optional(),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -79,12 +79,16 @@ export class IrcEventStore {
          insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, netsplit_leader, line_hash)
          values ${batch.map(() => row).join(', ')}
          on conflict (channel_id, line_hash) do nothing
-         returning event_type, occurred_at, nick, to_nick
+         returning event_type, occurred_at, nick, to_nick, netsplit_leader
        ), span as (
-         select count(*) as n, min(occurred_at) as lo, max(occurred_at) as hi from ins
+         select count(*) as n, min(occurred_at) as lo, max(occurred_at) as hi,
+                count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE')) as ns,
+                count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE') and netsplit_leader) as nl
+           from ins
        ), channel as (
          update irc_channels c
-            set event_count = c.event_count + span.n, first_at = least(c.first_at, span.lo), last_at = greatest(c.last_at, span.hi)
+            set event_count = c.event_count + span.n, first_at = least(c.first_at, span.lo), last_at = greatest(c.last_at, span.hi),
+                netsplit_count = c.netsplit_count + span.ns, netsplit_leader_count = c.netsplit_leader_count + span.nl
            from span where c.id = ?::int and span.n > 0
          returning c.id
        ), nicks as (

@@ -29,7 +29,12 @@ export class Migration20261121000700IrcSearch extends Migration {
         add column search_vector tsvector generated always as (irc_search_vector(nick, message_text, target, to_nick)) stored,
         add column netsplit_leader boolean not null default false;`);
     this.addSql('create index irc_events_search_idx on irc_events using gin (search_vector);');
-    this.addSql('create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) where nick is not null;');
+    // Ordered scans carry the columns every log query filters on (channel scope, netsplit rows), so
+    // counting and deep offsets read the index alone.
+    this.addSql('drop index if exists irc_events_channel_time_idx, irc_events_occurred_at_idx;');
+    this.addSql('create index irc_events_channel_time_idx on irc_events (channel_id, occurred_at, id) include (event_type, netsplit_leader);');
+    this.addSql('create index irc_events_occurred_at_idx on irc_events (occurred_at, id) include (channel_id, event_type, netsplit_leader);');
+    this.addSql('create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) include (channel_id, event_type, netsplit_leader) where nick is not null;');
     this.addSql('create index irc_events_target_idx on irc_events (lower(target)) where target is not null;');
     this.addSql('create index irc_events_to_nick_idx on irc_events (lower(to_nick)) where to_nick is not null;');
     this.addSql('create index irc_events_netsplit_idx on irc_events (netsplit_group) where netsplit_group is not null;');
@@ -44,11 +49,16 @@ export class Migration20261121000700IrcSearch extends Migration {
         add column is_private boolean not null default false,
         add column first_at timestamp without time zone null,
         add column last_at timestamp without time zone null,
-        add column event_count bigint not null default 0;`);
+        add column event_count bigint not null default 0,
+        add column netsplit_count bigint not null default 0,
+        add column netsplit_leader_count bigint not null default 0;`);
     this.addSql(`update irc_channels set is_private = name !~ '^[#&+!]';`);
     this.addSql(`
-      update irc_channels c set first_at = s.lo, last_at = s.hi, event_count = s.n
-      from (select channel_id, min(occurred_at) lo, max(occurred_at) hi, count(*) n from irc_events group by channel_id) s
+      update irc_channels c set first_at = s.lo, last_at = s.hi, event_count = s.n, netsplit_count = s.ns, netsplit_leader_count = s.nl
+      from (select channel_id, min(occurred_at) lo, max(occurred_at) hi, count(*) n,
+                   count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE')) ns,
+                   count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE') and netsplit_leader) nl
+              from irc_events group by channel_id) s
       where c.id = s.channel_id;`);
 
     this.addSql(`
@@ -96,8 +106,10 @@ export class Migration20261121000700IrcSearch extends Migration {
   override async down(): Promise<void> {
     this.addSql('drop table if exists irc_nick_links;');
     this.addSql('drop table if exists irc_nicks;');
-    this.addSql('alter table irc_channels drop column if exists is_private, drop column if exists first_at, drop column if exists last_at, drop column if exists event_count;');
-    this.addSql('drop index if exists irc_events_netsplit_idx, irc_events_to_nick_idx, irc_events_target_idx, irc_events_nick_idx, irc_events_search_idx;');
+    this.addSql('alter table irc_channels drop column if exists is_private, drop column if exists first_at, drop column if exists last_at, drop column if exists event_count, drop column if exists netsplit_count, drop column if exists netsplit_leader_count;');
+    this.addSql('drop index if exists irc_events_netsplit_idx, irc_events_to_nick_idx, irc_events_target_idx, irc_events_nick_idx, irc_events_search_idx, irc_events_channel_time_idx, irc_events_occurred_at_idx;');
+    this.addSql('create index irc_events_channel_time_idx on irc_events (channel_id, occurred_at, id);');
+    this.addSql('create index irc_events_occurred_at_idx on irc_events (occurred_at, id);');
     this.addSql('alter table irc_events drop column if exists search_vector, drop column if exists netsplit_leader;');
     this.addSql('drop function if exists irc_search_vector(text, text, text, text);');
     this.addSql(`create index irc_events_fts_idx on irc_events using gin (to_tsvector('simple', coalesce(nick, '') || ' ' || coalesce(message_text, '')));`);

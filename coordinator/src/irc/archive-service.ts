@@ -1,0 +1,277 @@
+import type { Knex } from 'knex';
+import type { Orm } from '../db/orm.js';
+import { AppError } from '../http/errors.js';
+import { IrcAliasService, type NickProfile } from './alias-service.js';
+import { IrcEventStore, type IrcSource } from './event-store.js';
+import { hasTextTerms, isSelective, whereClause, type LogFilter } from './log-query.js';
+import { addDays } from './parsers/common.js';
+import type { SearchTerm } from './search-terms.js';
+
+export interface NetworkRow {
+  id: number;
+  name: string;
+}
+
+export interface ChannelRow {
+  id: number;
+  name: string;
+  first_date: string | null;
+  last_date: string | null;
+  event_count: number;
+}
+
+export interface LogRow {
+  id: number;
+  event_type: string;
+  occurred_at: string;
+  nick: string | null;
+  message_text: string | null;
+  target: string | null;
+  to_nick: string | null;
+  channel_id: number;
+  channel_name: string;
+  network_id: number;
+  /** Collapsed netsplit/merge bursts only (`bulk_netsplit`): how many rows the burst has, and whose. */
+  netsplit_count?: number;
+  netsplit_nicks?: string[];
+  netsplit_last_at?: string;
+}
+
+/** Validated `/logs` parameters (see routes.ts for the wire names). */
+export interface LogSearch {
+  source: IrcSource;
+  networkId: number | null;
+  channelId: number | null;
+  include: SearchTerm[];
+  exclude: SearchTerm[];
+  nick: string | null;
+  recipient: string | null;
+  privateOnly: boolean;
+  date: string | null;
+  datetimeFrom: string | null;
+  datetimeTo: string | null;
+  dateFrom: string | null;
+  dateTo: string | null;
+  limit: number;
+  offset: number;
+  includeNetsplit: boolean;
+  bulkNetsplit: boolean;
+}
+
+export interface LogPage {
+  total: number;
+  results: LogRow[];
+  nickProfile: NickProfile | null;
+}
+
+export interface DateAggregate {
+  total: number;
+  date_count: number;
+  first_date: string | null;
+  last_date: string | null;
+  span_days: number;
+}
+
+const STAMP = `'YYYY-MM-DD HH24:MI:SS'`;
+/** Netsplit bursts can be large; a collapsed row lists at most this many nicks. */
+const NETSPLIT_NICKS_SHOWN = 50;
+
+/**
+ * The read side of the chat-log archive: networks, channels and the log search. Channel listings
+ * and unfiltered totals come from counters kept at write time; filtered searches count in the same
+ * statement that finds the page.
+ */
+export class IrcArchiveService {
+  private readonly store: IrcEventStore;
+  readonly aliases: IrcAliasService;
+
+  constructor(orm: Orm) {
+    this.store = new IrcEventStore(orm);
+    this.aliases = new IrcAliasService(orm);
+  }
+
+  private knex(): Knex {
+    return this.store.knex();
+  }
+
+  private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
+    return (await this.knex().raw(sql, bindings as unknown[])).rows as T[];
+  }
+
+  async networks(source: IrcSource): Promise<NetworkRow[]> {
+    const rows = await this.rows<{ id: number; name: string }>('select id, name from irc_networks where source = ? order by name, id', [source]);
+    return rows.map((r) => ({ id: Number(r.id), name: r.name }));
+  }
+
+  /** Channels of a network in `source`; 422 naming networkId when the network is not in that archive. */
+  async channels(source: IrcSource, networkId: number): Promise<ChannelRow[]> {
+    const [network] = await this.rows('select id from irc_networks where id = ? and source = ?', [networkId, source]);
+    if (!network) throw new AppError('validation_failed', `networkId: no network ${networkId} in the ${source} archive`);
+    const rows = await this.rows<{ id: number; name: string; first_date: string | null; last_date: string | null; event_count: string }>(
+      `select id, name, to_char(first_at, ${STAMP}) as first_date, to_char(last_at, ${STAMP}) as last_date, event_count
+         from irc_channels where network_id = ? order by name, id`,
+      [networkId],
+    );
+    return rows.map((r) => ({ id: Number(r.id), name: r.name, first_date: r.first_date, last_date: r.last_date, event_count: Number(r.event_count) }));
+  }
+
+  /** Date precedence: `date`; else `datetime_from`/`datetime_to`; else `date_from`/`date_to` (whole days, inclusive). */
+  static timeRange(s: LogSearch): { from: string | null; to: string | null; toExclusive: boolean } {
+    if (s.date) return { from: `${s.date} 00:00:00`, to: `${addDays(s.date, 1)} 00:00:00`, toExclusive: true };
+    if (s.datetimeFrom || s.datetimeTo) return { from: s.datetimeFrom, to: s.datetimeTo, toExclusive: false };
+    if (s.dateFrom || s.dateTo) {
+      return { from: s.dateFrom ? `${s.dateFrom} 00:00:00` : null, to: s.dateTo ? `${addDays(s.dateTo, 1)} 00:00:00` : null, toExclusive: true };
+    }
+    return { from: null, to: null, toExclusive: false };
+  }
+
+  private async buildFilter(s: LogSearch): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[] } | null> {
+    const scope = await this.rows<ScopeChannel>(
+      `select c.id, c.name, c.network_id, c.event_count, c.netsplit_count, c.netsplit_leader_count
+         from irc_channels c join irc_networks n on n.id = c.network_id
+        where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}`,
+      [s.source, ...(s.networkId !== null ? [s.networkId] : []), ...(s.channelId !== null ? [s.channelId] : [])],
+    );
+    const networkIds = s.networkId !== null
+      ? [s.networkId]
+      : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
+    if (!scope.length) return null;
+    const [{ n: allChannels } = { n: '0' }] = await this.rows<{ n: string }>('select count(*) as n from irc_channels');
+    const range = IrcArchiveService.timeRange(s);
+    if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
+      throw new AppError('validation_failed', 'the time range ends before it starts (check date_from/date_to or datetime_from/datetime_to)');
+    }
+    const channelsByTerm = new Map<SearchTerm, number[]>();
+    for (const t of [...s.include, ...s.exclude]) {
+      if (t.kind !== 'word' && t.kind !== 'token') continue;
+      const names = new Set([t.text, t.text.replace(/^[#&]+/, ''), `#${t.text.replace(/^[#&]+/, '')}`]);
+      const ids = scope.filter((c) => names.has(c.name.toLowerCase())).map((c) => Number(c.id));
+      if (ids.length) channelsByTerm.set(t, ids);
+    }
+    const nickKeys = s.nick ? await this.aliases.resolve(s.nick, networkIds) : null;
+    const filter: LogFilter = {
+      channelIds: scope.length === Number(allChannels) ? null : scope.map((c) => Number(c.id)),
+      include: s.include,
+      exclude: s.exclude,
+      nickKeys,
+      recipient: s.recipient?.toLowerCase() ?? null,
+      from: range.from,
+      to: range.to,
+      toExclusive: range.toExclusive,
+      includeNetsplit: s.includeNetsplit,
+      bulkNetsplit: s.bulkNetsplit,
+      channelsByTerm,
+    };
+    return { filter, scope, networkIds };
+  }
+
+  /** The person the `nick` filter names (within the source, and the network when one is given), or null. */
+  async nickProfile(s: LogSearch): Promise<NickProfile | null> {
+    if (!s.nick) return null;
+    const networkIds = s.networkId !== null
+      ? (await this.rows<{ id: number }>('select id from irc_networks where id = ? and source = ?', [s.networkId, s.source])).map((r) => Number(r.id))
+      : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
+    return this.aliases.profile(s.nick, await this.aliases.resolve(s.nick, networkIds), networkIds);
+  }
+
+  async search(s: LogSearch): Promise<LogPage> {
+    const built = await this.buildFilter(s);
+    const nickProfile = s.nick
+      ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s))
+      : null;
+    if (!built) return { total: 0, results: [], nickProfile };
+    const { filter, scope } = built;
+    const where = whereClause(filter);
+    let total: number;
+    let ids: number[];
+
+    if (hasTextTerms(filter)) {
+      // Full-text (bitmap) scans: find the matches once, then count them and cut the page.
+      const [row] = await this.rows<{ total: string; ids: number[] }>(
+        `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql})
+         select (select count(*) from m) as total,
+                (select coalesce(array_agg(id order by occurred_at, id), '{}') from
+                   (select id, occurred_at from m order by occurred_at, id limit ? offset ?) p) as ids`,
+        [...where.bindings, s.limit, s.offset],
+      );
+      total = Number(row!.total);
+      ids = row!.ids.map(Number);
+    } else {
+      // Ordered index scans: the page stops after offset+limit index entries; the count reads the index only.
+      if (isSelective(filter)) {
+        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${where.sql}`, where.bindings);
+        total = Number(row!.n);
+      } else {
+        total = scope.reduce((n, c) => n + Number(c.event_count)
+          - (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)), 0);
+      }
+      ids = total > s.offset
+        ? (await this.rows<{ id: string }>(
+          `select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`,
+          [...where.bindings, s.limit, s.offset],
+        )).map((r) => Number(r.id))
+        : [];
+    }
+    return { total, results: await this.rowsByIds(ids, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
+  }
+
+  /** `aggregate=dates`: how many distinct UTC days the matching rows fall on, and their span. */
+  async aggregateDates(s: LogSearch): Promise<DateAggregate> {
+    const built = await this.buildFilter(s);
+    if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
+    const where = whereClause(built.filter);
+    const [row] = await this.rows<{ total: string; date_count: string; first_date: string | null; last_date: string | null }>(
+      `select count(*) as total, count(distinct e.occurred_at::date) as date_count,
+              to_char(min(e.occurred_at), 'YYYY-MM-DD') as first_date, to_char(max(e.occurred_at), 'YYYY-MM-DD') as last_date
+         from irc_events e where ${where.sql}`,
+      where.bindings,
+    );
+    const first = row!.first_date;
+    const last = row!.last_date;
+    const span = first && last ? Math.round((Date.parse(`${last}T00:00:00Z`) - Date.parse(`${first}T00:00:00Z`)) / 86_400_000) + 1 : 0;
+    return { total: Number(row!.total), date_count: Number(row!.date_count), first_date: first, last_date: last, span_days: span };
+  }
+
+  private async rowsByIds(ids: number[], collapse: boolean): Promise<LogRow[]> {
+    if (!ids.length) return [];
+    const rows = await this.rows<LogRow & { netsplit_group: string | null; netsplit_leader: boolean }>(
+      `select e.id, e.event_type, to_char(e.occurred_at, ${STAMP}) as occurred_at, e.nick, e.message_text, e.target, e.to_nick,
+              e.channel_id, c.name as channel_name, c.network_id, e.netsplit_group, e.netsplit_leader
+         from irc_events e join irc_channels c on c.id = e.channel_id
+        where e.id = any(?::bigint[])`,
+      [ids],
+    );
+    const byId = new Map(rows.map((r) => [Number(r.id), r]));
+    const bursts = new Map<string, { n: string; nicks: string[]; last_at: string }>();
+    const leaders = rows.filter((r) => collapse && r.netsplit_leader && r.netsplit_group !== null);
+    if (leaders.length) {
+      const groups = await this.rows<{ g: string; n: string; nicks: string[]; last_at: string }>(
+        `select netsplit_group as g, count(*) as n, (array_agg(nick order by occurred_at, id))[1:${NETSPLIT_NICKS_SHOWN}] as nicks,
+                to_char(max(occurred_at), ${STAMP}) as last_at
+           from irc_events where netsplit_group = any(?::bigint[]) and channel_id = any(?::int[]) group by netsplit_group`,
+        [leaders.map((r) => r.netsplit_group), [...new Set(leaders.map((r) => r.channel_id))]],
+      );
+      for (const g of groups) bursts.set(String(g.g), g);
+    }
+    return ids.flatMap((id) => {
+      const r = byId.get(id);
+      if (!r) return [];
+      const row: LogRow = {
+        id: Number(r.id), event_type: r.event_type, occurred_at: r.occurred_at, nick: r.nick, message_text: r.message_text,
+        target: r.target, to_nick: r.to_nick, channel_id: Number(r.channel_id), channel_name: r.channel_name, network_id: Number(r.network_id),
+      };
+      const burst = r.netsplit_group !== null ? bursts.get(String(r.netsplit_group)) : undefined;
+      if (burst) Object.assign(row, { netsplit_count: Number(burst.n), netsplit_nicks: burst.nicks.filter(Boolean), netsplit_last_at: burst.last_at });
+      return [row];
+    });
+  }
+}
+
+interface ScopeChannel {
+  id: number;
+  name: string;
+  network_id: number;
+  event_count: string;
+  netsplit_count: string;
+  netsplit_leader_count: string;
+}

@@ -1,0 +1,109 @@
+/**
+ * SQL for `/irc/api/logs`: turns validated filters into WHERE fragments over `irc_events e`.
+ * Everything user-supplied is a binding; fragments are fixed text.
+ */
+import { lexemeQuery, type SearchTerm } from './search-terms.js';
+
+export interface Fragment {
+  sql: string;
+  bindings: unknown[];
+}
+
+export interface LogFilter {
+  /** Channels in scope (source, network, channel, private_only already applied); null = every channel in the archive. */
+  channelIds: number[] | null;
+  include: SearchTerm[];
+  exclude: SearchTerm[];
+  /** Lower-case nick keys (the person's aliases). */
+  nickKeys: string[] | null;
+  recipient: string | null;
+  /** UTC `YYYY-MM-DD HH:MM:SS`, inclusive. */
+  from: string | null;
+  /** UTC `YYYY-MM-DD HH:MM:SS`; inclusive unless `toExclusive`. */
+  to: string | null;
+  toExclusive: boolean;
+  includeNetsplit: boolean;
+  bulkNetsplit: boolean;
+  /** Channel ids whose name a word/token term names, per term (`q=qtox` also matches rows in #qtox). */
+  channelsByTerm: Map<SearchTerm, number[]>;
+}
+
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** The tsquery expression (and its bindings) for one non-substring term. */
+function tsQuery(t: SearchTerm): Fragment {
+  switch (t.kind) {
+    case 'word':
+      return { sql: `plainto_tsquery('simple', ?)`, bindings: [t.text] };
+    case 'phrase':
+      return { sql: `phraseto_tsquery('simple', ?)`, bindings: [t.text] };
+    case 'token':
+      return { sql: `?::tsquery`, bindings: [lexemeQuery(t.text)] };
+    case 'prefix':
+      return { sql: `?::tsquery`, bindings: [lexemeQuery(t.text, true)] };
+    case 'substring':
+      throw new Error('substring terms have no tsquery');
+  }
+}
+
+function join(parts: Fragment[], op: string): Fragment {
+  return { sql: parts.map((p) => p.sql).join(op), bindings: parts.flatMap((p) => p.bindings) };
+}
+
+/** True when the filter narrows rows beyond channel scope and netsplit handling. */
+export function isSelective(f: LogFilter): boolean {
+  return f.include.length > 0 || f.exclude.length > 0 || f.nickKeys !== null || f.recipient !== null || f.from !== null || f.to !== null;
+}
+
+export function hasTextTerms(f: LogFilter): boolean {
+  return f.include.length > 0 || f.exclude.length > 0;
+}
+
+/**
+ * WHERE conditions. Positive full-text terms become one tsquery (one GIN scan); exclusions are
+ * folded into it as `&& !!(…)`, so they are checked only on rows the positive terms found.
+ */
+export function whereClause(f: LogFilter): Fragment {
+  const conds: Fragment[] = [];
+  if (f.channelIds) conds.push({ sql: 'e.channel_id = any(?::int[])', bindings: [f.channelIds] });
+
+  const merged: Fragment[] = [];
+  for (const t of f.include) {
+    if (t.kind === 'substring') {
+      conds.push({ sql: `e.message_text ilike ?`, bindings: [`%${escapeLike(t.text)}%`] });
+      continue;
+    }
+    const channels = f.channelsByTerm.get(t);
+    const q = tsQuery(t);
+    if (channels?.length) {
+      conds.push({ sql: `(e.search_vector @@ ${q.sql} or e.channel_id = any(?::int[]))`, bindings: [...q.bindings, channels] });
+    } else merged.push(q);
+  }
+  const negatives: Fragment[] = [];
+  for (const t of f.exclude) {
+    if (t.kind === 'substring') {
+      conds.push({ sql: `coalesce(e.message_text, '') not ilike ?`, bindings: [`%${escapeLike(t.text)}%`] });
+      continue;
+    }
+    negatives.push(tsQuery(t));
+    const channels = f.channelsByTerm.get(t);
+    if (channels?.length) conds.push({ sql: 'e.channel_id <> all(?::int[])', bindings: [channels] });
+  }
+  if (merged.length) {
+    const pos = join(merged, ' && ');
+    const tsq = negatives.length ? { sql: `(${pos.sql}) && !!(${join(negatives, ' || ').sql})`, bindings: [...pos.bindings, ...join(negatives, '').bindings] } : pos;
+    conds.push({ sql: `e.search_vector @@ (${tsq.sql})`, bindings: tsq.bindings });
+  } else if (negatives.length) {
+    const neg = join(negatives, ' || ');
+    conds.push({ sql: `not (e.search_vector @@ (${neg.sql}))`, bindings: neg.bindings });
+  }
+
+  if (f.nickKeys) conds.push({ sql: 'lower(e.nick) = any(?::text[])', bindings: [f.nickKeys] });
+  if (f.recipient) conds.push({ sql: '(lower(e.target) = ? or lower(e.to_nick) = ?)', bindings: [f.recipient, f.recipient] });
+  if (f.from) conds.push({ sql: 'e.occurred_at >= ?::timestamp', bindings: [f.from] });
+  if (f.to) conds.push({ sql: `e.occurred_at ${f.toExclusive ? '<' : '<='} ?::timestamp`, bindings: [f.to] });
+  if (!f.includeNetsplit) conds.push({ sql: `e.event_type not in ('NETSPLIT', 'NETMERGE')`, bindings: [] });
+  else if (f.bulkNetsplit) conds.push({ sql: `(e.event_type not in ('NETSPLIT', 'NETMERGE') or e.netsplit_leader)`, bindings: [] });
+
+  return conds.length ? join(conds, ' and ') : { sql: 'true', bindings: [] };
+}

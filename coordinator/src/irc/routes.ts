@@ -1,0 +1,182 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { IRC_SOURCES, type IrcSource } from './event-store.js';
+import type { IrcArchiveService, LogSearch } from './archive-service.js';
+import { isValidDate } from './parsers/common.js';
+import { parseQuery, parseTermList } from './search-terms.js';
+import { presentLogPage, presentDates } from './presenter.js';
+
+const tags = ['chat-log'];
+
+/** Every value arrives as one string; a repeated parameter is an error naming it. */
+const one = (_name: string, what: string) => z.string({ error: `give one value, ${what}` });
+
+const intParam = (name: string, min: number, max: number) =>
+  one(name, `an integer from ${min} to ${max}`)
+    .regex(/^\d{1,10}$/, { error: `must be an integer from ${min} to ${max}` })
+    .refine((v) => Number(v) >= min && Number(v) <= max, { error: `must be an integer from ${min} to ${max}` });
+
+const idParam = (name: string) => intParam(name, 1, 2_147_483_647);
+
+const boolParam = (name: string) =>
+  one(name, '1/0 or true/false').regex(/^(1|0|true|false|yes|no|on|off)$/i, { error: 'must be 1/0 or true/false' });
+
+const dateParam = (name: string) =>
+  one(name, 'a date YYYY-MM-DD').refine(isValidDate, { error: 'must be a date YYYY-MM-DD' });
+
+const DATETIME = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
+const datetimeParam = (name: string) =>
+  one(name, 'a date-time YYYY-MM-DD HH:MM:SS').refine((v) => {
+    const m = DATETIME.exec(v);
+    return Boolean(m && isValidDate(m[1]!) && +m[2]! < 24 && +m[3]! < 60 && +m[4]! < 60);
+  }, { error: 'must be a date-time YYYY-MM-DD HH:MM:SS (UTC)' });
+
+const sourceParam = z.enum(IRC_SOURCES, { error: `must be ${IRC_SOURCES.join(' or ')}` }).optional()
+  .describe('`production` (default) or `sandbox`: two separate archives');
+
+const textParam = (name: string, max: number) => one(name, 'text').max(max, { error: `must be at most ${max} characters` });
+
+export const logsQuery = z.object({
+  network_id: idParam('network_id').optional().describe('Filter by network'),
+  channel_id: idParam('channel_id').optional().describe('Filter by channel'),
+  q: textParam('q', 500).optional().describe('Free text over message, nick, channel, target and to_nick: words, `+word`, `-word`, `"quoted phrases"`, `prefix*`, `*substring`'),
+  include_terms: textParam('include_terms', 500).optional().describe('Space- or comma-separated terms that must all match'),
+  exclude_terms: textParam('exclude_terms', 500).optional().describe('Space- or comma-separated terms; matching rows are left out'),
+  nick: textParam('nick', 64).optional().describe('Nick or person (all their known aliases)'),
+  recipient: textParam('recipient', 64).optional().describe('Exact nick a row is addressed to: target or to_nick'),
+  private_only: boolParam('private_only').optional().describe('Only private-message rows'),
+  date: dateParam('date').optional().describe('Exact UTC day; wins over the other time filters'),
+  datetime_from: datetimeParam('datetime_from').optional().describe('UTC, inclusive; used when `date` is absent'),
+  datetime_to: datetimeParam('datetime_to').optional().describe('UTC, inclusive'),
+  date_from: dateParam('date_from').optional().describe('UTC day, inclusive; used when neither `date` nor a datetime bound is given'),
+  date_to: dateParam('date_to').optional().describe('UTC day, inclusive'),
+  limit: intParam('limit', 1, 1000).optional().describe('1 to 1000, default 100'),
+  offset: intParam('offset', 0, 100_000_000).optional().describe('At least 0, default 0'),
+  source: sourceParam,
+  include_netsplit: boolParam('include_netsplit').optional().describe('Include server split and merge rows; default false'),
+  bulk_netsplit: boolParam('bulk_netsplit').optional().describe('With include_netsplit=1, one row per split or merge burst; default true'),
+  aggregate: z.enum(['dates'], { error: 'must be dates' }).optional().describe('`dates`: the number of distinct days and their span instead of rows'),
+});
+type LogsQuery = z.infer<typeof logsQuery>;
+
+const truthy = (v: string | undefined, dflt: boolean) => (v === undefined ? dflt : /^(1|true|yes|on)$/i.test(v));
+
+function toSearch(q: LogsQuery): LogSearch {
+  const parsed = parseQuery(q.q ?? '');
+  return {
+    source: (q.source ?? 'production') as IrcSource,
+    networkId: q.network_id !== undefined ? Number(q.network_id) : null,
+    channelId: q.channel_id !== undefined ? Number(q.channel_id) : null,
+    include: [...parsed.include, ...parseTermList(q.include_terms ?? '')],
+    exclude: [...parsed.exclude, ...parseTermList(q.exclude_terms ?? '')],
+    nick: q.nick?.trim() || null,
+    recipient: q.recipient?.trim() || null,
+    privateOnly: truthy(q.private_only, false),
+    date: q.date ?? null,
+    datetimeFrom: q.datetime_from?.replace('T', ' ') ?? null,
+    datetimeTo: q.datetime_to?.replace('T', ' ') ?? null,
+    dateFrom: q.date_from ?? null,
+    dateTo: q.date_to ?? null,
+    limit: q.limit !== undefined ? Number(q.limit) : 100,
+    offset: q.offset !== undefined ? Number(q.offset) : 0,
+    includeNetsplit: truthy(q.include_netsplit, false),
+    bulkNetsplit: truthy(q.bulk_netsplit, true),
+  };
+}
+
+const sourceQuery = z.object({ source: sourceParam });
+const channelsParams = z.object({ networkId: idParam('networkId').describe('Network id (from /networks)') });
+
+const errorBody = z.object({ success: z.literal(false), error: z.string() });
+const errors = { 422: errorBody, 429: errorBody, 500: errorBody };
+
+const network = z.object({ id: z.number().int(), name: z.string() });
+const channel = z.object({
+  id: z.number().int(), name: z.string(), first_date: z.string().nullable(), last_date: z.string().nullable(), event_count: z.number().int(),
+});
+const logRow = z.object({
+  id: z.number().int(), event_type: z.string(), occurred_at: z.string(), nick: z.string().nullable(), message_text: z.string().nullable(),
+  target: z.string().nullable(), to_nick: z.string().nullable(), channel_id: z.number().int(), channel_name: z.string(), network_id: z.number().int(),
+  netsplit_count: z.number().int().optional(), netsplit_nicks: z.array(z.string()).optional(), netsplit_last_at: z.string().optional(),
+});
+const nickProfile = z.object({
+  nick: z.string(), aliases: z.array(z.string()), first_seen: z.string(), last_seen: z.string(),
+  message_count: z.number().int(), event_count: z.number().int(), networks: z.array(network),
+}).nullable();
+const logsResponse = z.union([
+  z.object({
+    success: z.literal(true), source: z.string(), total: z.number().int(), limit: z.number().int(), offset: z.number().int(),
+    results: z.array(logRow), nick_profile: nickProfile,
+  }),
+  z.object({
+    success: z.literal(true), source: z.string(), aggregate: z.literal('dates'), total: z.number().int(), date_count: z.number().int(),
+    first_date: z.string().nullable(), last_date: z.string().nullable(), span_days: z.number().int(), nick_profile: nickProfile,
+  }),
+]);
+
+export interface IrcRoutesOptions {
+  archive: IrcArchiveService;
+  /** Requests per minute per client. */
+  rateLimitMax: number;
+}
+
+/**
+ * Public read API. The same handlers answer under `/irc/api` and, for old clients, under the
+ * legacy `/api/irclog` prefix with a Deprecation header pointing at the new path.
+ */
+export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const { archive } = opts;
+  // One budget per client across every chat-log route (and both prefixes): a route-level
+  // `config.rateLimit` would count each route separately.
+  const limiter = app.rateLimit({ max: opts.rateLimitMax, timeWindow: 60_000, keyGenerator: (req) => `irc:${req.ip}` });
+
+  for (const prefix of ['/irc/api', '/api/irclog'] as const) {
+    const legacy = prefix === '/api/irclog';
+    const deprecate = (reply: FastifyReply, path: string) => {
+      if (legacy) void reply.header('deprecation', 'true').header('link', `</irc/api${path}>; rel="successor-version"`);
+    };
+    const common = { tags, deprecated: legacy, ...(legacy ? { description: `Legacy alias of /irc/api; answers with a Deprecation header.` } : {}) };
+
+    r.get(`${prefix}/networks`, {
+      onRequest: limiter,
+      schema: { ...common, summary: 'Networks of an archive', querystring: sourceQuery, response: { 200: z.object({ success: z.literal(true), networks: z.array(network), source: z.string() }), ...errors } },
+    }, async (req, reply) => {
+      deprecate(reply, '/networks');
+      const source = req.query.source ?? 'production';
+      return { success: true as const, networks: await archive.networks(source), source };
+    });
+
+    r.get(`${prefix}/networks/:networkId/channels`, {
+      onRequest: limiter,
+      schema: {
+        ...common, summary: 'Channels of a network, with first/last event time (UTC) and event count', params: channelsParams, querystring: sourceQuery,
+        response: { 200: z.object({ success: z.literal(true), channels: z.array(channel), source: z.string() }), ...errors },
+      },
+    }, async (req, reply) => {
+      deprecate(reply, `/networks/${req.params.networkId}/channels`);
+      const source = req.query.source ?? 'production';
+      return { success: true as const, channels: await archive.channels(source, Number(req.params.networkId)), source };
+    });
+
+    r.get(`${prefix}/logs`, {
+      onRequest: limiter,
+      schema: {
+        ...common,
+        summary: 'Search log rows',
+        description: 'Rows in (occurred_at, id) order; times are UTC. `nick_profile` describes the person the `nick` filter names, or is null.',
+        querystring: logsQuery,
+        response: { 200: logsResponse, ...errors },
+      },
+    }, async (req, reply) => {
+      deprecate(reply, '/logs');
+      const search = toSearch(req.query);
+      if (req.query.aggregate === 'dates') {
+        const [dates, profile] = await Promise.all([archive.aggregateDates(search), archive.nickProfile(search)]);
+        return presentDates(search, dates, profile);
+      }
+      return presentLogPage(search, await archive.search(search));
+    });
+  }
+}

@@ -1,0 +1,326 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IrcAliasService } from '../../coordinator/src/irc/alias-service.js';
+import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
+import { createTestApp, type TestApp } from '../support/harness.js';
+
+// A small, hand-checked channel (UTC) next to a real month of #qtox logs (BST).
+const LAB_DAY1 = [
+  '[10:00:00] *** Joins: alice (~a@host)',
+  '[10:00:05] <alice> hello world from the lab',
+  '[10:00:10] <bob> alice: see https://example.org/docs and foo_bar() in C++.',
+  '[10:00:20] * alice waves at bob',
+  '[10:01:00] *** alice is now known as alice_away',
+  '[10:02:00] <alice_away> still here, testing phrase search',
+  '[10:03:00] *** Quits: carol (~c@h) (*.net *.split)',
+  '[10:03:01] *** Quits: dave (~d@h) (*.net *.split)',
+  '[10:03:02] *** Quits: erin (~e@h) (*.net *.split)',
+  '[10:05:00] *** Joins: carol (~c@h)',
+  '[10:05:01] *** Joins: dave (~d@h)',
+  '[10:06:00] <f10__> rysiek|pl: the qtox build broke again',
+  '[10:07:00] <bob> hello there, nothing about worlds',
+  '[10:08:00] -ChanServ- services notice',
+].join('\n');
+const LAB_DAY2 = ['[09:00:00] <alice> good morning world', '[09:30:00] <bob> qtox release notes are out'].join('\n');
+const QUERY = ['[11:00:00] <me> hi bob, secret plan', '[11:00:10] <bob> ok me'].join('\n');
+const QTOX_JUNE = '/work/shared/data/irc/znc-qtox/2016/06';
+
+let t: TestApp;
+let dir: string;
+let ids: { freenode: number; testnet: number; sandboxNet: number; lab: number; query: number; sandboxLab: number };
+
+const get = async (url: string, headers: Record<string, string> = {}) => {
+  const res = await t.app.inject({ method: 'GET', url, headers });
+  return { status: res.statusCode, body: res.json() as Record<string, any>, headers: res.headers };
+};
+const logs = async (qs: string) => {
+  const r = await get(`/irc/api/logs?${qs}`);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body as { success: boolean; source: string; total: number; limit: number; offset: number; results: Array<Record<string, any>>; nick_profile: any };
+};
+const texts = (b: { results: Array<Record<string, any>> }) => b.results.map((r) => r.message_text);
+
+beforeAll(async () => {
+  t = await createTestApp({ env: { IRC_API_RATE_LIMIT_MAX: '100000' } });
+  dir = mkdtempSync(path.join(os.tmpdir(), 'irc-api-'));
+  mkdirSync(path.join(dir, 'lab'));
+  writeFileSync(path.join(dir, 'lab', '#lab_20240310.log'), LAB_DAY1);
+  writeFileSync(path.join(dir, 'lab', '#lab_20240311.log'), LAB_DAY2);
+  writeFileSync(path.join(dir, 'lab', 'bob_20240310.log'), QUERY);
+  writeFileSync(path.join(dir, 'sandbox.log'), '[12:00:00] <tester> sandbox only words\n');
+  const importer = new IrcImportService(t.orm);
+  await importer.importPaths([path.join(dir, 'lab')], { network: 'testnet', source: 'production' });
+  await importer.importPaths([path.join(dir, 'sandbox.log')], { network: 'testnet', source: 'sandbox', channel: '#lab', date: '2024-03-10' });
+  await importer.importPaths([QTOX_JUNE], { network: 'freenode', source: 'production', timeZone: 'Europe/London' });
+  const k = t.orm.em.getConnection().getKnex();
+  const nets = (await k.raw('select id, name, source from irc_networks')).rows as Array<{ id: number; name: string; source: string }>;
+  const chans = (await k.raw('select c.id, c.name, n.source from irc_channels c join irc_networks n on n.id = c.network_id')).rows as Array<{ id: number; name: string; source: string }>;
+  ids = {
+    freenode: nets.find((n) => n.name === 'freenode')!.id,
+    testnet: nets.find((n) => n.name === 'testnet' && n.source === 'production')!.id,
+    sandboxNet: nets.find((n) => n.source === 'sandbox')!.id,
+    lab: chans.find((c) => c.name === '#lab' && c.source === 'production')!.id,
+    query: chans.find((c) => c.name === 'bob')!.id,
+    sandboxLab: chans.find((c) => c.name === '#lab' && c.source === 'sandbox')!.id,
+  };
+});
+afterAll(async () => {
+  await t?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('networks and channels', () => {
+  it('lists the networks of each archive separately', async () => {
+    expect((await get('/irc/api/networks')).body).toEqual({
+      success: true, source: 'production', networks: [{ id: ids.freenode, name: 'freenode' }, { id: ids.testnet, name: 'testnet' }],
+    });
+    expect((await get('/irc/api/networks?source=sandbox')).body).toEqual({ success: true, source: 'sandbox', networks: [{ id: ids.sandboxNet, name: 'testnet' }] });
+  });
+
+  it('lists channels with first and last event time (UTC) and event count, from counters kept at import', async () => {
+    const r = await get(`/irc/api/networks/${ids.testnet}/channels`);
+    expect(r.body).toEqual({
+      success: true, source: 'production',
+      channels: [
+        { id: ids.lab, name: '#lab', first_date: '2024-03-10 10:00:00', last_date: '2024-03-11 09:30:00', event_count: 16 },
+        { id: ids.query, name: 'bob', first_date: '2024-03-10 11:00:00', last_date: '2024-03-10 11:00:10', event_count: 2 },
+      ],
+    });
+    // The real month: 7291 lines, times converted from BST. Line 1 of 2016-06-01 is 02:06:03 BST.
+    const q = await get(`/irc/api/networks/${ids.freenode}/channels`);
+    expect(q.body.channels).toEqual([{ id: expect.any(Number), name: '#qtox', first_date: '2016-06-01 01:06:03', last_date: expect.stringMatching(/^2016-06-30 /), event_count: 7291 }]);
+  });
+
+  it('answers 422 naming networkId for a network of the other archive or a bad id', async () => {
+    const other = await get(`/irc/api/networks/${ids.sandboxNet}/channels`);
+    expect(other.status).toBe(422);
+    expect(other.body).toEqual({ success: false, error: `networkId: no network ${ids.sandboxNet} in the production archive` });
+    expect((await get(`/irc/api/networks/${ids.sandboxNet}/channels?source=sandbox`)).body.channels.map((c: any) => c.id)).toEqual([ids.sandboxLab]);
+    const bad = await get('/irc/api/networks/abc/channels');
+    expect(bad.status).toBe(422);
+    expect(bad.body.error).toMatch(/^networkId: /);
+  });
+});
+
+describe('GET /irc/api/logs', () => {
+  const lab = () => `network_id=${ids.testnet}`;
+
+  it('returns rows in (occurred_at, id) order with the documented fields, netsplit rows hidden by default', async () => {
+    const b = await logs(`${lab()}&limit=3`);
+    expect(b).toMatchObject({ success: true, source: 'production', total: 13, limit: 3, offset: 0, nick_profile: null });
+    expect(b.results[0]).toEqual({
+      id: expect.any(Number), event_type: 'JOIN', occurred_at: '2024-03-10 10:00:00', nick: 'alice', message_text: null, target: null, to_nick: null,
+      channel_id: ids.lab, channel_name: '#lab', network_id: ids.testnet,
+    });
+    expect(b.results[2]).toMatchObject({ event_type: 'PRIVMSG', nick: 'bob', to_nick: 'alice', message_text: 'alice: see https://example.org/docs and foo_bar() in C++.' });
+    const page2 = await logs(`${lab()}&limit=3&offset=3`);
+    expect(page2.results.map((r) => r.event_type)).toEqual(['ACTION', 'NICK', 'PRIVMSG']);
+    const all = await logs(`${lab()}&limit=1000`);
+    expect(all.results.map((r) => r.occurred_at)).toEqual([...all.results.map((r) => r.occurred_at)].sort());
+    expect(all.results.some((r) => r.event_type === 'NETSPLIT' || r.event_type === 'NETMERGE')).toBe(false);
+    expect((await logs(`${lab()}&offset=500`)).results).toEqual([]);
+  });
+
+  it('matches words exactly (no stemming), phrases in order, and applies exclusions after inclusions', async () => {
+    expect(texts(await logs(`${lab()}&q=world`))).toEqual(['hello world from the lab', 'good morning world']);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('"hello world"')}`))).toEqual(['hello world from the lab']);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('"world hello"')}`))).toEqual([]);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('world -morning')}`))).toEqual(['hello world from the lab']);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('+hello -"hello there"')}`))).toEqual(['hello world from the lab']);
+    expect(texts(await logs(`${lab()}&q=HELLO`))).toHaveLength(2);
+    expect(texts(await logs(`${lab()}&include_terms=${encodeURIComponent('hello, world')}`))).toEqual(['hello world from the lab']);
+    expect(texts(await logs(`${lab()}&q=hello&exclude_terms=from`))).toEqual(['hello there, nothing about worlds']);
+    // A term naming a channel matches that channel's rows too, so excluding it leaves none of #lab.
+    expect(texts(await logs(`${lab()}&q=hello&exclude_terms=lab`))).toEqual([]);
+  });
+
+  it('keeps nicks, URLs and code tokens intact', async () => {
+    expect(texts(await logs(`${lab()}&q=f10__`))).toEqual(['rysiek|pl: the qtox build broke again']);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('rysiek|pl')}`))).toEqual(['rysiek|pl: the qtox build broke again']);
+    const code = 'alice: see https://example.org/docs and foo_bar() in C++.';
+    expect(texts(await logs(`${lab()}&q=foo_bar()`))).toEqual([code]);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('c++')}`))).toEqual([code]);
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('https://example.org/docs')}`))).toEqual([code]);
+    expect(texts(await logs(`${lab()}&q=example.org`))).toEqual([code]);
+    // foo_bar is one token; "foo" alone is a word of it as well.
+    expect(texts(await logs(`${lab()}&q=foo`))).toEqual([code]);
+  });
+
+  it('supports prefix* and *substring terms, and matches channel names', async () => {
+    expect(texts(await logs(`${lab()}&q=${encodeURIComponent('qto*')}`))).toEqual(['rysiek|pl: the qtox build broke again', 'qtox release notes are out']);
+    expect(texts(await logs(`network_id=${ids.testnet}&q=${encodeURIComponent('*ecret')}`))).toEqual(['hi bob, secret plan']);
+    const inLab = await logs(`${lab()}&q=${encodeURIComponent('#lab -hello')}`);
+    expect(inLab.total).toBe(9); // 11 rows of #lab (netsplits hidden) less the two with "hello"
+    expect(inLab.results.every((r) => r.channel_name === '#lab')).toBe(true);
+  });
+
+  it('filters by nick with aliases from nick changes, and returns the person\'s profile', async () => {
+    const b = await logs(`${lab()}&nick=alice`);
+    expect(b.results.map((r) => [r.nick, r.event_type])).toEqual([
+      ['alice', 'JOIN'], ['alice', 'PRIVMSG'], ['alice', 'ACTION'], ['alice', 'NICK'], ['alice_away', 'PRIVMSG'], ['alice', 'PRIVMSG'],
+    ]);
+    expect(b.nick_profile).toEqual({
+      nick: 'alice', aliases: ['alice_away'], first_seen: '2024-03-10 10:00:00', last_seen: '2024-03-11 09:00:00',
+      message_count: 4, event_count: 6, networks: [{ id: ids.testnet, name: 'testnet' }],
+    });
+    expect((await logs(`${lab()}&nick=ALICE_AWAY`)).total).toBe(6);
+    const nobody = await logs(`${lab()}&nick=zed`);
+    expect(nobody).toMatchObject({ total: 0, results: [], nick_profile: null });
+  });
+
+  it('lets an admin link and unlink nicks; an unlink survives re-import', async () => {
+    const aliases = new IrcAliasService(t.orm);
+    await aliases.add('production', 'testnet', 'bob', 'f10__');
+    expect((await logs(`${lab()}&nick=bob`)).nick_profile.aliases).toEqual(['f10__']);
+    await aliases.remove('production', 'testnet', 'alice', 'alice_away');
+    expect((await logs(`${lab()}&nick=alice`)).total).toBe(5);
+    await new IrcImportService(t.orm).importPaths([path.join(dir, 'lab')], { network: 'testnet', source: 'production' });
+    expect((await logs(`${lab()}&nick=alice`)).total).toBe(5);
+    await aliases.add('production', 'testnet', 'alice', 'alice_away');
+    expect((await logs(`${lab()}&nick=alice`)).total).toBe(6);
+    expect(await aliases.list('production', 'testnet', 'alice')).toEqual([{ network: 'testnet', nick: 'alice', alias: 'alice_away', origin: 'admin', blocked: false }]);
+  });
+
+  it('filters by recipient (to_nick or target) and private rows', async () => {
+    expect(texts(await logs(`${lab()}&recipient=alice`))).toEqual(['alice: see https://example.org/docs and foo_bar() in C++.']);
+    expect(texts(await logs(`network_id=${ids.testnet}&recipient=BOB`))).toEqual(['hi bob, secret plan']);
+    const priv = await logs(`network_id=${ids.testnet}&private_only=1`);
+    expect(priv.results.map((r) => [r.channel_name, r.nick, r.target])).toEqual([['bob', 'me', 'bob'], ['bob', 'bob', null]]);
+  });
+
+  it('applies date precedence: date, else datetime_from/to, else date_from/date_to', async () => {
+    expect((await logs(`${lab()}&date=2024-03-11`)).total).toBe(2);
+    expect((await logs(`${lab()}&date=2024-03-11&date_from=2024-03-10&datetime_from=2024-03-10 00:00:00`)).total).toBe(2);
+    const dt = await logs(`${lab()}&datetime_from=${encodeURIComponent('2024-03-10 10:00:05')}&datetime_to=${encodeURIComponent('2024-03-10 10:00:20')}`);
+    expect(dt.results.map((r) => r.occurred_at)).toEqual(['2024-03-10 10:00:05', '2024-03-10 10:00:10', '2024-03-10 10:00:20']);
+    expect((await logs(`${lab()}&datetime_from=${encodeURIComponent('2024-03-11 00:00:00')}&date_from=2024-03-10`)).total).toBe(2);
+    expect((await logs(`${lab()}&date_from=2024-03-10&date_to=2024-03-10`)).total).toBe(11);
+    expect((await logs(`${lab()}&date_from=2024-03-11`)).total).toBe(2);
+    const inverted = await get(`/irc/api/logs?date_from=2024-03-12&date_to=2024-03-11`);
+    expect(inverted.status).toBe(422);
+  });
+
+  it('shows netsplits when asked, one row per burst unless bulk_netsplit=0', async () => {
+    const bulk = await logs(`${lab()}&include_netsplit=1&q=&limit=100`);
+    expect(bulk.total).toBe(15);
+    const splits = bulk.results.filter((r) => r.event_type === 'NETSPLIT' || r.event_type === 'NETMERGE');
+    expect(splits).toEqual([
+      expect.objectContaining({ event_type: 'NETSPLIT', nick: 'carol', message_text: '*.net *.split', netsplit_count: 3, netsplit_nicks: ['carol', 'dave', 'erin'], netsplit_last_at: '2024-03-10 10:03:02' }),
+      expect.objectContaining({ event_type: 'NETMERGE', nick: 'carol', netsplit_count: 2, netsplit_nicks: ['carol', 'dave'] }),
+    ]);
+    const each = await logs(`${lab()}&include_netsplit=true&bulk_netsplit=0`);
+    expect(each.total).toBe(18);
+    expect(each.results.filter((r) => r.event_type === 'NETSPLIT').map((r) => r.nick)).toEqual(['carol', 'dave', 'erin']);
+    expect(each.results.find((r) => r.event_type === 'NETSPLIT')!.netsplit_count).toBeUndefined();
+  });
+
+  it('aggregates distinct dates and their span', async () => {
+    expect((await get(`/irc/api/logs?${lab()}&q=world&aggregate=dates`)).body).toEqual({
+      success: true, source: 'production', aggregate: 'dates', total: 2, date_count: 2, first_date: '2024-03-10', last_date: '2024-03-11', span_days: 2, nick_profile: null,
+    });
+    const none = (await get(`/irc/api/logs?q=nosuchwordanywhere&aggregate=dates`)).body;
+    expect(none).toMatchObject({ total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 });
+  });
+
+  it('keeps production and sandbox apart', async () => {
+    expect(texts(await logs('q=sandbox'))).toEqual([]);
+    expect(texts(await logs('source=sandbox&q=sandbox'))).toEqual(['sandbox only words']);
+    expect((await logs(`source=sandbox&channel_id=${ids.lab}`)).total).toBe(0);
+  });
+
+  it('searches the real #qtox month', async () => {
+    const b = await logs(`network_id=${ids.freenode}&q=konversation&limit=1`);
+    expect(b.total).toBeGreaterThan(10);
+    const tux = await logs(`network_id=${ids.freenode}&nick=tux3&q=${encodeURIComponent('"Not Dead"')}`);
+    expect(tux.results.map((r) => [r.nick, r.message_text, r.occurred_at])).toEqual([['tux3', 'Not Dead™', '2016-06-01 15:36:05']]);
+    expect(tux.nick_profile).toMatchObject({ nick: 'tux3' });
+    expect(tux.nick_profile.message_count).toBeGreaterThan(100);
+  });
+
+  it('accepts but does not require a bearer token', async () => {
+    const r = await get('/irc/api/networks', { authorization: 'Bearer not-a-real-token' });
+    expect(r.status).toBe(200);
+  });
+});
+
+describe('bad parameters', () => {
+  it.each([
+    ['limit=0', /^limit: must be an integer from 1 to 1000$/],
+    ['limit=1001', /^limit: /],
+    ['limit=ten', /^limit: /],
+    ['limit=5&limit=6', /^limit: give one value/],
+    ['offset=-1', /^offset: /],
+    ['source=staging', /^source: must be production or sandbox$/],
+    ['date=2024-02-30', /^date: must be a date YYYY-MM-DD$/],
+    ['date_from=yesterday', /^date_from: /],
+    ['datetime_to=2024-01-01T25:00:00', /^datetime_to: /],
+    ['private_only=maybe', /^private_only: must be 1\/0 or true\/false$/],
+    ['include_netsplit=2', /^include_netsplit: /],
+    ['aggregate=months', /^aggregate: must be dates$/],
+    ['network_id=x', /^network_id: /],
+    ['channel_id=0', /^channel_id: /],
+    [`q=${'x'.repeat(501)}`, /^q: must be at most 500 characters$/],
+  ])('%s → 422 naming the parameter', async (qs, message) => {
+    const r = await get(`/irc/api/logs?${qs}`);
+    expect(r.status).toBe(422);
+    expect(Object.keys(r.body)).toEqual(['success', 'error']);
+    expect(r.body.success).toBe(false);
+    expect(r.body.error).toMatch(message);
+  });
+
+  it('unknown chat-log paths answer 404 in the chat-log shape', async () => {
+    const r = await get('/irc/api/nothing');
+    expect(r.status).toBe(404);
+    expect(r.body).toEqual({ success: false, error: 'Not found.' });
+  });
+});
+
+describe('legacy /api/irclog paths', () => {
+  it('answer like /irc/api with a deprecation header naming the successor', async () => {
+    const legacy = await get(`/api/irclog/logs?network_id=${ids.testnet}&q=world`);
+    const current = await get(`/irc/api/logs?network_id=${ids.testnet}&q=world`);
+    expect(legacy.status).toBe(200);
+    expect(legacy.body).toEqual(current.body);
+    expect(legacy.headers.deprecation).toBe('true');
+    expect(legacy.headers.link).toBe('</irc/api/logs>; rel="successor-version"');
+    expect(current.headers.deprecation).toBeUndefined();
+    const nets = await get('/api/irclog/networks');
+    expect(nets.body.networks).toHaveLength(2);
+    const chans = await get(`/api/irclog/networks/${ids.testnet}/channels`);
+    expect(chans.headers.link).toBe(`</irc/api/networks/${ids.testnet}/channels>; rel="successor-version"`);
+    expect((await get('/api/irclog/logs?limit=0')).body).toEqual({ success: false, error: 'limit: must be an integer from 1 to 1000' });
+  });
+});
+
+describe('limits and failures', () => {
+  let d: TestApp;
+  beforeAll(async () => {
+    d = await createTestApp();
+  });
+  afterAll(async () => d?.close());
+
+  it('allows 60 requests per minute per client by default, then 429 in the chat-log shape', async () => {
+    expect(d.config.IRC_API_RATE_LIMIT_MAX).toBe(60);
+    for (let i = 0; i < 60; i += 1) {
+      const ok = await d.app.inject({ method: 'GET', url: '/irc/api/networks' });
+      expect(ok.statusCode).toBe(200);
+    }
+    const limited = await d.app.inject({ method: 'GET', url: '/irc/api/logs' });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json()).toEqual({ success: false, error: 'Too many requests; slow down and retry later.' });
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    // Another client is not affected.
+    const other = await d.app.inject({ method: 'GET', url: '/irc/api/networks', remoteAddress: '192.0.2.7' });
+    expect(other.statusCode).toBe(200);
+  });
+
+  it('answers 500 without internals when the database fails', async () => {
+    await d.orm.em.getConnection().getKnex().raw('alter table irc_channels rename to irc_channels_gone');
+    const r = await d.app.inject({ method: 'GET', url: '/irc/api/logs?q=x', remoteAddress: '192.0.2.8' });
+    expect(r.statusCode).toBe(500);
+    expect(r.json()).toEqual({ success: false, error: 'Internal server error.' });
+    expect(r.body).not.toMatch(/irc_events|relation|select/i);
+  });
+});
