@@ -3,7 +3,7 @@
  * removal, netsplit recognition, day arithmetic for time-only formats, and the file-level passes
  * that group netsplit bursts, recognise the merge that follows, and find who a message addresses.
  */
-import type { ParsedEvent } from './types.js';
+import type { IrcEventType, ParsedEvent, ParsedLine } from './types.js';
 
 // eslint-disable-next-line no-control-regex
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
@@ -185,3 +185,74 @@ export function finishEvents(events: ParsedEvent[]): ParsedEvent[] {
 
 /** Channel name prefixes (RFC 2811); a log named otherwise is a private conversation with that nick. */
 export const isChannelName = (name: string) => /^[#&+!]/.test(name);
+
+// ---------------------------------------------------------------------------------------------
+// Line-building helpers shared by the client log formats (irssi, WeeChat, Limnoria, HexChat,
+// EnergyMech). Added alongside the ZNC parser; nothing above depends on them.
+
+/** Mode prefixes clients show before a nick (`<@op>`, `< nick>`, `+voice`, `%halfop`, `~owner`, `&admin`); nicks never start with them. */
+export function stripNickMode(nick: string): string {
+  return nick.replace(/^[\s@+%~&!]+/, '');
+}
+
+/** A ParsedLine; `target` and `toNick` are null unless given. */
+export function parsedLine(eventType: IrcEventType, nick: string | null, messageText: string | null, extra: Partial<ParsedLine> = {}): ParsedLine {
+  return { eventType, nick, messageText, target: null, toNick: null, ...extra };
+}
+
+/** QUIT, or NETSPLIT when the reason is two host names; an empty reason is null. */
+export function quitLine(nick: string, reason: string | null | undefined): ParsedLine {
+  const r = reason || null;
+  return parsedLine(isNetsplitReason(r) ? 'NETSPLIT' : 'QUIT', nick, r);
+}
+
+/** MODE from a mode string with its arguments (`+o tux3`, `+nt`): messageText is all of it, target the arguments or null. */
+export function modeLine(nick: string | null, modes: string): ParsedLine {
+  const text = modes.trim().replace(/\s+/g, ' ');
+  const space = text.indexOf(' ');
+  return parsedLine('MODE', nick, text, { target: space < 0 ? null : text.slice(space + 1) });
+}
+
+/** A time stamp read from a line: the wall clock it shows, and its UTC offset when it carries one. */
+export interface LineStamp {
+  /** `YYYY-MM-DD HH:MM:SS` (fractions of a second dropped). */
+  localTime: string;
+  /** Minutes east of UTC (`Z` = 0); null when the stamp has no offset. */
+  utcOffsetMinutes: number | null;
+}
+
+const ISO_STAMP = /^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:[.,]\d{1,9})? ?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?$/;
+
+/**
+ * ISO 8601 date-time (`YYYY-MM-DDTHH:MM:SS`, also with a space or lower-case `t`, optional
+ * fraction, optional `Z` / `±HH:MM` / `±HHMM` / `±HH`), or null when it is not one or not a real time.
+ */
+export function parseIsoStamp(s: string): LineStamp | null {
+  const m = ISO_STAMP.exec(s.trim());
+  if (!m || !isValidDate(m[1]!)) return null;
+  const time = normalizeTime(m[2]!, m[3]!, m[4]!);
+  if (!time) return null;
+  let offset: number | null = null;
+  if (m[5]) offset = 0;
+  else if (m[6]) {
+    const hh = +m[7]!;
+    const mm = m[8] ? +m[8] : 0;
+    if (hh > 23 || mm > 59) return null;
+    offset = (m[6] === '-' ? -1 : 1) * (hh * 60 + mm);
+  }
+  return { localTime: `${m[1]} ${time}`, utcOffsetMinutes: offset };
+}
+
+/** `YYYY-MM-DD` from a year, a month name (`Jan`) and a day, or null when that is no calendar day. */
+export function dateFromParts(year: string | number, monthName: string, day: string | number): string | null {
+  const month = monthNumber(monthName);
+  if (!month) return null;
+  const date = `${String(year).padStart(4, '0')}-${String(month).padStart(2, '0')}-${String(day).trim().padStart(2, '0')}`;
+  return isValidDate(date) ? date : null;
+}
+
+/** A parsed line plus the channel it names (JOIN/PART/KICK/MODE/TOPIC lines of most formats do); formats report the first as ParsedFile.channel. */
+export type ChannelLine = ParsedLine & { channel?: string };
+
+/** The line with the channel it names, when it names one. */
+export const inChannel = (line: ParsedLine, channel: string | null | undefined): ChannelLine => (channel ? { ...line, channel } : line);
