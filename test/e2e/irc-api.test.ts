@@ -324,3 +324,45 @@ describe('limits and failures', () => {
     expect(r.body).not.toMatch(/irc_events|relation|select/i);
   });
 });
+
+describe('admin alias table (/irc/api/admin/aliases)', () => {
+  const call = (method: 'GET' | 'POST' | 'DELETE', token: string | null, payload?: object, qs = '') =>
+    t.app.inject({ method, url: `/irc/api/admin/aliases${qs}`, ...(payload ? { payload } : {}), headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const tokenFor = async (isAdmin: boolean) => {
+    const { user } = await t.accounts.createUser({ username: `irc${isAdmin ? 'admin' : 'user'}${Math.random().toString(36).slice(2, 8)}`, permissions: [], isAdmin });
+    return t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
+  };
+
+  it('answers 401 without credentials and 403 to non-admins, in the chat-log shape', async () => {
+    const anon = await call('POST', null, { network: 'testnet', nick: 'x', alias: 'y' });
+    expect(anon.statusCode).toBe(401);
+    expect(anon.json()).toEqual({ success: false, error: expect.any(String) });
+    const user = await call('GET', await tokenFor(false), undefined, '?network=testnet');
+    expect(user.statusCode).toBe(403);
+    expect(user.json()).toEqual({ success: false, error: expect.any(String) });
+  });
+
+  it('lets an admin link, list and unlink nicks, which the nick filter follows', async () => {
+    const admin = await tokenFor(true);
+    expect((await call('POST', admin, { network: 'testnet', nick: 'carol', alias: 'erin' })).json()).toEqual({ success: true });
+    const listed = await call('GET', admin, undefined, '?network=testnet&nick=erin');
+    expect(listed.json()).toEqual({ success: true, links: [{ network: 'testnet', nick: 'carol', alias: 'erin', origin: 'admin', blocked: false }] });
+    const profile = (await get(`/irc/api/logs?network_id=${ids.testnet}&nick=carol&include_netsplit=1&bulk_netsplit=0`)).body;
+    expect(profile.results.map((r: any) => r.nick)).toEqual(['carol', 'erin', 'carol']);
+    expect(profile.nick_profile.aliases).toEqual(['erin']);
+    expect((await call('DELETE', admin, { network: 'testnet', nick: 'erin', alias: 'carol' })).json()).toEqual({ success: true, removed: true });
+    expect((await get(`/irc/api/logs?network_id=${ids.testnet}&nick=carol`)).body.nick_profile.aliases).toEqual([]);
+  });
+
+  it('validates the body and names unknown networks', async () => {
+    const admin = await tokenFor(true);
+    const bad = await call('POST', admin, { network: 'testnet', nick: 'two words', alias: 'y' });
+    expect(bad.statusCode).toBe(422);
+    expect(bad.json().error).toMatch(/^nick: /);
+    const same = await call('POST', admin, { network: 'testnet', nick: 'Same', alias: 'same' });
+    expect(same.statusCode).toBe(422);
+    const unknown = await call('POST', admin, { network: 'nonet', nick: 'a', alias: 'b' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json()).toEqual({ success: false, error: 'no network "nonet" in the production archive' });
+  });
+});
