@@ -7,7 +7,7 @@ import type { DnsApiKey, DnsIpWhitelistEntry } from './accounts/entities.js';
 import { generatePassword } from './accounts/password.js';
 import { presentToken, presentUser } from './accounts/presenters.js';
 import type { AuthUser } from './accounts/types.js';
-import { envSchema } from './config.js';
+import { ConfigError, envSchema } from './config.js';
 import { migrate, openOrm, type Orm } from './db/orm.js';
 import { AppError } from './http/errors.js';
 import { WorkerDirectory } from './speech/workers/worker-directory.js';
@@ -15,6 +15,10 @@ import { DnsService } from './dns/dns-service.js';
 import { acmeOwner } from './dns/dns-service.js';
 import { checkPaths } from './dns/zone-registry.js';
 import { IRC_IMPORT_FORMATS, IRC_SOURCES, IrcImportService, type IrcSource } from './irc/import-service.js';
+import { IrcEventStore } from './irc/event-store.js';
+import { IrcAliasService } from './irc/alias-service.js';
+import { IrcLiveLogger, loadIrcLoggerConfig, type IrcLoggerConfig } from './irc/live-logger.js';
+import pino from 'pino';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -509,5 +513,83 @@ program
       ],
     };
   }));
+
+const runAliases = runWith((orm) => new IrcAliasService(orm));
+const aliasSource = () => new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).default('production');
+
+program
+  .command('irc:alias:add <nick> <alias>')
+  .description('link two nicks as one person: the nick filter and nick profiles then cover both (undoes an earlier removal)')
+  .requiredOption('--network <name>', 'network name')
+  .addOption(aliasSource())
+  .action(runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
+    await svc.add(o.source, o.network, nick, alias);
+    return { json: { network: o.network, nick, alias }, text: [`linked ${nick} and ${alias} on ${o.network} (${o.source})`] };
+  }));
+
+program
+  .command('irc:alias:remove <nick> <alias>')
+  .description('unlink two nicks, also a link learnt from a nick change; re-importing logs does not bring it back')
+  .requiredOption('--network <name>', 'network name')
+  .addOption(aliasSource())
+  .action(runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
+    const removed = await svc.remove(o.source, o.network, nick, alias);
+    return { json: { network: o.network, nick, alias, removed }, text: [removed ? `unlinked ${nick} and ${alias}` : `${nick} and ${alias} were not linked; the pair is now blocked from linking`] };
+  }));
+
+program
+  .command('irc:alias:list [nick]')
+  .description('nick links of a network (learnt from nick changes or made by admins), optionally only those of one nick')
+  .requiredOption('--network <name>', 'network name')
+  .addOption(aliasSource())
+  .action(runAliases(async (svc, nick: string | undefined, o: { network: string; source: IrcSource }) => {
+    const links = await svc.list(o.source, o.network, nick);
+    return {
+      json: { links },
+      text: table(['NICK', 'ALIAS', 'ORIGIN', 'STATE'], links.map((l) => [l.nick, l.alias, l.origin, l.blocked ? 'removed' : 'linked']), 'no links'),
+    };
+  }));
+
+program
+  .command('irc:logger')
+  .description('run the live IRC logger (networks and channels from a JSON file; README "Live logger") until SIGINT/SIGTERM')
+  .addOption(new Option('--config <file>', 'logger configuration file (JSON)').env('IRC_LOGGER_CONFIG').makeOptionMandatory())
+  .action(async (o: { config: string }) => {
+    let config: IrcLoggerConfig;
+    try {
+      config = loadIrcLoggerConfig(o.config);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      console.error(err.message);
+      process.exitCode = EX_CONFIG;
+      return;
+    }
+    await runWith((orm) => orm)(async (orm) => {
+      const level = envSchema.shape.LOG_LEVEL.safeParse(process.env.LOG_LEVEL || undefined);
+      // Logs go to stderr; stdout carries only the summary printed at the end.
+      const logger = pino({ level: level.success ? level.data : 'info' }, pino.destination(2));
+      const irc = new IrcLiveLogger({ config, store: new IrcEventStore(orm), logger });
+      let onSignal: (s: NodeJS.Signals) => void = () => undefined;
+      const signalled = new Promise<NodeJS.Signals>((resolve) => {
+        onSignal = resolve;
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+      });
+      try {
+        await irc.start();
+        logger.info({ networks: config.networks.map((n) => n.name) }, 'irc logger running; SIGINT or SIGTERM stops it');
+        logger.info({ signal: await signalled }, 'irc logger stopping');
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        await irc.stop();
+      }
+      const networks = irc.status().map((s) => ({ network: s.network, source: s.source, written: s.written, dropped: s.dropped, registrations: s.registrations }));
+      return {
+        json: { networks },
+        text: networks.map((n) => `${n.network} (${n.source}): ${n.written} row(s) written${n.dropped ? `, ${n.dropped} dropped` : ''}`),
+      };
+    })();
+  });
 
 await program.parseAsync();

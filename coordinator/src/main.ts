@@ -34,6 +34,11 @@ async function main() {
 }
 
 main().catch((err) => {
+  // A bad file named by the configuration (the IRC logger's) is a configuration error too.
+  if (err instanceof ConfigError) {
+    console.error(err.message);
+    process.exit(78);
+  }
   console.error(err);
   process.exit(1);
 });

@@ -13,6 +13,8 @@ import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
 import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
+import { IrcEventStore } from './irc/event-store.js';
+import { IrcLiveLogger, loadIrcLoggerConfig } from './irc/live-logger.js';
 
 export interface RunningCoordinator {
   app: FastifyInstance;
@@ -25,6 +27,8 @@ export interface RunningCoordinator {
   speech: SpeechServices;
   /** Terminal callbacks and completion reports (BullMQ queues speech-callbacks, speech-reports). */
   notifications: SpeechNotifications;
+  /** The live IRC logger, when IRC_LOGGER_CONFIG names its configuration. */
+  ircLogger: IrcLiveLogger | null;
   logger: Logger;
   /** Drains HTTP, gRPC and queue workers, then closes Redis and the database pool. */
   close(): Promise<void>;
@@ -40,6 +44,8 @@ export function connectRedis(url: string): Redis {
 export async function startCoordinator(config: Config, opts: { logger?: Logger } = {}): Promise<RunningCoordinator> {
   const logger = opts.logger ?? pino({ level: config.LOG_LEVEL });
   const version = readPlatformVersion();
+  // A bad logger configuration file stops the start before anything is opened (ConfigError).
+  const ircLoggerConfig = config.IRC_LOGGER_CONFIG ? loadIrcLoggerConfig(config.IRC_LOGGER_CONFIG) : null;
 
   const orm = await openOrm({ databaseUrl: config.DATABASE_URL, poolMax: config.DATABASE_POOL_MAX, logger });
   const cleanups: Array<() => Promise<unknown>> = [() => orm.close(true)];
@@ -121,6 +127,13 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     });
     cleanups.unshift(() => grpc.close());
     const address = await app.listen({ host: config.HOST, port: config.PORT });
+    let ircLogger: IrcLiveLogger | null = null;
+    if (ircLoggerConfig) {
+      const started = new IrcLiveLogger({ config: ircLoggerConfig, store: new IrcEventStore(orm), logger: logger.child({ component: 'irc-logger' }) });
+      cleanups.unshift(() => started.stop());
+      await started.start();
+      ircLogger = started;
+    }
 
     let closing: Promise<void> | null = null;
     return {
@@ -133,6 +146,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       workers,
       speech,
       notifications,
+      ircLogger,
       logger,
       close() {
         closing ??= (async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
@@ -258,5 +258,32 @@ describe('admin CLI', () => {
     } finally {
       await withAdminClient(admin, (c) => c.query(`drop database if exists ${name} with (force)`));
     }
+  });
+});
+
+describe('chat-log commands', () => {
+  it('imports logs of mixed formats with detection, then links, lists and unlinks nicks', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cli-irc-'));
+    writeFileSync(path.join(dir, '#lab_20240310.log'), '[10:00:00] <ann> hi\n[10:01:00] *** ann is now known as ann_\n');
+    writeFileSync(path.join(dir, 'irc.testnet.#lab.weechatlog'), '2024-03-11 09:00:00\tann_\tmorning\n2024-03-11 09:00:05\tben\tann_: hello\n');
+    writeFileSync(path.join(dir, 'notes.txt'), 'just some text\nnot a log\n');
+    const imported = await cli(['irc:import', dir, '--network', 'testnet', '--source', 'production', '--json']);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.json).toMatchObject({ ok: true, files: 2, lines: 4, inserted: 4, formats: { znc: 1, weechat: 1 } });
+    expect(imported.json.ignoredFiles).toEqual([{ path: path.join(dir, 'notes.txt'), reason: expect.stringMatching(/^not a known chat-log format/) }]);
+    const again = await cli(['irc:import', dir, '--network', 'testnet', '--source', 'production']);
+    expect(again.stdout).toContain('inserted 0, skipped 4');
+
+    const learnt = await cli(['irc:alias:list', '--network', 'testnet', '--json']);
+    expect(learnt.json.links).toEqual([{ network: 'testnet', nick: 'ann', alias: 'ann_', origin: 'log', blocked: false }]);
+    expect((await cli(['irc:alias:add', 'ben', 'benny', '--network', 'testnet'])).stdout).toContain('linked ben and benny on testnet (production)');
+    const removed = await cli(['irc:alias:remove', 'ann_', 'ann', '--network', 'testnet', '--json']);
+    expect(removed.json).toMatchObject({ ok: true, removed: true });
+    const listed = await cli(['irc:alias:list', '--network', 'testnet']);
+    expect(listed.stdout).toMatch(/ann\s+ann_\s+admin\s+removed/);
+    expect(listed.stdout).toMatch(/ben\s+benny\s+admin\s+linked/);
+    const unknown = await cli(['irc:alias:add', 'a', 'b', '--network', 'nonet']);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain('no network "nonet" in the production archive');
   });
 });
