@@ -3,7 +3,7 @@
  * removal, netsplit recognition, day arithmetic for time-only formats, and the file-level passes
  * that group netsplit bursts, recognise the merge that follows, and find who a message addresses.
  */
-import type { IrcEventType, ParsedEvent, ParsedLine } from './types.js';
+import type { IrcEventType, ParsedEvent, ParsedFile, ParsedLine } from './types.js';
 
 // eslint-disable-next-line no-control-regex
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
@@ -256,3 +256,28 @@ export type ChannelLine = ParsedLine & { channel?: string };
 
 /** The line with the channel it names, when it names one. */
 export const inChannel = (line: ParsedLine, channel: string | null | undefined): ChannelLine => (channel ? { ...line, channel } : line);
+
+/**
+ * Whole-file pass for formats whose every line carries its own date (WeeChat, Limnoria): parse
+ * each line, skip bookkeeping markers, remember the first channel a line names, then finishEvents.
+ */
+export function parseSelfDatedLog(content: Buffer | string, parseLine: (text: string) => (ChannelLine & LineStamp) | { marker: 'skip' } | null): ParsedFile {
+  const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+  const events: ParsedEvent[] = [];
+  const unparsed: ParsedFile['unparsed'] = [];
+  let channel: string | null = null;
+  let lines = 0;
+  for (const { lineNo, raw, text } of splitLines(buf)) {
+    lines += 1;
+    const p = parseLine(text);
+    if (!p) {
+      unparsed.push({ lineNo, text });
+      continue;
+    }
+    if ('marker' in p) continue;
+    const { channel: named, ...line } = p;
+    if (named && !channel) channel = named;
+    events.push({ ...line, lineNo, raw, netsplitBurst: null });
+  }
+  return { events: finishEvents(events), unparsed, lines, channel };
+}

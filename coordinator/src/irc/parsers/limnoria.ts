@@ -20,10 +20,10 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, dateFromParts, finishEvents, inChannel, isValidDate, type LineStamp, modeLine, normalizeTime, parsedLine,
-  parseIsoStamp, quitLine, splitLines, stripFormatting,
+  type ChannelLine, parseSelfDatedLog, dateFromParts, inChannel, isValidDate, type LineStamp, modeLine, normalizeTime, parsedLine,
+  parseIsoStamp, quitLine, stripFormatting,
 } from './common.js';
-import type { FileNameInfo, LogFormat, ParsedEvent, ParsedFile } from './types.js';
+import type { FileNameInfo, LogFormat, ParsedFile } from './types.js';
 
 export type LimnoriaEventLine = ChannelLine & LineStamp;
 export type LimnoriaLine = LimnoriaEventLine | { marker: 'skip' };
@@ -75,24 +75,7 @@ function parseStatus(s: string): ChannelLine | { marker: 'skip' } | null {
 
 /** Parses a whole ChannelLogger file; every line carries its own date, so no day is needed. */
 export function parseLimnoriaLog(content: Buffer | string): ParsedFile {
-  const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
-  const events: ParsedEvent[] = [];
-  const unparsed: ParsedFile['unparsed'] = [];
-  let channel: string | null = null;
-  let lines = 0;
-  for (const { lineNo, raw, text } of splitLines(buf)) {
-    lines += 1;
-    const p = parseLimnoriaLine(text);
-    if (!p) {
-      unparsed.push({ lineNo, text });
-      continue;
-    }
-    if ('marker' in p) continue;
-    const { channel: named, ...line } = p;
-    if (named && !channel) channel = named;
-    events.push({ ...line, lineNo, raw, netsplitBurst: null });
-  }
-  return { events: finishEvents(events), unparsed, lines, channel };
+  return parseSelfDatedLog(content, parseLimnoriaLine);
 }
 
 /**

@@ -26,10 +26,10 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, finishEvents, inChannel, isValidDate, type LineStamp, modeLine, parsedLine, parseIsoStamp, quitLine,
-  splitLines, stripFormatting, stripNickMode,
+  type ChannelLine, parseSelfDatedLog, inChannel, isValidDate, type LineStamp, modeLine, parsedLine, parseIsoStamp, quitLine,
+  stripFormatting, stripNickMode,
 } from './common.js';
-import type { FileNameInfo, LogFormat, ParsedEvent, ParsedFile } from './types.js';
+import type { FileNameInfo, LogFormat, ParsedFile } from './types.js';
 
 export type WeechatEventLine = ChannelLine & LineStamp;
 export type WeechatLine = WeechatEventLine | { marker: 'skip' };
@@ -102,24 +102,7 @@ function parseNetwork(msg: string): Body | null {
 
 /** Parses a whole WeeChat log; every line carries its own date, so no day is needed. */
 export function parseWeechatLog(content: Buffer | string): ParsedFile {
-  const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
-  const events: ParsedEvent[] = [];
-  const unparsed: ParsedFile['unparsed'] = [];
-  let channel: string | null = null;
-  let lines = 0;
-  for (const { lineNo, raw, text } of splitLines(buf)) {
-    lines += 1;
-    const p = parseWeechatLine(text);
-    if (!p) {
-      unparsed.push({ lineNo, text });
-      continue;
-    }
-    if ('marker' in p) continue;
-    const { channel: named, ...line } = p;
-    if (named && !channel) channel = named;
-    events.push({ ...line, lineNo, raw, netsplitBurst: null });
-  }
-  return { events: finishEvents(events), unparsed, lines, channel };
+  return parseSelfDatedLog(content, parseWeechatLine);
 }
 
 const DATE_IN_NAME = /(?:^|[._-])(\d{4}-\d{2}-\d{2}|\d{8})(?=[._-]|$)/;
