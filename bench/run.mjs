@@ -2,7 +2,9 @@
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
 // pocketsphinx + en-us; for the DNS part (bench/dns.mjs) BIND: named, dig, nsupdate, tsig-keygen.
-// BENCH_ONLY=speech or BENCH_ONLY=dns runs one part; the default is both.
+// BENCH_ONLY=speech, BENCH_ONLY=dns or BENCH_ONLY=irc runs one part; the default is speech and DNS,
+// plus the chat-log archive (bench/irc.mjs) when its generated database exists (it is built once,
+// apart: `npm run bench:irc:generate`).
 //
 // Speech:
 // 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim -> Complete;
@@ -28,6 +30,7 @@ import { loadConfig } from '../coordinator/dist/config.js';
 import { startCoordinator } from '../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../worker/dist/engines/index.js';
 import { dnsPhases } from './dns.mjs';
+import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.mjs';
 import { cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -46,11 +49,12 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 3),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && only !== 'speech' && only !== 'dns') {
-  process.stderr.write(`BENCH_ONLY must be "speech" or "dns" (or unset for both), not "${only}"\n`);
+if (only && only !== 'speech' && only !== 'dns' && only !== 'irc') {
+  process.stderr.write(`BENCH_ONLY must be "speech", "dns" or "irc" (or unset for all), not "${only}"\n`);
   process.exit(2);
 }
-const parts = { speech: only !== 'dns', dns: only !== 'speech' };
+// irc null: decided at start, by whether the generated chat-log archive exists.
+const parts = { speech: !only || only === 'speech', dns: !only || only === 'dns', irc: only === 'irc' ? true : only ? false : null };
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
 // An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
 // and never contacted): submission then measures the queue, not this sandbox's DNS resolver.
@@ -271,7 +275,29 @@ async function main() {
   );
   const pgVersion = (await adminQuery('show server_version')).rows[0].server_version;
   row('software', `Node ${process.version}, PostgreSQL ${pgVersion.split(' ')[0]}, Redis ${await redisVersion()}`);
+  cleanups.push(['redis keys', deleteRedisKeys]);
 
+  // The chat-log part needs the archive `npm run bench:irc:generate` builds once (~15 min); a
+  // default run includes it only when that exists, and never generates it.
+  if (parts.irc === null) {
+    parts.irc = Boolean(await ircBenchState(settings.pgAdminUrl).catch(() => null));
+    if (!parts.irc) {
+      log(`IRC part skipped: no generated chat-log archive; ${IRC_GENERATE_HINT}`);
+      row('IRC archive', `skipped: no generated database sonar_bench_irc; ${IRC_GENERATE_HINT}`);
+    }
+  }
+  const check = (ok) => {
+    if (!ok) failed = true;
+  };
+  if (parts.speech || parts.dns) await speechAndDnsParts(check);
+  if (parts.irc) {
+    checkInterrupted();
+    await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
+  }
+}
+
+/** Speech and DNS share one coordinator on a fresh database, dropped at the end. */
+async function speechAndDnsParts(check) {
   // Database and coordinator.
   log(`creating database ${dbName}`);
   await adminQuery(`create database ${dbName}`);
@@ -279,7 +305,6 @@ async function main() {
     await adminQuery(`drop database if exists ${dbName} with (force)`);
     log(`dropped database ${dbName}`);
   }]);
-  cleanups.push(['redis keys', deleteRedisKeys]);
 
   const config = loadConfig({
     DATABASE_URL: databaseUrl(dbName),
@@ -320,9 +345,7 @@ async function main() {
       runId,
       row,
       fail,
-      check: (ok) => {
-        if (!ok) failed = true;
-      },
+      check,
       signal: interrupt.signal,
       checkInterrupted,
       startLoadGenerator,

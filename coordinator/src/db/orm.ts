@@ -21,7 +21,16 @@ export function ormConfig(opts: OrmOptions) {
     clientUrl: opts.databaseUrl,
     entities: entitySchemas,
     extensions: [Migrator],
-    pool: { min: 0, max: opts.poolMax },
+    pool: {
+      min: 0,
+      max: opts.poolMax,
+      // JIT compilation pays off for long analytical queries; for this service's short queries its
+      // compile time (tens of milliseconds, triggered by high cost estimates of full-text and
+      // large index scans) is pure latency.
+      afterCreate: (conn: { query(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) => {
+        conn.query('set jit = off', (err) => done(err, conn));
+      },
+    },
     discovery: { warnWhenNoEntities: true },
     allowGlobalContext: false,
     forceUtcTimezone: true,

@@ -48,9 +48,12 @@ export class IrcAliasService {
       `with recursive walk(network_id, nick_key, depth) as (
          select n, ?::text, 0 from unnest(?::int[]) as n
          union
-         select w.network_id, case when l.nick_key = w.nick_key then l.other_key else l.nick_key end, w.depth + 1
-           from walk w
-           join irc_nick_links l on l.network_id = w.network_id and not l.blocked and (l.nick_key = w.nick_key or l.other_key = w.nick_key)
+         select w.network_id, x.k, w.depth + 1
+           from walk w cross join lateral (
+             select l.other_key as k from irc_nick_links l where l.network_id = w.network_id and l.nick_key = w.nick_key and not l.blocked
+             union all
+             select l.nick_key from irc_nick_links l where l.network_id = w.network_id and l.other_key = w.nick_key and not l.blocked
+           ) x
           where w.depth < ?
        )
        select distinct nick_key from walk limit ?`,

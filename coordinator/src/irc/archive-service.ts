@@ -136,7 +136,7 @@ export class IrcArchiveService {
       ? [s.networkId]
       : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
     if (!scope.length) return null;
-    const [{ n: allChannels } = { n: '0' }] = await this.rows<{ n: string }>('select count(*) as n from irc_channels');
+    const allChannels = (await this.rows<{ id: number }>('select id from irc_channels')).map((r) => Number(r.id));
     const range = IrcArchiveService.timeRange(s);
     if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
       throw new AppError('validation_failed', 'the time range ends before it starts (check date_from/date_to or datetime_from/datetime_to)');
@@ -150,7 +150,7 @@ export class IrcArchiveService {
     }
     const nickKeys = s.nick ? await this.aliases.resolve(s.nick, networkIds) : null;
     const filter: LogFilter = {
-      channelIds: scope.length === Number(allChannels) ? null : scope.map((c) => Number(c.id)),
+      ...channelScope(scope.map((c) => Number(c.id)), allChannels),
       include: s.include,
       exclude: s.exclude,
       nickKeys,
@@ -185,8 +185,10 @@ export class IrcArchiveService {
     let total: number;
     let ids: number[];
 
-    if (hasTextTerms(filter)) {
-      // Full-text (bitmap) scans: find the matches once, then count them and cut the page.
+    if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
+      // Full-text (bitmap) scans and recipient lookups: find the matches once, then count them and
+      // cut the page. Materialising also keeps the planner from walking the whole time index in
+      // the hope of finding `limit` matches early.
       const [row] = await this.rows<{ total: string; ids: number[] }>(
         `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql})
          select (select count(*) from m) as total,
@@ -197,7 +199,7 @@ export class IrcArchiveService {
       total = Number(row!.total);
       ids = row!.ids.map(Number);
     } else {
-      // Ordered index scans: the page stops after offset+limit index entries; the count reads the index only.
+      // Ordered index scans: the count reads an index alone; the page stops after offset+limit entries.
       if (isSelective(filter)) {
         const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${where.sql}`, where.bindings);
         total = Number(row!.n);
@@ -205,14 +207,32 @@ export class IrcArchiveService {
         total = scope.reduce((n, c) => n + Number(c.event_count)
           - (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)), 0);
       }
-      ids = total > s.offset
-        ? (await this.rows<{ id: string }>(
-          `select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`,
-          [...where.bindings, s.limit, s.offset],
-        )).map((r) => Number(r.id))
-        : [];
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
     }
     return { total, results: await this.rowsByIds(ids, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
+  }
+
+  /**
+   * One page in (occurred_at, id) order without full-text terms. With a nick filter each of the
+   * person's nicks is read in order from the nick index and the runs are merged, so the planner
+   * cannot choose to walk the whole time index looking for a nick that is rare in it.
+   */
+  private async orderedPage(filter: LogFilter, limit: number, offset: number): Promise<number[]> {
+    if (filter.nickKeys) {
+      const branches = filter.nickKeys.map((key) => whereClause({ ...filter, nickKeys: [key] }));
+      const rows = await this.rows<{ id: string }>(
+        `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at, e.id limit ?)`).join(' union all ')}) u
+          order by occurred_at, id limit ? offset ?`,
+        [...branches.flatMap((b) => [...b.bindings, offset + limit]), limit, offset],
+      );
+      return rows.map((r) => Number(r.id));
+    }
+    const where = whereClause(filter);
+    const rows = await this.rows<{ id: string }>(
+      `select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`,
+      [...where.bindings, limit, offset],
+    );
+    return rows.map((r) => Number(r.id));
   }
 
   /** `aggregate=dates`: how many distinct UTC days the matching rows fall on, and their span. */
@@ -274,4 +294,12 @@ interface ScopeChannel {
   event_count: string;
   netsplit_count: string;
   netsplit_leader_count: string;
+}
+
+/** The channel condition in its cheaper form: none (every channel), the channels in scope, or those out of it. */
+function channelScope(inScope: number[], all: number[]): Pick<LogFilter, 'channelIds' | 'excludedChannelIds'> {
+  if (inScope.length === all.length) return { channelIds: null, excludedChannelIds: null };
+  const set = new Set(inScope);
+  const out = all.filter((id) => !set.has(id));
+  return inScope.length > 1 && out.length < inScope.length ? { channelIds: null, excludedChannelIds: out } : { channelIds: inScope, excludedChannelIds: null };
 }

@@ -12,6 +12,8 @@ export interface Fragment {
 export interface LogFilter {
   /** Channels in scope (source, network, channel, private_only already applied); null = every channel in the archive. */
   channelIds: number[] | null;
+  /** Or, when that is the shorter list: the channels out of scope. */
+  excludedChannelIds?: number[] | null;
   include: SearchTerm[];
   exclude: SearchTerm[];
   /** Lower-case nick keys (the person's aliases). */
@@ -65,7 +67,13 @@ export function hasTextTerms(f: LogFilter): boolean {
  */
 export function whereClause(f: LogFilter): Fragment {
   const conds: Fragment[] = [];
-  if (f.channelIds) conds.push({ sql: 'e.channel_id = any(?::int[])', bindings: [f.channelIds] });
+  // One channel: a plain equality, so its (channel_id, occurred_at, id) index gives order and
+  // paging. Several: written so no index is chosen for it (`+ 0`), because a bitmap over whole
+  // networks ANDed with the nick or full-text index costs far more than checking channel_id (an
+  // included column of the ordered indexes) on the rows the selective index finds.
+  if (f.channelIds?.length === 1) conds.push({ sql: 'e.channel_id = ?', bindings: [f.channelIds[0]] });
+  else if (f.channelIds) conds.push({ sql: '(e.channel_id + 0) = any(?::int[])', bindings: [f.channelIds] });
+  else if (f.excludedChannelIds?.length) conds.push({ sql: '(e.channel_id + 0) <> all(?::int[])', bindings: [f.excludedChannelIds] });
 
   const merged: Fragment[] = [];
   for (const t of f.include) {
@@ -98,7 +106,8 @@ export function whereClause(f: LogFilter): Fragment {
     conds.push({ sql: `not (e.search_vector @@ (${neg.sql}))`, bindings: neg.bindings });
   }
 
-  if (f.nickKeys) conds.push({ sql: 'lower(e.nick) = any(?::text[])', bindings: [f.nickKeys] });
+  if (f.nickKeys?.length === 1) conds.push({ sql: 'lower(e.nick) = ?', bindings: [f.nickKeys[0]] });
+  else if (f.nickKeys) conds.push({ sql: 'lower(e.nick) = any(?::text[])', bindings: [f.nickKeys] });
   if (f.recipient) conds.push({ sql: '(lower(e.target) = ? or lower(e.to_nick) = ?)', bindings: [f.recipient, f.recipient] });
   if (f.from) conds.push({ sql: 'e.occurred_at >= ?::timestamp', bindings: [f.from] });
   if (f.to) conds.push({ sql: `e.occurred_at ${f.toExclusive ? '<' : '<='} ?::timestamp`, bindings: [f.to] });

@@ -34,7 +34,9 @@ export class Migration20261121000700IrcSearch extends Migration {
     this.addSql('drop index if exists irc_events_channel_time_idx, irc_events_occurred_at_idx;');
     this.addSql('create index irc_events_channel_time_idx on irc_events (channel_id, occurred_at, id) include (event_type, netsplit_leader);');
     this.addSql('create index irc_events_occurred_at_idx on irc_events (occurred_at, id) include (channel_id, event_type, netsplit_leader);');
-    this.addSql('create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) include (channel_id, event_type, netsplit_leader) where nick is not null;');
+    // `nick` itself is included so the planner may answer nick counts from the index alone (it
+    // does not consider index-only scans of an expression index otherwise).
+    this.addSql('create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) include (nick, channel_id, event_type, netsplit_leader) where nick is not null;');
     this.addSql('create index irc_events_target_idx on irc_events (lower(target)) where target is not null;');
     this.addSql('create index irc_events_to_nick_idx on irc_events (lower(to_nick)) where to_nick is not null;');
     this.addSql('create index irc_events_netsplit_idx on irc_events (netsplit_group) where netsplit_group is not null;');

@@ -1,0 +1,409 @@
+// Chat-log archive phases of bench/run.mjs (`BENCH_ONLY=irc`), against the 10-million-row archive
+// that `npm run bench:irc:generate` builds once in the database sonar_bench_irc (bench/irc-generate.mjs).
+// The coordinator runs in this process on that database (IRC_API_RATE_LIMIT_MAX raised so the
+// per-client limit never answers 429).
+//
+// 1. import throughput: ZNC log files (IRC_BENCH_IMPORT_LINES lines, 200,000 by default, over a few
+//    channel-days) written to a temp folder and imported with the real IrcImportService into a
+//    network of its own; then imported again (every line a duplicate). The network is deleted
+//    afterwards and irc_events vacuumed, so the archive stays at its generated size.
+// 2. query latency: for each query shape, IRC_BENCH_QUERIES (60) distinct seeded queries of
+//    GET /irc/api/logs, one at a time after IRC_BENCH_WARMUP (5) others, over real HTTP; every
+//    answer must be 200 with success true.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { loadConfig } from '../coordinator/dist/config.js';
+import { IrcImportService } from '../coordinator/dist/irc/import-service.js';
+import { startCoordinator } from '../coordinator/dist/service.js';
+import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, rng, vocabulary, zipf } from './irc-generate.mjs';
+import { log, ms, percentile, secs } from './lib.mjs';
+
+const int = (name, fallback) => {
+  const v = Number(process.env[name]);
+  return Number.isInteger(v) && v > 0 ? v : fallback;
+};
+const fmt = (n) => Math.round(n).toLocaleString('en-US');
+/** The goal from the issue: p95 under 100 ms for every query shape. */
+const TARGET_P95_MS = 100;
+const IMPORT_NETWORK_PREFIX = 'bench-import-';
+
+/** The PostgreSQL server holding sonar_bench_irc: BENCH_DATABASE_URL, else the bench's admin URL. */
+export function ircServerUrl(pgAdminUrl) {
+  return process.env.BENCH_DATABASE_URL || pgAdminUrl;
+}
+
+/** The generator's record of a finished run, or null (no database, or an unfinished one). */
+export async function ircBenchState(pgAdminUrl) {
+  const state = await readBenchState(ircServerUrl(pgAdminUrl));
+  return state?.complete ? state : null;
+}
+
+export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about 10 min on 2 cores, 6 GiB; IRC_BENCH_ROWS to change the size), then \`BENCH_ONLY=irc npm run bench\``;
+
+// ---- ZNC files for the import phase ---------------------------------------------------------------
+
+const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
+const QUIT_REASONS = ['Quit: Leaving', 'Ping timeout: 260 seconds', 'Read error: Connection reset by peer', 'Remote host closed the connection', 'Quit: ZNC 1.8.2 - https://znc.in', 'Client Quit', 'Quit: WeeChat 3.8'];
+const KICK_REASONS = ['spam', 'flood', 'please stay on topic', 'no bots'];
+const two = (n) => String(n).padStart(2, '0');
+const clock = (s) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
+
+/**
+ * ZNC logs `#chan_YYYYMMDD.log` of about 5,000 lines each (four channels, as many days as needed)
+ * with the generator's word and nick distributions: messages (some addressed `nick: …`, some with
+ * URLs or code), actions, notices, joins/parts/quits, nick changes, modes, topics, kicks, and a
+ * netsplit per file (20-60 quits with one split reason, most rejoining minutes later).
+ */
+function writeZncFiles(dir, totalLines, seed) {
+  const rand = rng(seed ^ 0x1237);
+  const words = vocabulary(seed);
+  const english = englishCount(seed);
+  const { nicks, alts } = makeNicks(rand, 800);
+  const channels = ['#bench-general', '#bench-dev', '#bench-help', '#bench-offtopic'];
+  const perFile = 5000;
+  const hourCum = HOUR_WEIGHTS.map(((acc) => (w) => (acc += w))(0));
+  const say = (n) => Array.from({ length: n }, () => words[zipf(rand, words.length) - 1]).join(' ');
+  const tech = () => words[english + zipf(rand, words.length - english) - 1];
+  const host = (nick) => `~${nick.toLowerCase().replace(/[^a-z0-9]/g, '') || 'u'}@user/${nick.replace(/[^A-Za-z0-9]/g, '')}`;
+  const files = [];
+  let written = 0;
+  for (let f = 0; written < totalLines; f++) {
+    const channel = channels[f % channels.length];
+    const day = new Date(Date.UTC(2025, 1, 1) + Math.floor(f / channels.length) * 86_400_000).toISOString().slice(0, 10);
+    const n = Math.min(perFile, totalLines - written);
+    const shift = Math.floor(rand() * nicks.length);
+    const nickAt = () => (zipf(rand, nicks.length) + (rand() < 0.5 ? 0 : shift)) % nicks.length;
+    const events = [];
+    // The netsplit: quits within seconds, then most of the same nicks rejoin 2-15 minutes later.
+    const q = n >= 200 ? 20 + Math.floor(rand() * 41) : 0;
+    const m = Math.round(q * 0.8);
+    const splitAt = 3600 + Math.floor(rand() * 70_000);
+    const split = [...new Set(Array.from({ length: q * 2 }, nickAt))].slice(0, q);
+    split.forEach((i, k) => events.push({ at: splitAt + Math.floor(k / 8), text: `*** Quits: ${nicks[i]} (${host(nicks[i])}) (*.net *.split)` }));
+    const mergeAt = splitAt + 120 + Math.floor(rand() * 780);
+    split.slice(0, m).forEach((i, k) => events.push({ at: mergeAt + Math.floor(k / 6), text: `*** Joins: ${nicks[i]} (${host(nicks[i])})` }));
+    while (events.length < n) {
+      const r = rand() * hourCum[23];
+      const at = hourCum.findIndex((c) => r < c) * 3600 + Math.floor(rand() * 3600);
+      const i = nickAt();
+      const nick = rand() < 0.05 ? alts[i] : nicks[i];
+      const other = nicks[nickAt()];
+      const t = rand() * 100;
+      let text;
+      if (t < 71) {
+        const extra = rand();
+        text = `<${nick}> ${rand() < 0.12 && other !== nick ? `${other}: ` : ''}${say(1 + Math.floor(24 * rand() ** 2))}${
+          extra < 0.03 ? ` https://github.com/${tech()}/${tech()}` : extra < 0.065 ? ` ${tech()}_${tech()}()` : ''}`;
+      } else if (t < 74) text = `* ${nick} ${say(1 + Math.floor(8 * rand()))}`;
+      else if (t < 76) text = `-${nick}- ${say(1 + Math.floor(12 * rand()))}`;
+      else if (t < 85) text = `*** Joins: ${nick} (${host(nick)})`;
+      else if (t < 89) text = `*** Parts: ${nick} (${host(nick)}) (${rand() < 0.6 ? '' : 'Leaving'})`; // ZNC writes `()` for no reason
+      else if (t < 96) text = `*** Quits: ${nick} (${host(nick)}) (${QUIT_REASONS[Math.floor(rand() * QUIT_REASONS.length)]})`;
+      else if (t < 98) text = rand() < 0.5 ? `*** ${nicks[i]} is now known as ${alts[i]}` : `*** ${alts[i]} is now known as ${nicks[i]}`;
+      else if (t < 99.2) text = `*** ChanServ sets mode: ${rand() < 0.7 ? '+o' : '+v'} ${other}`;
+      else if (t < 99.5) text = `*** ${nick} changes topic to '${say(8)} | https://${tech()}.org/'`;
+      else text = `*** ${other} was kicked by ${nick} (${KICK_REASONS[Math.floor(rand() * KICK_REASONS.length)]})`;
+      events.push({ at, text });
+    }
+    events.forEach((e, k) => (e.k = k));
+    events.sort((a, b) => a.at - b.at || a.k - b.k);
+    const file = path.join(dir, `${channel}_${day.replace(/-/g, '')}.log`);
+    writeFileSync(file, events.map((e) => `[${clock(e.at)}] ${e.text}\n`).join(''));
+    files.push(file);
+    written += events.length;
+  }
+  return { files, lines: written };
+}
+
+// ---- query sets -----------------------------------------------------------------------------------
+
+/** Seeded draws of `n` distinct items from `make()` (gives up after many repeats). */
+function distinct(n, make) {
+  const out = new Map();
+  for (let tries = 0; out.size < n && tries < n * 200; tries++) {
+    const v = make();
+    if (v) out.set(JSON.stringify(v), v);
+  }
+  return [...out.values()];
+}
+
+/**
+ * The query shapes: for each, warm-up + measured parameter sets, drawn with a fixed seed from the
+ * generated vocabulary and from the archive itself (active nicks, big channels, real word pairs).
+ */
+async function querySets(db, state, count) {
+  const rand = rng(4242);
+  const words = vocabulary(state.seed);
+  const plain = (w) => /^[a-z]+$/.test(w);
+  const logUniform = (lo, hi) => Math.floor(Math.exp(Math.log(lo) + rand() * (Math.log(hi) - Math.log(lo))));
+  const wordIn = (lo, hi) => {
+    const w = words[logUniform(lo, hi) - 1];
+    return plain(w) ? w : null;
+  };
+  const q = async (sql, params) => (await db.query(sql, params)).rows;
+
+  const nets = await q(
+    `select n.id, n.name, min(c.first_at) as first_at, max(c.last_at) as last_at, sum(c.event_count)::bigint as events
+       from irc_networks n join irc_channels c on c.network_id = n.id
+      where n.source = 'production' and n.name not like $1 group by n.id, n.name order by events desc`,
+    [`${IMPORT_NETWORK_PREFIX}%`],
+  );
+  const big = await q(
+    `select c.id, c.name, n.name as network, c.event_count from irc_channels c join irc_networks n on n.id = c.network_id
+      where n.source = 'production' order by c.event_count desc limit 3`,
+  );
+  const nicks = await q(
+    `select k.nick, k.network_id, k.message_count from irc_nicks k join irc_networks n on n.id = k.network_id
+      where n.source = 'production' and k.nick_key <> 'chanserv' and k.nick_key !~ '^guest[0-9]+$'
+      order by k.message_count desc limit 500`,
+  );
+  // Real adjacent word pairs: messages at seeded ids, pairs past the `nick:` prefix where at least
+  // one word is outside the 100 most common (a phrase of two stop words would match everything).
+  const [{ max }] = await q('select max(id) as max from irc_events');
+  const sampleIds = Array.from({ length: count * 40 }, () => 1 + Math.floor(rand() * Number(max)));
+  const messages = await q(`select message_text from irc_events where id = any($1::bigint[]) and event_type = 'PRIVMSG' order by id`, [sampleIds]);
+  const rank = new Map(words.map((w, i) => [w, i + 1]));
+  const pairs = [];
+  for (const { message_text: text } of messages) {
+    const tokens = text.replace(/^\S+: /, '').split(' ');
+    for (let i = 0; i + 1 < tokens.length; i++) {
+      const [a, b] = [tokens[i], tokens[i + 1]];
+      if (plain(a) && plain(b) && a !== b && Math.max(rank.get(a) ?? 0, rank.get(b) ?? 0) > 100) {
+        pairs.push(`${a} ${b}`);
+        break;
+      }
+    }
+  }
+
+  const day = (ms) => new Date(ms).toISOString().slice(0, 10);
+  const n = count;
+  return [
+    {
+      shape: 'single word',
+      about: 'q=<word>, vocabulary ranks 200-5000',
+      params: distinct(n, () => {
+        const w = wordIn(200, 5000);
+        return w && { q: w };
+      }),
+    },
+    {
+      shape: 'phrase',
+      about: 'q="<w1> <w2>", adjacent words from stored messages',
+      params: distinct(n, () => pairs.length && { q: `"${pairs[Math.floor(rand() * pairs.length)]}"` }),
+    },
+    {
+      shape: 'nick filter',
+      about: 'nick=<one of the 500 most active>, network_id',
+      params: distinct(n, () => {
+        const k = nicks[Math.min(nicks.length - 1, logUniform(5, nicks.length))];
+        return k && { nick: k.nick, network_id: String(k.network_id) };
+      }),
+    },
+    {
+      shape: 'date range',
+      about: 'network_id + date_from/date_to, 1-30 days',
+      params: distinct(n, () => {
+        const net = nets[Math.floor(rand() * nets.length)];
+        const from = Date.parse(`${day(new Date(net.first_at))}T00:00:00Z`);
+        const to = Date.parse(`${day(new Date(net.last_at))}T00:00:00Z`);
+        const len = 1 + Math.floor(rand() * 30);
+        const start = from + Math.floor(rand() * Math.max(1, (to - from) / 86_400_000 - len)) * 86_400_000;
+        return { network_id: String(net.id), date_from: day(start), date_to: day(start + (len - 1) * 86_400_000) };
+      }),
+    },
+    {
+      shape: 'exclusion',
+      about: 'q=<word> -<common word>, ranks 100-2000 minus ranks 1-50',
+      params: distinct(n, () => {
+        const w = wordIn(100, 2000);
+        const x = wordIn(1, 50);
+        return w && x && w !== x && { q: `${w} -${x}` };
+      }),
+    },
+    {
+      shape: 'deep offset',
+      about: 'channel_id of the 3 biggest channels, offset 10,000-100,000',
+      note: `channels ${big.map((c) => `${c.network}/${c.name} (${fmt(c.event_count)} rows)`).join(', ')}`,
+      params: distinct(n, () => {
+        const c = big[Math.floor(rand() * big.length)];
+        return { channel_id: String(c.id), offset: String(10_000 + Math.floor(rand() * 90_001)) };
+      }),
+    },
+    {
+      shape: 'aggregate=dates',
+      about: 'aggregate=dates&q=<word>, ranks 200-5000',
+      params: distinct(n, () => {
+        const w = wordIn(200, 5000);
+        return w && { aggregate: 'dates', q: w };
+      }),
+    },
+  ];
+}
+
+// ---- phases -----------------------------------------------------------------------------------------
+
+/**
+ * @param ctx { pgAdminUrl, redisUrl, redisPrefix, tmp, runId, row, fail, check(ok), checkInterrupted }
+ */
+export async function ircPhases(ctx) {
+  const { row, fail, check, checkInterrupted } = ctx;
+  const settings = {
+    importLines: int('IRC_BENCH_IMPORT_LINES', 200_000),
+    queries: int('IRC_BENCH_QUERIES', 60),
+    warmup: int('IRC_BENCH_WARMUP', 5),
+  };
+  const base = ircServerUrl(ctx.pgAdminUrl);
+  const state = await ircBenchState(ctx.pgAdminUrl);
+  if (!state) {
+    fail('IRC archive', new Error(`no generated database ${BENCH_IRC_DATABASE}: ${IRC_GENERATE_HINT}`));
+    return;
+  }
+  const dbUrl = benchDatabaseUrl(base);
+  const db = new pg.Client({ connectionString: dbUrl });
+  await db.connect();
+  let svc = null;
+  const importNetwork = `${IMPORT_NETWORK_PREFIX}${ctx.runId}`;
+  // `like` also takes networks an interrupted earlier run left (two IRC benches must not run at once).
+  const dropImportNetworks = async (name = `${IMPORT_NETWORK_PREFIX}%`) => {
+    const res = await db.query('delete from irc_networks where source = $1 and name like $2', ['production', name]);
+    return res.rowCount;
+  };
+  try {
+    // A run that was cut short may have left its import network behind.
+    const stale = await dropImportNetworks();
+    if (stale) log(`irc: removed ${stale} import network(s) left by an earlier run`);
+    const { rows: [info] } = await db.query(
+      `select (select sum(event_count) from irc_channels)::bigint as events, (select count(*) from irc_channels) as channels,
+              (select count(*) from irc_nicks) as nicks, pg_database_size(current_database()) as size,
+              current_setting('shared_buffers') as shared_buffers, pg_size_pretty(pg_table_size('irc_events')) as table_size`,
+    );
+    row(
+      'IRC archive',
+      `${BENCH_IRC_DATABASE}: ${fmt(Number(info.events))} rows, ${info.channels} channels, ${fmt(Number(info.nicks))} nicks, ${(Number(info.size) / 2 ** 30).toFixed(2)} GiB; generated ${state.generatedAt.slice(0, 16).replace('T', ' ')} UTC in ${state.generateSeconds} s (seed ${state.seed}); irc_events heap ${info.table_size}; server shared_buffers ${info.shared_buffers}`,
+    );
+
+    log(`irc: starting the coordinator on ${BENCH_IRC_DATABASE} (pending migrations run now)`);
+    const t = performance.now();
+    process.env.IRC_API_RATE_LIMIT_MAX = '1000000';
+    const config = loadConfig({
+      DATABASE_URL: dbUrl,
+      REDIS_URL: ctx.redisUrl,
+      REDIS_KEY_PREFIX: `${ctx.redisPrefix}irc:`,
+      SESSION_SECRET: randomBytes(24).toString('hex'),
+      JWT_SECRET: randomBytes(24).toString('hex'),
+      PORT: '0',
+      GRPC_PORT: '0',
+      HOST: '127.0.0.1',
+      GRPC_HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      SPEECH_MEDIA_DIR: path.join(ctx.tmp, 'irc-media'),
+      // Every query of the bench comes from one client address; the default 60/min would answer 429.
+      IRC_API_RATE_LIMIT_MAX: '1000000',
+    });
+    svc = await startCoordinator(config);
+    log(`irc: coordinator up in ${secs(performance.now() - t)}`);
+
+    // ---- 1. import throughput ---------------------------------------------------------------------
+    try {
+      checkInterrupted();
+      const dir = path.join(ctx.tmp, 'irc-import');
+      mkdirSync(dir, { recursive: true });
+      const g0 = performance.now();
+      const { files, lines } = writeZncFiles(dir, settings.importLines, state.seed);
+      log(`irc: wrote ${fmt(lines)} ZNC lines in ${files.length} files in ${secs(performance.now() - g0)}; importing as network ${importNetwork}`);
+      const importer = new IrcImportService(svc.orm);
+      const run = async () => {
+        const s = performance.now();
+        const counts = await importer.importPaths([dir], { network: importNetwork, source: 'production' });
+        return { counts, ms: performance.now() - s };
+      };
+      const first = await run();
+      log(`irc: import ${secs(first.ms)}: ${JSON.stringify({ ...first.counts, ignoredFiles: first.counts.ignoredFiles.length })}`);
+      checkInterrupted();
+      const again = await run();
+      log(`irc: re-import ${secs(again.ms)}: ${JSON.stringify({ ...again.counts, ignoredFiles: again.counts.ignoredFiles.length })}`);
+      const c1 = first.counts;
+      const c2 = again.counts;
+      row(
+        `IRC import (IrcImportService, ZNC files, format auto, into the ${fmt(state.rows)}-row archive)`,
+        `${fmt((c1.lines / first.ms) * 1000)} lines/s (${fmt(c1.lines)} lines in ${files.length} files, ${secs(first.ms)}; ${fmt(c1.inserted)} rows added)`,
+      );
+      row('IRC re-import of the same files (every line a duplicate)', `${fmt((c2.lines / again.ms) * 1000)} lines/s (${secs(again.ms)}; ${fmt(c2.inserted)} rows added)`);
+      const ok = c1.files === files.length && c1.lines === lines && c1.unparsed === 0 && c1.inserted === lines && c2.inserted === 0 && c2.lines === lines;
+      check(ok);
+      row(
+        'IRC import check',
+        `${ok ? 'PASS' : 'FAIL'}: first import ${fmt(c1.inserted)}/${fmt(lines)} lines added (${c1.unparsed} unparsed, ${c1.ignoredFiles.length} files ignored), re-import ${fmt(c2.inserted)} added`,
+      );
+      rmSync(dir, { recursive: true, force: true });
+    } catch (err) {
+      fail('IRC import', err);
+    }
+    // Back to the generated archive: the import network goes (cascade) and the dead rows are vacuumed.
+    try {
+      const s = performance.now();
+      await dropImportNetworks(importNetwork);
+      const d = performance.now() - s;
+      await db.query('vacuum irc_events, irc_channels, irc_nicks, irc_nick_links');
+      row('IRC import cleanup (delete the import network, vacuum)', `${secs(performance.now() - s)} (delete ${secs(d)})`);
+    } catch (err) {
+      fail('IRC import cleanup', err);
+    }
+
+    // ---- 2. query latency over HTTP -----------------------------------------------------------------
+    try {
+      checkInterrupted();
+      const sets = await querySets(db, state, settings.queries + settings.warmup);
+      const get = async (params) => {
+        const qs = new URLSearchParams(params).toString();
+        const s = performance.now();
+        const res = await fetch(`${svc.url}/irc/api/logs?${qs}`);
+        const body = await res.json().catch(() => null);
+        const took = performance.now() - s;
+        if (res.status !== 200 || body?.success !== true) throw new Error(`GET /irc/api/logs?${qs}: HTTP ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+        return { ms: took, total: Number(body.total) };
+      };
+      let answered = 0;
+      let allMet = true;
+      for (const set of sets) {
+        checkInterrupted();
+        if (set.params.length < settings.queries + settings.warmup) {
+          throw new Error(`${set.shape}: only ${set.params.length} distinct queries could be drawn from the archive`);
+        }
+        const warm = set.params.slice(0, settings.warmup);
+        const measured = set.params.slice(settings.warmup, settings.warmup + settings.queries);
+        for (const p of warm) await get(p);
+        const times = [];
+        const totals = [];
+        const s = performance.now();
+        for (const p of measured) {
+          const r = await get(p);
+          times.push(r.ms);
+          totals.push(r.total);
+          answered += 1;
+        }
+        const p95 = percentile(times, 95);
+        const met = p95 < TARGET_P95_MS;
+        if (!met) allMet = false;
+        log(`irc: ${set.shape}: p50 ${ms(percentile(times, 50))}, p95 ${ms(p95)}, p99 ${ms(percentile(times, 99))} over ${times.length} queries in ${secs(performance.now() - s)}${set.note ? `; ${set.note}` : ''}`);
+        row(
+          `IRC query: ${set.shape} (${set.about})`,
+          `p50 ${ms(percentile(times, 50))} / p95 ${ms(p95)} / p99 ${ms(percentile(times, 99))}; mean total ${fmt(totals.reduce((a, b) => a + b, 0) / totals.length)} rows (max ${fmt(Math.max(...totals))}); p95 target ${TARGET_P95_MS} ms ${met ? 'met' : 'NOT met'}`,
+        );
+      }
+      row(
+        'IRC query check',
+        `PASS: ${answered} measured queries (${settings.queries} per shape, one at a time, after ${settings.warmup} warm-up each) answered 200 with success true; p95 under ${TARGET_P95_MS} ms for ${allMet ? 'every shape' : 'some shapes only (see above)'}`,
+      );
+    } catch (err) {
+      fail('IRC queries', err);
+    }
+  } finally {
+    await dropImportNetworks(importNetwork).catch((err) => log(`irc: removing the import network failed: ${err.message}`));
+    if (svc) await svc.close().catch((err) => log(`irc: closing the coordinator failed: ${err.message}`));
+    await db.end().catch(() => undefined);
+  }
+}
