@@ -1,9 +1,11 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openOrm, type Orm } from '../src/db/orm.js';
 import { IrcImportService, lineHash } from '../src/irc/import-service.js';
-import { decodeLine, parseLogFileName, parseZncLine, parseZncLog, stripFormatting } from '../src/irc/parsers/znc.js';
+import { decodeLine, parseLogFileName, parseZncLine, parseZncLog, stripFormatting, zncFormat } from '../src/irc/parsers/znc.js';
+import { irssiFormat } from '../src/irc/parsers/irssi.js';
 import { localToUtcMs, formatUtc } from '../src/irc/time-zone.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/harness.js';
 
@@ -159,5 +161,62 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', format: 'mirc' })).rejects.toThrow(/unknown log format "mirc"; formats: auto, znc/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'staging' as never })).rejects.toThrow(/unknown source/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', timeZone: 'Mars/Olympus' })).rejects.toThrow(/unknown time zone/);
+  });
+});
+
+describe('large files are imported in pieces', () => {
+  let db: TestDatabase;
+  let orm: Orm;
+  const sql = async <T = Record<string, unknown>>(q: string, b: unknown[] = []) =>
+    (await orm.em.getConnection().getKnex().raw(q, b)).rows as T[];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    orm = await openOrm({ databaseUrl: db.url, poolMax: 2 });
+  });
+  afterAll(async () => {
+    await orm?.close(true);
+    await db?.drop();
+  });
+
+  it('stores the same rows whether a file is read whole or in small pieces, across midnight without a marker', async () => {
+    // irssi, three days; the second midnight has no "Day changed" line, and identical lines repeat within a second.
+    const lines = ['--- Log opened Mon Jan 02 00:00:00 2017'];
+    for (let day = 0; day < 3; day += 1) {
+      if (day === 1) lines.push('--- Day changed Tue Jan 03 2017');
+      for (let i = 0; i < 300; i += 1) {
+        const s = i * 287;
+        const hh = String(Math.floor(s / 3600)).padStart(2, '0');
+        const mm = String(Math.floor(s / 60) % 60).padStart(2, '0');
+        const ss = String(s % 60).padStart(2, '0');
+        lines.push(`${hh}:${mm}:${ss} <nick${i % 7}> day ${day} line ${i}`);
+        if (i % 50 === 0) lines.push(`${hh}:${mm}:${ss} <nick${i % 7}> same again`, `${hh}:${mm}:${ss} <nick${i % 7}> same again`);
+      }
+    }
+    const dir = mkdtempSync(path.join(tmpdir(), 'irc-chunks-'));
+    const file = path.join(dir, '#big.log');
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    const svc = new IrcImportService(orm);
+    const whole = await svc.importPaths([file], { network: 'whole', source: 'production' });
+    const pieces = await svc.importPaths([file], { network: 'pieces', source: 'production', chunkBytes: 700 });
+    expect(whole).toMatchObject({ files: 1, inserted: 936, unparsed: 0 });
+    expect(pieces).toMatchObject({ files: 1, lines: whole.lines, inserted: 936, unparsed: 0 });
+    const rowsOf = (network: string) => sql<{ t: string; nick: string; m: string }>(
+      `select to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as t, e.nick, e.message_text as m
+         from irc_events e join irc_channels c on c.id = e.channel_id join irc_networks n on n.id = c.network_id
+        where n.name = ? order by e.occurred_at, e.id`, [network]);
+    const a = await rowsOf('whole');
+    expect(await rowsOf('pieces')).toEqual(a);
+    expect(a.at(-1)).toEqual({ t: '2017-01-04 23:50:13', nick: 'nick5', m: 'day 2 line 299' });
+    expect(a.filter((r) => r.m === 'same again')).toHaveLength(36);
+    expect(await svc.importPaths([file], { network: 'pieces', source: 'production', chunkBytes: 700 })).toMatchObject({ inserted: 0 });
+    expect(await svc.importPaths([file], { network: 'pieces', source: 'production' })).toMatchObject({ inserted: 0 });
+  });
+
+  it('rolls the day over at a cut when the next piece starts after midnight', () => {
+    const next = Buffer.from('00:00:05 <a> after midnight\n');
+    expect(irssiFormat.parse(next, { date: '2017-01-03', time: '23:50:13' }).events[0]!.localTime).toBe('2017-01-04 00:00:05');
+    expect(irssiFormat.parse(next, { date: '2017-01-03' }).events[0]!.localTime).toBe('2017-01-03 00:00:05');
+    expect(zncFormat.parse(Buffer.from('[00:00:05] <a> x\n'), { date: '2017-01-03', time: '23:59:59' }).events[0]!.localTime).toBe('2017-01-04 00:00:05');
   });
 });

@@ -112,8 +112,11 @@ export function monthNumber(name: string): number {
  * explicit marker (irssi's "Day changed") sets the day directly.
  */
 export class DayClock {
-  private lastSeconds = -1;
-  constructor(public date: string | null) {}
+  private lastSeconds: number;
+  /** `lastTime`: the time of day of the line before the first one (a file read in pieces). */
+  constructor(public date: string | null, lastTime?: string | null) {
+    this.lastSeconds = lastTime ? secondsOfDay(lastTime) : -1;
+  }
 
   set(date: string): void {
     this.date = date;

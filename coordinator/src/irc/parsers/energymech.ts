@@ -115,11 +115,11 @@ function parseStatus(s: string): Body | null {
  * Parses a whole file. `date` (file name or --date) is the day of `[HH:MM:SS]` lines until a dated
  * stamp says otherwise; throws ParseError when such a line comes with no day known.
  */
-export function parseEnergymechLog(content: Buffer | string, date: string | null): ParsedFile {
+export function parseEnergymechLog(content: Buffer | string, date: string | null, lastTime: string | null = null): ParsedFile {
   const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   const events: ParsedEvent[] = [];
   const unparsed: ParsedFile['unparsed'] = [];
-  const clock = new DayClock(date);
+  const clock = new DayClock(date, lastTime);
   let channel: string | null = null;
   let lines = 0;
   for (const { lineNo, raw, text } of splitLines(buf)) {
@@ -178,5 +178,5 @@ export const energymechFormat: LogFormat = {
   description: 'EnergyMech channel log (#chan_YYYYMMDD.log; "[HH:MM:SS] *** Quits: nick (reason)")',
   parseFileName: parseEnergymechFileName,
   detect: detectEnergymech,
-  parse: (content, ctx) => parseEnergymechLog(content, ctx.date),
+  parse: (content, ctx) => parseEnergymechLog(content, ctx.date, ctx.time),
 };

@@ -121,10 +121,10 @@ const nickList = (s: string) => s.replace(/\s*\(\+\d+ more[^)]*\)\s*$/, '').trim
  * "Log opened"/"Day changed"; without it the first such line decides. Throws ParseError when
  * neither gives a day.
  */
-export function parseIrssiLog(content: Buffer | string, date: string | null): ParsedFile {
+export function parseIrssiLog(content: Buffer | string, date: string | null, lastTime: string | null = null): ParsedFile {
   const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   const rows = [...splitLines(buf)].map((l) => ({ ...l, p: parseIrssiLine(l.text) }));
-  const clock = new DayClock(date ?? startDate(rows.map((r) => r.p)));
+  const clock = new DayClock(date ?? startDate(rows.map((r) => r.p)), date ? lastTime : null);
   if (!clock.date) throw new ParseError('irssi log has no "--- Log opened" or "--- Day changed" line, and the file name (or --date) gives no day');
   const events: ParsedEvent[] = [];
   const unparsed: ParsedFile['unparsed'] = [];
@@ -185,5 +185,5 @@ export const irssiFormat: LogFormat = {
   description: 'irssi autolog (~/irclogs/<network>/#chan.log; "--- Log opened", "HH:MM <nick> text", "-!-" events)',
   parseFileName: parseIrssiFileName,
   detect: (lines) => (lines.length ? lines.filter((l) => parseIrssiLine(l) !== null).length / lines.length : 0),
-  parse: (content, ctx) => parseIrssiLog(content, ctx.date),
+  parse: (content, ctx) => parseIrssiLog(content, ctx.date, ctx.time),
 };

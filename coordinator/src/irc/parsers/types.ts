@@ -58,6 +58,11 @@ export interface FileNameInfo {
 export interface ParseContext {
   /** From the file name or the import options; formats whose lines carry only a time need it. */
   date: string | null;
+  /**
+   * When this is a later piece of a file: the time of day (`HH:MM:SS`) the previous piece ended
+   * at, so a clock that goes back across the cut still rolls the day over.
+   */
+  time?: string | null;
 }
 
 export interface LogFormat {

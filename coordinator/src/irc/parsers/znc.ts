@@ -84,11 +84,11 @@ function parseStatus(time: string, s: string): TimedLine | null {
  * Parses a whole file's bytes for day `date` (`YYYY-MM-DD`). Each line is decoded on its own
  * (UTF-8, else Windows-1252). Netsplit bursts, merges and addressees are found by finishEvents.
  */
-export function parseZncLog(content: Buffer | string, date: string): ParsedFile {
+export function parseZncLog(content: Buffer | string, date: string, lastTime: string | null = null): ParsedFile {
   const buf = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   const events: ParsedEvent[] = [];
   const unparsed: ParsedFile['unparsed'] = [];
-  const clock = new DayClock(date);
+  const clock = new DayClock(date, lastTime);
   let lines = 0;
   for (const { lineNo, raw, text } of splitLines(buf)) {
     lines += 1;
@@ -110,6 +110,6 @@ export const zncFormat: LogFormat = {
   detect: (lines) => (lines.length ? lines.filter((l) => parseZncLine(l) !== null).length / lines.length : 0),
   parse(content, ctx) {
     if (!ctx.date) throw new ParseError('ZNC log lines carry only a time; the file name (or --date) must give the day');
-    return parseZncLog(content, ctx.date);
+    return parseZncLog(content, ctx.date, ctx.time);
   },
 };
