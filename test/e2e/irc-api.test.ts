@@ -132,6 +132,14 @@ describe('GET /irc/api/logs', () => {
     expect(texts(await logs(`${lab()}&q=HELLO`))).toHaveLength(2);
     expect(texts(await logs(`${lab()}&include_terms=${encodeURIComponent('hello, world')}`))).toEqual(['hello world from the lab']);
     expect(texts(await logs(`${lab()}&q=hello&exclude_terms=from`))).toEqual(['hello there, nothing about worlds']);
+    // Only exclusions: counted as everything less the matches; the same as with a (no-op) date filter.
+    const rest = await logs(`${lab()}&q=${encodeURIComponent('-hello -"good morning"')}&limit=1000`);
+    expect(rest.total).toBe(10);
+    expect(rest.results).toHaveLength(10);
+    expect(texts(rest).filter((t) => t && /hello|good morning/.test(t))).toEqual([]);
+    const viaDates = await logs(`${lab()}&q=${encodeURIComponent('-hello -"good morning"')}&date_from=2000-01-01&limit=1000`);
+    expect(viaDates.results).toEqual(rest.results);
+    expect((await logs(`${lab()}&q=-hello&include_netsplit=1&bulk_netsplit=0`)).total).toBe(16);
     // A term naming a channel matches that channel's rows too, so excluding it leaves none of #lab.
     expect(texts(await logs(`${lab()}&q=hello&exclude_terms=lab`))).toEqual([]);
   });

@@ -3,7 +3,7 @@ import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IrcAliasService, type NickProfile } from './alias-service.js';
 import { IrcEventStore, type IrcSource } from './event-store.js';
-import { hasTextTerms, isSelective, whereClause, type LogFilter } from './log-query.js';
+import { anyTermClause, hasTextTerms, isExclusionOnly, isSelective, whereClause, type LogFilter } from './log-query.js';
 import { addDays } from './parsers/common.js';
 import type { SearchTerm } from './search-terms.js';
 
@@ -185,7 +185,15 @@ export class IrcArchiveService {
     let total: number;
     let ids: number[];
 
-    if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
+    if (isExclusionOnly(filter)) {
+      // Everything in scope less the rows that match an excluded term (found through the index);
+      // the page walks the time index, where nearly every row qualifies.
+      const base = whereClause({ ...filter, exclude: [] });
+      const neg = anyTermClause(filter.exclude);
+      const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${base.sql} and ${neg.sql}`, [...base.bindings, ...neg.bindings]);
+      total = counterTotal(scope, filter) - Number(row!.n);
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
+    } else if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
       // Full-text (bitmap) scans and recipient lookups: find the matches once, then count them and
       // cut the page. Materialising also keeps the planner from walking the whole time index in
       // the hope of finding `limit` matches early.
@@ -204,8 +212,7 @@ export class IrcArchiveService {
         const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${where.sql}`, where.bindings);
         total = Number(row!.n);
       } else {
-        total = scope.reduce((n, c) => n + Number(c.event_count)
-          - (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)), 0);
+        total = counterTotal(scope, filter);
       }
       ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
     }
@@ -302,4 +309,10 @@ function channelScope(inScope: number[], all: number[]): Pick<LogFilter, 'channe
   const set = new Set(inScope);
   const out = all.filter((id) => !set.has(id));
   return inScope.length > 1 && out.length < inScope.length ? { channelIds: null, excludedChannelIds: out } : { channelIds: inScope, excludedChannelIds: null };
+}
+
+/** Rows in scope from the counters kept at write time, less the netsplit rows the filter hides. */
+function counterTotal(scope: ScopeChannel[], filter: LogFilter): number {
+  return scope.reduce((n, c) => n + Number(c.event_count)
+    - (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)), 0);
 }

@@ -52,6 +52,21 @@ function join(parts: Fragment[], op: string): Fragment {
   return { sql: parts.map((p) => p.sql).join(op), bindings: parts.flatMap((p) => p.bindings) };
 }
 
+/** `search_vector @@ (t1 || t2 …)`: rows matching any of these (non-substring) terms. */
+export function anyTermClause(terms: SearchTerm[]): Fragment {
+  const q = join(terms.map(tsQuery), ' || ');
+  return { sql: `e.search_vector @@ (${q.sql})`, bindings: q.bindings };
+}
+
+/**
+ * Only `-term`s (full-text ones, naming no channel), nothing else narrowing: such a search
+ * keeps almost every row, so it is counted as everything in scope less the rows that match.
+ */
+export function isExclusionOnly(f: LogFilter): boolean {
+  return f.include.length === 0 && f.exclude.length > 0 && f.nickKeys === null && f.recipient === null && f.from === null && f.to === null
+    && f.exclude.every((t) => t.kind !== 'substring' && !f.channelsByTerm.has(t));
+}
+
 /** True when the filter narrows rows beyond channel scope and netsplit handling. */
 export function isSelective(f: LogFilter): boolean {
   return f.include.length > 0 || f.exclude.length > 0 || f.nickKeys !== null || f.recipient !== null || f.from !== null || f.to !== null;
