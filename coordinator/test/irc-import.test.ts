@@ -92,6 +92,12 @@ describe('ZNC log parser (lines copied from the #qtox logs)', () => {
     // Clocks went back at 03:00 CEST on 2016-10-30: 02:30 happens twice; the first one is taken.
     expect(formatUtc(localToUtcMs('2016-10-30 02:30:00', 'Europe/Stockholm'))).toBe('2016-10-30 00:30:00');
     expect(formatUtc(localToUtcMs('2016-06-01 02:06:03', 'UTC'))).toBe('2016-06-01 02:06:03');
+    // Offsets are remembered per local hour; the hours around both changes must still be right.
+    const at = (l: string) => formatUtc(localToUtcMs(l, 'Europe/Stockholm'));
+    expect(['2016-03-27 01:59:59', '2016-03-27 03:00:00', '2016-03-27 03:30:00', '2016-03-27 01:00:00'].map(at))
+      .toEqual(['2016-03-27 00:59:59', '2016-03-27 01:00:00', '2016-03-27 01:30:00', '2016-03-27 00:00:00']);
+    expect(['2016-10-30 01:59:59', '2016-10-30 02:59:59', '2016-10-30 03:00:00', '2016-10-30 02:00:00'].map(at))
+      .toEqual(['2016-10-29 23:59:59', '2016-10-30 00:59:59', '2016-10-30 02:00:00', '2016-10-30 00:00:00']);
   });
 });
 

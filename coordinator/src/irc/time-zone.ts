@@ -45,6 +45,25 @@ export function localToUtcMs(local: string, zone: string): number {
   const m = LOCAL.exec(local);
   if (!m) throw new RangeError(`not a local date-time: "${local}"`);
   const wall = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
+  if (zone === 'UTC' || zone === 'Etc/UTC') return wall;
+  // Imports convert millions of lines, and Intl lookups are slow: remember the offset of each
+  // local hour whose first and last second have the same one (every hour without a clock change).
+  const hourKey = `${zone}\n${local.slice(0, 13)}`;
+  const cached = hourOffsets.get(hourKey);
+  if (cached !== undefined) return wall - cached;
+  const hourStart = wall - (wall % 3_600_000);
+  const first = hourStart - resolveLocal(hourStart, zone);
+  const last = hourStart + 3_599_000 - resolveLocal(hourStart + 3_599_000, zone);
+  if (first !== last) return resolveLocal(wall, zone);
+  if (hourOffsets.size > 200_000) hourOffsets.clear();
+  hourOffsets.set(hourKey, first);
+  return wall - first;
+}
+
+/** `zone\nYYYY-MM-DD HH` → offset (ms) in force through that whole local hour. */
+const hourOffsets = new Map<string, number>();
+
+function resolveLocal(wall: number, zone: string): number {
   const before = zoneOffsetMs(zone, wall - 86_400_000);
   const after = zoneOffsetMs(zone, wall + 86_400_000);
   const valid = [before, after].map((o) => wall - o).filter((u) => zoneOffsetMs(zone, u) === wall - u);

@@ -26,6 +26,15 @@ function decodeCp1252(bytes: Uint8Array): string {
 
 /** UTF-8 when the bytes are valid UTF-8, otherwise Windows-1252 (the usual latin-1 superset). */
 export function decodeLine(bytes: Uint8Array): string {
+  // Most lines are ASCII: skip the decoder (it costs more than the scan).
+  let ascii = true;
+  for (let i = 0; i < bytes.length; i += 1) {
+    if (bytes[i]! >= 0x80) {
+      ascii = false;
+      break;
+    }
+  }
+  if (ascii) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
   try {
     return utf8.decode(bytes);
   } catch {
