@@ -208,6 +208,9 @@ describe('GET /irc/api/logs', () => {
     expect((await logs(`${lab()}&date_from=2024-03-11`)).total).toBe(2);
     const inverted = await get(`/irc/api/logs?date_from=2024-03-12&date_to=2024-03-11`);
     expect(inverted.status).toBe(422);
+    expect(inverted.body.error).toBe('date_to: the time range ends before it starts (date_to is before date_from)');
+    // Also where no channel is in scope.
+    expect((await get(`/irc/api/logs?source=sandbox&private_only=1&datetime_from=2024-03-12 00:00:00&datetime_to=2024-03-11 00:00:00`)).body.error).toMatch(/^datetime_to: /);
   });
 
   it('shows netsplits when asked, one row per burst unless bulk_netsplit=0', async () => {

@@ -126,6 +126,11 @@ export class IrcArchiveService {
   }
 
   private async buildFilter(s: LogSearch): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[] } | null> {
+    const range = IrcArchiveService.timeRange(s);
+    if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
+      const [to, from] = s.datetimeFrom || s.datetimeTo ? ['datetime_to', 'datetime_from'] : ['date_to', 'date_from'];
+      throw new AppError('validation_failed', `${to}: the time range ends before it starts (${to} is before ${from})`);
+    }
     const scope = await this.rows<ScopeChannel>(
       `select c.id, c.name, c.network_id, c.event_count, c.netsplit_count, c.netsplit_leader_count
          from irc_channels c join irc_networks n on n.id = c.network_id
@@ -137,10 +142,6 @@ export class IrcArchiveService {
       : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
     if (!scope.length) return null;
     const allChannels = (await this.rows<{ id: number }>('select id from irc_channels')).map((r) => Number(r.id));
-    const range = IrcArchiveService.timeRange(s);
-    if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
-      throw new AppError('validation_failed', 'the time range ends before it starts (check date_from/date_to or datetime_from/datetime_to)');
-    }
     const channelsByTerm = new Map<SearchTerm, number[]>();
     for (const t of [...s.include, ...s.exclude]) {
       if (t.kind !== 'word' && t.kind !== 'token') continue;
