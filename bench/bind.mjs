@@ -1,23 +1,12 @@
-// A throwaway BIND `named` for bench/dns.mjs: a fresh TSIG key (tsig-keygen), named.conf and one
-// primary zone in a temp directory, named in the foreground on a free port of 127.0.0.1, plus
-// timed `dig` / `nsupdate` runners. A minimal copy of what test/support/bind.ts does (the bench does
-// not import test code).
-import { execFile, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+// A throwaway BIND `named` for bench/dns.mjs, started through the coordinator's named runtime
+// (coordinator/dist/dns/named-runtime.js), plus timed `dig` / `nsupdate` runners and the zone.
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { sleep } from './lib.mjs';
+import { bindTool, generateTsigKey, startNamedProcess } from '../coordinator/dist/dns/named-runtime.js';
 
-/** A BIND tool from PATH, else from the sbin directories a non-root PATH often lacks (named, tsig-keygen). */
-export function tool(name) {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), '/usr/sbin', '/usr/local/sbin', '/sbin'];
-  for (const d of dirs) {
-    const p = path.join(d, name);
-    if (existsSync(p)) return p;
-  }
-  return name;
-}
+export { bindTool as tool };
 
 /** Runs a command; resolves { stdout, stderr, ms } (wall time including process start), rejects on a non-zero exit. */
 export function run(cmd, args, { input, stdoutTo, timeout = 120_000 } = {}) {
@@ -49,127 +38,32 @@ export function run(cmd, args, { input, stdoutTo, timeout = 120_000 } = {}) {
   });
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** uid/gid of `bind` when we are root (named drops privileges to it), else null. */
-function bindUser() {
-  if (process.getuid?.() !== 0) return null;
-  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('bind:'));
-  if (!line) return null;
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
 /**
- * Starts named with one primary zone whose file is already written at `zoneFile` (inside `dir`).
- * The key allows transfers and updates of the zone. `onStop` cleanup is the caller's (stop()).
+ * Starts named (the coordinator's own runtime, as the quick start and tests use it) with one
+ * primary zone whose file is already written at `zoneFile` (inside `dir`), and a fresh TSIG key
+ * that may transfer and update it. Adds timed `dig` / `nsupdate` runners for the comparisons.
  */
 export async function startNamed({ dir, zone, zoneFile, keyName = 'sonar-bench-key', signal }) {
   mkdirSync(dir, { recursive: true });
-  const keyText = (await run(tool('tsig-keygen'), ['-a', 'hmac-sha256', keyName])).stdout;
-  const secret = /secret\s+"([^"]+)"/.exec(keyText)?.[1];
-  if (!secret) throw new Error(`could not read the secret from tsig-keygen output:\n${keyText}`);
   const keyFile = path.join(dir, 'tsig.key');
-  writeFileSync(keyFile, keyText);
-  chmodSync(keyFile, 0o644);
-  const user = bindUser();
-  if (user) {
-    chmodSync(dir, 0o755);
-    for (const f of [dir, keyFile, zoneFile]) chownSync(f, user.uid, user.gid);
-  }
-
-  let lastError = '';
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
-    const conf = [
-      `include "${keyFile}";`,
-      'options {',
-      `  directory "${dir}";`,
-      `  pid-file "${path.join(dir, 'named.pid')}";`,
-      `  session-keyfile "${path.join(dir, 'session.key')}";`,
-      `  listen-on port ${port} { 127.0.0.1; };`,
-      '  listen-on-v6 { none; };',
-      '  recursion no;',
-      '  dnssec-validation no;',
-      '  notify no;',
-      '};',
-      'controls { };',
-      `zone "${zone}" {`,
-      '  type primary;',
-      `  file "${zoneFile}";`,
-      `  allow-transfer { key ${keyName}; };`,
-      `  update-policy { grant ${keyName} zonesub ANY; };`,
-      '};',
-    ].join('\n');
-    const confFile = path.join(dir, 'named.conf');
-    writeFileSync(confFile, `${conf}\n`);
-    if (user) chownSync(confFile, user.uid, user.gid);
-
-    const child = spawn(tool('named'), ['-g', '-c', confFile, ...(user ? ['-u', 'bind'] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const lines = [];
-    let exited = false;
-    const exit = new Promise((resolve) => child.once('close', () => resolve((exited = true))));
-    const collect = (b) => {
-      for (const l of b.toString().split('\n')) if (l) lines.push(l);
-      if (lines.length > 500) lines.splice(0, lines.length - 500);
-    };
-    child.stdout.on('data', collect);
-    child.stderr.on('data', collect);
-    let spawnError = null;
-    child.once('error', (err) => (spawnError = err));
-    const stop = async () => {
-      if (exited) return;
-      child.kill('SIGTERM');
-      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exit;
-      clearTimeout(t);
-    };
-    signal?.addEventListener('abort', () => child.kill('SIGKILL'), { once: true });
-
-    const digBase = ['@127.0.0.1', '-p', String(port)];
-    const deadline = Date.now() + 60_000; // a 100k-record zone takes a moment to load
-    let ready = false;
-    while (Date.now() < deadline && !exited) {
-      if (spawnError) throw new Error(`cannot start named (${spawnError.message}); install bind9`);
-      if (lines.some((l) => /running$/.test(l))) {
-        const soa = await run(tool('dig'), [...digBase, '+tcp', '+norec', '+short', '+time=1', '+tries=1', zone, 'SOA']).catch(() => null);
-        if (soa && soa.stdout.trim()) {
-          ready = true;
-          break;
-        }
-      }
-      await sleep(100);
-    }
-    if (ready) {
-      return {
-        port,
-        keyName,
-        secret,
-        keyFile,
-        /** `-y hmac-sha256:name:secret`, as dig takes it. */
-        yArg: `hmac-sha256:${keyName}:${secret}`,
-        dig: (args, opts = {}) => run(tool('dig'), [...digBase, ...args], opts),
-        /** One update message: `commands` without server/send. */
-        nsupdate: (commands) => run(tool('nsupdate'), ['-k', keyFile], { input: [`server 127.0.0.1 ${port}`, ...commands, 'send', ''].join('\n') }),
-        logs: () => [...lines],
-        stop,
-      };
-    }
-    lastError = lines.slice(-30).join('\n');
-    child.kill('SIGKILL');
-    await exit;
-    if (!/address in use/i.test(lastError)) break;
-  }
-  throw new Error(`named did not start answering:\n${lastError}`);
+  const { secret } = await generateTsigKey(keyName, keyFile);
+  // A 100k-record zone takes a moment to load.
+  const named = await startNamedProcess({ dir, keyFile, keyName, zones: [{ name: zone, file: zoneFile }], readyTimeoutMs: 60_000 });
+  signal?.addEventListener('abort', () => named.child.kill('SIGKILL'), { once: true });
+  const digBase = ['@127.0.0.1', '-p', String(named.port)];
+  return {
+    port: named.port,
+    keyName,
+    secret,
+    keyFile,
+    /** `-y hmac-sha256:name:secret`, as dig takes it. */
+    yArg: `hmac-sha256:${keyName}:${secret}`,
+    dig: (args, opts = {}) => run(bindTool('dig'), [...digBase, ...args], opts),
+    /** One update message: `commands` without server/send. */
+    nsupdate: (commands) => run(bindTool('nsupdate'), ['-k', keyFile], { input: [`server 127.0.0.1 ${named.port}`, ...commands, 'send', ''].join('\n') }),
+    logs: () => [...named.lines],
+    stop: () => named.stop(),
+  };
 }
 
 // ---- the zone --------------------------------------------------------------------------------------

@@ -14,24 +14,13 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ZoneRegistry } from '../coordinator/dist/dns/zone-registry.js';
 import { WORDS, hostIp, hostName, makeZone, run, startNamed, tool } from './bind.mjs';
-import { log, median, ms, secs } from './lib.mjs';
+import { log, median, ms, rng, secs } from './lib.mjs';
 
 const int = (name, fallback) => {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
 };
 
-/** Deterministic pseudo-random numbers (mulberry32), so runs pick comparable pages and terms. */
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * @param ctx { svc, accounts, runId, row, fail, check(ok), signal, checkInterrupted, startLoadGenerator, cleanups }

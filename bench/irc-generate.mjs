@@ -17,6 +17,7 @@ import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { rng } from './lib.mjs';
 
 /** Bump when the generated data changes shape: a database from another version is rebuilt. */
 export const GENERATOR_VERSION = 1;
@@ -83,17 +84,6 @@ export async function readBenchState(base = serverUrl()) {
 
 // ---- deterministic randomness -------------------------------------------------------------------
 
-/** mulberry32: small, fast, seedable; good enough for planning synthetic data. */
-export function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Rank 1..n with P(rank) ≈ 1/rank (Zipf, s = 1): a log-uniform draw, floored. The SQL side uses

@@ -13,13 +13,12 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { loadConfig } from '../coordinator/dist/config.js';
 import { IrcImportService } from '../coordinator/dist/irc/import-service.js';
 import { startCoordinator } from '../coordinator/dist/service.js';
-import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, rng, vocabulary, zipf } from './irc-generate.mjs';
-import { log, ms, percentile, secs } from './lib.mjs';
+import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, vocabulary, zipf } from './irc-generate.mjs';
+import { coordinatorEnv, log, ms, percentile, rng, secs } from './lib.mjs';
 
 const int = (name, fallback) => {
   const v = Number(process.env[name]);
@@ -287,22 +286,11 @@ export async function ircPhases(ctx) {
 
     log(`irc: starting the coordinator on ${BENCH_IRC_DATABASE} (pending migrations run now)`);
     const t = performance.now();
-    process.env.IRC_API_RATE_LIMIT_MAX = '1000000';
-    const config = loadConfig({
-      DATABASE_URL: dbUrl,
-      REDIS_URL: ctx.redisUrl,
-      REDIS_KEY_PREFIX: `${ctx.redisPrefix}irc:`,
-      SESSION_SECRET: randomBytes(24).toString('hex'),
-      JWT_SECRET: randomBytes(24).toString('hex'),
-      PORT: '0',
-      GRPC_PORT: '0',
-      HOST: '127.0.0.1',
-      GRPC_HOST: '127.0.0.1',
-      LOG_LEVEL: 'silent',
-      SPEECH_MEDIA_DIR: path.join(ctx.tmp, 'irc-media'),
+    const config = loadConfig(coordinatorEnv(
+      { databaseUrl: dbUrl, redisUrl: ctx.redisUrl, redisPrefix: `${ctx.redisPrefix}irc:`, mediaDir: path.join(ctx.tmp, 'irc-media') },
       // Every query of the bench comes from one client address; the default 60/min would answer 429.
-      IRC_API_RATE_LIMIT_MAX: '1000000',
-    });
+      { IRC_API_RATE_LIMIT_MAX: '1000000' },
+    ));
     svc = await startCoordinator(config);
     log(`irc: coordinator up in ${secs(performance.now() - t)}`);
 

@@ -1,5 +1,6 @@
 // Small helpers shared by bench/run.mjs (the coordinator side) and bench/load.mjs (the load generator).
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
@@ -117,4 +118,37 @@ export async function pool(count, limit, fn) {
     }),
   );
   return out;
+}
+
+/** Deterministic pseudo-random numbers in [0, 1) (mulberry32: small, fast, seedable), so runs pick comparable data. */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Environment for a coordinator started in-process by the bench: its own database and Redis
+ * prefix, fresh secrets, ephemeral loopback ports, no logging. `extra` adds or overrides values.
+ */
+export function coordinatorEnv({ databaseUrl, redisUrl, redisPrefix, mediaDir }, extra = {}) {
+  return {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    REDIS_KEY_PREFIX: redisPrefix,
+    SESSION_SECRET: randomBytes(24).toString('hex'),
+    JWT_SECRET: randomBytes(24).toString('hex'),
+    PORT: '0',
+    GRPC_PORT: '0',
+    HOST: '127.0.0.1',
+    GRPC_HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    SPEECH_MEDIA_DIR: mediaDir,
+    ...extra,
+  };
 }

@@ -31,7 +31,7 @@ import { startCoordinator } from '../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../worker/dist/engines/index.js';
 import { dnsPhases } from './dns.mjs';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.mjs';
-import { cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
+import { coordinatorEnv, cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const int = (name, fallback) => {
@@ -306,22 +306,11 @@ async function speechAndDnsParts(check) {
     log(`dropped database ${dbName}`);
   }]);
 
-  const config = loadConfig({
-    DATABASE_URL: databaseUrl(dbName),
-    REDIS_URL: settings.redisUrl,
-    REDIS_KEY_PREFIX: redisPrefix,
-    SESSION_SECRET: randomBytes(24).toString('hex'),
-    JWT_SECRET: randomBytes(24).toString('hex'),
-    PORT: '0',
-    GRPC_PORT: '0',
-    HOST: '127.0.0.1',
-    GRPC_HOST: '127.0.0.1',
-    LOG_LEVEL: 'silent',
-    SPEECH_MEDIA_DIR: path.join(tmp, 'media'),
+  const config = loadConfig(coordinatorEnv(
+    { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
     // The DNS reads must come from the cache the refresh phase filled, however long the run takes.
-    DNS_CACHE_TTL_SECONDS: '86400',
-    OUTBOUND_ALLOW_RANGES: '203.0.113.0/24',
-  });
+    { DNS_CACHE_TTL_SECONDS: '86400', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
+  ));
   log('starting the coordinator (migrations run now)');
   const svc = await startCoordinator(config);
   cleanups.push(['coordinator', async () => {

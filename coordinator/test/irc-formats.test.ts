@@ -14,7 +14,6 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openOrm, type Orm } from '../src/db/orm.js';
 import { IrcImportService } from '../src/irc/import-service.js';
 import { parseIsoStamp } from '../src/irc/parsers/common.js';
 import { detectEnergymech, energymechFormat, parseEnergymechFileName, parseEnergymechLine, parseEnergymechLog } from '../src/irc/parsers/energymech.js';
@@ -24,7 +23,7 @@ import { parseIrssiFileName, parseIrssiLine, parseIrssiLog } from '../src/irc/pa
 import { parseLimnoriaFileName, parseLimnoriaLine, parseLimnoriaLog } from '../src/irc/parsers/limnoria.js';
 import { ParseError } from '../src/irc/parsers/types.js';
 import { parseWeechatFileName, parseWeechatLine, parseWeechatLog } from '../src/irc/parsers/weechat.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/harness.js';
+import { useTestOrm } from '../../test/support/harness.js';
 
 const ZNC_LOGS = '/work/shared/data/irc/znc-qtox';
 const lines = (...ls: string[]) => `${ls.join('\n')}\n`;
@@ -524,22 +523,14 @@ describe('format detection', () => {
 });
 
 describe('importing one file of each format into PostgreSQL (auto-detected)', () => {
-  let db: TestDatabase;
-  let orm: Orm;
+  const pg = useTestOrm();
+  const { sql } = pg;
   let svc: IrcImportService;
-  const sql = async <T = Record<string, unknown>>(q: string, b: unknown[] = []) =>
-    (await orm.em.getConnection().getKnex().raw(q, b)).rows as T[];
   const totalEvents = FIXTURES.reduce((n, f) => n + f.events, 0);
   const totalLines = FIXTURES.reduce((n, f) => n + f.lines, 0);
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    orm = await openOrm({ databaseUrl: db.url, poolMax: 2 });
-    svc = new IrcImportService(orm);
-  });
-  afterAll(async () => {
-    await orm?.close(true);
-    await db?.drop();
+  beforeAll(() => {
+    svc = new IrcImportService(pg.orm);
   });
 
   it('imports each file with its own format, channel and times', async () => {

@@ -1,13 +1,12 @@
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openOrm, type Orm } from '../src/db/orm.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { IrcImportService, lineHash } from '../src/irc/import-service.js';
 import { decodeLine, parseLogFileName, parseZncLine, parseZncLog, stripFormatting, zncFormat } from '../src/irc/parsers/znc.js';
 import { irssiFormat } from '../src/irc/parsers/irssi.js';
 import { localToUtcMs, formatUtc } from '../src/irc/time-zone.js';
-import { createTestDatabase, type TestDatabase } from '../../test/support/harness.js';
+import { useTestOrm } from '../../test/support/harness.js';
 
 const LOGS = '/work/shared/data/irc/znc-qtox';
 const firstLine = (file: string) => { const b = readFileSync(file); return b.subarray(0, b.indexOf(0x0a)); };
@@ -102,24 +101,16 @@ describe('ZNC log parser (lines copied from the #qtox logs)', () => {
 });
 
 describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
-  let db: TestDatabase;
-  let orm: Orm;
+  const pg = useTestOrm();
+  const { sql } = pg;
   let svc: IrcImportService;
-  const sql = async <T = Record<string, unknown>>(q: string, b: unknown[] = []) =>
-    (await orm.em.getConnection().getKnex().raw(q, b)).rows as T[];
 
   // Expected counts are read independently of the parser: every non-empty line of these files is timestamped.
   const juneFiles = readdirSync(JUNE).filter((f) => f.endsWith('.log.txt'));
   const juneLines = juneFiles.reduce((n, f) => n + readFileSync(path.join(JUNE, f), 'latin1').split('\n').filter((l) => l.length > 0).length, 0);
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    orm = await openOrm({ databaseUrl: db.url, poolMax: 2 });
-    svc = new IrcImportService(orm);
-  });
-  afterAll(async () => {
-    await orm?.close(true);
-    await db?.drop();
+  beforeAll(() => {
+    svc = new IrcImportService(pg.orm);
   });
 
   it('imports every line of the month, converting times with the given zone', async () => {
@@ -171,19 +162,8 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
 });
 
 describe('large files are imported in pieces', () => {
-  let db: TestDatabase;
-  let orm: Orm;
-  const sql = async <T = Record<string, unknown>>(q: string, b: unknown[] = []) =>
-    (await orm.em.getConnection().getKnex().raw(q, b)).rows as T[];
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    orm = await openOrm({ databaseUrl: db.url, poolMax: 2 });
-  });
-  afterAll(async () => {
-    await orm?.close(true);
-    await db?.drop();
-  });
+  const pg = useTestOrm();
+  const { sql } = pg;
 
   it('stores the same rows whether a file is read whole or in small pieces, across midnight without a marker', async () => {
     // irssi, three days; the second midnight has no "Day changed" line, and identical lines repeat within a second.
@@ -202,7 +182,7 @@ describe('large files are imported in pieces', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'irc-chunks-'));
     const file = path.join(dir, '#big.log');
     writeFileSync(file, `${lines.join('\n')}\n`);
-    const svc = new IrcImportService(orm);
+    const svc = new IrcImportService(pg.orm);
     const whole = await svc.importPaths([file], { network: 'whole', source: 'production' });
     const pieces = await svc.importPaths([file], { network: 'pieces', source: 'production', chunkBytes: 700 });
     expect(whole).toMatchObject({ files: 1, inserted: 936, unparsed: 0 });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IrcAliasService } from '../../coordinator/src/irc/alias-service.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
-import { createTestApp, type TestApp } from '../support/harness.js';
+import { createJwtUser, createTestApp, type TestApp } from '../support/harness.js';
 
 // A small, hand-checked channel (UTC) next to a real month of #qtox logs (BST).
 const LAB_DAY1 = [
@@ -337,12 +337,9 @@ describe('limits and failures', () => {
 });
 
 describe('admin alias table (/irc/api/admin/aliases)', () => {
-  const call = (method: 'GET' | 'POST' | 'DELETE', token: string | null, payload?: object, qs = '') =>
-    t.app.inject({ method, url: `/irc/api/admin/aliases${qs}`, ...(payload ? { payload } : {}), headers: token ? { authorization: `Bearer ${token}` } : {} });
-  const tokenFor = async (isAdmin: boolean) => {
-    const { user } = await t.accounts.createUser({ username: `irc${isAdmin ? 'admin' : 'user'}${Math.random().toString(36).slice(2, 8)}`, permissions: [], isAdmin });
-    return t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
-  };
+  const call = (method: 'GET' | 'POST' | 'DELETE', auth: { authorization: string } | null, payload?: object, qs = '') =>
+    t.app.inject({ method, url: `/irc/api/admin/aliases${qs}`, ...(payload ? { payload } : {}), headers: auth ?? {} });
+  const tokenFor = async (isAdmin: boolean) => (await createJwtUser(t, [], { isAdmin, prefix: 'irc' })).auth;
 
   it('answers 401 without credentials and 403 to non-admins, in the chat-log shape', async () => {
     const anon = await call('POST', null, { network: 'testnet', nick: 'x', alias: 'y' });

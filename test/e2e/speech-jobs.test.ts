@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_UPLOAD_LIMITS, megabytesLabel, uploadLimits } from '../../coordinator/src/speech/host-limits.js';
-import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, createJwtUser, createTestApp, extractCsrf, type TestApp, type TestUser } from '../support/harness.js';
 import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
@@ -16,13 +16,6 @@ import { multipartForm, type FormPart } from '../support/multipart.js';
  * and by multipart upload (probed with ffprobe, streamed to SPEECH_MEDIA_DIR), visibility, the
  * state moves of the status table, the status response, auth, CSRF, throttling and OpenAPI.
  */
-
-interface TestUser {
-  id: number;
-  name: string;
-  password: string;
-  auth: { authorization: string };
-}
 
 let t: TestApp;
 let mediaDir: string;
@@ -35,12 +28,7 @@ let carol: TestUser; // no permissions
 let manager: TestUser; // speech.use + speech.manage
 let root: TestUser; // administrator
 
-async function mkUser(app: TestApp, permissions: string[], isAdmin = false): Promise<TestUser> {
-  const name = randomName();
-  const { user, password } = await app.accounts.createUser({ username: name, permissions, isAdmin });
-  const token = app.app.jwt.sign({ sub: String(user.id), typ: 'access' });
-  return { id: user.id, name, password, auth: { authorization: `Bearer ${token}` } };
-}
+const mkUser = (app: TestApp, permissions: string[], isAdmin = false) => createJwtUser(app, permissions, { isAdmin });
 
 const form = (parts: FormPart[]) => multipartForm(parts);
 

@@ -1,29 +1,18 @@
 import type {} from '@fastify/jwt';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, createJwtUser, createTestApp, extractCsrf, randomName, type TestApp, type TestUser } from '../support/harness.js';
 
 /**
  * `POST /api/speech/run-now` (spec section C, signed-in API): the queue manager's helper that
  * queues the oldest failed jobs again on request and always wakes the workers.
  */
 
-interface TestUser {
-  id: number;
-  name: string;
-  password: string;
-  auth: { authorization: string };
-}
-
 let t: TestApp;
 let alice: TestUser; // speech.use
 let manager: TestUser; // speech.use + speech.manage
 let root: TestUser; // administrator
 
-async function mkUser(permissions: string[], isAdmin = false): Promise<TestUser> {
-  const name = randomName('run');
-  const { user, password } = await t.accounts.createUser({ username: name, permissions, isAdmin });
-  return { id: user.id, name, password, auth: { authorization: `Bearer ${t.app.jwt.sign({ sub: String(user.id), typ: 'access' })}` } };
-}
+const mkUser = (permissions: string[], isAdmin = false) => createJwtUser(t, permissions, { isAdmin, prefix: 'run' });
 
 async function sql<T>(query: string, params: unknown[] = []): Promise<T[]> {
   return t.orm.em.getConnection().execute<T[]>(query, params);

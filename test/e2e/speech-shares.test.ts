@@ -2,7 +2,7 @@ import type {} from '@fastify/jwt';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser } from '../support/browser.js';
-import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, createJwtUser, createTestApp, extractCsrf, type TestApp, type TestUser } from '../support/harness.js';
 
 /**
  * Public transcript shares (spec section C): creating, disabling and re-creating the share of a
@@ -15,13 +15,6 @@ const PUBLIC_BASE = 'https://transcripts.example.org';
 const SHARE_PREFIX = `${PUBLIC_BASE}/shared/speech/transcript/`;
 const SECRET_SOURCE = 'https://private-media.example.org/board/2026-01-15.mp4?sig=do-not-leak';
 
-interface TestUser {
-  id: number;
-  name: string;
-  password: string;
-  auth: { authorization: string };
-}
-
 let t: TestApp;
 let base: string;
 let browser: Browser;
@@ -30,11 +23,7 @@ let bob: TestUser; // another speech user
 let carol: TestUser; // no permissions
 let manager: TestUser; // speech.manage
 
-async function mkUser(permissions: string[]): Promise<TestUser> {
-  const name = randomName('share');
-  const { user, password } = await t.accounts.createUser({ username: name, permissions });
-  return { id: user.id, name, password, auth: { authorization: `Bearer ${t.app.jwt.sign({ sub: String(user.id), typ: 'access' })}` } };
-}
+const mkUser = (permissions: string[]) => createJwtUser(t, permissions, { prefix: 'share' });
 
 const SEGMENTS: Array<[number, number, string, string | null]> = [
   [0, 4.2, 'Good morning and welcome to the meeting.', 'SPEAKER_00'],

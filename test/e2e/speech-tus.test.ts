@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { browserLogin, createTestApp, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, createJwtUser, createTestApp, type TestApp, type TestUser } from '../support/harness.js';
 
 /**
  * Resumable uploads (tus) of the speech queue against a listening app: an upload interrupted after
@@ -41,13 +41,6 @@ class MemoryUrlStorage implements UrlStorage {
   }
 }
 
-interface TestUser {
-  id: number;
-  name: string;
-  password: string;
-  auth: { authorization: string };
-}
-
 const MiB = 1024 * 1024;
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-tus-'));
 const mediaDir = path.join(dir, 'media');
@@ -60,12 +53,7 @@ let bob: TestUser;
 let wav: string;
 let wavBytes: Buffer;
 
-async function mkUser(permissions: string[]): Promise<TestUser> {
-  const name = randomName();
-  const { user, password } = await t.accounts.createUser({ username: name, permissions });
-  const token = t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
-  return { id: user.id, name, password, auth: { authorization: `Bearer ${token}` } };
-}
+const mkUser = (permissions: string[]) => createJwtUser(t, permissions);
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 

@@ -1,7 +1,8 @@
+import type {} from '@fastify/jwt';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { Redis } from 'ioredis';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { buildApp } from '../../coordinator/src/app.js';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { loadConfig, type Config } from '../../coordinator/src/config.js';
@@ -128,4 +129,40 @@ export function extractCsrf(body: string): string {
 
 export function randomName(prefix = 'user') {
   return `${prefix}${randomBytes(4).toString('hex')}`;
+}
+
+/** A user of the test app and the Bearer header of a fresh JWT for them. */
+export interface TestUser {
+  id: number;
+  name: string;
+  password: string;
+  auth: { authorization: string };
+}
+
+export async function createJwtUser(t: Pick<TestApp, 'app' | 'accounts'>, permissions: string[], opts: { isAdmin?: boolean; prefix?: string } = {}): Promise<TestUser> {
+  const name = randomName(opts.prefix);
+  const { user, password } = await t.accounts.createUser({ username: name, permissions, isAdmin: opts.isAdmin ?? false });
+  const token = t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
+  return { id: user.id, name, password, auth: { authorization: `Bearer ${token}` } };
+}
+
+/**
+ * A fresh database and ORM for the enclosing describe block (made in beforeAll, dropped in
+ * afterAll), with a raw-SQL helper. Read `orm` inside tests, not at collection time.
+ */
+export function useTestOrm() {
+  const ctx = {
+    db: undefined as unknown as TestDatabase,
+    orm: undefined as unknown as Orm,
+    sql: async <T = Record<string, unknown>>(q: string, b: unknown[] = []) => (await ctx.orm.em.getConnection().getKnex().raw(q, b)).rows as T[],
+  };
+  beforeAll(async () => {
+    ctx.db = await createTestDatabase();
+    ctx.orm = await openOrm({ databaseUrl: ctx.db.url, poolMax: 2 });
+  });
+  afterAll(async () => {
+    await ctx.orm?.close(true);
+    await ctx.db?.drop();
+  });
+  return ctx;
 }

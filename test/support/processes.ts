@@ -45,4 +45,4 @@ export function startNode(script: string, args: string[], env: Record<string, st
   return new Proc(child);
 }
 
-export { freePort } from '../../coordinator/src/infra/redis-runtime.js';
+export { freePort } from '../../coordinator/src/infra/ports.js';

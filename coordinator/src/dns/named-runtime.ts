@@ -7,9 +7,10 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, readFile, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import path from 'node:path';
 import dnsPacket from 'dns-packet';
+import { freePort } from '../infra/ports.js';
 
 export const BIND_INSTALL_HINT = 'apt-get install bind9 bind9-dnsutils';
 
@@ -163,16 +164,7 @@ export function soaAnswers(port: number, zone: string, host = '127.0.0.1'): Prom
   });
 }
 
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+
 
 export interface StartNamedOptions {
   /** Working directory: named.conf, the pid file and journals go here; zone and key files may too. */
@@ -213,7 +205,7 @@ export async function startNamedProcess(o: StartNamedOptions): Promise<NamedProc
   }
   let lastError = '';
   for (let attempt = 0; attempt < (o.port === undefined ? 3 : 1); attempt++) {
-    const port = o.port ?? (await freeLoopbackPort());
+    const port = o.port ?? (await freePort());
     const confFile = path.join(o.dir, 'named.conf');
     await writeFile(confFile, namedConf({ dir: o.dir, port, keyFile: o.keyFile, keyName: o.keyName, zones: o.zones }));
     if (user) await chown(confFile, user.uid, user.gid);

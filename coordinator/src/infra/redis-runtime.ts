@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { Redis } from 'ioredis';
 
 export interface RedisRuntime {
@@ -23,17 +23,7 @@ async function pingable(url: string): Promise<boolean> {
   }
 }
 
-/** A TCP port on loopback that nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+
 
 /**
  * Finds a Redis for the quick start and the tests: REDIS_URL if given; else one already on

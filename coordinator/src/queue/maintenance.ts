@@ -2,6 +2,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { PgSessionStore } from '../accounts/session-store.js';
+import { closeWorker } from './workers.js';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -58,8 +59,7 @@ export async function startMaintenance(opts: {
     queue,
     worker,
     async close() {
-      await worker.close();
-      await (worker.opts.connection as Redis).quit().catch(() => undefined);
+      await closeWorker(worker);
       await queue.close();
     },
   };

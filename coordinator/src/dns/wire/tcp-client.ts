@@ -165,17 +165,18 @@ function toRecord(msg: WireMessage, rr: WireRecord): DnsRecord {
   };
 }
 
+/** The request as sent (TSIG-signed when a key is set) and the verifier of the answers it expects. */
+function signRequest(request: Buffer, s: ReturnType<typeof settings>): { toSend: Buffer; verifier: TsigVerifier | null } {
+  if (!s.key) return { toSend: request, verifier: null };
+  const signed = signMessage(request, s.key, { timeSigned: s.now() });
+  return { toSend: signed.message, verifier: new TsigVerifier(s.key, signed.mac, { now: s.now }) };
+}
+
 /** Signs (when keyed), sends, and reads one answer; checks id/QR/opcode, TSIG, then the RCODE. */
 async function exchange(request: Buffer, opts: ServerOptions, operation: string, opcode: number, okRcodes: number[] = [0]): Promise<WireMessage> {
   const s = settings(opts);
   const id = request.readUInt16BE(0);
-  let toSend = request;
-  let verifier: TsigVerifier | null = null;
-  if (s.key) {
-    const signed = signMessage(request, s.key, { timeSigned: s.now() });
-    toSend = signed.message;
-    verifier = new TsigVerifier(s.key, signed.mac, { now: s.now });
-  }
+  const { toSend, verifier } = signRequest(request, s);
   const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
   try {
     conn.send(toSend);
@@ -272,13 +273,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
   const operation = `AXFR ${z}`;
   const id = randomId();
   const request = buildQuery(z, 'AXFR', id);
-  let toSend = request;
-  let verifier: TsigVerifier | null = null;
-  if (s.key) {
-    const signed = signMessage(request, s.key, { timeSigned: s.now() });
-    toSend = signed.message;
-    verifier = new TsigVerifier(s.key, signed.mac, { now: s.now });
-  }
+  const { toSend, verifier } = signRequest(request, s);
   const deadline = Date.now() + s.transferTimeoutMs;
   const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
   const records: DnsRecord[] = [];

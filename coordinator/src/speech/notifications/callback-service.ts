@@ -8,6 +8,8 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { readPlatformVersion } from '../../version.js';
+import { closeWorker } from '../../queue/workers.js';
+import { PendingWork } from './pending-work.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -160,11 +162,10 @@ interface JobRow {
 export class CallbackService {
   readonly queue: Queue<CallbackDelivery>;
   private worker: Worker<CallbackDelivery> | null = null;
-  private readonly pending = new Set<Promise<unknown>>();
+  private readonly pending = new PendingWork();
   private readonly userAgent: string;
   private readonly outbound: OutboundPolicy;
   private readonly ownsOutbound: boolean;
-  private closed = false;
 
   constructor(
     private readonly deps: { orm: Orm; redis: Redis; config: Config; logger: Logger; prefix: string; outbound?: OutboundPolicy },
@@ -204,11 +205,7 @@ export class CallbackService {
 
   /** The LeaseService terminal listener. */
   readonly onTerminal = (jobId: number, status: TerminalStatus) => {
-    if (this.closed) return;
-    const p = this.enqueue(jobId, status)
-      .catch((err: unknown) => this.deps.logger.error({ err, jobId }, 'speech callback could not be queued'))
-      .finally(() => this.pending.delete(p));
-    this.pending.add(p);
+    this.pending.start(() => this.enqueue(jobId, status), (err) => this.deps.logger.error({ err, jobId }, 'speech callback could not be queued'));
   };
 
   /** Queues the one delivery of this (job, cycle), if the job asked for a callback. Returns the BullMQ id. */
@@ -394,12 +391,8 @@ export class CallbackService {
 
   /** Stops taking terminal events, waits for queued adds and in-flight deliveries. */
   async close() {
-    this.closed = true;
-    await Promise.allSettled([...this.pending]);
-    if (this.worker) {
-      await this.worker.close();
-      await (this.worker.opts.connection as Redis).quit().catch(() => undefined);
-    }
+    await this.pending.close();
+    await closeWorker(this.worker);
     await this.queue.close();
     if (this.ownsOutbound) await this.outbound.close();
   }

@@ -8,6 +8,8 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { humanDuration } from '../jobs/liveness.js';
 import { deliveryJobId, jobPageUrl, sharePageUrl, type TerminalStatus } from './callback-service.js';
+import { closeWorker } from '../../queue/workers.js';
+import { PendingWork } from './pending-work.js';
 
 export const REPORT_QUEUE = 'speech-reports';
 const REPORT_ATTEMPTS = 6;
@@ -149,8 +151,7 @@ export class ReportMailer {
   private worker: Worker<ReportDelivery> | null = null;
   private readonly transport: Transporter;
   private readonly from: string;
-  private readonly pending = new Set<Promise<unknown>>();
-  private closed = false;
+  private readonly pending = new PendingWork();
 
   constructor(private readonly deps: { orm: Orm; redis: Redis; config: Config & { SMTP_URL: string }; logger: Logger; prefix: string }) {
     this.queue = new Queue<ReportDelivery>(REPORT_QUEUE, { connection: deps.redis, prefix: deps.prefix });
@@ -177,11 +178,7 @@ export class ReportMailer {
 
   /** The LeaseService terminal listener. */
   readonly onTerminal = (jobId: number, status: TerminalStatus) => {
-    if (this.closed) return;
-    const p = this.enqueue(jobId, status)
-      .catch((err: unknown) => this.deps.logger.error({ err, jobId }, 'completion report could not be queued'))
-      .finally(() => this.pending.delete(p));
-    this.pending.add(p);
+    this.pending.start(() => this.enqueue(jobId, status), (err) => this.deps.logger.error({ err, jobId }, 'completion report could not be queued'));
   };
 
   async enqueue(jobId: number, status: TerminalStatus): Promise<string | null> {
@@ -240,12 +237,8 @@ export class ReportMailer {
   }
 
   async close() {
-    this.closed = true;
-    await Promise.allSettled([...this.pending]);
-    if (this.worker) {
-      await this.worker.close();
-      await (this.worker.opts.connection as Redis).quit().catch(() => undefined);
-    }
+    await this.pending.close();
+    await closeWorker(this.worker);
     await this.queue.close();
     this.transport.close();
   }
