@@ -106,6 +106,7 @@ async function main() {
       ? `  Admin:        username "${admin.username}", password "${admin.password}"`
       : `  Admin:        username "${admin.username}" (password was printed on first run; reset with npm run cli -- user:password ${admin.username})`,
     `  ${dns.banner}`,
+    `  Chat logs:    ${url}/irc/api/networks (load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
     `  Data folder:  ${dataDir}`,
     '',
   ];
