@@ -137,10 +137,8 @@ export class IrcArchiveService {
         where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}`,
       [s.source, ...(s.networkId !== null ? [s.networkId] : []), ...(s.channelId !== null ? [s.channelId] : [])],
     );
-    const networkIds = s.networkId !== null
-      ? [s.networkId]
-      : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
     if (!scope.length) return null;
+    const networkIds = await this.networkIds(s);
     const allChannels = (await this.rows<{ id: number }>('select id from irc_channels')).map((r) => Number(r.id));
     const channelsByTerm = new Map<SearchTerm, number[]>();
     for (const t of [...s.include, ...s.exclude]) {
@@ -166,12 +164,19 @@ export class IrcArchiveService {
     return { filter, scope, networkIds };
   }
 
+  /** Networks of the search's source (only the given one, when it belongs to that source). */
+  private async networkIds(s: LogSearch): Promise<number[]> {
+    const rows = await this.rows<{ id: number }>(
+      `select id from irc_networks where source = ? ${s.networkId !== null ? 'and id = ?' : ''}`,
+      s.networkId !== null ? [s.source, s.networkId] : [s.source],
+    );
+    return rows.map((r) => Number(r.id));
+  }
+
   /** The person the `nick` filter names (within the source, and the network when one is given), or null. */
   async nickProfile(s: LogSearch): Promise<NickProfile | null> {
     if (!s.nick) return null;
-    const networkIds = s.networkId !== null
-      ? (await this.rows<{ id: number }>('select id from irc_networks where id = ? and source = ?', [s.networkId, s.source])).map((r) => Number(r.id))
-      : (await this.rows<{ id: number }>('select id from irc_networks where source = ?', [s.source])).map((r) => Number(r.id));
+    const networkIds = await this.networkIds(s);
     return this.aliases.profile(s.nick, await this.aliases.resolve(s.nick, networkIds), networkIds);
   }
 

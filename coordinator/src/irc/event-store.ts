@@ -90,7 +90,6 @@ export class IrcEventStore {
             set event_count = c.event_count + span.n, first_at = least(c.first_at, span.lo), last_at = greatest(c.last_at, span.hi),
                 netsplit_count = c.netsplit_count + span.ns, netsplit_leader_count = c.netsplit_leader_count + span.nl
            from span where c.id = ?::int and span.n > 0
-         returning c.id
        ), nicks as (
          insert into irc_nicks as n (network_id, nick_key, nick, first_at, last_at, message_count, event_count)
          select ?::int, lower(nick), max(nick), min(occurred_at), max(occurred_at),
@@ -100,7 +99,6 @@ export class IrcEventStore {
             set first_at = least(n.first_at, excluded.first_at), last_at = greatest(n.last_at, excluded.last_at),
                 nick = case when excluded.last_at >= n.last_at then excluded.nick else n.nick end,
                 message_count = n.message_count + excluded.message_count, event_count = n.event_count + excluded.event_count
-         returning 1
        ), links as (
          insert into irc_nick_links (network_id, nick_key, other_key, origin)
          select distinct ?::int, least(lower(nick), lower(to_nick)), greatest(lower(nick), lower(to_nick)), 'log'
@@ -108,9 +106,9 @@ export class IrcEventStore {
           where event_type = 'NICK' and nick is not null and to_nick is not null and lower(nick) <> lower(to_nick)
             and lower(nick) !~ '^guest[0-9]+$' and lower(to_nick) !~ '^guest[0-9]+$'
          on conflict do nothing
-         returning 1
        )
-       select (select n from span) as inserted, (select count(*) from channel) as c, (select count(*) from nicks) as k, (select count(*) from links) as l`,
+       -- Data-modifying CTEs run whether or not they are read; only the count is needed.
+       select n as inserted from span`,
       [...values, channelId, networkId, networkId],
     );
     return Number(res.rows[0].inserted);

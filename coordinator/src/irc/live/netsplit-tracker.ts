@@ -1,74 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { isNetsplitReason, NETMERGE_WINDOW_S, NETSPLIT_BURST_GAP_S } from '../parsers/common.js';
-import type { IrcEventType } from '../parsers/types.js';
+import { NetsplitTracker } from '../parsers/netsplit.js';
 
-/** How one QUIT or JOIN row is written: its type and, for netsplit rows, its burst. */
-export interface BurstMark {
-  eventType: IrcEventType;
-  netsplitGroup: string | null;
-  netsplitLeader: boolean;
-}
+export { NetsplitTracker, type BurstMark } from '../parsers/netsplit.js';
 
 /** A positive 63-bit id as a decimal string (irc_events.netsplit_group is a bigint). */
 export function randomNetsplitGroup(): string {
   return (randomBytes(8).readBigUInt64BE(0) & 0x7fffffffffffffffn).toString();
 }
 
-/**
- * Netsplit and merge grouping for one channel's live events, by the importer's rules
- * (parsers/common.ts): a quit whose reason is two host names is a NETSPLIT; such quits with the
- * same reason at most NETSPLIT_BURST_GAP_S apart form one burst (one group id, the first row its
- * leader); a JOIN by a nick that left in a netsplit at most NETMERGE_WINDOW_S earlier is a
- * NETMERGE, grouped into bursts by the same gap. Times are milliseconds since the epoch.
- */
-export class NetsplitTracker {
-  private split: { group: string; reason: string; last: number } | null = null;
-  private merge: { group: string; last: number } | null = null;
-  private readonly splitAt = new Map<string, number>();
-  private prunedAt = 0;
-
-  constructor(private readonly newGroup: () => string = randomNetsplitGroup) {}
-
-  quit(nick: string, reason: string | null, atMs: number): BurstMark {
-    if (!isNetsplitReason(reason)) return { eventType: 'QUIT', netsplitGroup: null, netsplitLeader: false };
-    const why = reason ?? '';
-    let leader = false;
-    if (!this.split || this.split.reason !== why || atMs - this.split.last > NETSPLIT_BURST_GAP_S * 1000 || atMs < this.split.last) {
-      this.split = { group: this.newGroup(), reason: why, last: atMs };
-      leader = true;
-    }
-    this.split.last = atMs;
-    this.prune(atMs);
-    this.splitAt.set(nick.toLowerCase(), atMs);
-    return { eventType: 'NETSPLIT', netsplitGroup: this.split.group, netsplitLeader: leader };
-  }
-
-  join(nick: string, atMs: number): BurstMark {
-    const key = nick.toLowerCase();
-    const at = this.splitAt.get(key);
-    if (at === undefined || atMs < at || atMs - at > NETMERGE_WINDOW_S * 1000) {
-      if (at !== undefined) this.splitAt.delete(key);
-      return { eventType: 'JOIN', netsplitGroup: null, netsplitLeader: false };
-    }
-    this.splitAt.delete(key);
-    let leader = false;
-    if (!this.merge || atMs - this.merge.last > NETSPLIT_BURST_GAP_S * 1000 || atMs < this.merge.last) {
-      this.merge = { group: this.newGroup(), last: atMs };
-      leader = true;
-    }
-    this.merge.last = atMs;
-    return { eventType: 'NETMERGE', netsplitGroup: this.merge.group, netsplitLeader: leader };
-  }
-
-  /** Nicks waiting for their merge (for tests and status). */
-  get pending(): number {
-    return this.splitAt.size;
-  }
-
-  /** Forgets split nicks whose merge window has passed (at most once a minute). */
-  private prune(now: number) {
-    if (now - this.prunedAt < 60_000) return;
-    this.prunedAt = now;
-    for (const [nick, at] of this.splitAt) if (now - at > NETMERGE_WINDOW_S * 1000) this.splitAt.delete(nick);
-  }
-}
+/** The live logger's tracker: bursts get random ids (there is no line number to name them after). */
+export const liveNetsplitTracker = () => new NetsplitTracker(randomNetsplitGroup);

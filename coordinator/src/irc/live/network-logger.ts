@@ -6,7 +6,7 @@ import type { IrcEventStore, IrcSource, NewIrcEvent } from '../event-store.js';
 import { isChannelName, stripFormatting } from '../parsers/common.js';
 import type { IrcEventType } from '../parsers/types.js';
 import type { IrcLoggerConfig, IrcLoggerNetworkConfig } from './config.js';
-import { NetsplitTracker } from './netsplit-tracker.js';
+import { liveNetsplitTracker, type NetsplitTracker } from './netsplit-tracker.js';
 
 /** What the logger needs of IrcEventStore (a wrapper can stand in for it in tests). */
 export type LiveEventStore = Pick<IrcEventStore, 'ensureNetwork' | 'ensureChannel' | 'insert' | 'knex'>;
@@ -276,7 +276,7 @@ export class NetworkLogger {
     const key = lower(name);
     let s = this.channels.get(key);
     if (!s) {
-      s = { name: this.configured.get(key) ?? name, members: new Map(), splits: new NetsplitTracker(), joined: false };
+      s = { name: this.configured.get(key) ?? name, members: new Map(), splits: liveNetsplitTracker(), joined: false };
       this.channels.set(key, s);
     }
     return s;

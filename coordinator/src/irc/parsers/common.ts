@@ -3,7 +3,10 @@
  * removal, netsplit recognition, day arithmetic for time-only formats, and the file-level passes
  * that group netsplit bursts, recognise the merge that follows, and find who a message addresses.
  */
+import { isNetsplitReason, NetsplitTracker } from './netsplit.js';
 import type { IrcEventType, ParsedEvent, ParsedFile, ParsedLine } from './types.js';
+
+export { isNetsplitReason, NETMERGE_WINDOW_S, NETSPLIT_BURST_GAP_S } from './netsplit.js';
 
 // eslint-disable-next-line no-control-regex
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
@@ -80,15 +83,6 @@ export function sampleLines(buf: Buffer, n = 50): string[] {
   return out;
 }
 
-const HOST = /^[A-Za-z0-9*-]+(?:\.[A-Za-z0-9*-]+)+$/;
-
-/** A quit reason of exactly two host names (`*.net *.split`, `irc.a.net irc.b.net`) marks a netsplit, as IRC clients detect it. */
-export function isNetsplitReason(reason: string | null): boolean {
-  if (!reason) return false;
-  const parts = reason.trim().split(' ');
-  return parts.length === 2 && parts.every((p) => HOST.test(p)) && parts[0] !== parts[1];
-}
-
 /** `YYYY-MM-DD` plus `days`. */
 export function addDays(date: string, days: number): string {
   const d = new Date(`${date}T00:00:00Z`);
@@ -144,14 +138,6 @@ export class DayClock {
 
 export const secondsOfDay = (t: string) => +t.slice(0, 2) * 3600 + +t.slice(3, 5) * 60 + +t.slice(6, 8);
 
-/** Seconds since the epoch of a local `YYYY-MM-DD HH:MM:SS` read as if it were UTC (only differences matter). */
-const wallSeconds = (local: string) => Date.parse(`${local.replace(' ', 'T')}Z`) / 1000;
-
-/** How far apart (seconds) two quits (or rejoins) of one netsplit may be and still be one burst. */
-export const NETSPLIT_BURST_GAP_S = 30;
-/** How long after a netsplit quit a rejoin of the same nick counts as the merge. */
-export const NETMERGE_WINDOW_S = 30 * 60;
-
 /**
  * File-level passes run by every parser on its events (in file order):
  *  - netsplit quits with the same reason no more than NETSPLIT_BURST_GAP_S apart form one burst;
@@ -160,31 +146,24 @@ export const NETMERGE_WINDOW_S = 30 * 60;
  *  - a PRIVMSG/ACTION starting `nick:` or `nick,` gets `toNick` when that nick appears in the file.
  */
 export function finishEvents(events: ParsedEvent[]): ParsedEvent[] {
-  let split: { first: number; reason: string; last: number } | null = null;
-  let merge: { first: number; last: number } | null = null;
-  const splitAt = new Map<string, number>();
+  // A burst is named after the line number of its first row (stable across re-imports).
+  let lineNo = 0;
+  const bursts = new NetsplitTracker(() => String(lineNo));
   const known = new Map<string, string>();
   for (const e of events) {
     if (e.nick) known.set(e.nick.toLowerCase(), e.nick);
     if (e.eventType === 'NICK' && e.toNick) known.set(e.toNick.toLowerCase(), e.toNick);
   }
   for (const e of events) {
-    const t = wallSeconds(e.localTime);
+    lineNo = e.lineNo;
+    const atMs = Date.parse(`${e.localTime.replace(' ', 'T')}Z`);
     if (e.eventType === 'NETSPLIT') {
-      const reason = e.messageText ?? '';
-      if (!split || split.reason !== reason || t - split.last > NETSPLIT_BURST_GAP_S || t < split.last) split = { first: e.lineNo, reason, last: t };
-      split.last = t;
-      e.netsplitBurst = split.first;
-      if (e.nick) splitAt.set(e.nick.toLowerCase(), t);
+      e.netsplitBurst = Number(bursts.quit(e.nick, e.messageText, atMs).netsplitGroup ?? e.lineNo);
     } else if (e.eventType === 'JOIN' && e.nick) {
-      const key = e.nick.toLowerCase();
-      const at = splitAt.get(key);
-      if (at !== undefined && t >= at && t - at <= NETMERGE_WINDOW_S) {
-        splitAt.delete(key);
+      const mark = bursts.join(e.nick, atMs);
+      if (mark.eventType === 'NETMERGE') {
         e.eventType = 'NETMERGE';
-        if (!merge || t - merge.last > NETSPLIT_BURST_GAP_S || t < merge.last) merge = { first: e.lineNo, last: t };
-        merge.last = t;
-        e.netsplitBurst = merge.first;
+        e.netsplitBurst = Number(mark.netsplitGroup);
       }
     } else if ((e.eventType === 'PRIVMSG' || e.eventType === 'ACTION') && !e.toNick && e.messageText) {
       const m = /^([^\s:,]{1,32})[:,](?:\s|$)/.exec(e.messageText);
