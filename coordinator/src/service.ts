@@ -99,10 +99,9 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     });
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);
-    const notifications = startSpeechNotifications({ orm, redis, config, logger, prefix: `${config.REDIS_KEY_PREFIX}bull` });
+    const notifications = startSpeechNotifications({ orm, repo: speech.repo, redis, config, logger, prefix: `${config.REDIS_KEY_PREFIX}bull` });
     cleanups.unshift(() => notifications.close());
     for (const queue of notifications.queues) metrics.trackQueue(queue);
-    speech.leases.onTerminal(notifications.onTerminal);
 
     const workers = new WorkerRegistry(orm, redis, config);
     const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });

@@ -3,7 +3,9 @@
  * Bump it when a change to the protocol would make an older worker misbehave;
  * the coordinator refuses workers outside [MIN_SUPPORTED, CURRENT].
  */
-export const WORKER_CONTRACT_VERSION = 1;
+export const WORKER_CONTRACT_VERSION = 2;
+/** Contract 2 added HelloRequest.held_leases; a contract-1 worker's Hello never abandons leases. */
+export const HELD_LEASES_CONTRACT_VERSION = 2;
 export const MIN_SUPPORTED_WORKER_CONTRACT_VERSION = 1;
 
 export function isCompatibleContract(version: number): boolean {

@@ -27,6 +27,8 @@ export interface HelloRequestMsg {
   hostname: string;
   capabilities: CapabilitiesMsg | null;
   local: boolean;
+  /** Contract 2: the leases this process still works under (the others of this worker end at once). */
+  held_leases?: LeaseRefMsg[];
 }
 
 export interface HelloResponseMsg {

@@ -12,7 +12,7 @@ import {
   type CallbackEnvelope,
 } from '../../coordinator/src/speech/notifications/callback-service.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
-import { SimWorker, sleep, waitFor } from '../support/sim-worker.js';
+import { SimWorker, waitFor } from '../support/sim-worker.js';
 
 /**
  * Terminal callbacks against a real coordinator (PostgreSQL, Redis/BullMQ, gRPC) and a real HTTP
@@ -105,13 +105,22 @@ async function setup(env: Record<string, string>) {
               callback_attempts, callback_cycle, share_token from speech_jobs where id = ?`,
       [id],
     ))[0]!;
+  /** The outbox row of (job, cycle) was dispatched and its BullMQ delivery (if any) finished: nothing more will be sent. */
+  const finished = async (id: number, cycle = 1) => {
+    await expect
+      .poll(async () => (await sql<{ dispatched: boolean }>('select dispatched_at is not null as dispatched from speech_notifications where job_id = ? and cycle = ?', [id, cycle]))[0]?.dispatched, { timeout: 20_000 })
+      .toBe(true);
+    const job = await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, cycle));
+    if (job) await expect.poll(() => job.getState(), { timeout: 20_000 }).toMatch(/^(completed|failed)$/);
+    return job ?? null;
+  };
   const settled = (id: number) =>
     waitFor(async () => {
       const r = await row(id);
       return r.callback_status === 'delivered' || r.callback_status === 'failed' ? r : null;
     }, 20_000, `callback of job ${id} to settle`);
   return {
-    db, svc, owner, token, worker, sql, apiJob, row, settled,
+    db, svc, owner, token, worker, sql, apiJob, row, settled, finished,
     async close() {
       worker.close();
       await svc.close();
@@ -147,7 +156,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     const id = await ctx.apiJob(url);
     await ctx.worker.run(id, { segments: ['Good morning', 'everyone.'] });
     const final = await ctx.settled(id);
-    await sleep(700); // nothing more may arrive
+    await ctx.finished(id); // nothing more may arrive
     const got = receiver.at(url);
     expect(got).toHaveLength(3);
     expect(got.map((r) => r.answered)).toEqual([503, 503, 200]);
@@ -192,10 +201,9 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
 
     const log = await ctx.sql<{ event: string; message: string }>('select event, message from speech_job_events where job_id = ? order by id', [id]);
     expect(log.at(-1)).toEqual({ event: 'callback_delivered', message: 'Callback delivered (HTTP 200).' });
-    // Another terminal event of the same cycle sends nothing.
-    ctx.svc.notifications.onTerminal(id, 'completed');
-    expect(await ctx.svc.notifications.callbacks.enqueue(id, 'completed')).toBeNull();
-    await sleep(500);
+    // Another terminal event of the same cycle sends nothing: the outbox has one row per cycle, and the queue refuses a second.
+    expect(await ctx.svc.notifications.callbacks.enqueue(id, 1, 'completed')).toBeNull();
+    expect(await ctx.svc.notifications.outbox.drain()).toBe(0);
     expect(receiver.at(url)).toHaveLength(3);
   });
 
@@ -220,7 +228,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     const id = await ctx.apiJob(url);
     await ctx.worker.run(id, { segments: ['x'] });
     const final = await ctx.settled(id);
-    await sleep(700);
+    await ctx.finished(id);
     expect(receiver.at(url)).toHaveLength(3);
     expect(final.callback_status).toBe('failed');
     expect(final.callback_http_status).toBe(500);
@@ -248,7 +256,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     const id = await ctx.apiJob(url);
     await ctx.worker.run(id, { segments: ['z'] });
     const final = await ctx.settled(id);
-    await sleep(700);
+    await ctx.finished(id);
     expect(receiver.at(url)).toHaveLength(1);
     expect(final.callback_status).toBe('failed');
     expect(final.callback_error).toMatch(/refused by the outbound policy.*169\.254\.169\.254/);
@@ -270,36 +278,50 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     ctx.token.callbackSecret = callback_secret!;
   });
 
-  it('a new cycle (re-transcription) sends one new delivery, even when queued twice', async () => {
+  it('a failed API job restarted and then completed sends a second callback (a new cycle), once even when queued twice', async () => {
     const url = receiver.endpoint();
     const id = await ctx.apiJob(url);
-    await ctx.worker.run(id, { segments: ['first pass'] });
+    await ctx.worker.run(id, { success: false, error: 'first try broke' });
     await ctx.settled(id);
-    const first = receiver.at(url)[0]!.headers['x-sonar-delivery'];
+    await ctx.finished(id, 1);
+    const first = receiver.at(url)[0]!;
+    expect(first.headers['x-sonar-event']).toBe('speech.job.failed');
 
-    expect(await ctx.svc.notifications.callbacks.startNewCallbackCycle(id)).toBe(1);
+    await ctx.svc.speech.jobs.restart(ctx.owner, id);
     const reset = await ctx.row(id);
-    expect(reset).toMatchObject({ callback_status: 'pending', callback_cycle: 1, callback_attempts: 0, callback_http_status: null, callback_delivered_at: null });
-    // Two coordinators seeing the same terminal state: one BullMQ job, one request.
-    const [a, b] = await Promise.all([
-      ctx.svc.notifications.callbacks.enqueue(id, 'completed'),
-      ctx.svc.notifications.callbacks.enqueue(id, 'completed'),
-    ]);
-    expect(a).toBe(deliveryJobId(id, 1));
-    expect(b).toBe(a);
+    expect(reset).toMatchObject({ callback_status: 'pending', callback_cycle: 2, callback_attempts: 0, callback_http_status: null, callback_delivered_at: null });
+    await ctx.worker.run(id, { segments: ['second pass'] });
     const final = await ctx.settled(id);
-    await sleep(500);
+    // Two coordinators dispatching the same outbox row: one BullMQ job, one request.
+    const [a, b] = await Promise.all([
+      ctx.svc.notifications.callbacks.enqueue(id, 2, 'completed'),
+      ctx.svc.notifications.callbacks.enqueue(id, 2, 'completed'),
+    ]);
+    expect(b).toBe(a);
+    await ctx.finished(id, 2);
     const got = receiver.at(url);
     expect(got).toHaveLength(2);
-    expect(got[1]!.headers['x-sonar-delivery']).not.toBe(first);
-    expect(final).toMatchObject({ callback_status: 'delivered', callback_attempts: 1, callback_cycle: 1 });
+    expect(got[1]!.headers['x-sonar-event']).toBe('speech.job.completed');
+    expect(got[1]!.headers['x-sonar-delivery']).not.toBe(first.headers['x-sonar-delivery']);
+    expect(final).toMatchObject({ callback_status: 'delivered', callback_attempts: 1, callback_cycle: 2 });
+  });
+
+  it('a source the coordinator cannot download fails the job with its callback (no silent pending)', async () => {
+    const url = receiver.endpoint();
+    const id = await ctx.apiJob(url);
+    // What MediaStager does when the download fails.
+    await ctx.svc.speech.repo.stagingFailed(id, 'HTTP 404');
+    const final = await ctx.settled(id);
+    expect(final.callback_status).toBe('delivered');
+    const body = JSON.parse(receiver.at(url)[0]!.body) as CallbackEnvelope;
+    expect(body.job).toMatchObject({ status: 'failed', failure_error: 'Could not download the source: HTTP 404' });
   });
 
   it('web-queue jobs send no callback', async () => {
     const url = receiver.endpoint();
     const id = await ctx.apiJob(url, 'web');
     await ctx.worker.run(id, { segments: ['web'] });
-    await sleep(800);
+    expect(await ctx.finished(id)).toBeNull();
     expect(receiver.at(url)).toHaveLength(0);
     expect((await ctx.row(id)).callback_status).toBe('pending');
   });
@@ -319,7 +341,7 @@ describe('default outbound policy (no allowed private ranges)', () => {
       const id = await ctx.apiJob(url);
       await ctx.worker.run(id, { segments: ['secret stuff'] });
       const final = await ctx.settled(id);
-      await sleep(600);
+      await ctx.finished(id);
       expect(receiver.received.length).toBe(before);
       expect(final.callback_status).toBe('failed');
       expect(final.callback_http_status).toBeNull();
@@ -327,7 +349,7 @@ describe('default outbound policy (no allowed private ranges)', () => {
       expect(final.callback_error).toMatch(
         new RegExp(`refused by the outbound policy: the address ${target === 'metadata' ? '169\\.254\\.169\\.254' : '127\\.0\\.0\\.1'} is not allowed`),
       );
-      const job = await ctx.svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 0));
+      const job = await ctx.svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1));
       expect(job?.attemptsMade).toBe(1);
       expect(await job?.getState()).toBe('failed');
     });

@@ -606,10 +606,14 @@ describe('job actions', () => {
     expect(again.statusCode).toBe(200);
     expect(again.json()).toMatchObject({ ok: true, message: expect.any(String), job: { id: job.id, status: 'queued', attempt: 0 } });
 
+    // Attempts only grow: a restart gives a fresh retry budget on top of the attempts made, so the next
+    // claim is attempt 4 and never collides with the lease of an earlier attempt.
+
     await t.orm.em.getConnection().execute(`update speech_jobs set status = 'failed', attempt = 3, failure_error = 'engine crashed' where id = ?`, [job.id]);
     const failed = await post(`/api/speech/jobs/${job.id}/restart`, alice.auth);
     expect(failed.statusCode).toBe(200);
-    expect(failed.json().job).toMatchObject({ status: 'queued', attempt: 0, failure_error: null, stage_label: 'Waiting for a worker' });
+    expect(failed.json().job).toMatchObject({ status: 'queued', attempt: 3, failure_error: null, stage_label: 'Waiting for a worker' });
+    expect((await t.orm.em.getConnection().execute<Array<{ max_attempts: number }>>('select max_attempts from speech_jobs where id = ?', [job.id]))[0]!.max_attempts).toBe(6);
     const log = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${job.id}`, headers: alice.auth })).json().job.runtime_log;
     expect(log.map((e: { event: string }) => e.event)).toEqual(['queued', 'restarted', 'restarted']);
 

@@ -71,6 +71,11 @@ const done = (job: JobAssignmentMsg, extra: Partial<Parameters<CoordinatorClient
   lease: job.lease, success: true, error: '', segment_count: 0, duration_seconds: 1, engine: 'test', engine_model: job.model, cancelled: false, ...extra,
 });
 
+/** Breaks state on purpose instead of waiting for the TTL: the job's open lease expired a second ago (database clock). */
+async function expireLease(jobId: number) {
+  await svc.orm.em.getConnection().execute(`update speech_leases set expires_at = now() - interval '1 second' where job_id = ? and ended_at is null`, [jobId]);
+}
+
 async function expectStale(p: Promise<unknown>) {
   const err = (await p.then(() => null, (e: unknown) => e)) as grpc.ServiceError | null;
   expect(err, 'expected a stale-lease refusal').not.toBeNull();
@@ -207,7 +212,7 @@ describe('heartbeats, cancellation and stale recovery', () => {
     const job = await urlJob(alice);
     const first = (await claim(w1))!;
     expect(first.lease.job_id).toBe(job.id);
-    await new Promise((r) => setTimeout(r, 5_500)); // the lease TTL is 5 s in this coordinator
+    await expireLease(job.id);
     const touched = await svc.speech.leases.sweepExpired();
     expect(touched).toContainEqual({ jobId: job.id, status: 'queued' });
     expect((await jobRow(job.id)).status).toBe('queued');
@@ -219,13 +224,87 @@ describe('heartbeats, cancellation and stale recovery', () => {
     expect((await w1.client.heartbeat({ session_id: w1.session, leases: [first.lease] })).lost_job_ids).toEqual([job.id]);
 
     // The second attempt dies too: with SPEECH_MAX_ATTEMPTS=2 the job fails with the reason.
-    await new Promise((r) => setTimeout(r, 5_500));
+    await expireLease(job.id);
     expect(await svc.speech.leases.sweepExpired()).toContainEqual({ jobId: job.id, status: 'failed' });
     const row = await jobRow(job.id);
     expect(row.status).toBe('failed');
     expect(row.failure_error).toMatch(/Gave up after 2 attempts: worker w-rescues stopped renewing its lease/);
     await expectStale(w2.client.complete(done(second)));
-  }, 20_000);
+  });
+
+  it('restarting cancelled and failed jobs keeps the whole queue moving (attempts only grow)', async () => {
+    const w = await worker('w-restart', caps(['small']));
+    const cancelled = await urlJob(alice);
+    const c1 = (await claim(w))!;
+    await svc.speech.jobs.cancel(alice, cancelled.id);
+    await w.client.complete(done(c1, { success: false, cancelled: true, error: 'cancelled' }));
+    const failed = await urlJob(alice);
+    const f1 = (await claim(w))!;
+    await w.client.complete(done(f1, { success: false, error: 'engine crashed' }));
+    expect(await jobRow(cancelled.id)).toMatchObject({ status: 'failed', failure_error: 'Cancelled on request.' });
+
+    await svc.speech.jobs.restart(alice, cancelled.id);
+    await svc.speech.jobs.restart(alice, failed.id);
+    const newer = await urlJob(alice);
+    const got = [(await claim(w))!, (await claim(w))!, (await claim(w))!];
+    expect(got.map((g) => g.lease.job_id)).toEqual([cancelled.id, failed.id, newer.id]);
+    expect(got.map((g) => g.lease.attempt)).toEqual([2, 2, 1]);
+    for (const g of got) await w.client.complete(done(g));
+    for (const id of [cancelled.id, failed.id, newer.id]) expect((await jobRow(id)).status).toBe('completed');
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('a worker that says Hello again without its lease gets the job requeued at once; held leases survive', async () => {
+    const w = await worker('w-reborn', caps(['small']));
+    const kept = await urlJob(alice);
+    const lost = await urlJob(alice);
+    const k = (await claim(w))!;
+    const l = (await claim(w))!;
+    expect([k.lease.job_id, l.lease.job_id]).toEqual([kept.id, lost.id]);
+    // The agent restarted (new session) and still runs only `kept`.
+    const hello = await w.client.hello({
+      contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities: caps(['small']), local: false, held_leases: [k.lease],
+    });
+    w.session = hello.session_id;
+    expect(await jobRow(lost.id)).toMatchObject({ status: 'queued' });
+    await expectStale(w.client.complete(done(l)));
+    const again = (await claim(w))!;
+    expect(again.lease).toMatchObject({ job_id: lost.id, attempt: 2 });
+    await w.client.complete(done(k));
+    await w.client.complete(done(again));
+    expect((await jobRow(kept.id)).status).toBe('completed');
+    expect((await jobRow(lost.id)).status).toBe('completed');
+  });
+
+  it('progress is written in batches under the fence: segments resent on a new stream are stored once, completion sees all', async () => {
+    const w = await worker('w-progress', caps(['small']));
+    const job = await urlJob(alice);
+    const got = (await claim(w))!;
+    const seg = (seq: number) => ({ seq, start: seq, end: seq + 1, text: `word${seq}` });
+    const msg = (segments: ReturnType<typeof seg>[]) => ({
+      stage: 'transcribing' as const, stage_detail: 'test', audio_position_seconds: segments.at(-1)?.end ?? 0, segments, duration_seconds: 10, engine: 'test', engine_model: 'small',
+    });
+    const first = w.client.progress(got.lease);
+    for (let i = 0; i < 5; i++) first.send(msg([seg(i)]));
+    first.cancel(); // the stream breaks before its acknowledgement
+    await first.end().catch(() => undefined);
+    // The worker resends the attempt's segments on a new stream, then more.
+    const second = w.client.progress(got.lease);
+    second.send(msg([0, 1, 2, 3, 4].map(seg)));
+    for (let i = 5; i < 8; i++) second.send(msg([seg(i)]));
+    const ack = await second.end();
+    expect(ack.segments_stored).toBeLessThanOrEqual(8);
+    await w.client.complete(done(got, { segment_count: 8 }));
+    const row = await jobRow(job.id);
+    expect(row.status).toBe('completed');
+    expect(row.transcript_text).toBe('word0 word1 word2 word3 word4 word5 word6 word7');
+    const n = await svc.orm.em.getConnection().execute<Array<{ n: string }>>('select count(*) as n from speech_segments where job_id = ?', [job.id]);
+    expect(Number(n[0]!.n)).toBe(8);
+    // A stream for a lease that ended is refused.
+    const late = w.client.progress(got.lease);
+    late.send(msg([seg(9)]));
+    await expectStale(late.end());
+  });
 
   it('a released job is queued again without using up a retry', async () => {
     const w = await worker('w-release', caps(['small']));
@@ -262,8 +341,8 @@ describe('execution targets', () => {
     const smallJob = await urlJob(alice, { model: 'small' });
     // w-remote is fresh: the local runner stands by even for a small job.
     expect(await claim(local)).toBeNull();
-    await new Promise((r) => setTimeout(r, 3_300)); // presence TTL 3 s
-    await rehello(local, caps(['small', 'large']), true);
+    // The remote workers' presence goes stale (as if they had been silent past the presence TTL).
+    await svc.orm.em.getConnection().execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where coalesce((capabilities->>'local')::boolean, false) = false`);
     const got = (await claim(local))!;
     expect(got.lease.job_id).toBe(smallJob.id); // never the large one: not on the local allowlist
     await local.client.complete(done(got));

@@ -6,7 +6,8 @@ import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
-import { SimWorker, sleep, waitFor } from '../support/sim-worker.js';
+import { deliveryJobId } from '../../coordinator/src/speech/notifications/callback-service.js';
+import { SimWorker, waitFor } from '../support/sim-worker.js';
 
 /**
  * Completion report e-mails through a real SMTP server (smtp-server) in the test process: one
@@ -65,6 +66,15 @@ let bob: AuthUser;
 const aliceEmail = `${randomName('alice')}@example.org`;
 
 const sql = <T>(q: string, params: unknown[] = []) => svc.orm.em.getConnection().execute<T[]>(q, params);
+/** The outbox rows of these jobs' cycle were dispatched and their report deliveries finished: nothing more will be sent. */
+async function reportsSettled(ids: number[], cycle = 1) {
+  for (const id of ids) {
+    // waitFor, not expect.poll: this also runs in beforeAll.
+    await waitFor(async () => (await sql<{ d: boolean }>('select dispatched_at is not null as d from speech_notifications where job_id = ? and cycle = ?', [id, cycle]))[0]?.d, 20_000, `job ${id}'s notification dispatched`);
+    const job = await svc.notifications.reports!.queue.getJob(deliveryJobId(id, cycle));
+    if (job) await waitFor(async () => ['completed', 'failed'].includes(await job.getState()), 20_000, `job ${id}'s report finished`);
+  }
+}
 const mailsFor = (jobId: number) => mails.filter((m) => m.text.includes(`https://speech.example.org/speech/jobs/${jobId}\n`));
 const lines = (m: Mail) => m.text.split('\n');
 
@@ -149,7 +159,7 @@ describe('completion reports', () => {
     await worker.run(silentId, { segments: ['nobody hears this'] });
 
     await waitFor(async () => mailsFor(completedId).length >= 1 && mailsFor(failedId).length >= 1, 20_000, 'two reports');
-    await sleep(1000); // anything extra (a duplicate, Bob's) would have arrived by now
+    await reportsSettled([completedId, failedId, silentId]); // anything extra (a duplicate, Bob's) would have been sent by now
   });
 
   it('sends exactly one report per terminal job to owners with an address, none otherwise', async () => {
@@ -211,15 +221,15 @@ describe('completion reports', () => {
   });
 
   it('a repeated terminal event in the same cycle sends nothing; a new cycle sends a new report', async () => {
-    svc.notifications.onTerminal(completedId, 'completed');
-    expect(await svc.notifications.reports!.enqueue(completedId, 'completed')).toBeNull();
-    await sleep(800);
+    expect(await svc.notifications.reports!.enqueue(completedId, 1, 'completed')).toBeNull();
+    expect(await svc.notifications.outbox.drain()).toBe(0);
     expect(mailsFor(completedId)).toHaveLength(1);
 
-    expect(await svc.notifications.callbacks.startNewCallbackCycle(completedId)).toBe(1);
-    svc.notifications.onTerminal(completedId, 'completed');
-    await waitFor(async () => mailsFor(completedId).length === 2, 15_000, 'the second cycle report');
-    await sleep(500);
-    expect(mailsFor(completedId)).toHaveLength(2);
+    // Restarting the failed job starts cycle 2: its completion is reported again.
+    await svc.speech.jobs.restart(alice, failedId);
+    await worker.run(failedId, { segments: ['second try'] });
+    await waitFor(async () => mailsFor(failedId).length === 2, 15_000, 'the second cycle report');
+    await reportsSettled([failedId], 2);
+    expect(mailsFor(failedId)).toHaveLength(2);
   });
 });

@@ -90,8 +90,9 @@ describe('POST /api/speech/run-now', () => {
     expect(notify).toHaveBeenCalledTimes(1); // claim long-polls (here and on other coordinators) wake up
     notify.mockRestore();
 
+    // Attempts only grow (the next claim is attempt 4); the retry budget is fresh on top of them.
     for (const id of [oldest, older]) {
-      expect(await row(id)).toEqual({ status: 'queued', attempt: 0, failure_error: null, finished_at: null });
+      expect(await row(id)).toEqual({ status: 'queued', attempt: 3, failure_error: null, finished_at: null });
       const log = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}`, headers: manager.auth })).json().job.runtime_log;
       expect(log.at(-1)).toMatchObject({ event: 'restarted', message: expect.stringContaining(manager.name) });
     }

@@ -338,7 +338,7 @@ describe('download proxy (SPEECH_DOWNLOAD_PROXY)', () => {
 
       // A worker that may fetch URLs does not get the job before the coordinator staged it through the proxy.
       const w = await a.t.app.deps.workers.createWorker(randomName('w'));
-      const fetcher = { id: w.id, name: 'fetcher', local: false, capabilities: { models: ['turbo'], engines: ['t'], diarization: false, canFetchUrls: true, device: 'cpu' } };
+      const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true };
       expect(await a.speech.leases.claim(fetcher)).toBeNull();
 
       await a.speech.stager.stage(id);
@@ -394,7 +394,7 @@ describe.skipIf(!ytdlp)('page URLs through yt-dlp', () => {
     const pageJob = await urlJob(a, `${site.base}/episode`, { model: 'turbo' });
     const directJob = await urlJob(a, `${site.base}/clip.wav`, { model: 'turbo' });
     const w = await a.t.app.deps.workers.createWorker(randomName('w'));
-    const fetcher = { id: w.id, name: 'fetcher', local: false, capabilities: { models: ['turbo'], engines: ['t'], diarization: false, canFetchUrls: true, device: 'cpu' } };
+    const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true };
     // The direct file may be fetched by the worker; the page may not.
     const first = await a.speech.leases.claim(fetcher);
     expect(first?.lease.job_id).toBe(directJob);

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Orm } from '../db/orm.js';
 import { WorkAvailable } from './jobs/job-events.js';
+import { JobRepository } from './jobs/job-repository.js';
 import { JobService } from './jobs/job-service.js';
 import { MediaStore } from './jobs/media-store.js';
 import { LiveHub } from './live/live-hub.js';
@@ -16,6 +17,8 @@ export interface SpeechServices {
   media: MediaStore;
   work: WorkAvailable;
   live: LiveHub;
+  /** The one owner of job state (status, attempts, stage, leases, runtime log, notification outbox). */
+  repo: JobRepository;
   jobs: JobService;
   leases: LeaseService;
   stager: MediaStager;
@@ -33,10 +36,11 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const outbound = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES);
-  const jobs = new JobService(orm, config, media, work, live, outbound);
-  const leases = new LeaseService(orm, config, work, live);
-  const stager = new MediaStager(orm, redis, config, media, work, outbound);
+  const repo = new JobRepository(orm, live);
+  const jobs = new JobService(orm, config, media, work, repo, outbound);
+  const leases = new LeaseService(repo, config, work, live);
+  const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);
   const uploads = new TusUploads(config, redis, jobs, media);
-  const retention = new MediaRetention(orm, media);
-  return { media, work, live, jobs, leases, stager, outbound, uploads, retention };
+  const retention = new MediaRetention(repo, media);
+  return { media, work, live, repo, jobs, leases, stager, outbound, uploads, retention };
 }

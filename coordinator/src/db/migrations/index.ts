@@ -6,6 +6,7 @@ import { Migration20261121000400SpeechIntegrations } from './20261121-0004-speec
 import { Migration20261121000500DnsZones } from './20261121-0005-dns-zones.js';
 import { Migration20261121000600Irc } from './20261121-0006-irc.js';
 import { Migration20261121000700IrcSearch } from './20261121-0007-irc-search.js';
+import { Migration20261124000800SpeechJobState } from './20261124-0008-speech-job-state.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
 export const migrationsList: MigrationObject[] = [
@@ -16,4 +17,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261121000500DnsZones', class: Migration20261121000500DnsZones },
   { name: 'Migration20261121000600Irc', class: Migration20261121000600Irc },
   { name: 'Migration20261121000700IrcSearch', class: Migration20261121000700IrcSearch },
+  { name: 'Migration20261124000800SpeechJobState', class: Migration20261124000800SpeechJobState },
 ];

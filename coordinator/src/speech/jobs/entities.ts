@@ -15,7 +15,7 @@ export class SpeechJob {
     | 'transcriptText' | 'engine' | 'engineModel' | 'worker' | 'cancelRequestedAt' | 'failureError' | 'createdAt'
     | 'updatedAt' | 'startedAt' | 'finishedAt' | 'apiToken' | 'callbackUrl' | 'callbackStatus' | 'callbackHttpStatus'
     | 'callbackLastAttemptAt' | 'callbackDeliveredAt' | 'callbackError' | 'callbackAttempts' | 'callbackCycle' | 'shareToken'
-    | 'shareCreatedAt' | 'shareDisabledAt' | 'reportSentAt';
+    | 'shareCreatedAt' | 'shareDisabledAt' | 'reportSentAt' | 'ownerIsAdmin' | 'workerFetchable' | 'outcome';
   id!: number;
   owner!: User;
   status: JobStatus = 'queued';
@@ -64,16 +64,22 @@ export class SpeechJob {
   callbackDeliveredAt: Date | null = null;
   callbackError: string | null = null;
   callbackAttempts = 0;
-  /** Bumped by each terminal state of a new pass (re-transcription), so each pass notifies once. */
-  callbackCycle = 0;
+  /** Notification cycle (starts at 1; restart of a failed job and re-transcription start the next): one callback and one report each. */
+  callbackCycle = 1;
   shareToken: string | null = null;
   shareCreatedAt: Date | null = null;
   shareDisabledAt: Date | null = null;
   reportSentAt: Date | null = null;
+  /** Claim eligibility kept on the row (see migration 0008): admin-owned jobs are claimed first. */
+  ownerIsAdmin = false;
+  /** A URL job a worker with can_fetch_urls may download itself (else the coordinator stages it). */
+  workerFetchable = false;
+  /** How a finished job ended: completed, failed or cancelled (null while it is not finished). */
+  outcome: 'completed' | 'failed' | 'cancelled' | null = null;
 }
 
 export class SpeechLease {
-  [OptionalProps]?: 'createdAt' | 'lastHeartbeatAt' | 'lastProgressAt' | 'endedAt' | 'outcome';
+  [OptionalProps]?: 'createdAt' | 'lastHeartbeatAt' | 'lastProgressAt' | 'endedAt' | 'outcome' | 'sessionId';
   id!: number;
   job!: SpeechJob;
   attempt!: number;
@@ -84,7 +90,8 @@ export class SpeechLease {
   lastHeartbeatAt: Date = new Date();
   lastProgressAt: Date | null = null;
   endedAt: Date | null = null;
-  outcome: 'completed' | 'failed' | 'expired' | 'released' | 'cancelled' | null = null;
+  outcome: 'completed' | 'failed' | 'expired' | 'released' | 'cancelled' | 'abandoned' | null = null;
+  sessionId: string | null = null;
 }
 
 export class SpeechSegment {
@@ -170,6 +177,9 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     shareCreatedAt: ts('share_created_at', true),
     shareDisabledAt: ts('share_disabled_at', true),
     reportSentAt: ts('report_sent_at', true),
+    ownerIsAdmin: { type: 'boolean', fieldName: 'owner_is_admin' },
+    workerFetchable: { type: 'boolean', fieldName: 'worker_fetchable' },
+    outcome: str('outcome'),
   },
 });
 
@@ -188,6 +198,7 @@ export const SpeechLeaseSchema = new EntitySchema<SpeechLease>({
     lastProgressAt: ts('last_progress_at', true),
     endedAt: ts('ended_at', true),
     outcome: { type: 'string', nullable: true },
+    sessionId: str('session_id'),
   },
 });
 

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { JOB_STATUS_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
+import type { JobStatus, QueueChannel } from '@sonar/shared';
 import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
@@ -9,12 +9,13 @@ import { AppError, forbidden, notFound } from '../../http/errors.js';
 import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { SpeechWorker } from '../workers/entities.js';
 import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget } from './entities.js';
-import type { JobEventSink, WorkAvailable } from './job-events.js';
+import type { WorkAvailable } from './job-events.js';
+import type { JobRepository } from './job-repository.js';
+import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
 import type { MediaStore } from './media-store.js';
 import type { JobDetail } from './presenter.js';
 import { probeMedia } from './probe.js';
-
-export const PROCESSING_STATUSES: readonly JobStatus[] = ['downloading', 'transcribing', 'finalizing'];
+import { sourceRouting, workerMayFetch } from './url-sources.js';
 
 export interface CreateJobInput {
   channel: QueueChannel;
@@ -37,8 +38,8 @@ function businessRule(field: string, message: string) {
 }
 
 /**
- * Rules of the speech queue: who sees which job, the state moves of the specification's table,
- * and the runtime log. The database is the source of truth; events only inform.
+ * Rules of the speech queue: who sees which job and who may move it. The moves themselves are
+ * JobRepository's (the one owner of job state); the database is the source of truth.
  */
 export class JobService {
   constructor(
@@ -46,7 +47,7 @@ export class JobService {
     private readonly config: Config,
     private readonly media: MediaStore,
     private readonly work: WorkAvailable,
-    private readonly sink: JobEventSink,
+    private readonly repo: JobRepository,
     private readonly outbound: OutboundPolicy = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES),
   ) {}
 
@@ -89,6 +90,7 @@ export class JobService {
       }
     }
     const source = input.source;
+    const workerFetchable = source.type === 'url' && workerMayFetch(source.url, await sourceRouting(this.config));
     const inserted: { id?: number } = {};
     let job: SpeechJob;
     try {
@@ -96,7 +98,10 @@ export class JobService {
       // failure leaves neither a job nor a file behind.
       job = await this.em().transactional(async (em) => {
         const created = em.create(SpeechJob, {
+          status: 'queued',
           owner: em.getReference(User, owner.id),
+          ownerIsAdmin: owner.isAdmin,
+          workerFetchable,
           queueChannel: input.channel,
           sourceType: source.type,
           sourceUrl: source.type === 'url' ? source.url : null,
@@ -118,7 +123,6 @@ export class JobService {
           apiToken: input.apiTokenId === undefined ? null : em.getReference(PersonalAccessToken, input.apiTokenId),
           callbackUrl: input.callbackUrl ?? null,
           callbackStatus: input.callbackUrl ? 'pending' : null,
-          callbackCycle: input.callbackUrl ? 1 : 0,
         });
         await em.flush();
         inserted.id = created.id;
@@ -126,6 +130,7 @@ export class JobService {
           created.mediaPath = await this.media.adopt(created.id, source.tempPath, path.extname(source.filename));
           created.mediaRetainedUntil = this.retentionDeadline();
         }
+        // The row is born queued in this unit of work; every later move of it is JobRepository's.
         em.create(SpeechJobEvent, { job: created, event: 'queued', message: `Queued on the ${input.channel} channel with model ${model}.` });
         return created;
       });
@@ -221,10 +226,9 @@ export class JobService {
   async cancel(user: AuthUser, jobId: number): Promise<SpeechJob> {
     const job = await this.getVisible(user, jobId);
     this.assertMayChange(user, job);
-    if (!PROCESSING_STATUSES.includes(job.status)) throw businessRule('status', `only a processing job can be cancelled; this one is ${job.status}`);
-    const em = this.em();
-    await em.getConnection().execute('update speech_jobs set cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now() where id = ?', [job.id]);
-    await this.log(job.id, 'cancel_requested', `Cancellation requested by ${user.username}.`);
+    if (!isProcessing(job.status) || !(await this.repo.requestCancel(job.id, user.username))) {
+      throw businessRule('status', `only a processing job can be cancelled; this one is ${(await this.getVisible(user, jobId)).status}`);
+    }
     return this.getVisible(user, jobId);
   }
 
@@ -236,47 +240,21 @@ export class JobService {
       throw businessRule('status', `only a failed or queued job can be restarted; this one is ${job.status}`);
     }
     if (job.sourceType === 'upload' && !job.mediaPath) throw businessRule('media_file', 'the uploaded media is no longer retained');
-    await this.em()
-      .getConnection()
-      .execute(
-        `update speech_jobs set status = 'queued', attempt = 0, failure_error = null, cancel_requested_at = null,
-           stage_label = 'Waiting for a worker', stage_detail = null, audio_position_seconds = 0, finished_at = null, updated_at = now()
-         where id = ? and status in ('failed', 'queued')`,
-        [job.id],
-      );
-    await this.log(job.id, 'restarted', `Restarted by ${user.username}.`);
+    const moved = await this.repo.restart([job.id], this.config.SPEECH_MAX_ATTEMPTS, `Restarted by ${user.username}.`);
+    if (!moved.length) throw businessRule('status', `only a failed or queued job can be restarted; this one is ${(await this.getVisible(user, jobId)).status}`);
     this.work.notify();
-    const fresh = await this.getVisible(user, jobId);
-    this.publishStatus(fresh);
-    return fresh;
+    return this.getVisible(user, jobId);
   }
 
   /**
    * Run-now helper (managers): the oldest `limit` failed jobs are queued again like restart() does
-   * (fresh retry budget, failure cleared, runtime log `restarted`). Uploads whose media is gone are
-   * skipped. Returns the ids queued again.
+   * (fresh retry budget, next notification cycle, runtime log `restarted`). Uploads whose media is
+   * gone are skipped. Returns the ids queued again.
    */
   async requeueFailed(user: AuthUser, limit: number): Promise<number[]> {
     if (!JobService.canManageAll(user)) throw forbidden('The permission "speech.manage" is required.');
-    const rows = await this.em()
-      .getConnection()
-      .execute<Array<{ id: number }>>(
-        `update speech_jobs set status = 'queued', attempt = 0, failure_error = null, cancel_requested_at = null,
-           stage_label = 'Waiting for a worker', stage_detail = null, audio_position_seconds = 0, finished_at = null, updated_at = now()
-         where id in (
-           select id from speech_jobs
-            where status = 'failed' and not (source_type = 'upload' and media_path is null)
-            order by created_at asc, id asc limit ? for update skip locked)
-         returning id`,
-        [limit],
-      );
-    const ids = rows.map((r) => r.id).sort((a, b) => a - b);
-    for (const id of ids) await this.log(id, 'restarted', `Queued again by ${user.username} (run now).`);
-    if (ids.length) {
-      const fresh = await this.em().find(SpeechJob, { id: { $in: ids } });
-      for (const job of fresh) this.publishStatus(job);
-    }
-    return ids;
+    // The run-now route wakes the workers afterwards.
+    return this.repo.restart(await this.repo.oldestFailed(limit), this.config.SPEECH_MAX_ATTEMPTS, `Queued again by ${user.username} (run now).`);
   }
 
   /** Jobs waiting in the queue (all users and channels). */
@@ -294,10 +272,7 @@ export class JobService {
   async remove(user: AuthUser, jobId: number): Promise<void> {
     const job = await this.getVisible(user, jobId);
     this.assertMayChange(user, job);
-    const res = await this.em()
-      .getConnection()
-      .execute<{ affectedRows?: number }>(`delete from speech_jobs where id = ? and status not in ('downloading', 'transcribing', 'finalizing')`, [job.id], 'run');
-    if (!(res as { affectedRows?: number }).affectedRows) throw businessRule('status', 'a processing job cannot be deleted; cancel it first');
+    if (!(await this.repo.delete(job.id))) throw businessRule('status', 'a processing job cannot be deleted; cancel it first');
     await this.media.removeJob(job.id);
   }
 
@@ -312,28 +287,13 @@ export class JobService {
       if (!worker || worker.revokedAt) throw businessRule('worker', `no active worker named "${target.worker ?? ''}"`);
       workerId = worker.id;
     }
-    await em.getConnection().execute('update speech_jobs set execution_target = ?, target_worker_id = ?, updated_at = now() where id = ?', [target.mode, workerId, job.id]);
-    await this.log(job.id, 'target_changed', `Execution target set to ${target.mode === 'worker' ? `worker ${target.worker}` : target.mode} by ${user.username}.`);
+    await this.repo.setTarget(job.id, target.mode, workerId, `Execution target set to ${target.mode === 'worker' ? `worker ${target.worker}` : target.mode} by ${user.username}.`);
     this.work.notify();
     return this.getVisible(user, jobId);
   }
 
-  async log(jobId: number, event: string, message: string, level: 'info' | 'warn' | 'error' = 'info', data: Record<string, unknown> | null = null) {
-    await this.em()
-      .getConnection()
-      .execute('insert into speech_job_events (job_id, event, message, level, data) values (?, ?, ?, ?, ?::jsonb)', [
-        jobId, event, message, level, data ? JSON.stringify(data) : null,
-      ]);
-  }
-
-  publishStatus(job: SpeechJob) {
-    this.sink.status(job.id, {
-      status: job.status,
-      status_label: JOB_STATUS_LABELS[job.status],
-      stage_label: job.stageLabel,
-      stage_detail: job.stageDetail,
-      audio_position_seconds: job.audioPositionSeconds,
-      attempt: job.attempt,
-    });
+  /** A runtime-log entry (written by the job-state owner). */
+  log(jobId: number, event: string, message: string) {
+    return this.repo.log(jobId, event, message);
   }
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -10,11 +11,14 @@ import { startGuardProxy, type GuardProxy } from '../../http/guard-proxy.js';
 import { OutboundPolicy } from '../../http/outbound.js';
 import { ensureProxyReachable, proxyConnectFailure, ProxyUnreachable } from './download-proxy.js';
 import type { WorkAvailable } from './job-events.js';
+import type { EventLevel, JobRepository } from './job-repository.js';
 import { MediaTooLargeError, type MediaStore } from './media-store.js';
 import { probeMedia } from './probe.js';
-import { isKnownPageHost, isPageContentType, proxyLabel, sourceRouting, workerFetchRule, type SourceRouting } from './url-sources.js';
+import { isKnownPageHost, isPageContentType, proxyLabel, sourceRouting, type SourceRouting } from './url-sources.js';
 
 const DOWNLOAD_TIMEOUT_MS = 30 * 60_000;
+/** Deletes the lock only while it still holds this owner's token. */
+const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 
 /** A downloaded source on the coordinator's disk, before it is adopted by the job. */
 interface Downloaded {
@@ -49,6 +53,7 @@ export class MediaStager {
     private readonly config: Config,
     private readonly media: MediaStore,
     private readonly work: WorkAvailable,
+    private readonly repo: JobRepository,
     private readonly outbound: OutboundPolicy = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES),
   ) {}
 
@@ -61,33 +66,28 @@ export class MediaStager {
    * worker without `can_fetch_urls`, and those that need the proxy or yt-dlp for one with it.
    */
   async stageFor(worker: { id: number; models: string[]; local?: boolean; canFetch?: boolean }): Promise<void> {
-    const rule = workerFetchRule(await sourceRouting(this.config));
-    const canFetch = worker.canFetch === true;
-    if (canFetch && rule.everything) return;
     const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
       `select id from speech_jobs
         where status = 'queued' and source_type = 'url' and media_path is null and cancel_requested_at is null
           and ((execution_target = 'worker' and target_worker_id = :wid) or (execution_target = 'local' and :isLocal)
                or (execution_target = 'auto' and model = any(:models::text[])))
-          and not (:canFetch and :workersMayFetch and source_url ~* :pattern)
+          and not (:canFetch and worker_fetchable)
         order by created_at limit 3`,
-      { wid: worker.id, isLocal: worker.local === true, models: worker.models, canFetch, workersMayFetch: rule.workersMayFetch, pattern: rule.pattern },
+      { wid: worker.id, isLocal: worker.local === true, models: worker.models, canFetch: worker.canFetch === true },
     );
     for (const { id } of rows) void this.stage(id);
   }
 
   async stage(jobId: number): Promise<void> {
     if (this.running.has(jobId)) return;
+    // The lock names its holder: only the holder frees it (compare-and-delete), so a holder slower
+    // than the lock's hour cannot free the lock of the coordinator that took over.
     const lock = `${this.config.REDIS_KEY_PREFIX}speech:staging:${jobId}`;
-    if ((await this.redis.set(lock, '1', 'EX', 3600, 'NX')) !== 'OK') return;
+    const owner = randomUUID();
+    if ((await this.redis.set(lock, owner, 'EX', 3600, 'NX')) !== 'OK') return;
     this.running.add(jobId);
     try {
-      const { rows } = await this.knex.raw<{ rows: Array<{ source_url: string }> }>(
-        `update speech_jobs set stage_label = 'Downloading the source to the coordinator', updated_at = now()
-          where id = ? and status = 'queued' and source_type = 'url' and media_path is null returning source_url`,
-        [jobId],
-      );
-      const url = rows[0]?.source_url;
+      const url = await this.repo.stagingStarted(jobId);
       if (!url) return;
       await this.log(jobId, 'staging', `Downloading ${url} on the coordinator.`);
       let got: Downloaded | null = null;
@@ -101,13 +101,15 @@ export class MediaStager {
         }
         if (!probe.hasAudio) throw new Error('the download has no audio stream');
         const file = await this.media.adopt(jobId, got.path, got.extension);
-        const { rows: kept } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
-          `update speech_jobs set media_path = ?, media_sha256 = ?, source_size_bytes = ?, source_mime = coalesce(?, source_mime),
-              source_duration_seconds = coalesce(?, source_duration_seconds), media_retained_until = ?,
-              stage_label = 'Waiting for a worker', updated_at = now() where id = ? returning id`,
-          [file, got.sha256, got.sizeBytes, probe.mime, probe.durationSeconds, this.retention(), jobId],
-        );
-        if (!kept.length) {
+        const kept = await this.repo.staged(jobId, {
+          path: file,
+          sha256: got.sha256,
+          sizeBytes: got.sizeBytes,
+          mime: probe.mime,
+          durationSeconds: probe.durationSeconds,
+          retainedUntil: this.retention(),
+        });
+        if (!kept) {
           // The job was deleted while its source downloaded.
           await this.media.removeJob(jobId);
           return;
@@ -116,17 +118,14 @@ export class MediaStager {
         this.work.notify();
       } catch (err) {
         const reason = err instanceof MediaTooLargeError ? `the source is larger than ${this.config.SPEECH_UPLOAD_MAX_MB} MB` : (err as Error).message;
-        await this.knex.raw(
-          `update speech_jobs set status = 'failed', stage_label = 'Failed', failure_error = ?, finished_at = now(), updated_at = now() where id = ? and status = 'queued'`,
-          [`Could not download the source: ${reason}`.slice(0, 2000), jobId],
-        );
-        await this.log(jobId, 'staging_failed', `Could not download the source: ${reason}`, 'error');
+        // Failed with its notification (callback and report) in one statement.
+        await this.repo.stagingFailed(jobId, reason);
       } finally {
         await got?.cleanup();
       }
     } finally {
       this.running.delete(jobId);
-      await this.redis.del(lock);
+      await this.redis.eval(RELEASE_LOCK, 1, lock, owner).catch(() => undefined);
     }
   }
 
@@ -236,11 +235,10 @@ export class MediaStager {
     return days > 0 ? new Date(Date.now() + days * 86400_000) : null;
   }
 
-  private async log(jobId: number, event: string, message: string, level: 'info' | 'warn' | 'error' = 'info', data: Record<string, unknown> | null = null) {
-    await this.knex.raw('insert into speech_job_events (job_id, event, message, level, data) values (?, ?, ?, ?, ?::jsonb)', [
-      jobId, event, message, level, data ? JSON.stringify(data) : null,
-    ]);
+  private log(jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null) {
+    return this.repo.log(jobId, event, message, level, data);
   }
+
 }
 
 /** fetch's "fetch failed" with the reason underneath (refusals of the outbound policy come through as they are). */

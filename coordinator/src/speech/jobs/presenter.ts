@@ -97,7 +97,8 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
       createdAt: lease.createdAt,
       expiresAt: lease.expiresAt,
       lastHeartbeatAt: lease.lastHeartbeatAt,
-      lastProgressAt: lease.lastProgressAt,
+      // Progress writes touch the job row only (see JobRepository.writeProgress): its updated_at is the last progress.
+      lastProgressAt: job.updatedAt > lease.createdAt ? job.updatedAt : null,
       workerRevoked: lease.workerRevoked,
     },
     now,

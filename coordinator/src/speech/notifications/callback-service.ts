@@ -9,7 +9,7 @@ import type { Orm } from '../../db/orm.js';
 import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { readPlatformVersion } from '../../version.js';
 import { closeWorker } from '../../queue/workers.js';
-import { PendingWork } from './pending-work.js';
+import type { JobRepository } from '../jobs/job-repository.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -107,23 +107,6 @@ export const jobPageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, jobId: numbe
 export const sharePageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, token: string) =>
   `${config.PUBLIC_BASE_URL}/shared/speech/transcript/${encodeURIComponent(token)}`;
 
-/**
- * A re-transcription pass starts a new notification cycle: the next terminal state of the job
- * sends a new callback (and a new completion report). Bumps callback_cycle, resets the delivery
- * record to `pending` (when the job has a callback URL) and clears report_sent_at.
- */
-export async function startNewCallbackCycle(knex: Knex | Knex.Transaction, jobId: number): Promise<number | null> {
-  const { rows } = await knex.raw<{ rows: Array<{ callback_cycle: number }> }>(
-    `update speech_jobs set callback_cycle = callback_cycle + 1,
-        callback_status = case when callback_url is null then null else 'pending' end,
-        callback_http_status = null, callback_last_attempt_at = null, callback_delivered_at = null,
-        callback_error = null, callback_attempts = 0, report_sent_at = null, updated_at = now()
-      where id = ? returning callback_cycle`,
-    [jobId],
-  );
-  return rows[0] ? Number(rows[0].callback_cycle) : null;
-}
-
 /** One line, no stack, bounded: what goes into callback_error and the runtime log. */
 function shortError(err: unknown, timeoutSeconds: number): string {
   if (err instanceof OutboundRefused) return `refused by the outbound policy: ${err.message}`.slice(0, MAX_ERROR_LENGTH);
@@ -162,13 +145,12 @@ interface JobRow {
 export class CallbackService {
   readonly queue: Queue<CallbackDelivery>;
   private worker: Worker<CallbackDelivery> | null = null;
-  private readonly pending = new PendingWork();
   private readonly userAgent: string;
   private readonly outbound: OutboundPolicy;
   private readonly ownsOutbound: boolean;
 
   constructor(
-    private readonly deps: { orm: Orm; redis: Redis; config: Config; logger: Logger; prefix: string; outbound?: OutboundPolicy },
+    private readonly deps: { orm: Orm; repo: JobRepository; redis: Redis; config: Config; logger: Logger; prefix: string; outbound?: OutboundPolicy },
   ) {
     this.queue = new Queue<CallbackDelivery>(CALLBACK_QUEUE, { connection: deps.redis, prefix: deps.prefix });
     this.outbound = deps.outbound ?? new OutboundPolicy(deps.config.OUTBOUND_ALLOW_RANGES);
@@ -203,13 +185,8 @@ export class CallbackService {
     return this;
   }
 
-  /** The LeaseService terminal listener. */
-  readonly onTerminal = (jobId: number, status: TerminalStatus) => {
-    this.pending.start(() => this.enqueue(jobId, status), (err) => this.deps.logger.error({ err, jobId }, 'speech callback could not be queued'));
-  };
-
-  /** Queues the one delivery of this (job, cycle), if the job asked for a callback. Returns the BullMQ id. */
-  async enqueue(jobId: number, status: TerminalStatus): Promise<string | null> {
+  /** Queues the one delivery of this (job, cycle), if the job asked for a callback and the cycle is current. Returns the BullMQ id. */
+  async enqueue(jobId: number, cycle: number, status: TerminalStatus): Promise<string | null> {
     const { rows } = await this.knex.raw<{ rows: Array<Pick<JobRow, 'queue_channel' | 'callback_url' | 'callback_status' | 'callback_cycle'>> }>(
       'select queue_channel, callback_url, callback_status, callback_cycle from speech_jobs where id = ?',
       [jobId],
@@ -217,8 +194,7 @@ export class CallbackService {
     const row = rows[0];
     if (!row || row.queue_channel !== 'api' || !row.callback_url) return null;
     // This cycle's callback already ended (delivered, or given up): one callback per cycle.
-    if (row.callback_status === 'delivered' || row.callback_status === 'failed') return null;
-    const cycle = Number(row.callback_cycle);
+    if (row.callback_status === 'delivered' || row.callback_status === 'failed' || Number(row.callback_cycle) !== cycle) return null;
     const id = deliveryJobId(jobId, cycle);
     await this.queue.add(
       'deliver',
@@ -233,17 +209,6 @@ export class CallbackService {
       },
     );
     return id;
-  }
-
-  /** Starts a new notification cycle (re-transcription). See startNewCallbackCycle. */
-  startNewCallbackCycle(jobId: number): Promise<number | null> {
-    return startNewCallbackCycle(this.knex, jobId);
-  }
-
-  /** The envelope for a job as it is now, with the terminal status that triggered the delivery. */
-  async buildEnvelope(jobId: number, status: TerminalStatus): Promise<CallbackEnvelope | null> {
-    const row = await this.loadJob(jobId);
-    return row ? this.envelopeOf(row, status) : null;
   }
 
   private async loadJob(jobId: number): Promise<JobRow | null> {
@@ -321,13 +286,8 @@ export class CallbackService {
         outcome.status === 'delivered'
           ? `Callback delivered (HTTP ${outcome.httpStatus}).`
           : `Callback not delivered: ${outcome.error ?? 'unknown error'}.`;
-      await this.knex
-        .raw('insert into speech_job_events (job_id, event, message, level) values (?, ?, ?, ?)', [
-          jobId,
-          outcome.status === 'delivered' ? 'callback_delivered' : 'callback_failed',
-          message,
-          outcome.status === 'delivered' ? 'info' : 'warn',
-        ])
+      await this.deps.repo
+        .log(jobId, outcome.status === 'delivered' ? 'callback_delivered' : 'callback_failed', message, outcome.status === 'delivered' ? 'info' : 'warn')
         .catch(() => undefined);
     }
   }
@@ -389,9 +349,8 @@ export class CallbackService {
     throw new Error(error);
   }
 
-  /** Stops taking terminal events, waits for queued adds and in-flight deliveries. */
+  /** Waits for in-flight deliveries, then closes the queue. */
   async close() {
-    await this.pending.close();
     await closeWorker(this.worker);
     await this.queue.close();
     if (this.ownsOutbound) await this.outbound.close();

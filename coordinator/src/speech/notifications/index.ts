@@ -4,26 +4,28 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { OutboundPolicy } from '../../http/outbound.js';
-import { CallbackService, type TerminalStatus } from './callback-service.js';
+import type { JobRepository } from '../jobs/job-repository.js';
+import { CallbackService } from './callback-service.js';
+import { NotificationOutbox } from './outbox.js';
 import { ReportMailer } from './report-mailer.js';
 
-export { CallbackService, startNewCallbackCycle, verifyCallbackSignature } from './callback-service.js';
+export { CallbackService, verifyCallbackSignature } from './callback-service.js';
 export { ReportMailer } from './report-mailer.js';
 
-/** What a terminal job state notifies: the API callback and the owner's completion report. */
+/** What a terminal job state notifies: the API callback and the owner's completion report, through the outbox. */
 export interface SpeechNotifications {
   callbacks: CallbackService;
   /** null when SMTP_URL is unset (reports disabled). */
   reports: ReportMailer | null;
+  outbox: NotificationOutbox;
   queues: Queue[];
-  /** Register on LeaseService.onTerminal. */
-  onTerminal(jobId: number, status: TerminalStatus): void;
-  /** Drains queued adds and in-flight deliveries, then closes the queues and workers. */
+  /** Drains the outbox pass in progress and in-flight deliveries, then closes the queues and workers. */
   close(): Promise<void>;
 }
 
 export function startSpeechNotifications(deps: {
   orm: Orm;
+  repo: JobRepository;
   redis: Redis;
   config: Config;
   logger: Logger;
@@ -35,15 +37,16 @@ export function startSpeechNotifications(deps: {
   const smtpUrl = deps.config.SMTP_URL;
   const reports = smtpUrl ? new ReportMailer({ ...deps, config: { ...deps.config, SMTP_URL: smtpUrl }, logger }).start() : null;
   if (!reports) logger.info('completion report e-mails are disabled (SMTP_URL is not set)');
+  const outbox = new NotificationOutbox({ orm: deps.orm, callbacks, reports, logger }).start();
+  // A transition that wrote a notification row wakes the dispatcher at once; the poll is the safety net.
+  deps.repo.onTerminal(outbox.kick);
   return {
     callbacks,
     reports,
+    outbox,
     queues: [callbacks.queue, ...(reports ? [reports.queue] : [])] as Queue[],
-    onTerminal(jobId, status) {
-      callbacks.onTerminal(jobId, status);
-      reports?.onTerminal(jobId, status);
-    },
     async close() {
+      await outbox.close();
       await Promise.all([callbacks.close(), reports?.close()]);
     },
   };

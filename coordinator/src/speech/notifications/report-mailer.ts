@@ -9,7 +9,6 @@ import type { Orm } from '../../db/orm.js';
 import { humanDuration } from '../jobs/liveness.js';
 import { deliveryJobId, jobPageUrl, sharePageUrl, type TerminalStatus } from './callback-service.js';
 import { closeWorker } from '../../queue/workers.js';
-import { PendingWork } from './pending-work.js';
 
 export const REPORT_QUEUE = 'speech-reports';
 const REPORT_ATTEMPTS = 6;
@@ -151,7 +150,6 @@ export class ReportMailer {
   private worker: Worker<ReportDelivery> | null = null;
   private readonly transport: Transporter;
   private readonly from: string;
-  private readonly pending = new PendingWork();
 
   constructor(private readonly deps: { orm: Orm; redis: Redis; config: Config & { SMTP_URL: string }; logger: Logger; prefix: string }) {
     this.queue = new Queue<ReportDelivery>(REPORT_QUEUE, { connection: deps.redis, prefix: deps.prefix });
@@ -176,19 +174,14 @@ export class ReportMailer {
     return this;
   }
 
-  /** The LeaseService terminal listener. */
-  readonly onTerminal = (jobId: number, status: TerminalStatus) => {
-    this.pending.start(() => this.enqueue(jobId, status), (err) => this.deps.logger.error({ err, jobId }, 'completion report could not be queued'));
-  };
-
-  async enqueue(jobId: number, status: TerminalStatus): Promise<string | null> {
+  /** Queues the one report of this (job, cycle) when the owner has an address and the cycle is current. Returns the BullMQ id. */
+  async enqueue(jobId: number, cycle: number, status: TerminalStatus): Promise<string | null> {
     const { rows } = await this.knex.raw<{ rows: Array<{ email: string | null; callback_cycle: number; report_sent_at: unknown }> }>(
       'select u.email, j.callback_cycle, j.report_sent_at from speech_jobs j join users u on u.id = j.owner_id where j.id = ?',
       [jobId],
     );
     const row = rows[0];
-    if (!row || !row.email?.trim() || row.report_sent_at) return null;
-    const cycle = Number(row.callback_cycle);
+    if (!row || !row.email?.trim() || row.report_sent_at || Number(row.callback_cycle) !== cycle) return null;
     const id = deliveryJobId(jobId, cycle);
     await this.queue.add(
       'report',
@@ -237,7 +230,6 @@ export class ReportMailer {
   }
 
   async close() {
-    await this.pending.close();
     await closeWorker(this.worker);
     await this.queue.close();
     this.transport.close();

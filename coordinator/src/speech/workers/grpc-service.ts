@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { workerProtoPath } from '@sonar/proto';
 import {
+  HELD_LEASES_CONTRACT_VERSION,
   MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
   WORKER_CONTRACT_VERSION,
   WORKER_ERROR_METADATA_KEY,
@@ -135,6 +136,11 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
         },
       });
       logger.info({ worker: worker.name, session: session.sessionId, models: caps?.models, local: req.local }, 'worker hello');
+      if (req.contract_version >= HELD_LEASES_CONTRACT_VERSION) {
+        // The process that said Hello holds only these leases: the worker's others are gone with its earlier process.
+        const abandoned = await leases.helloFrom(worker.id, session.sessionId, req.held_leases ?? []);
+        if (abandoned.length) logger.warn({ worker: worker.name, abandoned }, 'leases of an earlier worker session ended');
+      }
       deps.work.notify(); // a new worker may make queued jobs claimable
       return {
         session_id: session.sessionId,
@@ -148,6 +154,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
 
     Heartbeat: unary<HeartbeatRequestMsg, HeartbeatResponseMsg>('Heartbeat', async (call, worker) => {
       const valid = await registry.heartbeat(worker, call.request.session_id);
+      registry.touch(worker.id);
       // Leases are renewed even when the session is gone: a coordinator restart must not cost running jobs.
       const result = await leases.heartbeat(worker.id, call.request.leases ?? []);
       return {
@@ -165,7 +172,14 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       call.on('cancelled', () => cancelled.abort());
       for (;;) {
         const session = await sessionOf(worker, call.request.session_id);
-        const job = await leases.claim({ id: worker.id, name: worker.name, capabilities: session.capabilities, local: session.local });
+        const job = await leases.claim({
+          id: worker.id,
+          name: worker.name,
+          sessionId: session.sessionId,
+          models: session.capabilities.models,
+          local: session.local,
+          canFetchUrls: session.capabilities.canFetchUrls,
+        });
         if (job) {
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
@@ -181,16 +195,21 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
 
     ReportProgress: (call: grpc.ServerReadableStream<ProgressUpdateMsg, ProgressAckMsg>, callback: grpc.sendUnaryData<ProgressAckMsg>) => {
       void (async () => {
-        let stored = 0;
+        let session: ReturnType<typeof leases.openProgress> | null = null;
         try {
           const worker = await authenticate(call.metadata);
-          // Messages are applied one at a time, in the order sent, so segments reach browsers in order.
+          session = leases.openProgress(worker.id);
+          // Messages are accepted one at a time, in the order sent, so segments reach browsers in order;
+          // they are written in batches, and the ack comes once all of them are stored.
           for await (const update of call as AsyncIterable<ProgressUpdateMsg>) {
             if (!update.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'every progress message carries its lease');
-            stored += await leases.progress(worker.id, update);
+            registry.touch(worker.id);
+            await session.accept(update);
           }
+          const stored = await session.close();
           callback(null, { segments_stored: stored });
         } catch (err) {
+          await session?.abort();
           callback(toServiceError(err, 'ReportProgress'));
           call.destroy();
         }
@@ -200,6 +219,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
     Complete: unary<CompleteRequestMsg, CompleteResponseMsg>('Complete', async (call, worker) => {
       const r = call.request;
       if (!r.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
+      registry.touch(worker.id);
       const res = await leases.complete(worker.id, {
         lease: r.lease,
         success: r.success,

@@ -4,6 +4,7 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { SpeechWorker, WorkerCapabilities } from './entities.js';
 import { WorkerDirectory } from './worker-directory.js';
+import { sha256Hex } from '../../accounts/secrets.js';
 
 export interface WorkerSession {
   sessionId: string;
@@ -18,8 +19,17 @@ export interface WorkerSession {
  * any coordinator can take a worker's heartbeat; `last_seen_at` in PostgreSQL says whether a worker
  * has fresh presence. The local map counts workers talking to this coordinator.
  */
+/** How long an authenticated secret and a known session are trusted without asking the database or Redis again. */
+const AUTH_CACHE_MS = 5_000;
+/** Presence (session TTL in Redis, last_seen_at in PostgreSQL) is written at most this often per worker. */
+const PRESENCE_WRITE_MS = 1_000;
+
 export class WorkerRegistry extends WorkerDirectory {
   private readonly local = new Map<string, { workerId: number; lastSeen: number }>();
+  /** secret hash → worker, for AUTH_CACHE_MS: a revoked secret stops working within that time. */
+  private readonly authCache = new Map<string, { worker: SpeechWorker | null; at: number }>();
+  private readonly sessions = new Map<string, { session: WorkerSession; at: number }>();
+  private readonly presenceWritten = new Map<number, number>();
 
   constructor(
     private readonly db: Orm,
@@ -52,14 +62,64 @@ export class WorkerRegistry extends WorkerDirectory {
         [JSON.stringify({ ...info.capabilities, local: info.local }), info.contractVersion, info.agentVersion.slice(0, 50), info.hostname.slice(0, 255), worker.id],
       );
     this.local.set(session.sessionId, { workerId: worker.id, lastSeen: Date.now() });
+    this.sessions.set(session.sessionId, { session, at: Date.now() });
+    this.presenceWritten.set(worker.id, Date.now());
     return session;
   }
 
-  /** The session a worker opened with Hello, if it is still alive and belongs to that worker. */
+  /** The worker a secret belongs to (not revoked), cached briefly: every RPC authenticates. */
+  override async authenticate(secret: string): Promise<SpeechWorker | null> {
+    const key = sha256Hex(secret);
+    const hit = this.authCache.get(key);
+    if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.worker;
+    const worker = await super.authenticate(secret);
+    if (this.authCache.size > 10_000) this.authCache.clear();
+    this.authCache.set(key, { worker, at: Date.now() });
+    return worker;
+  }
+
+  /**
+   * The session a worker opened with Hello, if it is still alive and belongs to that worker. Asking
+   * for it is activity: the worker's presence is refreshed (see touch).
+   */
   async session(worker: SpeechWorker, sessionId: string): Promise<WorkerSession | null> {
-    const raw = await this.redis.get(this.sessionKey(sessionId));
-    const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
-    return session && session.workerId === worker.id ? session : null;
+    const hit = this.sessions.get(sessionId);
+    let session: WorkerSession | null;
+    if (hit && Date.now() - hit.at < AUTH_CACHE_MS) session = hit.session;
+    else {
+      const raw = await this.redis.get(this.sessionKey(sessionId));
+      session = raw ? (JSON.parse(raw) as WorkerSession) : null;
+      if (session) this.sessions.set(sessionId, { session, at: Date.now() });
+      else this.sessions.delete(sessionId);
+    }
+    if (!session || session.workerId !== worker.id) return null;
+    this.touch(worker.id);
+    return session;
+  }
+
+  /**
+   * Any authenticated RPC (Claim, progress, Complete, Heartbeat) is presence: the worker's sessions
+   * on this coordinator and last_seen_at are refreshed, at most once per PRESENCE_WRITE_MS, so a
+   * worker busy claiming never loses its session.
+   */
+  touch(workerId: number) {
+    const now = Date.now();
+    if (now - (this.presenceWritten.get(workerId) ?? 0) < PRESENCE_WRITE_MS) return;
+    this.presenceWritten.set(workerId, now);
+    const keys: string[] = [];
+    for (const [id, s] of this.local) {
+      if (s.workerId === workerId) {
+        s.lastSeen = now;
+        keys.push(this.sessionKey(id));
+      }
+    }
+    const pipeline = this.redis.pipeline();
+    for (const key of keys) pipeline.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
+    void pipeline.exec().catch(() => undefined);
+    void this.db.em
+      .getConnection()
+      .execute('update speech_workers set last_seen_at = now() where id = ?', [workerId])
+      .catch(() => undefined);
   }
 
   /** Refreshes presence; false when the session is unknown, expired or belongs to another worker. */
@@ -69,6 +129,7 @@ export class WorkerRegistry extends WorkerDirectory {
     const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
     if (!session || session.workerId !== worker.id) {
       this.local.delete(sessionId);
+      this.sessions.delete(sessionId);
       return false;
     }
     await this.redis.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);

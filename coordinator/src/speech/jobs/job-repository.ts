@@ -1,0 +1,663 @@
+import { createHash } from 'node:crypto';
+import type { Knex } from '@mikro-orm/postgresql';
+import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
+import type { Orm } from '../../db/orm.js';
+import type { JobEventSink } from './job-events.js';
+import { PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
+
+/** A (job, attempt, token) that no longer holds its job. The only way a worker learns it lost a lease. */
+export class StaleLeaseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StaleLeaseError';
+  }
+}
+
+export const hashLeaseToken = (token: string) => createHash('sha256').update(token).digest('hex');
+
+export type EventLevel = 'info' | 'warn' | 'error';
+
+/** Raw rows carry timestamps as strings or Dates; normalise at the edge. */
+export const epochMs = (v: Date | string | null | undefined): number => (v === null || v === undefined ? NaN : new Date(v).getTime());
+
+/** The columns every transition returns: enough to publish the live status without another read. */
+const STATUS_COLUMNS = 'id, status, stage_label, stage_detail, audio_position_seconds, attempt';
+interface StatusRow {
+  id: number;
+  status: JobStatus;
+  stage_label: string | null;
+  stage_detail: string | null;
+  audio_position_seconds: number;
+  attempt: number;
+}
+
+export interface ClaimingWorker {
+  id: number;
+  name: string;
+  sessionId: string | null;
+  models: string[];
+  local: boolean;
+  canFetchUrls: boolean;
+}
+
+export interface ClaimedJob {
+  jobId: number;
+  attempt: number;
+  pass: number;
+  forced: boolean;
+  expiresAt: number;
+  model: string;
+  language: string | null;
+  sourceType: 'url' | 'upload';
+  sourceUrl: string | null;
+  mediaPath: string | null;
+  mediaSha256: string | null;
+  sizeBytes: number;
+  filename: string | null;
+  durationSeconds: number;
+  diarization: boolean;
+}
+
+export interface ProgressBatch {
+  ref: LeaseRefMsg;
+  workerId: number;
+  stage: JobStatus;
+  stageDetail: string;
+  position: number;
+  durationSeconds: number;
+  engine: string;
+  engineModel: string;
+  segments: Array<{ seq: number; start: number; end: number; text: string }>;
+}
+
+/** Cumulative transcript kept while a job runs; the full text is rebuilt from segments at completion. */
+const MAX_RUNNING_TEXT = 64 * 1024;
+
+/** The lease fence as a predicate on speech_leases `l`: this worker's live lease with this token, by the database clock. */
+const LIVE_LEASE = `l.job_id = :job and l.attempt = :attempt and l.worker_id = :wid and l.token_hash = :hash
+  and l.ended_at is null and l.expires_at > now()`;
+
+const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attempt: ref.attempt, wid: workerId, hash: hashLeaseToken(ref.lease_token) });
+
+/**
+ * The one owner of speech job state: the only code that writes speech_jobs.status, attempts, stage
+ * fields, leases, the runtime log (speech_job_events) and the notification outbox. Each transition
+ * is one SQL statement (data-modifying CTEs) guarded by the statuses JOB_TRANSITIONS allows it
+ * from, checked against the database clock, and publishes the new live status after it commits.
+ * A terminal transition writes its notification row in the same statement, so no path can end a
+ * job without its callback and report (see NotificationOutbox).
+ */
+export class JobRepository {
+  private readonly terminalListeners: Array<() => void> = [];
+
+  constructor(
+    private readonly orm: Orm,
+    private readonly sink: JobEventSink,
+  ) {}
+
+  get knex(): Knex {
+    return this.orm.em.getConnection().getKnex();
+  }
+
+  /** Called after a transition wrote a notification row (the outbox dispatcher drains it). */
+  onTerminal(listener: () => void) {
+    this.terminalListeners.push(listener);
+  }
+
+  private terminal() {
+    for (const l of this.terminalListeners) l();
+  }
+
+  private publish(rows: StatusRow[]) {
+    for (const j of rows) {
+      this.sink.status(Number(j.id), {
+        status: j.status,
+        status_label: JOB_STATUS_LABELS[j.status],
+        stage_label: j.stage_label,
+        stage_detail: j.stage_detail,
+        audio_position_seconds: Number(j.audio_position_seconds),
+        attempt: Number(j.attempt),
+      });
+    }
+  }
+
+  // ---- creation and people's moves -------------------------------------------------------------
+
+  /** The runtime-log entry of a new job (the row itself is inserted as `queued` by JobService.create's unit of work). */
+  async logQueued(trx: Knex | Knex.Transaction, jobId: number, message: string) {
+    await trx.raw(`insert into speech_job_events (job_id, event, message) values (?, 'queued', ?)`, [jobId, message]);
+  }
+
+  async log(jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null, trx: Knex | Knex.Transaction = this.knex) {
+    await trx.raw('insert into speech_job_events (job_id, event, message, level, data) values (?, ?, ?, ?, ?::jsonb)', [
+      jobId, event, message, level, data ? JSON.stringify(data) : null,
+    ]);
+  }
+
+  /**
+   * failed or queued → queued with a fresh retry budget (attempts only grow: the next claim is
+   * attempt + 1). A failed job starts the next notification cycle. Returns the ids moved.
+   */
+  async restart(ids: number[], retries: number, message: string): Promise<number[]> {
+    if (!ids.length) return [];
+    const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
+      `with moved as (
+         update speech_jobs j set
+            status = 'queued', max_attempts = j.attempt + :retries, failure_error = null, outcome = null,
+            cancel_requested_at = null, stage_label = 'Waiting for a worker', stage_detail = null,
+            audio_position_seconds = 0, finished_at = null, updated_at = now(),
+            callback_cycle = j.callback_cycle + (j.status = 'failed')::int,
+            callback_status = case when j.status <> 'failed' then j.callback_status when j.callback_url is null then null else 'pending' end,
+            callback_http_status = case when j.status = 'failed' then null else j.callback_http_status end,
+            callback_last_attempt_at = case when j.status = 'failed' then null else j.callback_last_attempt_at end,
+            callback_delivered_at = case when j.status = 'failed' then null else j.callback_delivered_at end,
+            callback_error = case when j.status = 'failed' then null else j.callback_error end,
+            callback_attempts = case when j.status = 'failed' then 0 else j.callback_attempts end,
+            report_sent_at = case when j.status = 'failed' then null else j.report_sent_at end
+          where j.id = any(:ids::int[]) and j.status = any(:from::text[])
+            and not (j.source_type = 'upload' and j.media_path is null)
+          returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}
+       ), ev as (
+         insert into speech_job_events (job_id, event, message) select id, 'restarted', :message from moved
+       )
+       select * from moved order by id`,
+      { ids, retries, from: fromStatuses('restart'), message },
+    );
+    this.publish(rows);
+    return rows.map((r) => Number(r.id));
+  }
+
+  /** The oldest `limit` failed jobs whose media still exists (run-now reset_failed). */
+  async oldestFailed(limit: number): Promise<number[]> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `select id from speech_jobs where status = 'failed' and not (source_type = 'upload' and media_path is null)
+        order by created_at asc, id asc limit ?`,
+      [limit],
+    );
+    return rows.map((r) => Number(r.id));
+  }
+
+  /** Cooperative cancellation of a processing job; false when it is not processing (any more). */
+  async requestCancel(jobId: number, by: string): Promise<boolean> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `with j as (
+         update speech_jobs set cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+          where id = :id and status = any(:processing::text[]) returning id
+       ), ev as (insert into speech_job_events (job_id, event, message) select id, 'cancel_requested', :message from j)
+       select id from j`,
+      { id: jobId, processing: [...PROCESSING_STATUSES], message: `Cancellation requested by ${by}.` },
+    );
+    return rows.length > 0;
+  }
+
+  /** Deletes a job that is not processing (with its segments, leases, log and outbox rows); false otherwise. */
+  async delete(jobId: number): Promise<boolean> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `delete from speech_jobs where id = ? and not (status = any(?::text[])) returning id`,
+      [jobId, [...PROCESSING_STATUSES]],
+    );
+    return rows.length > 0;
+  }
+
+  async setTarget(jobId: number, mode: string, workerId: number | null, message: string) {
+    await this.knex.raw(
+      `with j as (update speech_jobs set execution_target = :mode, target_worker_id = :wid, updated_at = now() where id = :id returning id)
+       insert into speech_job_events (job_id, event, message) select id, 'target_changed', :message from j`,
+      { id: jobId, mode, wid: workerId, message },
+    );
+  }
+
+  // ---- workers -----------------------------------------------------------------------------------
+
+  /** Leases the next job this worker may run (admin-owned first, then oldest), or null. One statement. */
+  async claim(worker: ClaimingWorker, tokenHash: string, ttlSeconds: number, presenceTtlSeconds: number, localModels: string[]): Promise<ClaimedJob | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<Record<string, unknown>> }>(
+      `with picked as (
+         select j.id, (j.execution_target <> 'auto') as forced
+           from speech_jobs j
+          where j.status = 'queued' and j.cancel_requested_at is null
+            and (
+              (j.execution_target = 'worker' and j.target_worker_id = :wid)
+              or (j.execution_target = 'local' and :isLocal)
+              or (j.execution_target = 'auto' and j.model = any(:models::text[])
+                  and (not :isLocal or (j.model = any(:allow::text[]) and not exists (
+                    -- local execution stands by while a remote worker has fresh presence
+                    select 1 from speech_workers w
+                     where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
+                       and coalesce((w.capabilities->>'local')::boolean, false) = false))))
+            )
+            and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))
+          order by j.owner_is_admin desc, j.created_at, j.id
+          limit 1
+          for update of j skip locked
+       ), job as (
+         update speech_jobs j set
+            status = 'transcribing', attempt = j.attempt + 1, worker_id = :wid,
+            started_at = coalesce(j.started_at, now()), finished_at = null, failure_error = null, outcome = null,
+            stage_label = :stage, stage_detail = null, audio_position_seconds = 0, transcript_text = null, updated_at = now()
+           from picked where j.id = picked.id
+         returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
+                   j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested,
+                   j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, picked.forced
+       ), lease as (
+         insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at)
+         select id, attempt, :wid, :session, :hash, now() + make_interval(secs => :ttl) from job
+         returning job_id, expires_at
+       ), cleared as (
+         -- a new attempt starts the pass from scratch: segments of an abandoned attempt go
+         delete from speech_segments s using job where s.job_id = job.id and s.pass = job.current_pass
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, data)
+         select id, 'claimed', 'Attempt ' || attempt || ' claimed by worker ' || :name || case when forced then ' (pinned target)' else '' end || '.',
+                jsonb_build_object('worker', :name::text, 'attempt', attempt)
+           from job
+       )
+       select job.*, lease.expires_at from job join lease on lease.job_id = job.id`,
+      {
+        wid: worker.id,
+        isLocal: worker.local,
+        models: worker.models,
+        allow: localModels,
+        presence: presenceTtlSeconds,
+        canFetch: worker.canFetchUrls,
+        stage: `Claimed by ${worker.name}`,
+        session: worker.sessionId,
+        hash: tokenHash,
+        ttl: ttlSeconds,
+        name: worker.name,
+      },
+    );
+    const j = rows[0];
+    if (!j) return null;
+    this.publish([j as unknown as StatusRow]);
+    return {
+      jobId: Number(j.id),
+      attempt: Number(j.attempt),
+      pass: Number(j.current_pass),
+      forced: j.forced === true,
+      expiresAt: epochMs(j.expires_at as string),
+      model: String(j.model),
+      language: (j.language as string | null) ?? null,
+      sourceType: j.source_type as 'url' | 'upload',
+      sourceUrl: (j.source_url as string | null) ?? null,
+      mediaPath: (j.media_path as string | null) ?? null,
+      mediaSha256: (j.media_sha256 as string | null) ?? null,
+      sizeBytes: Number(j.source_size_bytes ?? 0),
+      filename: (j.source_filename as string | null) ?? null,
+      durationSeconds: Number(j.source_duration_seconds ?? 0),
+      diarization: j.diarization_requested === true,
+    };
+  }
+
+  /** Why a fence check failed, for the worker's error message (read only after the fenced statement matched nothing). */
+  private async staleReason(workerId: number, ref: LeaseRefMsg): Promise<{ message: string; outcome: string | null }> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ worker_id: number; token_hash: string; ended_at: unknown; outcome: string | null; expired: boolean }> }>(
+      `select worker_id, token_hash, ended_at, outcome, (expires_at <= now()) as expired from speech_leases where job_id = ? and attempt = ?`,
+      [ref.job_id, ref.attempt],
+    );
+    const r = rows[0];
+    const what = `job ${ref.job_id} attempt ${ref.attempt}`;
+    if (!r || r.worker_id !== workerId || r.token_hash !== hashLeaseToken(ref.lease_token)) return { message: `no lease for ${what} with this token`, outcome: null };
+    if (r.ended_at) return { message: `the lease of ${what} ended (${r.outcome})`, outcome: r.outcome };
+    return { message: `the lease of ${what} expired`, outcome: null };
+  }
+
+  private async stale(workerId: number, ref: LeaseRefMsg): Promise<never> {
+    throw new StaleLeaseError((await this.staleReason(workerId, ref)).message);
+  }
+
+  /** The pass and cancel flag of a live lease; StaleLeaseError otherwise. */
+  async liveLease(workerId: number, ref: LeaseRefMsg): Promise<{ pass: number; cancelRequested: boolean; mediaPath: string | null; mediaSha256: string | null }> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ current_pass: number; cancel: boolean; media_path: string | null; media_sha256: string | null }> }>(
+      `select j.current_pass, (j.cancel_requested_at is not null) as cancel, j.media_path, j.media_sha256
+         from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}`,
+      fence(workerId, ref),
+    );
+    const r = rows[0];
+    if (!r) return this.stale(workerId, ref);
+    return { pass: Number(r.current_pass), cancelRequested: r.cancel, mediaPath: r.media_path, mediaSha256: r.media_sha256 };
+  }
+
+  /** Renews the presented live leases in one statement; returns cancel requests, lost jobs and the new expiry. */
+  async renew(workerId: number, refs: LeaseRefMsg[], ttlSeconds: number): Promise<{ cancel: number[]; lost: number[]; expiresAt: number }> {
+    if (!refs.length) return { cancel: [], lost: [], expiresAt: 0 };
+    const { rows } = await this.knex.raw<{ rows: Array<{ job_id: number; cancel: boolean; expires_at: string | Date }> }>(
+      `with refs as (select * from unnest(:jobs::int[], :attempts::int[], :hashes::text[]) as r(job_id, attempt, token_hash)),
+       renewed as (
+         update speech_leases l set expires_at = now() + make_interval(secs => :ttl), last_heartbeat_at = now()
+           from refs where l.job_id = refs.job_id and l.attempt = refs.attempt and l.token_hash = refs.token_hash
+            and l.worker_id = :wid and l.ended_at is null and l.expires_at > now()
+         returning l.job_id, l.expires_at
+       )
+       select r.job_id, r.expires_at, (j.cancel_requested_at is not null) as cancel from renewed r join speech_jobs j on j.id = r.job_id`,
+      {
+        jobs: refs.map((r) => r.job_id),
+        attempts: refs.map((r) => r.attempt),
+        hashes: refs.map((r) => hashLeaseToken(r.lease_token)),
+        ttl: ttlSeconds,
+        wid: workerId,
+      },
+    );
+    const live = new Set(rows.map((r) => Number(r.job_id)));
+    return {
+      cancel: rows.filter((r) => r.cancel).map((r) => Number(r.job_id)),
+      lost: refs.map((r) => r.job_id).filter((id) => !live.has(id)),
+      expiresAt: rows.length ? Math.max(...rows.map((r) => epochMs(r.expires_at))) : 0,
+    };
+  }
+
+  /**
+   * Writes a batch of progress under the lease fence in one statement: new segments (deduplicated
+   * by job, pass and seq), stage, position and the running text. StaleLeaseError when the lease is
+   * no longer live. Returns the seqs that were new.
+   */
+  async writeProgress(batch: ProgressBatch): Promise<number[]> {
+    const segs = batch.segments;
+    const { rows } = await this.knex.raw<{ rows: Array<{ live: boolean; stored: number[] | null; id: number | null } & Partial<StatusRow>> }>(
+      `with l as (
+         select l.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}
+       ), seg as (
+         insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text)
+         select :job, l.current_pass, s.seq, s.st, s.en, s.tx
+           from l, unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[]) as s(seq, st, en, tx)
+         on conflict (job_id, pass, seq) do nothing
+         returning seq, text
+       ), added as (
+         select string_agg(btrim(text), ' ' order by seq) filter (where btrim(text) <> '') as text, array_agg(seq order by seq) as seqs from seg
+       ), job as (
+         update speech_jobs j set
+            status = case when j.status = any(:processing::text[]) then :status else j.status end,
+            stage_label = :label, stage_detail = nullif(:detail::text, ''),
+            audio_position_seconds = greatest(j.audio_position_seconds, :pos::float8),
+            source_duration_seconds = coalesce(j.source_duration_seconds, nullif(:duration::float8, 0)),
+            engine = coalesce(nullif(:engine::text, ''), j.engine),
+            engine_model = coalesce(nullif(:engineModel::text, ''), j.engine_model),
+            transcript_text = case when added.text is null then j.transcript_text
+              else right(concat_ws(' ', j.transcript_text, added.text), ${MAX_RUNNING_TEXT}) end,
+            updated_at = now()
+           from l, added
+          where j.id = :job and j.status = any(:processing::text[])
+         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt
+       )
+       -- no lease row is written here: completion locks lease then job, so progress (job only) cannot deadlock with it;
+       -- liveness reads the job's updated_at as the time of the last progress
+       select exists (select 1 from l) as live, (select seqs from added) as stored, job.*
+         from (select 1) one left join job on true`,
+      {
+        ...fence(batch.workerId, batch.ref),
+        seqs: segs.map((s) => s.seq),
+        starts: segs.map((s) => s.start),
+        ends: segs.map((s) => s.end),
+        texts: segs.map((s) => s.text.slice(0, 10_000)),
+        processing: [...PROCESSING_STATUSES],
+        status: batch.stage,
+        label: JOB_STATUS_LABELS[batch.stage],
+        detail: batch.stageDetail,
+        pos: batch.position,
+        duration: batch.durationSeconds,
+        engine: batch.engine,
+        engineModel: batch.engineModel,
+      },
+    );
+    const r = rows[0]!;
+    if (!r.live) return this.stale(batch.workerId, batch.ref);
+    if (r.id !== null && r.id !== undefined) this.publish([r as StatusRow]);
+    return (r.stored ?? []).map(Number);
+  }
+
+  /**
+   * Ends an attempt as completed or failed (cancelled when cancellation was asked for), with its
+   * notification row, in one statement. Repeating the same completion of the same attempt is a
+   * duplicate; anything else from an attempt that no longer holds the job is a StaleLeaseError.
+   */
+  async finish(
+    workerId: number,
+    ref: LeaseRefMsg,
+    result: { success: boolean; error: string; cancelled: boolean; segmentCount: number; durationSeconds: number; engine: string; engineModel: string; shareToken: string },
+  ): Promise<{ duplicate: boolean; status: JobStatus }> {
+    const outcome = result.success ? 'completed' : 'failed';
+    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { outcome: JobOutcome }> }>(
+      `with l as (
+         update speech_leases l set ended_at = now(), outcome = :leaseOutcome where ${LIVE_LEASE}
+         returning l.job_id, l.attempt
+       ), segs as (
+         select count(*)::int as n, coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
+           from l join speech_jobs j on j.id = l.job_id join speech_segments s on s.job_id = j.id and s.pass = j.current_pass
+       ), job as (
+         update speech_jobs j set
+            status = case when :success then 'completed' else 'failed' end,
+            outcome = case when :success then 'completed' when :cancelled or j.cancel_requested_at is not null then 'cancelled' else 'failed' end,
+            stage_label = case when :success then 'Completed' when :cancelled or j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
+            stage_detail = case when not :success then null
+              when segs.n = 0 then 'No speech detected'
+              when segs.n = :reported then segs.n || ' segments'
+              else segs.n || ' segments stored, worker reported ' || :reported end,
+            transcript_text = case when :success then segs.text else j.transcript_text end,
+            failure_error = case when :success then null when :cancelled or j.cancel_requested_at is not null then 'Cancelled on request.'
+              else left(coalesce(nullif(:error::text, ''), 'The worker reported a failure.'), 2000) end,
+            audio_position_seconds = case when :success then greatest(j.audio_position_seconds, :duration::float8) else j.audio_position_seconds end,
+            engine = coalesce(nullif(:engine::text, ''), j.engine),
+            engine_model = coalesce(nullif(:engineModel::text, ''), j.engine_model),
+            diarization_state = case when :success and j.diarization_requested then 'unavailable' else j.diarization_state end,
+            -- token-API jobs get a public share as soon as the transcript completes
+            share_token = case when :success and j.queue_channel = 'api' and j.share_token is null then :share else j.share_token end,
+            share_created_at = case when :success and j.queue_channel = 'api' and j.share_token is null then now() else j.share_created_at end,
+            finished_at = now(), updated_at = now()
+           from l, segs
+          where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
+         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, outcome,
+                case when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || ' segments.'
+                     when outcome = 'cancelled' then 'Attempt ' || attempt || ': cancelled on request.'
+                     else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(:error::text, ''), 'The worker reported a failure.'), 2000) end,
+                case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end
+           from job
+       ), note as (
+         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, status from job on conflict (job_id, cycle) do nothing
+       )
+       select * from job`,
+      {
+        ...fence(workerId, ref),
+        leaseOutcome: outcome,
+        success: result.success,
+        cancelled: result.cancelled,
+        reported: result.segmentCount,
+        error: result.error,
+        duration: Number.isFinite(result.durationSeconds) ? result.durationSeconds : 0,
+        engine: result.engine,
+        engineModel: result.engineModel,
+        share: result.shareToken,
+        from: fromStatuses(result.success ? 'complete' : 'fail'),
+      },
+    );
+    const j = rows[0];
+    if (!j) {
+      const why = await this.staleReason(workerId, ref);
+      if (why.outcome === outcome) {
+        const { rows: now } = await this.knex.raw<{ rows: Array<{ status: JobStatus }> }>('select status from speech_jobs where id = ?', [ref.job_id]);
+        return { duplicate: true, status: now[0]?.status ?? outcome };
+      }
+      throw new StaleLeaseError(why.message);
+    }
+    this.publish([j]);
+    this.terminal();
+    return { duplicate: false, status: j.status };
+  }
+
+  /** The worker hands its job back unfinished (shutdown): queued again without using up a retry. */
+  async handBack(workerId: number, ref: LeaseRefMsg, reason: string): Promise<void> {
+    const detail = `Handed back by the worker: ${reason}`.slice(0, 500);
+    const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
+      `with l as (
+         update speech_leases l set ended_at = now(), outcome = 'released' where ${LIVE_LEASE} returning l.job_id, l.attempt
+       ), job as (
+         update speech_jobs j set status = 'queued', max_attempts = j.max_attempts + 1, stage_label = 'Waiting for a worker',
+            stage_detail = :detail, audio_position_seconds = 0, transcript_text = null, updated_at = now()
+           from l where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
+         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level) select id, 'released', 'Attempt ' || attempt || ' handed back: ' || :reason, 'warn' from job
+       )
+       select * from job`,
+      { ...fence(workerId, ref), detail, reason: reason.slice(0, 500), from: fromStatuses('handBack') },
+    );
+    if (!rows.length) return this.stale(workerId, ref);
+    this.publish(rows);
+  }
+
+  /**
+   * Ends leases that nobody renews any more and moves their jobs: queued again while attempts remain,
+   * else failed (with a notification). `expired` leases are past their expiry by the database
+   * clock; `abandoned` leases belong to an earlier session of a worker that said Hello again
+   * without them. Returns the jobs touched.
+   */
+  private async endLeases(
+    select: string,
+    params: Record<string, unknown>,
+    outcome: 'expired' | 'abandoned',
+  ): Promise<Array<{ jobId: number; status: JobStatus }>> {
+    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { requeued: boolean }> }>(
+      `with pick as (
+         select l.id from speech_leases l where ${select} order by l.expires_at limit 200 for update of l skip locked
+       ), ended as (
+         update speech_leases l set ended_at = now(), outcome = :outcome from pick where l.id = pick.id
+         returning l.job_id, l.attempt, (select name from speech_workers w where w.id = l.worker_id) as worker
+       ), job as (
+         update speech_jobs j set
+            status = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then 'queued' else 'failed' end,
+            outcome = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then null
+              when j.cancel_requested_at is not null then 'cancelled' else 'failed' end,
+            stage_label = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then 'Waiting for a worker'
+              when j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
+            stage_detail = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then 'Requeued: ' || ended.why || '.' else null end,
+            failure_error = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then null
+              when j.cancel_requested_at is not null then 'Cancelled; ' || ended.why || '.'
+              else 'Gave up after ' || ended.attempt || ' attempts: ' || ended.why || '.' end,
+            finished_at = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then null else now() end,
+            audio_position_seconds = 0, transcript_text = null, updated_at = now()
+           from (select e.*, case when :outcome = 'expired'
+                     then 'worker ' || e.worker || ' stopped renewing its lease (attempt ' || e.attempt || ' of ' || jj.max_attempts || ')'
+                     else 'worker ' || e.worker || ' restarted without this job (attempt ' || e.attempt || ' of ' || jj.max_attempts || ')' end as why
+                   from ended e join speech_jobs jj on jj.id = e.job_id) ended
+          where j.id = ended.job_id and j.attempt = ended.attempt and j.status = any(:from::text[])
+         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}, j.callback_cycle, j.failure_error, j.stage_detail as detail, (j.status = 'queued') as requeued
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'lease_' || :outcome, coalesce(failure_error, detail), case when requeued then 'warn' else 'error' end from job
+       ), note as (
+         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job where not requeued
+         on conflict (job_id, cycle) do nothing
+       )
+       select * from job`,
+      { ...params, outcome, from: fromStatuses('expire') },
+    );
+    this.publish(rows);
+    if (rows.some((r) => !r.requeued)) this.terminal();
+    return rows.map((r) => ({ jobId: Number(r.id), status: r.status }));
+  }
+
+  /** Automatic stale recovery (the speech-stale-sweep maintenance task). */
+  async expireLeases(): Promise<Array<{ jobId: number; status: JobStatus }>> {
+    const touched: Array<{ jobId: number; status: JobStatus }> = [];
+    for (;;) {
+      const batch = await this.endLeases('l.ended_at is null and l.expires_at <= now()', {}, 'expired');
+      touched.push(...batch);
+      if (batch.length < 200) return touched;
+    }
+  }
+
+  /**
+   * A worker said Hello with a new session: its open leases that it no longer holds end at once
+   * (the agent restarted and lost those jobs); the ones it still holds move to the new session.
+   */
+  async abandonUnheld(workerId: number, sessionId: string, held: LeaseRefMsg[]): Promise<Array<{ jobId: number; status: JobStatus }>> {
+    const hashes = held.map((r) => hashLeaseToken(r.lease_token));
+    if (held.length) {
+      await this.knex.raw(
+        `update speech_leases l set session_id = :session
+           from unnest(:jobs::int[], :attempts::int[], :hashes::text[]) as r(job_id, attempt, token_hash)
+          where l.worker_id = :wid and l.ended_at is null and l.job_id = r.job_id and l.attempt = r.attempt and l.token_hash = r.token_hash`,
+        { session: sessionId, jobs: held.map((r) => r.job_id), attempts: held.map((r) => r.attempt), hashes, wid: workerId },
+      );
+    }
+    return this.endLeases(
+      `l.worker_id = :wid and l.ended_at is null and l.session_id is distinct from :session`,
+      { wid: workerId, session: sessionId },
+      'abandoned',
+    );
+  }
+
+  // ---- coordinator-side staging of URL sources ---------------------------------------------------
+
+  /** Marks a queued URL job as being downloaded by the coordinator; its URL, or null when it is no longer stageable. */
+  async stagingStarted(jobId: number): Promise<string | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { source_url: string }> }>(
+      `update speech_jobs set stage_label = 'Downloading the source to the coordinator', updated_at = now()
+        where id = ? and status = 'queued' and source_type = 'url' and media_path is null
+        returning ${STATUS_COLUMNS}, source_url`,
+      [jobId],
+    );
+    this.publish(rows);
+    return rows[0]?.source_url ?? null;
+  }
+
+  /** The staged media is in place: the job waits for a worker again. False when the job is gone. */
+  async staged(jobId: number, media: { path: string; sha256: string; sizeBytes: number; mime: string | null; durationSeconds: number | null; retainedUntil: Date | null }): Promise<boolean> {
+    const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
+      `update speech_jobs set media_path = ?, media_sha256 = ?, source_size_bytes = ?, source_mime = coalesce(?, source_mime),
+          source_duration_seconds = coalesce(?, source_duration_seconds), media_retained_until = ?,
+          stage_label = 'Waiting for a worker', updated_at = now() where id = ? returning ${STATUS_COLUMNS}`,
+      [media.path, media.sha256, media.sizeBytes, media.mime, media.durationSeconds, media.retainedUntil, jobId],
+    );
+    this.publish(rows);
+    return rows.length > 0;
+  }
+
+  /** The coordinator could not download the source: queued → failed, with its notification. */
+  async stagingFailed(jobId: number, reason: string): Promise<boolean> {
+    const message = `Could not download the source: ${reason}`.slice(0, 2000);
+    const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
+      `with job as (
+         update speech_jobs set status = 'failed', outcome = 'failed', stage_label = 'Failed', failure_error = :message,
+            finished_at = now(), updated_at = now()
+          where id = :id and status = any(:from::text[])
+         returning ${STATUS_COLUMNS}, callback_cycle
+       ), ev as (insert into speech_job_events (job_id, event, message, level) select id, 'staging_failed', :message, 'error' from job),
+       note as (insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job on conflict (job_id, cycle) do nothing)
+       select * from job`,
+      { id: jobId, message, from: fromStatuses('stagingFailed') },
+    );
+    this.publish(rows);
+    if (rows.length) this.terminal();
+    return rows.length > 0;
+  }
+
+  // ---- retention -----------------------------------------------------------------------------------
+
+  /** Forgets retained media past its retention of finished jobs; returns the job ids (files are removed by the caller). */
+  async releaseExpiredMedia(limit: number): Promise<number[]> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `with due as (
+         select id, media_retained_until from speech_jobs
+          where media_path is not null and media_retained_until is not null and media_retained_until <= now()
+            and status in ('completed', 'failed')
+          order by media_retained_until limit :limit for update skip locked
+       ), released as (
+         update speech_jobs j set media_path = null, updated_at = now() from due where j.id = due.id
+         returning j.id, due.media_retained_until as retained_until
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, data)
+         select id, 'media_released',
+                'Retained source media released (retention ended ' || to_char(retained_until at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') ||
+                '); re-transcription and diarization reruns are no longer possible.',
+                jsonb_build_object('retained_until', to_char(retained_until at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+           from released
+       )
+       select id from released`,
+      { limit },
+    );
+    return rows.map((r) => Number(r.id));
+  }
+}

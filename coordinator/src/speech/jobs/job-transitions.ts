@@ -1,0 +1,48 @@
+import type { JobStatus } from '@sonar/shared';
+
+/** Statuses in which a runner holds the job under a lease. */
+export const PROCESSING_STATUSES: readonly JobStatus[] = ['downloading', 'transcribing', 'finalizing'];
+export const TERMINAL_STATUSES: readonly JobStatus[] = ['completed', 'failed'];
+
+/**
+ * How a job ended: `cancelled` is a failed job whose cancellation was requested (it notifies as
+ * `failed`, with the cancellation as its failure_error); `completed` and `failed` are what they say.
+ */
+export type JobOutcome = 'completed' | 'failed' | 'cancelled';
+
+/**
+ * Every move of speech_jobs.status, and the statuses it starts from. JobRepository is the only code
+ * that changes a job's status, and each of its statements is guarded by the `from` list here, so a
+ * move from anywhere else is refused by the database row itself (0 rows updated), not by a check
+ * that raced with it.
+ *
+ * Notification cycle: every job starts in cycle 1. Each cycle sends at most one terminal callback
+ * (token-API jobs with a callback URL) and one completion report (owners with an e-mail address),
+ * for the first terminal state reached in it. `restart` of a failed job, run-now `reset_failed` and
+ * re-transcription start the next cycle. Cancellation ends the cycle as `failed` (outcome
+ * `cancelled`).
+ */
+export const JOB_TRANSITIONS = {
+  /** A worker leased the job (attempt + 1). */
+  claim: { from: ['queued'], to: 'transcribing' },
+  /** The runner reports its stage while it holds the lease. */
+  stage: { from: PROCESSING_STATUSES, to: null },
+  /** The runner finished the attempt with a transcript. */
+  complete: { from: PROCESSING_STATUSES, to: 'completed' },
+  /** The runner failed or stopped on a cancellation request. */
+  fail: { from: PROCESSING_STATUSES, to: 'failed' },
+  /** The runner handed the job back (shutdown): no retry is used up. */
+  handBack: { from: PROCESSING_STATUSES, to: 'queued' },
+  /** A lease expired or was abandoned: queued again while attempts remain, else failed. */
+  expire: { from: PROCESSING_STATUSES, to: 'queued | failed' },
+  /** The coordinator could not download a URL source. */
+  stagingFailed: { from: ['queued'], to: 'failed' },
+  /** A person (or run-now) queues a failed or queued job again, with a fresh retry budget. */
+  restart: { from: ['failed', 'queued'], to: 'queued' },
+} as const satisfies Record<string, { from: readonly JobStatus[]; to: string | null }>;
+
+export type JobTransition = keyof typeof JOB_TRANSITIONS;
+
+export const fromStatuses = (t: JobTransition): JobStatus[] => [...JOB_TRANSITIONS[t].from];
+
+export const isProcessing = (status: JobStatus) => PROCESSING_STATUSES.includes(status);

@@ -1,0 +1,86 @@
+import type { Knex } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { Orm } from '../../db/orm.js';
+import type { CallbackService, TerminalStatus } from './callback-service.js';
+import type { ReportMailer } from './report-mailer.js';
+
+/** Undispatched notifications are looked for this often even when no terminal transition kicked the dispatcher. */
+const POLL_MS = 5_000;
+const BATCH = 100;
+
+/**
+ * The transactional outbox of terminal notifications. JobRepository writes one speech_notifications
+ * row per (job, cycle) in the statement that ends the job; this dispatcher moves the rows into the
+ * BullMQ queues of callbacks and reports and marks them dispatched in the same PostgreSQL
+ * transaction. The queue adds use deterministic BullMQ job ids, so a row dispatched twice (a
+ * crash after the adds, before the commit) is still delivered once; a row whose adds failed
+ * (Redis down) stays and is tried again. Any coordinator may dispatch; rows are taken with skip
+ * locked, so two never take the same row.
+ */
+export class NotificationOutbox {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+
+  constructor(
+    private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger },
+  ) {}
+
+  private get knex(): Knex {
+    return this.deps.orm.em.getConnection().getKnex();
+  }
+
+  start(): this {
+    this.timer = setInterval(() => this.kick(), POLL_MS);
+    this.timer.unref();
+    this.kick();
+    return this;
+  }
+
+  /** Dispatches what is waiting (now, or right after the pass in progress). */
+  readonly kick = () => {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.drain()
+      .then(() => undefined)
+      .catch((err: unknown) => this.deps.logger.warn({ err }, 'speech notifications not dispatched yet; will retry'))
+      .finally(() => {
+        this.running = null;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  };
+
+  /** Dispatches until nothing is waiting; returns how many rows it dispatched. */
+  async drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.knex.transaction(async (trx) => {
+        const { rows } = await trx.raw<{ rows: Array<{ id: number; job_id: number; cycle: number; status: TerminalStatus }> }>(
+          `select id, job_id, cycle, status from speech_notifications where dispatched_at is null order by id limit ? for update skip locked`,
+          [BATCH],
+        );
+        for (const r of rows) {
+          await this.deps.callbacks.enqueue(r.job_id, r.cycle, r.status);
+          await this.deps.reports?.enqueue(r.job_id, r.cycle, r.status);
+        }
+        if (rows.length) await trx.raw('update speech_notifications set dispatched_at = now() where id = any(?::bigint[])', [rows.map((r) => r.id)]);
+        return rows.length;
+      });
+      total += n;
+      if (n < BATCH) return total;
+    }
+  }
+
+  async close() {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+}
