@@ -14,7 +14,9 @@ const CAPABILITIES = { models: ['small'], engines: ['bench'], diarization: false
 const open = new Set();
 
 async function connectWorker(address, secret) {
-  const client = new CoordinatorClient(address, secret);
+  // Its own channel (TCP connection), as a real agent on its own host has: grpc-js would otherwise
+  // share one subchannel between all clients of the same address in this process.
+  const client = new CoordinatorClient(address, secret, { channelOptions: { 'grpc.use_local_subchannel_pool': 1 } });
   open.add(client);
   const hello = await client.hello({
     contract_version: WORKER_CONTRACT_VERSION,

@@ -466,9 +466,11 @@ async function speechPhases(svc, q, accounts) {
     // Completion as the lease service reports it, timed in this process.
     const terminal = new Map();
     const waiters = new Map();
-    svc.speech.leases.onTerminal((jobId, status) => {
-      terminal.set(jobId, { status, at: performance.now() });
-      waiters.get(jobId)?.();
+    svc.speech.repo.onTerminal((ended) => {
+      for (const { jobId, status } of ended) {
+        terminal.set(jobId, { status, at: performance.now() });
+        waiters.get(jobId)?.();
+      }
     });
     const waitTerminal = (jobId, timeoutMs) =>
       new Promise((resolve, reject) => {

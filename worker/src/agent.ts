@@ -102,6 +102,8 @@ export class WorkerAgent {
           hostname: hostname(),
           capabilities: this.opts.capabilities,
           local: this.opts.local,
+          // The coordinator ends every other open lease of this worker at once (an earlier process's).
+          held_leases: this.active ? [this.active.job.lease] : [],
         });
         this.sessionId = hello.session_id;
         this.heartbeatMs = hello.heartbeat_interval_ms || this.heartbeatMs;

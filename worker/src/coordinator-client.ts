@@ -58,7 +58,7 @@ export class CoordinatorClient {
   constructor(
     address: string,
     private readonly secret: string,
-    opts: { tls?: boolean } = {},
+    opts: { tls?: boolean; channelOptions?: grpc.ChannelOptions } = {},
   ) {
     const def = protoLoader.loadSync(workerProtoPath, WORKER_PROTO_LOADER_OPTIONS);
     const pkg = grpc.loadPackageDefinition(def) as unknown as {
@@ -68,6 +68,7 @@ export class CoordinatorClient {
     this.client = new pkg.sonar.worker.v1.WorkerService(address, creds, {
       'grpc.keepalive_time_ms': 30_000,
       'grpc.keepalive_timeout_ms': 10_000,
+      ...opts.channelOptions,
     });
   }
 

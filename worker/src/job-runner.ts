@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { JobAssignmentMsg, ProgressStage } from '@sonar/shared';
+import { AttemptProgress, retryTransient } from './attempt-progress.js';
 import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
 import type { TranscriptionEngine } from './engines/types.js';
 
@@ -24,6 +25,9 @@ export interface JobRunnerDeps {
 
 class LeaseLost extends Error {}
 
+/** How long a finished attempt keeps trying to reach a coordinator that is away (its lease decides before that). */
+const REPORT_GIVE_UP_MS = 10 * 60_000;
+
 /**
  * Runs one claimed job attempt: get the media (from the URL, or lease-bound from the coordinator
  * with a checksum), decode to 16 kHz mono, stream every completed segment on the attempt's progress
@@ -37,11 +41,10 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
   const engineAbort = new AbortController();
   const onStop = () => engineAbort.abort(stop.reason);
   stop.addEventListener('abort', onStop, { once: true });
-  const progress = client.progress(lease);
-  // A refused progress stream (stale lease) stops the engine at once.
-  progress.failed.catch((err: unknown) => {
-    if (workerErrorReason(err) === 'stale_lease') engineAbort.abort('lost' satisfies StopReason);
-  });
+  // Survives coordinator restarts: a broken stream is reopened and the attempt's segments resent.
+  const progress = new AttemptProgress(client, lease);
+  // A refused lease stops the engine at once.
+  progress.lost.catch(() => engineAbort.abort('lost' satisfies StopReason));
   const picked = deps.pickEngine(job.model, job.forced);
   let duration = job.duration_seconds;
   let seq = 0;
@@ -79,8 +82,8 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
     });
     send('finalizing', 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
-    await Promise.race([progress.end(), progress.failed]);
-    const res = await client.complete({
+    await Promise.race([progress.end(REPORT_GIVE_UP_MS), progress.lost]);
+    const res = await retryTransient(() => client.complete({
       lease,
       success: true,
       error: '',
@@ -89,7 +92,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       engine: picked.engine.name,
       engine_model: picked.model,
       cancelled: false,
-    });
+    }), REPORT_GIVE_UP_MS);
     deps.log('info', { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate }, 'job completed');
     return 'completed';
   } catch (err) {
@@ -107,7 +110,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     const cancelled = reason === 'cancel';
     const message = cancelled ? 'cancelled on request' : err instanceof Error ? err.message : String(err);
     try {
-      await client.complete({
+      await retryTransient(() => client.complete({
         lease,
         success: false,
         error: message.slice(0, 2000),
@@ -116,7 +119,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
         engine: picked?.engine.name ?? '',
         engine_model: picked?.model ?? '',
         cancelled,
-      });
+      }), REPORT_GIVE_UP_MS);
     } catch (e) {
       if (workerErrorReason(e) === 'stale_lease') return 'lost';
       throw e;

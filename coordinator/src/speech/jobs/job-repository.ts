@@ -88,7 +88,7 @@ const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attemp
  * job without its callback and report (see NotificationOutbox).
  */
 export class JobRepository {
-  private readonly terminalListeners: Array<() => void> = [];
+  private readonly terminalListeners: Array<(jobs: Array<{ jobId: number; status: JobStatus }>) => void> = [];
 
   constructor(
     private readonly orm: Orm,
@@ -99,13 +99,14 @@ export class JobRepository {
     return this.orm.em.getConnection().getKnex();
   }
 
-  /** Called after a transition wrote a notification row (the outbox dispatcher drains it). */
-  onTerminal(listener: () => void) {
+  /** Called after transitions that ended jobs and wrote their notification rows (the outbox dispatcher drains them). */
+  onTerminal(listener: (jobs: Array<{ jobId: number; status: JobStatus }>) => void) {
     this.terminalListeners.push(listener);
   }
 
-  private terminal() {
-    for (const l of this.terminalListeners) l();
+  private terminal(rows: Array<{ id: number; status: JobStatus }>) {
+    const jobs = rows.map((r) => ({ jobId: Number(r.id), status: r.status }));
+    for (const l of this.terminalListeners) l(jobs);
   }
 
   private publish(rows: StatusRow[]) {
@@ -482,7 +483,7 @@ export class JobRepository {
       throw new StaleLeaseError(why.message);
     }
     this.publish([j]);
-    this.terminal();
+    this.terminal([j]);
     return { duplicate: false, status: j.status };
   }
 
@@ -554,7 +555,7 @@ export class JobRepository {
       { ...params, outcome, from: fromStatuses('expire') },
     );
     this.publish(rows);
-    if (rows.some((r) => !r.requeued)) this.terminal();
+    if (rows.some((r) => !r.requeued)) this.terminal(rows.filter((r) => !r.requeued));
     return rows.map((r) => ({ jobId: Number(r.id), status: r.status }));
   }
 
@@ -630,7 +631,7 @@ export class JobRepository {
       { id: jobId, message, from: fromStatuses('stagingFailed') },
     );
     this.publish(rows);
-    if (rows.length) this.terminal();
+    if (rows.length) this.terminal(rows);
     return rows.length > 0;
   }
 
