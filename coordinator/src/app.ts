@@ -106,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(ircPlugin, domainDeps);
 
   attachLiveHub(app, domainDeps);
-  await speech.work.start();
+  await speech.work.start(app.log);
   app.addHook('onClose', () => speech.work.stop());
 
   app.decorate('deps', domainDeps);

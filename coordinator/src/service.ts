@@ -8,6 +8,7 @@ import { startGrpcServer, type GrpcServer } from './grpc/server.js';
 import { Metrics } from './http/metrics.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { startMaintenance } from './queue/maintenance.js';
+import { logQueueErrors, watchRedis } from './infra/redis-watch.js';
 import { readPlatformVersion } from './version.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
@@ -54,7 +55,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       const applied = await migrate(orm);
       if (applied.length) logger.info({ applied }, 'database migrations applied');
     }
-    const redis = connectRedis(config.REDIS_URL);
+    const redis = watchRedis(connectRedis(config.REDIS_URL), logger, 'main');
     cleanups.unshift(() => redis.quit());
     await redis.ping();
 
@@ -101,7 +102,10 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     metrics.trackQueue(maintenance.queue);
     const notifications = startSpeechNotifications({ orm, repo: speech.repo, redis, config, logger, prefix: `${config.REDIS_KEY_PREFIX}bull` });
     cleanups.unshift(() => notifications.close());
-    for (const queue of notifications.queues) metrics.trackQueue(queue);
+    for (const queue of notifications.queues) {
+      metrics.trackQueue(queue);
+      logQueueErrors(queue, logger, queue.name);
+    }
 
     const workers = new WorkerRegistry(orm, redis, config);
     const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });

@@ -36,6 +36,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   // Pages answer in HTML: an anonymous visitor is sent to the sign-in page, other errors get a page.
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
+    if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.reason === 'unauthenticated') {
       return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
     }

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Reason } from '@sonar/shared';
+import { RETRY_AFTER_SECONDS, unavailableDependency, unavailableMessage } from '../infra/unavailable.js';
 
 /**
  * Errors are values: a documented reason code, a human message and optional per-field details.
@@ -86,6 +87,19 @@ export function normalizeError(
     }
     const e = validationFailed(errors);
     return { status: statusOf('validation_failed'), reason: 'validation_failed', message: e.message, errors };
+  }
+
+  // PostgreSQL or Redis down (connection refused or lost, pool timeout, shutdown in progress): the
+  // client may retry once the pools reconnect, which they do by themselves.
+  const dependency = unavailableDependency(error);
+  if (dependency) {
+    request.log.warn({ err: error, dependency }, 'backing service unavailable');
+    return {
+      status: statusOf('service_unavailable'),
+      reason: 'service_unavailable',
+      message: unavailableMessage(dependency),
+      headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+    };
   }
 
   const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;

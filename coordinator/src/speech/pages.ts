@@ -33,6 +33,7 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
+    if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.reason === 'unauthenticated') return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
     return reply.code(e.status).type('text/html; charset=utf-8').send(layout({ title: 'Error', body: html`<div class="card"><h1>${e.status === 404 ? 'Not found' : 'Something went wrong'}</h1><p class="error">${e.message}</p><p><a href="/speech">Back to the queue</a></p></div>` }));
   });

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import { watchRedis, type OutageLog } from '../../infra/redis-watch.js';
 
 export interface LiveSegment {
   seq: number;
@@ -31,6 +32,7 @@ export interface JobEventSink {
 export class WorkAvailable {
   private readonly emitter = new EventEmitter();
   private subscriber: Redis | null = null;
+  private log: OutageLog | null = null; // set by start()
 
   constructor(
     private readonly redis: Redis,
@@ -39,15 +41,17 @@ export class WorkAvailable {
     this.emitter.setMaxListeners(0);
   }
 
-  async start() {
-    this.subscriber = this.redis.duplicate();
+  async start(log: OutageLog) {
+    this.log = log;
+    this.subscriber = watchRedis(this.redis.duplicate(), log, 'work-available');
     this.subscriber.on('message', () => this.emitter.emit('work'));
     await this.subscriber.subscribe(this.channel);
   }
 
   notify() {
     this.emitter.emit('work');
-    void this.redis.publish(this.channel, '1').catch(() => undefined);
+    // Other coordinators' long-polls still wake on their own timeout when this is lost.
+    void this.redis.publish(this.channel, '1').catch((err: unknown) => this.log?.warn({ err }, 'work-available publish failed'));
   }
 
   /** Resolves when work may be available or after `ms`, whichever comes first. */

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { Server, type Socket } from 'socket.io';
 import type { AuthUser } from '../../accounts/types.js';
+import { safePublish, watchRedis } from '../../infra/redis-watch.js';
 import type { JobEventSink, LiveSegment, LiveStatus } from '../jobs/job-events.js';
 import type { JobService } from '../jobs/job-service.js';
 
@@ -31,8 +32,10 @@ export class LiveHub implements JobEventSink {
     app: FastifyInstance,
     deps: { jobs: () => JobService; authenticate: (headers: Record<string, string | string[] | undefined>, auth: Record<string, unknown>) => Promise<AuthUser | null> },
   ) {
-    this.pub = this.redis.duplicate();
-    this.sub = this.redis.duplicate();
+    // The adapter publishes without handling failures: during a Redis outage a rejected publish
+    // would be an unhandled rejection, so publish never rejects (logged at warn instead).
+    this.pub = safePublish(watchRedis(this.redis.duplicate(), app.log, 'live-pub'), app.log, 'live event');
+    this.sub = watchRedis(this.redis.duplicate(), app.log, 'live-sub');
     const io = new Server(app.server as HttpServer, {
       path: '/socket.io',
       serveClient: true,

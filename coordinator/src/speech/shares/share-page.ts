@@ -112,6 +112,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
+    if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.status === 404) return notFound(reply);
     return send(reply, e.status, 'Error', html`<div class="card"><h1>Something went wrong</h1><p class="error">${e.message}</p></div>`);
   });

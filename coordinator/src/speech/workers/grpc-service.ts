@@ -25,6 +25,7 @@ import {
   type WorkerErrorReason,
 } from '@sonar/shared';
 import type { Logger } from 'pino';
+import { unavailableDependency, unavailableMessage } from '../../infra/unavailable.js';
 import type { WorkAvailable } from '../jobs/job-events.js';
 import type { MediaStore } from '../jobs/media-store.js';
 import type { MediaStager } from '../jobs/media-stager.js';
@@ -94,6 +95,12 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       const metadata = new grpc.Metadata();
       if (err.reason) metadata.set(WORKER_ERROR_METADATA_KEY, err.reason);
       return { code: err.code, details: err.message, metadata };
+    }
+    const dependency = unavailableDependency(err);
+    if (dependency) {
+      // The worker's client retries UNAVAILABLE with backoff; the pools reconnect by themselves.
+      logger.warn({ err, rpc, dependency }, 'worker rpc refused: backing service unavailable');
+      return { code: grpc.status.UNAVAILABLE, details: unavailableMessage(dependency) };
     }
     logger.error({ err, rpc }, 'worker rpc failed');
     return { code: grpc.status.INTERNAL, details: 'internal error' };
