@@ -4,6 +4,7 @@ import type { Orm } from '../db/orm.js';
 import { WorkAvailable } from './jobs/job-events.js';
 import { JobService } from './jobs/job-service.js';
 import { MediaStore } from './jobs/media-store.js';
+import { ModelCatalog } from './jobs/model-catalog.js';
 import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
@@ -17,6 +18,8 @@ export interface SpeechServices {
   work: WorkAvailable;
   live: LiveHub;
   jobs: JobService;
+  /** Models registered workers really serve, and whether a connected worker takes them now. */
+  models: ModelCatalog;
   leases: LeaseService;
   stager: MediaStager;
   /** SSRF guard of URL sources (submission checks and coordinator downloads). */
@@ -36,7 +39,8 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const jobs = new JobService(orm, config, media, work, live, outbound);
   const leases = new LeaseService(orm, config, work, live);
   const stager = new MediaStager(orm, redis, config, media, work, outbound);
-  const uploads = new TusUploads(config, redis, jobs, media);
+  const models = new ModelCatalog(orm, config);
+  const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(orm, media);
-  return { media, work, live, jobs, leases, stager, outbound, uploads, retention };
+  return { media, work, live, jobs, models, leases, stager, outbound, uploads, retention };
 }
