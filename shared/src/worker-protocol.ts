@@ -19,6 +19,8 @@ export interface CapabilitiesMsg {
   diarization: boolean;
   can_fetch_urls: boolean;
   device: string;
+  /** Languages per model (ISO 639-1); a model not listed, or with none, takes any language. */
+  model_languages?: Array<{ model: string; languages: string[] }>;
 }
 
 export interface HelloRequestMsg {

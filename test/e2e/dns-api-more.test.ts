@@ -116,17 +116,34 @@ describe('browser session writes need the CSRF token', () => {
   });
 });
 
+/**
+ * Ages the zone's cache by `seconds` on the clock it is measured with: its `cached_at` (written with
+ * the database's now()) moves back, exactly as if that much time had passed. No test waits on a real
+ * interval, so a loaded machine cannot make a fresh cache look expired or the other way round.
+ */
+async function ageCache(zone: string, seconds: number) {
+  await t.orm.em
+    .getConnection()
+    .execute(
+      `update dns_zone_cache_state set cached_at = cached_at - make_interval(secs => ?) where zone_id = (select id from dns_zones where zone = ?)`,
+      [seconds, zone],
+    );
+}
+
 describe('time-based cache expiry (invalidate_interval_seconds)', () => {
+  // Long enough that the fresh-cache checks never race it; the cache is then aged past it.
+  const INTERVAL = 120;
+
   it('the cache counts as gone after the interval: /cache says needs_axfr, a zone read transfers again', async () => {
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: 2 });
+    await zones.setPolicy(Y, { invalidateIntervalSeconds: INTERVAL, cacheTtlSeconds: 3 * INTERVAL });
     const first = await get(`/api/dns/zones/${Y}/axfr`);
     expect(first.json()).toMatchObject({ ok: true, method: 'AXFR' });
     const fresh = (await get(`/api/dns/zones/${Y}/cache`)).json();
     expect(fresh).toMatchObject({ source: 'from_database', method: 'CACHE' });
-    expect(fresh.cache_policy.invalidate_interval_seconds).toBe(2);
+    expect(fresh.cache_policy.invalidate_interval_seconds).toBe(INTERVAL);
     expect((await get(`/api/dns/zones/${Y}`)).json().method).toBe('CACHE');
 
-    await new Promise((r) => setTimeout(r, 2_600));
+    await ageCache(Y, INTERVAL + 1);
     const expired = (await get(`/api/dns/zones/${Y}/cache`)).json();
     expect(expired).toMatchObject({ ok: true, source: 'needs_axfr', zone: Y });
     expect(expired.message).toMatch(/expired/);
@@ -137,11 +154,13 @@ describe('time-based cache expiry (invalidate_interval_seconds)', () => {
   });
 
   it('an interval with invalidation disabled never expires the cache', async () => {
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: 1, invalidateEnabled: false });
+    await zones.setPolicy(Y, { invalidateIntervalSeconds: 1, invalidateEnabled: false, cacheTtlSeconds: 3 * INTERVAL });
     await get(`/api/dns/zones/${Y}/axfr`);
-    await new Promise((r) => setTimeout(r, 1_500));
-    expect((await get(`/api/dns/zones/${Y}/cache`)).json().source).toBe('from_database');
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: 0, invalidateEnabled: true });
+    await ageCache(Y, INTERVAL);
+    const aged = (await get(`/api/dns/zones/${Y}/cache`)).json();
+    expect(aged.cache_age).toBeGreaterThanOrEqual(INTERVAL);
+    expect(aged.source).toBe('from_database');
+    await zones.setPolicy(Y, { invalidateIntervalSeconds: 0, invalidateEnabled: true, cacheTtlSeconds: null });
   });
 });
 

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_UPLOAD_LIMITS, megabytesLabel, uploadLimits } from '../../coordinator/src/speech/host-limits.js';
 import { browserLogin, createJwtUser, createTestApp, extractCsrf, type TestApp, type TestUser } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
@@ -81,7 +82,9 @@ beforeAll(async () => {
   expect(speechWav.subarray(8, 12).toString()).toBe('WAVE');
   await writeFile(path.join(fixtures, 'notes.txt'), 'Meeting notes: not audio at all.\n'.repeat(200));
   textFile = await readFile(path.join(fixtures, 'notes.txt'));
-  t = await createTestApp({ env: { SPEECH_MEDIA_DIR: mediaDir } });
+  // A connected worker with the product's models (presence lasts the whole file), so queued jobs wait normally.
+  t = await createTestApp({ env: { SPEECH_MEDIA_DIR: mediaDir, WORKER_PRESENCE_TTL_MS: '900000' } });
+  await registerModelWorker(t.orm, 'models', ['small', 'large', 'turbo'], { present: true });
   alice = await mkUser(t, ['speech.use']);
   bob = await mkUser(t, ['speech.use']);
   carol = await mkUser(t, []);
@@ -361,14 +364,14 @@ describe('POST /api/speech/jobs', () => {
     }
     const model = await post('/api/speech/jobs', alice.auth, { source_url: 'https://example.org/a.mp3', model: 'gigantic' });
     expect(model.statusCode).toBe(422);
-    expect(model.json()).toMatchObject({ reason: 'validation_failed', errors: { model: ['unknown model "gigantic"'] } });
+    expect(model.json()).toMatchObject({ reason: 'validation_failed', errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] } });
     const lang = await post('/api/speech/jobs', alice.auth, { source_url: 'https://example.org/a.mp3', translation_target_languages: ['sv', 'not a language'] });
     expect(lang.statusCode).toBe(422);
     expect(lang.json().errors).toHaveProperty('translation_target_languages');
     // The same rules for multipart fields; the uploaded file is discarded.
     const badModel = await upload(alice, [{ name: 'model', value: 'gigantic' }, { name: 'media_file', filename: 'a.wav', data: speechWav }]);
     expect(badModel.statusCode).toBe(422);
-    expect(badModel.json().errors).toEqual({ model: ['unknown model "gigantic"'] });
+    expect(badModel.json().errors).toEqual({ model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] });
     const badLang = await upload(alice, [{ name: 'media_file', filename: 'a.wav', data: speechWav }, { name: 'language', value: '12' }]);
     expect(badLang.statusCode).toBe(422);
     expect(badLang.json().errors).toHaveProperty('language');
@@ -423,6 +426,7 @@ describe('upload limit', () => {
   beforeAll(async () => {
     smallDir = await mkdtemp(path.join(os.tmpdir(), 'sonar-speech-small-'));
     small = await createTestApp({ env: { SPEECH_MEDIA_DIR: smallDir, SPEECH_UPLOAD_MAX_MB: '1' } });
+    await registerModelWorker(small.orm, 'models', ['small']);
     user = await mkUser(small, ['speech.use']);
   });
   afterAll(async () => {
@@ -668,7 +672,7 @@ describe('GET /api/speech/status', () => {
     const res = await t.app.inject({ method: 'GET', url: '/api/speech/status', headers: dave.auth });
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(Object.keys(body).sort()).toEqual(['can_manage_all', 'config', 'models', 'ok', 'summary']);
+    expect(Object.keys(body).sort()).toEqual(['can_manage_all', 'config', 'connected_models', 'models', 'ok', 'summary']);
     expect(body.ok).toBe(true);
     expect(body.summary).toEqual({ queued: 3, processing: 3, completed: 1, failed: 2 });
     expect(body.can_manage_all).toBe(false);
@@ -693,7 +697,8 @@ describe('GET /api/speech/status', () => {
       },
       ytdlp_configured: ytdlp,
     });
-    expect(body.models).toEqual(expect.arrayContaining(['small', 'large', 'turbo']));
+    expect(body.models).toEqual(['large', 'small', 'turbo']);
+    expect(body.connected_models).toEqual(['large', 'small', 'turbo']);
 
     const managed = (await t.app.inject({ method: 'GET', url: '/api/speech/status', headers: manager.auth })).json();
     expect(managed.can_manage_all).toBe(true);

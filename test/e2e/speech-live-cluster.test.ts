@@ -6,6 +6,7 @@ import { AccountService } from '../../coordinator/src/accounts/account-service.j
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * Two coordinators on one database and one Redis: a worker streams to the first, a browser-like
@@ -22,6 +23,8 @@ beforeAll(async () => {
   const env = testEnv(db);
   a = await startCoordinator(loadConfig(env));
   b = await startCoordinator(loadConfig({ ...env, DATABASE_MIGRATE_ON_START: 'false' }));
+  // Jobs are only accepted for models a registered worker serves.
+  await registerModelWorker(a.orm, 'models', ['small', 'large', 'turbo']);
 });
 afterAll(async () => {
   socket?.close();

@@ -148,6 +148,43 @@ describe('speech pipeline end to end', () => {
     await agent.stop();
   }, 90_000);
 
+  it('a silent or empty recording completes saying "No speech detected", not with a bare empty transcript', async () => {
+    const agent = await startAgent('pipeline-quiet');
+    // The agent advertises what its engine hears: pocketsphinx-en-us is English only, so "de" is refused.
+    const [row] = await svc.orm.em.getConnection().execute<Array<{ capabilities: { modelLanguages?: Record<string, string[]> } }>>(
+      'select capabilities from speech_workers where name = ?',
+      ['pipeline-quiet'],
+    );
+    expect(row!.capabilities.modelLanguages).toEqual({ [MODEL]: ['en'] });
+    const refused = await fetch(`${svc.url}/api/speech/jobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await jwt()}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ source_url: 'https://media.example.org/talk.mp3', model: MODEL, language: 'de' }),
+    });
+    expect(refused.status).toBe(422);
+    expect(((await refused.json()) as { errors: Record<string, string[]> }).errors).toEqual({
+      language: [`model "${MODEL}" transcribes only en, not "de"; leave language empty or choose another model`],
+    });
+
+    // Three seconds of digital silence from sox, two from ffmpeg's anullsrc as MP3, and a WAV with no samples at all.
+    const silentWav = path.join(dir, 'silent.wav');
+    execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', silentWav, 'trim', '0', '3.0']);
+    const silentMp3 = path.join(dir, 'silent.mp3');
+    execFileSync('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', '-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '2', silentMp3]);
+    const emptyWav = path.join(dir, 'empty.wav');
+    execFileSync('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', '-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '0', emptyWav]);
+    for (const file of [silentWav, silentMp3, emptyWav]) {
+      const j = await submit(file);
+      await expect.poll(async () => (await job(j.id))?.status, { timeout: 60_000, interval: 200 }).toBe('completed');
+      const done = (await job(j.id))!;
+      expect(done, path.basename(file)).toMatchObject({ status: 'completed', segment_count: 0, stage_detail: 'No speech detected', engine: 'pocketsphinx' });
+      expect(done.transcript_text ?? '').toBe('');
+    }
+    // The worker itself says so (its final progress detail and its log), instead of finishing silently.
+    await agent.waitFor(/job completed: no speech detected/);
+    await agent.stop();
+  }, 120_000);
+
   it('recovers a job whose worker was SIGKILLed mid-job and completes it exactly once', async () => {
     const a = await startAgent('doomed');
     const sentences = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();

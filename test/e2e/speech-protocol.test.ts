@@ -14,6 +14,7 @@ import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * The worker protocol against a real coordinator over gRPC on loopback, with simulated workers:
@@ -96,6 +97,8 @@ beforeAll(async () => {
   accounts = new AccountService(svc.orm);
   admin = (await accounts.createUser({ username: randomName('adm'), isAdmin: true })).user;
   alice = (await accounts.createUser({ username: randomName('alice'), permissions: ['speech.use'] })).user;
+  // Jobs are only accepted for models a registered worker serves (this one never connects).
+  await registerModelWorker(svc.orm, 'models', ['small', 'large', 'turbo']);
 });
 afterAll(async () => {
   clients.forEach((c) => c.close());

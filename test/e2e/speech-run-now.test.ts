@@ -1,6 +1,7 @@
 import type {} from '@fastify/jwt';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { browserLogin, createJwtUser, createTestApp, extractCsrf, randomName, type TestApp, type TestUser } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * `POST /api/speech/run-now` (spec section C, signed-in API): the queue manager's helper that
@@ -50,6 +51,8 @@ function runNow(user: TestUser | Record<string, string>, payload?: unknown) {
 
 beforeAll(async () => {
   t = await createTestApp();
+  // Jobs are only accepted for models a registered worker serves.
+  await registerModelWorker(t.orm, 'models', ['small', 'large', 'turbo']);
   alice = await mkUser(['speech.use']);
   manager = await mkUser(['speech.use', 'speech.manage']);
   root = await mkUser([], true);

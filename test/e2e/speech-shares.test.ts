@@ -3,6 +3,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser } from '../support/browser.js';
 import { browserLogin, createJwtUser, createTestApp, extractCsrf, type TestApp, type TestUser } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * Public transcript shares (spec section C): creating, disabling and re-creating the share of a
@@ -69,6 +70,8 @@ const page = (pathAndQuery: string) => t.app.inject({ method: 'GET', url: pathAn
 
 beforeAll(async () => {
   t = await createTestApp({ env: { PUBLIC_BASE_URL: PUBLIC_BASE } });
+  // Jobs are only accepted for models a registered worker serves.
+  await registerModelWorker(t.orm, 'models', ['small', 'large', 'turbo']);
   base = await t.app.listen({ host: '127.0.0.1', port: 0 });
   alice = await mkUser(['speech.use']);
   bob = await mkUser(['speech.use']);

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { resolveYtdlp } from '../../coordinator/src/speech/host-limits.js';
 import { createTestApp, randomName, type TestApp } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * URL sources on the coordinator: the outbound policy at submission, staging of direct media with
@@ -120,7 +121,9 @@ async function closedPort(): Promise<number> {
 }
 
 async function app(env: Record<string, string>) {
-  const t = await createTestApp({ env: { SPEECH_MEDIA_DIR: path.join(dir, `media-${randomName('m')}`), ...env } });
+  const t = await createTestApp({ env: { SPEECH_MEDIA_DIR: path.join(dir, `media-${randomName('m')}`), WORKER_PRESENCE_TTL_MS: '900000', ...env } });
+  // Jobs are only accepted for models a registered worker serves; this one stays connected for the file.
+  await registerModelWorker(t.orm, randomName('models'), ['small', 'large', 'turbo'], { present: true });
   const { user } = await t.accounts.createUser({ username: randomName('alice'), permissions: ['speech.use'] });
   const token = t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
   return { t, user: user as AuthUser, auth: { authorization: `Bearer ${token}` }, speech: t.app.deps.speech };

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserLogin, createTestApp, randomName, type TestApp } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
@@ -97,7 +98,8 @@ beforeAll(async () => {
   execFileSync('espeak-ng', ['-v', 'en-us', '-w', file, 'hello world']);
   wav = await readFile(file);
   expect(wav.subarray(8, 12).toString()).toBe('WAVE');
-  t = await createTestApp({ env: { SPEECH_MEDIA_DIR: mediaDir, PUBLIC_BASE_URL: PUBLIC_BASE } });
+  t = await createTestApp({ env: { SPEECH_MEDIA_DIR: mediaDir, PUBLIC_BASE_URL: PUBLIC_BASE, WORKER_PRESENCE_TTL_MS: '900000' } });
+  await registerModelWorker(t.orm, 'models', ['small', 'large', 'turbo'], { present: true });
   alice = await mkUser(['speech.use', 'speech.api']);
   bob = await mkUser(['speech.use', 'speech.api']);
   manager = await mkUser(['speech.use', 'speech.api', 'speech.manage']);
@@ -395,7 +397,7 @@ describe('POST /api/speech/transcribe', () => {
     expect(res.json().errors.language).toBeDefined();
     const model = await submit(alice.bearer, { callback_url: CALLBACK, source_url: 'https://media.example.org/a.mp3', model: 'no-such-model' });
     expect(model.statusCode).toBe(422);
-    expect(model.json().errors.model).toEqual(['unknown model "no-such-model"']);
+    expect(model.json().errors.model).toEqual(['no registered worker serves model "no-such-model"; served models: large, small, turbo']);
   });
 });
 
@@ -460,7 +462,7 @@ describe('API-channel visibility (GET routes)', () => {
     const res = await get('/api/speech/transcribe/status', alice.bearer);
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(Object.keys(body).sort()).toEqual(['config', 'models', 'ok', 'summary']);
+    expect(Object.keys(body).sort()).toEqual(['config', 'connected_models', 'models', 'ok', 'summary']);
     const expected = await count('and owner_id = ?', [alice.id]);
     expect(body.summary).toEqual(expected);
     expect(expected.failed).toBe(1);

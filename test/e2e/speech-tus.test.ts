@@ -9,6 +9,7 @@ import path from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserLogin, createJwtUser, createTestApp, type TestApp, type TestUser } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 
 /**
  * Resumable uploads (tus) of the speech queue against a listening app: an upload interrupted after
@@ -114,6 +115,7 @@ function runUpload(
 
 beforeAll(async () => {
   t = await createTestApp({ env: { SPEECH_MEDIA_DIR: mediaDir, SPEECH_UPLOAD_MAX_MB: '8' } });
+  await registerModelWorker(t.orm, 'models', ['small', 'large', 'turbo']);
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   endpoint = `${base}/api/speech/uploads`;
@@ -287,7 +289,7 @@ describe('resumable uploads (tus)', () => {
     expect(badModel.outcome).toBe('error');
     const res = (badModel.error as tus.DetailedError).originalResponse!;
     expect(res.getStatus()).toBe(422);
-    expect(JSON.parse(res.getBody())).toMatchObject({ ok: false, reason: 'validation_failed', errors: { model: ['unknown model "gigantic"'] } });
+    expect(JSON.parse(res.getBody())).toMatchObject({ ok: false, reason: 'validation_failed', errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] } });
     const badLanguage = await runUpload(wavBytes.subarray(0, 1024), { headers: alice.auth, metadata: { filename: 'a.wav', translation_target_languages: 'sv,not a language' } });
     expect((badLanguage.error as tus.DetailedError).originalResponse!.getStatus()).toBe(422);
     expect(JSON.parse((badLanguage.error as tus.DetailedError).originalResponse!.getBody()).errors).toHaveProperty('translation_target_languages');

@@ -14,7 +14,8 @@ export { WHISPER_MODEL_FILES };
  * With `engines` (e.g. `createEngines({ modelsDir })` from ./engines/index.js), the models are
  * exactly what those engines report from `models()`: whisper.cpp's small/large/turbo only when
  * whisper-cli is built and the ggml file exists, `pocketsphinx-en-us` only when the pocketsphinx CLI
- * and Debian's en-us model are installed; `engines` lists the engines with at least one model.
+ * and Debian's en-us model are installed; `engines` lists the engines with at least one model, and
+ * `model_languages` the languages of models limited to some (pocketsphinx-en-us: en).
  *
  * Without `engines` (what the agent passes today), only whisper model files in `modelsDir` are
  * looked at, as before, and no pocketsphinx model is advertised.
@@ -27,12 +28,18 @@ export async function detectCapabilities(opts: {
 }): Promise<CapabilitiesMsg> {
   const models: string[] = [];
   const engines: string[] = [];
+  const modelLanguages: Array<{ model: string; languages: string[] }> = [];
   if (opts.engines) {
     for (const engine of opts.engines) {
       const available = engine.models();
       if (!available.length) continue;
       engines.push(engine.name);
-      for (const m of available) if (!models.includes(m)) models.push(m);
+      for (const m of available) {
+        if (models.includes(m)) continue;
+        models.push(m);
+        const languages = engine.languages?.(m) ?? [];
+        if (languages.length) modelLanguages.push({ model: m, languages });
+      }
     }
   } else {
     if (opts.modelsDir) {
@@ -44,5 +51,5 @@ export async function detectCapabilities(opts: {
     }
     if (findExecutable('pocketsphinx') || findExecutable('pocketsphinx_continuous')) engines.push('pocketsphinx');
   }
-  return { models, engines, diarization: false, can_fetch_urls: opts.canFetchUrls, device: opts.device };
+  return { models, engines, diarization: false, can_fetch_urls: opts.canFetchUrls, device: opts.device, model_languages: modelLanguages };
 }

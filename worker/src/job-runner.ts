@@ -27,6 +27,8 @@ class LeaseLost extends Error {}
 
 /** How long a finished attempt keeps trying to reach a coordinator that is away (its lease decides before that). */
 const REPORT_GIVE_UP_MS = 10 * 60_000;
+/** Stage detail of an attempt whose engine found no speech at all (silence, or an empty recording). */
+export const NO_SPEECH_DETAIL = 'No speech detected';
 
 /**
  * Runs one claimed job attempt: get the media (from the URL, or lease-bound from the coordinator
@@ -81,7 +83,8 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       signal: engineAbort.signal,
       onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
     });
-    send('finalizing', 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
+    // A silent or empty recording: say so rather than finishing with an empty transcript.
+    send('finalizing', seq === 0 ? NO_SPEECH_DETAIL : 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
     await Promise.race([progress.end(REPORT_GIVE_UP_MS), progress.lost]);
     const res = await retryTransient(() => client.complete({
       lease,
@@ -93,7 +96,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       engine_model: picked.model,
       cancelled: false,
     }), REPORT_GIVE_UP_MS);
-    deps.log('info', { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate }, 'job completed');
+    deps.log('info', { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate }, seq === 0 ? 'job completed: no speech detected' : 'job completed');
     return 'completed';
   } catch (err) {
     progress.cancel();

@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { DomainDeps } from '../app.js';
 import { unauthenticated } from '../http/errors.js';
 import { uploadLimits } from './host-limits.js';
-import { presentJob, presentJobDetail } from './jobs/presenter.js';
+import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
 import { SPEECH_RATE_LIMIT, speechStatusConfig } from './routes.js';
 import {
   apiCreateJobFieldsSchema,
@@ -38,7 +38,7 @@ const visibilityNote =
   'Only API-queue jobs (`queue_channel: api`): the owner’s, and for users with `speech.manage` every user’s. Web-queue ' +
   'jobs and jobs the caller cannot see answer 404.';
 
-const apiStatusResponseSchema = statusResponseSchema.pick({ ok: true, summary: true, config: true, models: true });
+const apiStatusResponseSchema = statusResponseSchema.pick({ ok: true, summary: true, config: true, models: true, connected_models: true });
 
 /**
  * Token-authenticated server-to-server API (`/api/speech/transcribe*`): submission with a required
@@ -46,7 +46,7 @@ const apiStatusResponseSchema = statusResponseSchema.pick({ ok: true, summary: t
  */
 export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
   const { config } = deps;
-  const { jobs, media } = deps.speech;
+  const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const routeConfig = { auth: tokenAuth, rateLimit: SPEECH_RATE_LIMIT };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
@@ -59,17 +59,18 @@ export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
       summary: 'Queue counters of the API channel and the upload configuration',
       description:
         '`summary` counts the token owner’s API-queue jobs (users with `speech.manage`: every API-queue job). ' +
-        '`config` is the same as in `GET /api/speech/status`; `models` (additive) lists the models a job may ask for. ' +
+        '`config` is the same as in `GET /api/speech/status`; `models` (additive) lists the models a job may ask for, ' +
+        '`connected_models` (additive) the ones a connected worker takes now. ' +
         authNote,
       response: { 200: apiStatusResponseSchema, ...errors },
     },
     handler: async (request) => {
-      const [{ summary }, models, statusConfig] = await Promise.all([
+      const [{ summary }, snapshot, statusConfig] = await Promise.all([
         jobs.summary(userOf(request), 'api'),
-        jobs.supportedModels(),
+        catalog.snapshot(),
         speechStatusConfig(config),
       ]);
-      return { ok: true as const, summary, config: statusConfig, models };
+      return { ok: true as const, summary, config: statusConfig, models: snapshot.served(), connected_models: snapshot.connected() };
     },
   });
 
@@ -88,7 +89,8 @@ export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
     handler: async (request) => {
       const list = await jobs.list(userOf(request), { limit: request.query.limit, channel: 'api', all: true });
       const now = new Date();
-      return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now })) };
+      const availability = await catalog.snapshot();
+      return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now, availability })) };
     },
   });
 
@@ -104,10 +106,10 @@ export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
     },
     handler: async (request) => {
       const job = await jobs.getVisible(userOf(request), request.params.jobId, 'api');
-      const detail = await jobs.detail(job);
+      const [detail, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
       return {
         ok: true as const,
-        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl }),
+        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability }),
       };
     },
   });
@@ -152,7 +154,8 @@ export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
       });
       const job = await jobs.getVisible(caller, created.id, 'api');
       request.log.info({ jobId: job.id, source: job.sourceType, tokenId: principal.tokenId }, 'speech API job queued');
-      return reply.code(201).send({ ok: true as const, message: 'Job queued.', job: presentJob(job, { publicBaseUrl }) });
+      const availability = await catalog.snapshot();
+      return reply.code(201).send({ ok: true as const, message: queuedMessage(job, availability), job: presentJob(job, { publicBaseUrl, availability }) });
     },
   });
 }

@@ -9,7 +9,7 @@ import type { AuthRequirement, AuthUser } from '../accounts/types.js';
 import type { DomainDeps } from '../app.js';
 import { normalizeError } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
-import { presentJob } from './jobs/presenter.js';
+import { NO_SPEECH_DETAIL, presentJob } from './jobs/presenter.js';
 
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const hidden = { hide: true } as const;
@@ -55,11 +55,13 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
 
   r.get('/speech', { schema: hidden, config: { auth: speechUser } }, async (request, reply) => {
     const user = userOf(request);
-    const list = await jobs.list(user, { limit: 100 });
-    const models = await jobs.supportedModels();
+    const [list, availability] = await Promise.all([jobs.list(user, { limit: 100 }), deps.speech.models.snapshot()]);
+    // Only models a registered worker serves; those no connected worker takes now say so.
+    const models = availability.served();
+    const connected = new Set(availability.connected());
     const csrf = reply.generateCsrf();
     const rows = list.map((j) => {
-      const p = presentJob(j, { publicBaseUrl: deps.config.PUBLIC_BASE_URL });
+      const p = presentJob(j, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability });
       return html`<tr><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td data-status>${p.status_label}</td>
         <td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td>${stockholm.format(j.createdAt)}</td></tr>`;
     });
@@ -68,7 +70,8 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
         <label for="source_url">Media or page URL</label><input id="source_url" name="source_url" type="url" placeholder="https://…">
         <label for="media_file">…or audio/video files (one job per file)</label><input id="media_file" name="media_file" type="file" multiple accept="audio/*,video/*">
         <label for="source_label">Title</label><input id="source_label" name="source_label" maxlength="300">
-        <label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}</option>`)}</select>
+        <label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option value="${m}" ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}${connected.has(m) ? '' : ' (no worker connected)'}</option>`)}</select>
+        ${models.length ? '' : html`<p class="muted" id="no-models">No worker has registered a model yet: start a worker agent (see the README) before queueing.</p>`}
         <label for="language">Language hint (empty: detect)</label><input id="language" name="language" maxlength="16" placeholder="en">
         <div class="checks"><label><input type="checkbox" name="disable_diarization" value="1"> Skip speaker labels</label></div>
         <button type="submit">Queue</button> <span id="submit-status" role="status"></span>
@@ -80,15 +83,15 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
   r.get('/speech/jobs/:jobId', { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } }, async (request, reply) => {
     const user = userOf(request);
     const job = await jobs.getVisible(user, request.params.jobId);
-    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL });
+    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
     const segments = await jobs.segments(job.id, job.currentPass);
     const body = html`<div class="card"><h1>${p.source_label}</h1>
-      <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span></p>
+      <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
       <p class="muted">Model ${p.model}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}${p.failure_error ? '' : ''}</p>
       ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
       <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
         ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
-      </ol></div>`;
+      </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>`;
     return page(reply, p.source_label, user, body, JOB_SCRIPT);
   });
 }

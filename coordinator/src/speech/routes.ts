@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { DomainDeps } from '../app.js';
 import type { Config } from '../config.js';
 import { uploadLimits, ytdlpConfigured } from './host-limits.js';
-import { presentJob, presentJobDetail } from './jobs/presenter.js';
+import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
   jobDetailSchema,
@@ -55,7 +55,7 @@ export async function speechStatusConfig(config: Config) {
 /** Signed-in speech API (session or JWT with `speech.use`): status, queue, jobs and their actions. */
 export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
   const { config } = deps;
-  const { jobs, media } = deps.speech;
+  const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
@@ -72,17 +72,18 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
         'multipart per-file limit and `php_post_max_mb` the request body limit of an upload request (file plus form ' +
         'fields); `effective_max_mb` (also `upload_max_mb`) is the lowest of those and SPEECH_UPLOAD_MAX_MB, and ' +
         '`limited_by_php` says a host limit is lower than the configured one. `ytdlp_configured`: the coordinator has a yt-dlp ' +
-        'executable for page URLs (SPEECH_YTDLP_PATH, by default `yt-dlp` on PATH). `models` is additive: the models a job may ask for.',
+        'executable for page URLs (SPEECH_YTDLP_PATH, by default `yt-dlp` on PATH). `models` is additive: the models a job may ask for ' +
+        '(those a registered worker serves); `connected_models` (additive) the ones a connected worker takes now.',
       response: { 200: statusResponseSchema, ...errors },
     },
     handler: async (request) => {
       const caller = userOf(request);
-      const [{ summary, canManageAll }, models, statusConfig] = await Promise.all([
+      const [{ summary, canManageAll }, snapshot, statusConfig] = await Promise.all([
         jobs.summary(caller),
-        jobs.supportedModels(),
+        catalog.snapshot(),
         speechStatusConfig(config),
       ]);
-      return { ok: true as const, summary, can_manage_all: canManageAll, config: statusConfig, models };
+      return { ok: true as const, summary, can_manage_all: canManageAll, config: statusConfig, models: snapshot.served(), connected_models: snapshot.connected() };
     },
   });
 
@@ -104,9 +105,9 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
     },
     handler: async (request) => {
       const all = request.query.all === undefined || request.query.all === '1' || request.query.all === 'true';
-      const list = await jobs.list(userOf(request), { limit: request.query.limit, all });
+      const [list, availability] = await Promise.all([jobs.list(userOf(request), { limit: request.query.limit, all }), catalog.snapshot()]);
       const now = new Date();
-      return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now })) };
+      return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now, availability })) };
     },
   });
 
@@ -142,7 +143,8 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       });
       const job = await jobs.getVisible(caller, created.id);
       request.log.info({ jobId: job.id, source: job.sourceType, sizeBytes: upload?.sizeBytes }, 'speech job queued');
-      return reply.code(201).send({ ok: true as const, message: 'Job queued.', job: presentJob(job, { publicBaseUrl }) });
+      const availability = await catalog.snapshot();
+      return reply.code(201).send({ ok: true as const, message: queuedMessage(job, availability), job: presentJob(job, { publicBaseUrl, availability }) });
     },
   });
 
@@ -158,10 +160,10 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
     },
     handler: async (request) => {
       const job = await jobs.getVisible(userOf(request), request.params.jobId);
-      const detail = await jobs.detail(job);
+      const [detail, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
       return {
         ok: true as const,
-        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl }),
+        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability }),
       };
     },
   });

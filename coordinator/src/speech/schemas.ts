@@ -81,6 +81,10 @@ export const jobDetailSchema = jobSchema.extend({
   ),
   liveness: z.object({
     state: z.enum(LIVENESS_STATES),
+    reason: z
+      .string()
+      .nullable()
+      .describe('Why the state is `suspect` (e.g. a queued job no connected worker can take); null otherwise'),
     worker: z.string().nullable(),
     attempt: z.number().int().nullable(),
     last_heartbeat_at: timestamp.nullable(),
@@ -130,7 +134,8 @@ export const statusResponseSchema = z.object({
     }),
     ytdlp_configured: z.boolean(),
   }),
-  models: z.array(z.string()).describe('Additive: the models a job may ask for'),
+  models: z.array(z.string()).describe('Additive: the models a job may ask for (a registered worker serves them)'),
+  connected_models: z.array(z.string()).describe('Additive: the models a connected worker takes now'),
 });
 
 export const jobResponseSchema = z.object({ ok: z.literal(true), job: jobSchema });

@@ -5,6 +5,7 @@ import { WorkAvailable } from './jobs/job-events.js';
 import { JobRepository } from './jobs/job-repository.js';
 import { JobService } from './jobs/job-service.js';
 import { MediaStore } from './jobs/media-store.js';
+import { ModelCatalog } from './jobs/model-catalog.js';
 import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
@@ -20,6 +21,8 @@ export interface SpeechServices {
   /** The one owner of job state (status, attempts, stage, leases, runtime log, notification outbox). */
   repo: JobRepository;
   jobs: JobService;
+  /** Models registered workers really serve, and whether a connected worker takes them now. */
+  models: ModelCatalog;
   leases: LeaseService;
   stager: MediaStager;
   /** SSRF guard of URL sources (submission checks and coordinator downloads). */
@@ -40,7 +43,8 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const jobs = new JobService(orm, config, media, work, repo, outbound);
   const leases = new LeaseService(repo, config, work, live);
   const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);
-  const uploads = new TusUploads(config, redis, jobs, media);
+  const models = new ModelCatalog(orm, config);
+  const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
-  return { media, work, live, repo, jobs, leases, stager, outbound, uploads, retention };
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention };
 }

@@ -139,6 +139,11 @@ export class PocketsphinxEngine implements TranscriptionEngine {
     return this.cli() && this.modelFiles() ? [POCKETSPHINX_MODEL] : [];
   }
 
+  /** Debian's en-us acoustic model and dictionary hear US English only. */
+  languages(model: string): string[] {
+    return model === POCKETSPHINX_MODEL ? ['en'] : [];
+  }
+
   async transcribe(input: TranscribeInput): Promise<TranscribeResult> {
     if (input.signal.aborted) throw new TranscriptionCancelled('pocketsphinx: cancelled before start');
     if (input.model !== POCKETSPHINX_MODEL) {

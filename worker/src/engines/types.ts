@@ -31,6 +31,8 @@ export interface TranscriptionEngine {
   readonly name: string;
   /** Model names this host can really run now (binary and model files present). */
   models(): string[];
+  /** ISO 639-1 languages `model` transcribes; [] (or no method) when it takes any language. */
+  languages?(model: string): string[];
   transcribe(input: TranscribeInput): Promise<TranscribeResult>;
 }
 

@@ -33,6 +33,9 @@ export interface WhisperCppOptions {
 const SEGMENT_LINE = /^\[(\d+):(\d{2}):(\d{2})[.,](\d{3}) --> (\d+):(\d{2}):(\d{2})[.,](\d{3})\]\s?(.*)$/;
 const PROGRESS_LINE = /progress\s*=\s*(\d+)%/;
 
+/** What whisper.cpp prints for a window without speech instead of words. */
+export const NON_SPEECH_MARKER = /^[[(]\s*(blank_audio|silence)\s*[\])]$/i;
+
 /** Parses whisper-cli's `[hh:mm:ss.mmm --> hh:mm:ss.mmm]  text` line; null for anything else. */
 export function parseWhisperSegmentLine(line: string): Segment | null {
   const m = SEGMENT_LINE.exec(line.replace(/\x1b\[[0-9;]*m/g, '').trim());
@@ -129,7 +132,8 @@ export class WhisperCppEngine implements TranscriptionEngine {
       signal: input.signal,
       onStdoutLine: (line) => {
         const seg = parseWhisperSegmentLine(line);
-        if (!seg || !seg.text) return;
+        // Silence comes out as a "[BLANK_AUDIO]" marker: no speech, not a segment.
+        if (!seg || !seg.text || NON_SPEECH_MARKER.test(seg.text)) return;
         // whisper.cpp rounds the last window up to 10 ms steps that can pass the end of the audio.
         const end = Math.min(Math.max(seg.end, seg.start), duration);
         const s: Segment = { start: Math.min(seg.start, end), end, text: seg.text };

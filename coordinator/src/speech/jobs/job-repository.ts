@@ -450,7 +450,8 @@ export class JobRepository {
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, outcome,
-                case when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || ' segments.'
+                case when outcome = 'completed' and n = 0 then 'Attempt ' || attempt || ' completed: no speech detected.'
+                     when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || ' segments.'
                      when outcome = 'cancelled' then 'Attempt ' || attempt || ': cancelled on request.'
                      else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(:error::text, ''), 'The worker reported a failure.'), 2000) end,
                 case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end

@@ -12,6 +12,7 @@ import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTa
 import type { WorkAvailable } from './job-events.js';
 import type { JobRepository } from './job-repository.js';
 import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
+import { ModelCatalog } from './model-catalog.js';
 import type { MediaStore } from './media-store.js';
 import type { JobDetail } from './presenter.js';
 import { probeMedia } from './probe.js';
@@ -59,20 +60,21 @@ export class JobService {
     return hasPermission(user, 'speech.manage');
   }
 
-  /** Models a job may ask for: the product's names plus whatever a registered worker advertises. */
+  /** Models a job may ask for: what registered workers really serve (ModelCatalog). */
   async supportedModels(): Promise<string[]> {
-    const rows = await this.em().getConnection().execute<Array<{ model: string }>>(
-      `select distinct jsonb_array_elements_text(capabilities->'models') as model from speech_workers where revoked_at is null and capabilities is not null`,
-    );
-    return [...new Set(['small', 'large', 'turbo', this.config.SPEECH_DEFAULT_MODEL, ...rows.map((r) => r.model)])];
+    return (await new ModelCatalog(this.orm, this.config).snapshot()).served();
   }
 
   async create(owner: AuthUser, input: CreateJobInput): Promise<SpeechJob> {
     const model = input.model ?? this.config.SPEECH_DEFAULT_MODEL;
-    if (!(await this.supportedModels()).includes(model)) {
+    // A model (or language) no registered worker can run is refused; one only offline workers serve is flagged.
+    const catalog = await new ModelCatalog(this.orm, this.config).snapshot();
+    const refusal = catalog.refusal(model, input.language);
+    if (refusal) {
       if (input.source.type === 'upload') await this.media.discard(input.source.tempPath);
-      throw businessRule('model', `unknown model "${model}"`);
+      throw businessRule(refusal.field, refusal.message);
     }
+    const offline = catalog.offlineNote(model);
     // Server-side request forgery guard: URLs the coordinator will fetch or call (spec: source_url, callback_url).
     if (input.source.type === 'url') await this.assertOutbound('source_url', input.source.url);
     if (input.callbackUrl) await this.assertOutbound('callback_url', input.callbackUrl, input.source);
@@ -82,7 +84,7 @@ export class JobService {
         probe = await probeMedia(input.source.tempPath);
       } catch (err) {
         await this.media.discard(input.source.tempPath);
-        throw businessRule('media_file', `the file is not readable audio or video (${(err as Error).message})`);
+        throw businessRule('media_file', `"${input.source.filename}" is not readable audio or video: ${(err as Error).message}`);
       }
       if (!probe.hasAudio) {
         await this.media.discard(input.source.tempPath);
@@ -132,6 +134,7 @@ export class JobService {
         }
         // The row is born queued in this unit of work; every later move of it is JobRepository's.
         em.create(SpeechJobEvent, { job: created, event: 'queued', message: `Queued on the ${input.channel} channel with model ${model}.` });
+        if (offline) em.create(SpeechJobEvent, { job: created, event: 'no_worker', level: 'warn', message: `${offline}; the job waits until one connects.` });
         return created;
       });
     } catch (err) {

@@ -5,6 +5,15 @@ export interface LivenessInput {
   lease: { createdAt: Date; expiresAt: Date; lastHeartbeatAt: Date; lastProgressAt: Date | null; workerRevoked: boolean } | null;
   now: Date;
   unresponsiveAfterSeconds: number;
+  /** For a queued job: why no connected worker can take it (JobAvailability.explain); null when one can. */
+  waitingReason?: string | null;
+}
+
+export interface Liveness {
+  state: LivenessState;
+  secondsSinceHeartbeat: number | null;
+  /** Why the state is `suspect`; null for the other states. */
+  reason: string | null;
 }
 
 const PROCESSING: ReadonlySet<JobStatus> = new Set(['downloading', 'transcribing', 'finalizing']);
@@ -16,21 +25,23 @@ export const QUIET_AFTER_SECONDS = 120;
  * heartbeats and progress; `quiet` with heartbeats but no progress lately; `unresponsive` after the
  * heartbeat silence limit (90 s); `stale` once the lease has expired too (automatic recovery will
  * requeue it); `suspect` when the bookkeeping disagrees (processing without a lease, or a lease held
- * by a revoked worker).
+ * by a revoked worker) or when a queued job waits for a worker that is not there (no connected
+ * worker serves its model, or its pinned worker is not connected). `reason` says which.
  */
-export function computeLiveness(input: LivenessInput): { state: LivenessState; secondsSinceHeartbeat: number | null } {
+export function computeLiveness(input: LivenessInput): Liveness {
   const { status, lease, now } = input;
-  if (!PROCESSING.has(status)) return { state: 'inactive', secondsSinceHeartbeat: null };
-  if (!lease || lease.workerRevoked) return { state: 'suspect', secondsSinceHeartbeat: null };
+  const state = (s: LivenessState, secondsSinceHeartbeat: number | null = null, reason: string | null = null): Liveness => ({ state: s, secondsSinceHeartbeat, reason });
+  if (status === 'queued' && input.waitingReason) return state('suspect', null, input.waitingReason);
+  if (!PROCESSING.has(status)) return state('inactive');
+  if (!lease) return state('suspect', null, 'The job is processing without a live lease');
+  if (lease.workerRevoked) return state('suspect', null, 'The lease is held by a revoked worker');
   const silence = (now.getTime() - lease.lastHeartbeatAt.getTime()) / 1000;
-  if (lease.expiresAt.getTime() <= now.getTime()) return { state: 'stale', secondsSinceHeartbeat: silence };
-  if (silence >= input.unresponsiveAfterSeconds) return { state: 'unresponsive', secondsSinceHeartbeat: silence };
+  if (lease.expiresAt.getTime() <= now.getTime()) return state('stale', silence);
+  if (silence >= input.unresponsiveAfterSeconds) return state('unresponsive', silence);
   // Progress is measured from the lease start until the first progress message arrives.
   const progressAt = lease.lastProgressAt ?? lease.createdAt;
-  if ((now.getTime() - progressAt.getTime()) / 1000 >= QUIET_AFTER_SECONDS) {
-    return { state: 'quiet', secondsSinceHeartbeat: silence };
-  }
-  return { state: 'active', secondsSinceHeartbeat: silence };
+  if ((now.getTime() - progressAt.getTime()) / 1000 >= QUIET_AFTER_SECONDS) return state('quiet', silence);
+  return state('active', silence);
 }
 
 /** "1 h 02 min 05 s" style durations for people. */

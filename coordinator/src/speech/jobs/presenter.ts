@@ -2,6 +2,7 @@ import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
 import type { SpeechJob, SpeechJobEvent, SpeechLease } from './entities.js';
 import { shareUrl } from '../shares/share-links.js';
 import { computeLiveness, humanDuration } from './liveness.js';
+import type { JobAvailability } from './model-catalog.js';
 
 export interface JobDetail {
   lease: (SpeechLease & { workerName: string; workerRevoked: boolean }) | null;
@@ -15,6 +16,24 @@ export interface PresentOptions {
   /** PUBLIC_BASE_URL: share links are absolute. */
   publicBaseUrl: string;
   now?: Date;
+  /**
+   * Which models connected workers take now (ModelCatalog.snapshot(), read once per response): a
+   * queued job nobody connected can take says why in `stage_detail` (and liveness `suspect`).
+   */
+  availability?: JobAvailability | undefined;
+}
+
+/** Shown for a completed job whose engine found no speech (silence or an empty recording). */
+export const NO_SPEECH_DETAIL = 'No speech detected';
+
+/**
+ * `stage_detail` as people should read it, computed at read time (the stored value is the job
+ * state's): why a queued job waits with nobody to take it, or that a completed job held no speech.
+ */
+function stageDetail(job: SpeechJob, waitingReason: string | null): string | null {
+  if (waitingReason) return waitingReason;
+  if (job.status === 'completed' && !job.transcriptText?.trim()) return NO_SPEECH_DETAIL;
+  return job.stageDetail;
 }
 
 /** `share`: the public transcript page while a share exists and is not disabled. */
@@ -36,11 +55,18 @@ export function presentCallback(job: SpeechJob) {
   };
 }
 
+/** `message` of a 201 submission: says so when no connected worker can take the job yet. */
+export function queuedMessage(job: SpeechJob, availability: JobAvailability): string {
+  const reason = availability.explain(job);
+  return reason ? `Job queued. ${reason}; it waits until one connects.` : 'Job queued.';
+}
+
 /** The base job JSON (list entries); field names are the specification's. */
 export function presentJob(job: SpeechJob, opts: PresentOptions) {
   const now = opts.now ?? new Date();
   const duration = job.sourceDurationSeconds;
   const position = job.audioPositionSeconds;
+  const waitingReason = opts.availability?.explain(job) ?? null;
   const elapsed = job.startedAt ? ((job.finishedAt ?? now).getTime() - job.startedAt.getTime()) / 1000 : null;
   return {
     id: job.id,
@@ -62,7 +88,7 @@ export function presentJob(job: SpeechJob, opts: PresentOptions) {
     analysis_language: job.analysisLanguage,
     translation_target_languages: job.translationTargetLanguages,
     stage_label: job.stageLabel,
-    stage_detail: job.stageDetail,
+    stage_detail: stageDetail(job, waitingReason),
     progress: {
       audio_position_seconds: position,
       percent: duration && duration > 0 ? Math.min(100, Math.round((position / duration) * 1000) / 10) : null,
@@ -93,6 +119,7 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
   const lease = detail.lease && !detail.lease.endedAt ? detail.lease : null;
   const liveness = computeLiveness({
     status: job.status,
+    waitingReason: opts.availability?.explain(job) ?? null,
     lease: lease && {
       createdAt: lease.createdAt,
       expiresAt: lease.expiresAt,
@@ -105,12 +132,13 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
     unresponsiveAfterSeconds: opts.unresponsiveAfterSeconds,
   });
   return {
-    ...presentJob(job, { publicBaseUrl: opts.publicBaseUrl, now }),
+    ...presentJob(job, { publicBaseUrl: opts.publicBaseUrl, now, availability: opts.availability }),
     transcript_text: job.transcriptText,
     segment_count: detail.segmentCount,
     runtime_log: detail.events.map((e) => ({ at: e.at.toISOString(), level: e.level, event: e.event, message: e.message })),
     liveness: {
       state: liveness.state,
+      reason: liveness.reason,
       worker: lease?.workerName ?? null,
       attempt: lease?.attempt ?? null,
       last_heartbeat_at: iso(lease?.lastHeartbeatAt),

@@ -20,11 +20,36 @@ const FORMAT_MIME: Array<[RegExp, string, string]> = [
   [/^mpegts$/, 'video/mp2t', 'video/mp2t'],
 ];
 
+/** ffprobe could not read the file; `reason` is its own explanation, without the file's path. */
+export class ProbeError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'ProbeError';
+  }
+}
+
+/**
+ * The first meaningful line of ffprobe's stderr (fluent-ffmpeg puts it in the error message after
+ * "ffprobe exited with code N"): no banner or build lines, `[mp3 @ 0x…]` shortened to `mp3:`, and the
+ * probed path (a temporary file people never named) left out.
+ */
+export function ffprobeReason(message: string, file: string): string {
+  const base = path.basename(file);
+  for (const raw of message.split('\n')) {
+    let line = raw.trim();
+    if (!line || /^ffprobe (exited|version)|^(built with|configuration:|lib[a-z]+\s+\d)/.test(line)) continue;
+    line = line.replace(/^\[([^\s\]@]+) @ 0x[0-9a-f]+\]\s*/i, '$1: ');
+    for (const p of [file, path.resolve(file), base]) line = line.split(`${p}: `).join('').split(p).join('the file');
+    if (line) return line;
+  }
+  return 'ffprobe could not read it';
+}
+
 /** ffprobe (through fluent-ffmpeg): duration and a MIME type from the real container, not the file name. */
 export function probeMedia(file: string): Promise<ProbeResult> {
   return new Promise((resolve, reject) => {
-    ffmpeg.ffprobe(file, (err, data) => {
-      if (err) return reject(new Error(`ffprobe could not read ${path.basename(file)}: ${String(err.message ?? err).split('\n').pop()}`));
+    ffmpeg.ffprobe(file, ['-hide_banner'], (err, data) => {
+      if (err) return reject(new ProbeError(ffprobeReason(String((err as Error).message ?? err), file)));
       const streams = data.streams ?? [];
       const hasAudio = streams.some((s) => s.codec_type === 'audio');
       const hasVideo = streams.some((s) => s.codec_type === 'video' && s.disposition?.attached_pic !== 1);

@@ -119,7 +119,7 @@ export async function speechUploadRoutes(app: FastifyInstance, deps: DomainDeps)
       }
       if (finished.ownerId !== user.id) throw notFound('Upload not found.');
       const job = await deps.speech.jobs.getVisible(user, finished.jobId);
-      return { ok: true as const, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }) };
+      return { ok: true as const, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() }) };
     },
   });
 }

@@ -12,6 +12,7 @@ import { AppError, DEFAULT_STATUS } from '../../http/errors.js';
 import { uploadLimits } from '../host-limits.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { MediaStore } from '../jobs/media-store.js';
+import type { ModelCatalog } from '../jobs/model-catalog.js';
 import { createJobFieldsSchema, type CreateJobFields } from '../schemas.js';
 
 /** Where the tus endpoint is mounted (creation URL; uploads live at `${TUS_PATH}/{id}`). */
@@ -82,6 +83,7 @@ export class TusUploads {
     private readonly redis: Redis,
     private readonly jobs: JobService,
     private readonly media: MediaStore,
+    private readonly catalog: ModelCatalog,
   ) {
     this.directory = path.join(media.root, 'tus');
     this.store = new FileStore({ directory: this.directory, expirationPeriodInMilliseconds: this.expiryMs() });
@@ -178,7 +180,9 @@ export class TusUploads {
     if (upload.size === 0) throw validation({ media_file: ['the file is empty'] });
     const fields = this.settings(upload.metadata);
     const model = fields.model ?? this.config.SPEECH_DEFAULT_MODEL;
-    if (!(await this.jobs.supportedModels()).includes(model)) throw validation({ model: [`unknown model "${model}"`] });
+    // Refused before any byte is sent, like the submission itself would (JobService.create).
+    const refusal = (await this.catalog.snapshot()).refusal(model, fields.language);
+    if (refusal) throw validation({ [refusal.field]: [refusal.message] });
     const metadata: Record<string, string | null> = {};
     for (const [k, v] of Object.entries(upload.metadata ?? {})) if (k !== OWNER_KEY) metadata[k] = v;
     metadata[OWNER_KEY] = String(user.id);

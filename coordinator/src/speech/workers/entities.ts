@@ -21,6 +21,8 @@ export interface WorkerCapabilities {
   diarization: boolean;
   canFetchUrls: boolean;
   device: string;
+  /** Model → ISO 639-1 languages the worker says it transcribes (absent: not said; [] any). */
+  modelLanguages?: Record<string, string[]>;
 }
 
 export const SpeechWorkerSchema = new EntitySchema<SpeechWorker>({

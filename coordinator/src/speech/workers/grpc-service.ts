@@ -140,6 +140,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
           diarization: caps?.diarization ?? false,
           canFetchUrls: caps?.can_fetch_urls ?? false,
           device: caps?.device ?? 'cpu',
+          modelLanguages: Object.fromEntries((caps?.model_languages ?? []).map((m) => [m.model, m.languages])),
         },
       });
       logger.info({ worker: worker.name, session: session.sessionId, models: caps?.models, local: req.local }, 'worker hello');
