@@ -78,6 +78,19 @@ export class WorkerRegistry extends WorkerDirectory {
     return worker;
   }
 
+  /** Revocation and rotation through this coordinator apply at once (another process's within AUTH_CACHE_MS). */
+  override async revokeWorker(name: string): Promise<boolean> {
+    const revoked = await super.revokeWorker(name);
+    this.authCache.clear();
+    return revoked;
+  }
+
+  override async rotateSecret(name: string): Promise<string> {
+    const secret = await super.rotateSecret(name);
+    this.authCache.clear();
+    return secret;
+  }
+
   /**
    * The session a worker opened with Hello, if it is still alive and belongs to that worker. Asking
    * for it is activity: the worker's presence is refreshed (see touch).
