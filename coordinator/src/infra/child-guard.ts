@@ -27,8 +27,8 @@ export class ChildGuard {
 
   private constructor(
     private readonly stateFile: string,
-    private readonly owner: ProcessRecord,
-    private readonly watchdog: ChildProcess,
+    private readonly owner: ProcessRecord | null,
+    private readonly watchdog: ChildProcess | null,
     private readonly watchdogRecord: ProcessRecord | null,
   ) {}
 
@@ -38,6 +38,11 @@ export class ChildGuard {
    */
   static async open(opts: { stateFile: string; log: (msg: string) => void; ownerMatch: string }): Promise<ChildGuard> {
     const { stateFile, log } = opts;
+    const owner = recordProcess(process.pid, { name: 'quickstart', signal: 'SIGTERM', match: [opts.ownerMatch] });
+    if (!owner) {
+      log('no /proc (not Linux): child processes are not guarded; stop the quick start with Ctrl-C, not kill -9');
+      return new ChildGuard(stateFile, null, null, null);
+    }
     mkdirSync(path.dirname(stateFile), { recursive: true });
     const previous = readState(stateFile);
     if (previous) {
@@ -50,8 +55,6 @@ export class ChildGuard {
         await stopProcess(child);
       }
     }
-    const owner = recordProcess(process.pid, { name: 'quickstart', signal: 'SIGTERM', match: [opts.ownerMatch] });
-    if (!owner) throw new Error('cannot read this process in /proc; the quick start needs Linux');
 
     const logFd = openSync(path.join(path.dirname(stateFile), 'watchdog.log'), 'a');
     const watchdog = spawn(process.execPath, [fileURLToPath(new URL('./watchdog.js', import.meta.url))], {
@@ -76,10 +79,10 @@ export class ChildGuard {
 
   /** Records a started child: the watchdog stops it if this process dies. Ignored when it already exited. */
   watch(pid: number | undefined, r: Omit<ProcessRecord, 'pid' | 'startTime'>): ProcessRecord | null {
-    const record = recordProcess(pid, r);
+    const record = this.owner ? recordProcess(pid, r) : null;
     if (!record) return null;
     this.children.set(record.pid, record);
-    this.watchdog.stdin?.write(`${JSON.stringify({ watch: record })}\n`);
+    this.watchdog?.stdin?.write(`${JSON.stringify({ watch: record })}\n`);
     this.save();
     return record;
   }
@@ -87,17 +90,19 @@ export class ChildGuard {
   /** The child was stopped (or exited): nothing is left to do for it. */
   forget(pid: number | undefined) {
     if (pid === undefined || !this.children.delete(pid)) return;
-    this.watchdog.stdin?.write(`${JSON.stringify({ forget: pid })}\n`);
+    this.watchdog?.stdin?.write(`${JSON.stringify({ forget: pid })}\n`);
     this.save();
   }
 
   /** After a clean stop: no state is left and the watchdog exits (with nothing left to stop). */
   close() {
+    if (!this.owner) return;
     rmSync(this.stateFile, { force: true });
-    this.watchdog.stdin?.end();
+    this.watchdog?.stdin?.end();
   }
 
   private save() {
+    if (!this.owner) return;
     const state: GuardState = { owner: this.owner, watchdog: this.watchdogRecord, children: [...this.children.values()] };
     const tmp = `${this.stateFile}.${process.pid}.tmp`;
     writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`);
