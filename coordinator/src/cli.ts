@@ -1,32 +1,26 @@
 #!/usr/bin/env node
-import { DriverException } from '@mikro-orm/core';
 import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { AccountService } from './accounts/account-service.js';
+import type { AccountService } from './accounts/account-service.js';
 import type { DnsApiKey, DnsIpWhitelistEntry } from './accounts/entities.js';
 import { generatePassword } from './accounts/password.js';
 import { presentToken, presentUser } from './accounts/presenters.js';
 import type { AuthUser } from './accounts/types.js';
 import { ConfigError, envSchema } from './config.js';
-import { migrate, openOrm, type Orm } from './db/orm.js';
+import type { Orm } from './db/orm.js';
 import { AppError } from './http/errors.js';
-import { WorkerDirectory } from './speech/workers/worker-directory.js';
-import { DnsService } from './dns/dns-service.js';
-import { acmeOwner } from './dns/dns-service.js';
-import { checkPaths } from './dns/zone-registry.js';
 import { IRC_IMPORT_FORMATS, IRC_SOURCES, IrcImportService, type IrcSource } from './irc/import-service.js';
-import { IrcEventStore } from './irc/event-store.js';
-import { IrcAliasService } from './irc/alias-service.js';
-import { IrcLiveLogger, loadIrcLoggerConfig, type IrcLoggerConfig } from './irc/live-logger.js';
-import pino from 'pino';
+import type { IrcLoggerConfig } from './irc/live-logger.js';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
  * Admin CLI: `npm run cli -- <command>`. Every change goes through AccountService so the CLI obeys
- * the same rules as the HTTP API. Needs only DATABASE_URL; pending migrations are applied first so
- * it also works on an empty database (for example to create the first administrator).
+ * the same rules as the HTTP API. Needs only DATABASE_URL. Commands do not migrate: they check in
+ * one query that the schema is current and otherwise say to run `db:migrate` (the coordinator
+ * also migrates when it starts). The ORM and the services are imported only by the commands that
+ * use them, so --help and argument errors answer at once.
  */
 
 const EX_CONFIG = 78;
@@ -56,8 +50,14 @@ function quickstartDatabaseUrl(): string | undefined {
   return `postgres://postgres:${encodeURIComponent(EMBEDDED_PG_PASSWORD)}@127.0.0.1:${port}/sonar`;
 }
 
-/** Wraps a command: open the database, run it through a service, print, always close. */
-function runWith<S>(make: (orm: Orm) => S) {
+/** The database's schema is behind this CLI: a command would fail on missing tables or columns. */
+class SchemaNotCurrent extends Error {}
+
+/**
+ * Wraps a command: open the database, check that its schema is current (or, with
+ * `migrate: true`, bring it up to date), run the command through a service, print, always close.
+ */
+function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?: boolean } = {}) {
   return <A extends unknown[]>(fn: (svc: S, ...args: A) => Promise<Result>) =>
     async (...args: A) => {
       // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
@@ -71,30 +71,53 @@ function runWith<S>(make: (orm: Orm) => S) {
       }
       let orm: Orm | undefined;
       try {
-        orm = await openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2 });
-        await migrate(orm);
-        const result = await fn(make(orm), ...args);
+        const db = await import('./db/orm.js');
+        orm = await db.openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2, migrator: opts.migrate === true });
+        if (!opts.migrate) {
+          const pending = await db.pendingMigrations(orm);
+          if (pending.length) {
+            const fresh = pending.length === db.MIGRATION_COUNT;
+            throw new SchemaNotCurrent(
+              `${fresh ? 'the database has no sonar schema yet' : `the database schema is behind: ${pending.length} migration(s) not applied (${pending.join(', ')})`}; ` +
+                'run `npm run cli -- db:migrate` (or start the coordinator, which migrates on start)',
+            );
+          }
+        }
+        const result = await fn(await make(orm), ...args);
         if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
         else for (const line of result.text) console.log(line);
       } catch (err) {
-        process.exitCode = reportError(err);
+        process.exitCode = reportError(err, await isDriverError(err));
       } finally {
         await orm?.close(true);
       }
     };
 }
 
-const run = runWith((orm) => new AccountService(orm));
+/** A database error (MikroORM wraps the driver's); asked only on failure, when the ORM is mostly loaded anyway. */
+async function isDriverError(err: unknown): Promise<boolean> {
+  // pg's own DatabaseError (a refused login while connecting) carries the server's severity.
+  if (err instanceof Error && typeof (err as { severity?: unknown }).severity === 'string') return true;
+  const { DriverException } = await import('@mikro-orm/core');
+  return err instanceof DriverException;
+}
+
+const run = runWith(async (orm) => new (await import('./accounts/account-service.js')).AccountService(orm));
 // Presence freshness does not matter to the CLI's listing beyond "seen recently"; use the default TTL.
-const runWorkers = runWith((orm) => new WorkerDirectory(orm, 45_000));
+const runWorkers = runWith(async (orm) => new (await import('./speech/workers/worker-directory.js')).WorkerDirectory(orm, 45_000));
 const dnsEnv = () =>
   envSchema
     .pick({ DNS_CACHE_TTL_SECONDS: true, DNS_DEFAULT_TTL: true, DNS_ACME_TTL: true, DNS_TIMEOUT_MS: true })
     .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('DNS_') && v)));
-const runDns = runWith((orm) => new DnsService(orm, dnsEnv()));
+const runDns = runWith(async (orm) => new (await import('./dns/dns-service.js')).DnsService(orm, dnsEnv()));
 
 /** Expected failures get one clear line (no stack); anything else is a bug and keeps its stack. */
-function reportError(err: unknown): number {
+function reportError(err: unknown, driverError: boolean): number {
+  if (err instanceof SchemaNotCurrent) {
+    console.error(`error: ${err.message}`);
+    if (jsonMode()) console.log(JSON.stringify({ ok: false, reason: 'schema_not_current', message: err.message }, null, 2));
+    return 1;
+  }
   if (err instanceof AppError) {
     const errors = err.details.errors ?? {};
     // The service names only the bad values; tell the operator what would have been accepted.
@@ -111,7 +134,7 @@ function reportError(err: unknown): number {
     if (jsonMode()) console.log(JSON.stringify({ ok: false, reason: err.reason, message: err.message, errors, ...(hint ? { hint } : {}) }, null, 2));
     return 1;
   }
-  if (err instanceof DriverException || (err instanceof Error && (err as { code?: string }).code === 'ECONNREFUSED')) {
+  if (err instanceof Error && (driverError || (err as { code?: string }).code === 'ECONNREFUSED')) {
     // Driver messages start with the whole SQL statement; the reason is after the last " - ".
     const { message } = err;
     const cut = message.lastIndexOf(' - ');
@@ -154,6 +177,17 @@ const presentKey = (k: DnsApiKey) => ({
 const presentEntry = (e: DnsIpWhitelistEntry) => ({ id: e.id, cidr: e.cidr, note: e.note, created_at: iso(e.createdAt) });
 const passwordOption = () =>
   new Option('--password <password>', 'password to set (generated and printed when omitted)').env('SONAR_NEW_PASSWORD');
+
+// ---- database ---------------------------------------------------------------------------------
+
+program
+  .command('db:migrate')
+  .description('apply pending database migrations (needed once on a new database and after an upgrade; the coordinator also applies them when it starts)')
+  .action(runWith((orm) => orm, { migrate: true })(async (orm) => {
+    const { migrate } = await import('./db/orm.js');
+    const applied = await migrate(orm);
+    return { json: { applied }, text: applied.length ? applied.map((name) => `applied ${name}`) : ['the database schema is up to date'] };
+  }));
 
 // ---- users ------------------------------------------------------------------------------------
 
@@ -288,6 +322,7 @@ program
       zone, file: o.file, keyFile: o.keyFile, server: o.server, port: o.port, cacheTtlSeconds: o.cacheTtl ?? null,
       invalidateEnabled: o.invalidate, invalidateIntervalSeconds: o.invalidateInterval, protectFromClear: !!o.protectFromClear,
     });
+    const { checkPaths } = await import('./dns/zone-registry.js');
     const warn = await checkPaths(z).then(() => [], (e: Error) => [`warning: ${e.message}`]);
     return { json: { zone: z.zone, file: z.filePath, key: z.keyPath, server: z.server, port: z.port }, text: [`zone ${z.zone} registered (${z.server}:${z.port})`, ...warn] };
   }));
@@ -318,6 +353,7 @@ program
   .option('--dry-run', 'only list what would be removed')
   .option('--refresh-zone-cache', 'refresh the zone cache afterwards')
   .action(runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
+    const [{ acmeOwner }, { checkPaths }] = await Promise.all([import('./dns/dns-service.js'), import('./dns/zone-registry.js')]);
     const zone = (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`);
     await checkPaths(zone);
     const r = await dns.acmeCleanupStale(domain, { keep: o.keep ?? [], dryRun: !!o.dryRun, refreshZoneCache: !!o.refreshZoneCache }, zone);
@@ -514,7 +550,7 @@ program
     };
   }));
 
-const runAliases = runWith((orm) => new IrcAliasService(orm));
+const runAliases = runWith(async (orm) => new (await import('./irc/alias-service.js')).IrcAliasService(orm));
 const aliasSource = () => new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).default('production');
 
 program
@@ -555,6 +591,11 @@ program
   .description('run the live IRC logger (networks and channels from a JSON file; README "Live logger") until SIGINT/SIGTERM')
   .addOption(new Option('--config <file>', 'logger configuration file (JSON)').env('IRC_LOGGER_CONFIG').makeOptionMandatory())
   .action(async (o: { config: string }) => {
+    const [{ IrcLiveLogger, loadIrcLoggerConfig }, { IrcEventStore }, { default: pino }] = await Promise.all([
+      import('./irc/live-logger.js'),
+      import('./irc/event-store.js'),
+      import('pino'),
+    ]);
     let config: IrcLoggerConfig;
     try {
       config = loadIrcLoggerConfig(o.config);

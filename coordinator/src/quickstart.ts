@@ -2,22 +2,29 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { AccountService } from './accounts/account-service.js';
 import { ConfigError, loadConfig } from './config.js';
+import { AnotherRunError, ChildGuard } from './infra/child-guard.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from './infra/embedded-postgres.js';
 import { resolveRedis } from './infra/redis-runtime.js';
 import { startCoordinator, type RunningCoordinator } from './service.js';
-import { BIND_INSTALL_HINT, bindInstalled, generateTsigKey, parseKeyClause, startNamedProcess, zoneText, type NamedProcess } from './dns/named-runtime.js';
+import {
+  BIND_INSTALL_HINT, bindInstalled, generateTsigKey, parseKeyClause, startNamedProcess, stopStaleNamed, zoneText, type NamedProcess,
+} from './dns/named-runtime.js';
 import { ZoneRegistry } from './dns/zone-registry.js';
 
 /**
  * `npm start`: the whole service on one machine with no setup. PostgreSQL is embedded (data under
  * .data/postgres), Redis is found or started, secrets are generated once into .data/secrets.json,
  * and an administrator is created on first run. Every variable of .env.example still applies.
+ *
+ * Its children (PostgreSQL, redis-server, named, the worker agent) do not outlive it: a watchdog
+ * stops them when it dies, even by SIGKILL, and a new run first stops whatever a killed run left
+ * (see infra/child-guard.ts).
  */
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const dataDir = path.resolve(process.env.SONAR_DATA_DIR ?? path.join(repoRoot, '.data'));
@@ -48,22 +55,36 @@ async function main() {
   await mkdir(dataDir, { recursive: true, mode: 0o755 });
   await chmod(dataDir, 0o755); // the embedded PostgreSQL runs as another user when we are root
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' });
+  let guard: ChildGuard;
+  try {
+    guard = await ChildGuard.open({ stateFile: path.join(dataDir, 'run', 'quickstart.json'), ownerMatch: 'quickstart', log: (m) => logger.warn(m) });
+  } catch (err) {
+    if (!(err instanceof AnotherRunError)) throw err;
+    console.error(err.message);
+    process.exit(1);
+  }
   const secrets = await loadSecrets();
 
   let embedded: EmbeddedPg | null = null;
   let databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) {
     logger.info('starting embedded PostgreSQL');
+    const pgDir = path.resolve(dataDir, 'postgres');
     embedded = await startEmbeddedPostgres({
-      dataDir: path.join(dataDir, 'postgres'),
+      dataDir: pgDir,
       port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
       password: secrets.EMBEDDED_PG_PASSWORD,
       database: 'sonar',
       log: (line) => logger.debug({ postgres: true }, line),
+      notice: (line) => logger.warn(line),
     });
+    // SIGINT is PostgreSQL's fast shutdown: sessions are ended, the data is checkpointed.
+    guard.watch(embedded.pid, { name: 'postgres', signal: 'SIGINT', match: [pgDir], graceMs: 30_000 });
     databaseUrl = embedded.url;
   }
   const redis = await resolveRedis({ url: process.env.REDIS_URL, dataDir: path.join(dataDir, 'redis') });
+  // redis-server rewrites its command line to "redis-server 127.0.0.1:PORT".
+  if (redis.pid !== undefined) guard.watch(redis.pid, { name: 'redis', signal: 'SIGTERM', match: ['redis-server', `:${new URL(redis.url).port}`] });
   logger.info({ source: redis.source, url: redis.url }, 'using Redis');
 
   let config;
@@ -72,7 +93,9 @@ async function main() {
     const modelsDir = process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models');
     const hasSmall = ['ggml-small.bin', 'ggml-small.en.bin'].some((f) => existsSync(path.join(modelsDir, f)));
     config = loadConfig({
+      // Loopback only unless asked otherwise: the admin password and worker secrets live here.
       HOST: '127.0.0.1',
+      GRPC_HOST: '127.0.0.1',
       SPEECH_MEDIA_DIR: path.join(dataDir, 'media'),
       SPEECH_DEFAULT_MODEL: hasSmall ? 'small' : 'pocketsphinx-en-us',
       SPEECH_LOCAL_MODELS: 'small,pocketsphinx-en-us',
@@ -86,13 +109,15 @@ async function main() {
     if (err instanceof ConfigError) console.error(err.message);
     await redis.stop();
     await embedded?.stop();
+    guard.close();
     process.exit(78);
   }
 
   const svc = await startCoordinator(config, { logger });
   const admin = await ensureAdmin(new AccountService(svc.orm));
-  const worker = startLocalWorker(svc, await ensureLocalWorkerSecret(svc, secrets), logger);
-  const dns = await startLocalDns(svc, logger);
+  const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
+  const worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), guard, logger);
+  const dns = await startLocalDns(svc, guard, logger);
 
   const url = config.PUBLIC_BASE_URL;
   const lines = [
@@ -101,10 +126,10 @@ async function main() {
     `  Sign in:      ${url}/login`,
     `  Transcribe:   ${url}/speech (default model ${config.SPEECH_DEFAULT_MODEL})`,
     `  API docs:     ${url}/docs`,
-    `  Worker gRPC:  ${config.GRPC_HOST === '0.0.0.0' ? '127.0.0.1' : config.GRPC_HOST}:${svc.grpcPort} (local worker agent "local" started)`,
+    `  Worker gRPC:  ${grpcHost ? `${grpcHost}:${svc.grpcPort}` : `port ${svc.grpcPort} on all interfaces (GRPC_HOST=${config.GRPC_HOST})`} (local worker agent "local" started)`,
     admin.password
-      ? `  Admin:        username "${admin.username}", password "${admin.password}"`
-      : `  Admin:        username "${admin.username}" (password was printed on first run; reset with npm run cli -- user:password ${admin.username})`,
+      ? `  Admin:        username "${admin.username}", password "${admin.password}" (shown only now; store it)`
+      : `  Admin:        username "${admin.username}" (its password was shown on the first run; set a new one with npm run cli -- user:password ${admin.username})`,
     `  ${dns.banner}`,
     `  Chat logs:    ${url}/irc/api/networks (load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
     `  Data folder:  ${dataDir}`,
@@ -121,7 +146,10 @@ async function main() {
     await svc.close();
     await dns.stop();
     await redis.stop();
+    guard.forget(redis.pid);
     await embedded?.stop();
+    guard.forget(embedded?.pid);
+    guard.close();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -138,7 +166,7 @@ const SAMPLE_KEY = 'sonar-quickstart-key';
  * the DNS zone registry (server/port/paths brought up to date, its cache policy kept). Without
  * BIND, or when named cannot start, the rest runs and the banner says why.
  */
-async function startLocalDns(svc: RunningCoordinator, logger: pino.Logger): Promise<{ banner: string; stop: () => Promise<void> }> {
+async function startLocalDns(svc: RunningCoordinator, guard: ChildGuard, logger: pino.Logger): Promise<{ banner: string; stop: () => Promise<void> }> {
   const none = (banner: string) => ({ banner, stop: async () => {} });
   if (!bindInstalled()) return none(`DNS master:   not started; the DNS API needs BIND (${BIND_INSTALL_HINT})`);
   const port = Number(process.env.DNS_QUICKSTART_PORT ?? 53535);
@@ -167,6 +195,8 @@ async function startLocalDns(svc: RunningCoordinator, logger: pino.Logger): Prom
         }),
       );
     }
+    const stale = await stopStaleNamed(dir);
+    if (stale !== null) logger.warn(`stopped named (pid ${stale}) left running by an earlier run`);
     named = await startNamedProcess({
       dir,
       keyFile,
@@ -180,6 +210,7 @@ async function startLocalDns(svc: RunningCoordinator, logger: pino.Logger): Prom
     const why = (err as Error).message.split('\n').find((l) => /address in use|failed|error|cannot/i.test(l)) ?? (err as Error).message.split('\n')[0];
     return none(`DNS master:   not started (port ${port}: ${why?.trim()}); set DNS_QUICKSTART_PORT to a free port`);
   }
+  guard.watch(named.child.pid, { name: 'named', signal: 'SIGTERM', match: [path.join(dir, 'named.conf')] });
   const zones = new ZoneRegistry(svc.orm);
   const existing = await zones.get(SAMPLE_ZONE);
   if (!existing || existing.server !== '127.0.0.1' || existing.port !== port || existing.filePath !== zoneFile || existing.keyPath !== keyFile) {
@@ -201,7 +232,10 @@ async function startLocalDns(svc: RunningCoordinator, logger: pino.Logger): Prom
   }
   return {
     banner: `DNS master:   127.0.0.1:${port} (zone ${SAMPLE_ZONE}; try GET /api/dns/zones with the admin session or a key from npm run cli -- dnskey:create --name me)`,
-    stop: () => named.stop(),
+    stop: async () => {
+      await named.stop();
+      guard.forget(named.child.pid);
+    },
   };
 }
 
@@ -217,17 +251,21 @@ async function ensureLocalWorkerSecret(svc: RunningCoordinator, secrets: Quickst
 /**
  * Runs the same worker agent a GPU host runs, as a child process; restarts it if it dies,
  * except when the coordinator refused it (bad secret or contract), which a restart cannot fix.
+ * It stops by itself when the quick start is gone (--exit-with-parent); the watchdog too.
  */
-function startLocalWorker(svc: RunningCoordinator, secret: string, logger: pino.Logger) {
+function startLocalWorker(svc: RunningCoordinator, host: string, secret: string, guard: ChildGuard, logger: pino.Logger) {
   const bin = path.join(repoRoot, 'worker/dist/bin.js');
   let child: ChildProcess | null = null;
   let stopping = false;
   const launch = () => {
-    child = spawn(process.execPath, [bin, '--coordinator', `127.0.0.1:${svc.grpcPort}`, '--local'], {
+    const c = spawn(process.execPath, [bin, '--coordinator', `${host}:${svc.grpcPort}`, '--local', '--exit-with-parent'], {
       env: { ...process.env, WORKER_SECRET: secret, WHISPER_MODELS_DIR: process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models') },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
-    child.once('exit', (code) => {
+    child = c;
+    c.once('spawn', () => guard.watch(c.pid, { name: 'worker', signal: 'SIGTERM', match: [bin] }));
+    c.once('exit', (code) => {
+      guard.forget(c.pid);
       if (stopping) return;
       if (code === 2 || code === 3) {
         logger.error({ code }, 'local worker agent was refused by the coordinator; not restarting');
@@ -250,16 +288,15 @@ function startLocalWorker(svc: RunningCoordinator, secret: string, logger: pino.
   };
 }
 
-/** Creates the first administrator once; its password is kept (0600) so later runs can show it. */
+/**
+ * Creates the first administrator once and returns its password only then: it is not kept
+ * anywhere (a kept copy goes stale once changed). Earlier versions kept it in initial-admin.json;
+ * that plaintext copy is removed.
+ */
 async function ensureAdmin(accounts: AccountService): Promise<{ username: string; password: string | null }> {
-  const file = path.join(dataDir, 'initial-admin.json');
-  const existing = await accounts.findUser('admin');
-  if (existing) {
-    const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { password?: string }) : {};
-    return { username: 'admin', password: saved.password ?? null };
-  }
+  await rm(path.join(dataDir, 'initial-admin.json'), { force: true });
+  if (await accounts.findUser('admin')) return { username: 'admin', password: null };
   const { password } = await accounts.createUser({ username: 'admin', isAdmin: true });
-  await writeFile(file, JSON.stringify({ username: 'admin', password }, null, 2), { mode: 0o600 });
   return { username: 'admin', password };
 }
 

@@ -12,10 +12,14 @@ import { databaseUrl, withAdminClient } from '../../test/support/infra.js';
 
 /**
  * Runs the compiled admin CLI (coordinator/dist/cli.js; build with `npx tsc -b` first) as a child
- * process against a fresh database, and checks its effects through AccountService.
+ * process against a fresh database, and checks its effects through AccountService. Each test runs
+ * several CLI processes one after another, so the tests get more time than one request needs on a
+ * busy machine; a CLI process that hangs is killed and reported by cli() instead.
  */
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const CLI = path.join(ROOT, 'coordinator/dist/cli.js');
+const TEST_TIMEOUT_MS = 120_000;
+const CLI_TIMEOUT_MS = 30_000;
 
 interface CliRun {
   code: number;
@@ -31,8 +35,10 @@ let accounts: AccountService;
 /** A minimal environment, so nothing from the developer's shell (SONAR_NEW_PASSWORD...) leaks in. */
 function cli(args: string[], env: Record<string, string> = { DATABASE_URL: db.url }): Promise<CliRun> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } }, (err, stdout, stderr) => {
+    const options = { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: CLI_TIMEOUT_MS };
+    execFile(process.execPath, [CLI, ...args], options, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+      if (err?.killed) stderr += `\n(cli ${args.join(' ')} did not finish within ${CLI_TIMEOUT_MS} ms and was killed)`;
       let json: unknown;
       try {
         json = JSON.parse(stdout);
@@ -63,13 +69,13 @@ afterAll(async () => {
   await db?.drop();
 });
 
-describe('admin CLI', () => {
+describe('admin CLI', { timeout: TEST_TIMEOUT_MS }, () => {
   it('lists every command in --help', async () => {
     const r = await cli(['--help']);
     expect(r.code).toBe(0);
     const names = ['user:create', 'user:list', 'user:password', 'user:admin', 'user:disable', 'user:enable', 'user:grant', 'user:revoke',
       'zone:grant', 'zone:revoke', 'zone:list', 'token:create', 'token:list', 'token:revoke', 'dnskey:create', 'dnskey:list',
-      'dnskey:revoke', 'whitelist:add', 'whitelist:remove', 'whitelist:list'];
+      'dnskey:revoke', 'whitelist:add', 'whitelist:remove', 'whitelist:list', 'db:migrate'];
     for (const name of names) expect(r.stdout).toMatch(new RegExp(`^\\s+${name}\\b.*\\S`, 'm'));
   });
 
@@ -168,8 +174,10 @@ describe('admin CLI', () => {
 
   it('dnskey:create makes global keys without --user and user-bound keys with it', async () => {
     const { username } = await createUser();
-    const global = await cli(['dnskey:create', '--name', 'everything', '--json']);
-    const bound = await cli(['dnskey:create', '--name', 'mine', '--user', username, '--json']);
+    const [global, bound] = await Promise.all([
+      cli(['dnskey:create', '--name', 'everything', '--json']),
+      cli(['dnskey:create', '--name', 'mine', '--user', username, '--json']),
+    ]);
     expect(global.code, global.stderr).toBe(0);
     expect(bound.code, bound.stderr).toBe(0);
     expect(global.json.key.global).toBe(true);
@@ -245,12 +253,23 @@ describe('admin CLI', () => {
     expect(invalid.stderr).toContain('DATABASE_URL');
   });
 
-  it('applies migrations on an empty database before running a command', async () => {
+  it('on an empty database a command says to run db:migrate; after db:migrate commands work', async () => {
     const admin = inject('pgAdminUrl');
     const name = `${inject('templateDatabase')}_empty`;
     await withAdminClient(admin, (c) => c.query(`create database ${name}`));
     try {
       const env = { DATABASE_URL: databaseUrl(admin, name) };
+      const refused = await cli(['user:create', 'first', '--admin', '--json'], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^error: the database has no sonar schema yet; run `npm run cli -- db:migrate`/m);
+      expect(refused.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      expect(refused.json).toMatchObject({ ok: false, reason: 'schema_not_current' });
+
+      const migrated = await cli(['db:migrate', '--json'], env);
+      expect(migrated.code, migrated.stderr).toBe(0);
+      expect(migrated.json.applied).toContain('Migration20261121000100Accounts');
+      expect((await cli(['db:migrate', '--json'], env)).json).toEqual({ ok: true, applied: [] });
+
       const created = await cli(['user:create', 'first', '--admin', '--json'], env);
       expect(created.code, created.stderr).toBe(0);
       const list = await cli(['user:list', '--json'], env);
@@ -261,7 +280,7 @@ describe('admin CLI', () => {
   });
 });
 
-describe('chat-log commands', () => {
+describe('chat-log commands', { timeout: TEST_TIMEOUT_MS }, () => {
   it('imports logs of mixed formats with detection, then links, lists and unlinks nicks', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cli-irc-'));
     writeFileSync(path.join(dir, '#lab_20240310.log'), '[10:00:00] <ann> hi\n[10:01:00] *** ann is now known as ann_\n');

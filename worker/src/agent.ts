@@ -77,14 +77,14 @@ export class WorkerAgent {
     if (this.fatal) throw this.fatal;
   }
 
-  stop() {
+  /** Claims nothing more; the running job may finish within `grace` ms (default: shutdownGraceMs), then it is handed back. */
+  stop(grace = this.opts.shutdownGraceMs ?? 60_000) {
     if (this.stopping) return;
     this.stopping = true;
     this.claimAbort.abort();
     this.wakeAll();
     const active = this.active;
     if (active) {
-      const grace = this.opts.shutdownGraceMs ?? 60_000;
       this.opts.logger.info({ job: active.job.lease.job_id, graceMs: grace }, 'finishing the running job before stopping');
       const timer = setTimeout(() => active.stop.abort('shutdown' satisfies StopReason), grace);
       void active.done.finally(() => clearTimeout(timer));

@@ -24,6 +24,7 @@ const program = new Command()
   .addOption(new Option('--work-dir <path>', 'folder for temporary media while a job runs').env('WORKER_WORK_DIR'))
   .addOption(new Option('--shutdown-grace-ms <ms>', 'on SIGTERM, how long the running job may finish before it is handed back').env('WORKER_SHUTDOWN_GRACE_MS').default('60000'))
   .addOption(new Option('--presence-only', 'connect and keep presence but claim no jobs').env('WORKER_PRESENCE_ONLY'))
+  .addOption(new Option('--exit-with-parent', 'stop at once when the process that started this one exits (the quick start\'s local runner)').env('WORKER_EXIT_WITH_PARENT'))
   .parse();
 
 const opts = program.opts<{
@@ -38,6 +39,7 @@ const opts = program.opts<{
   workDir?: string;
   shutdownGraceMs: string;
   presenceOnly?: boolean;
+  exitWithParent?: boolean;
 }>();
 
 /** The engine for a job's model; a pinned (forced) job runs on whatever this worker has. */
@@ -97,6 +99,7 @@ async function main() {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  if (opts.exitWithParent) exitWithParent(agent);
 
   try {
     await agent.run();
@@ -110,6 +113,24 @@ async function main() {
   }
   client.close();
   logger.info({}, 'stopped');
+}
+
+/**
+ * When the parent exits (even SIGKILLed) the kernel hands this process to another parent: the
+ * PID changes. Its coordinator went with it, so the running job is handed back without grace
+ * (its engine processes are killed) and the agent stops; a hard exit bounds the wait for calls
+ * to the vanished coordinator.
+ */
+function exitWithParent(agent: WorkerAgent) {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    logger.warn({ parent }, 'parent process exited; stopping');
+    agent.stop(0);
+    setTimeout(() => process.exit(1), 10_000).unref();
+  }, 500);
+  timer.unref();
 }
 
 main().catch((err) => {

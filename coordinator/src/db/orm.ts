@@ -1,12 +1,15 @@
 import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
-import { Migrator } from '@mikro-orm/migrations';
+import type { MigrationObject } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { accountSchemas } from '../accounts/entities.js';
-import { migrationsList } from './migrations/index.js';
+import { MIGRATION_NAMES } from './migrations/names.js';
 import { SpeechWorkerSchema } from '../speech/workers/entities.js';
 import { speechJobSchemas } from '../speech/jobs/entities.js';
 
 export type Orm = MikroORM;
+
+/** How many migrations this build has (pendingMigrations() returning all of them: an empty database). */
+export const MIGRATION_COUNT = MIGRATION_NAMES.length;
 
 export const entitySchemas = [...accountSchemas, SpeechWorkerSchema, ...speechJobSchemas];
 
@@ -14,13 +17,23 @@ export interface OrmOptions {
   databaseUrl: string;
   poolMax: number;
   logger?: Logger;
+  /**
+   * Load MikroORM's Migrator and the migrations (default true), for migrate(). The admin CLI's
+   * commands leave it out (a quicker start) and check the schema with pendingMigrations().
+   */
+  migrator?: boolean;
 }
 
-export function ormConfig(opts: OrmOptions) {
+interface MigratorParts {
+  Migrator: typeof import('@mikro-orm/migrations').Migrator;
+  migrationsList: MigrationObject[];
+}
+
+export function ormConfig(opts: OrmOptions, migrator: MigratorParts | null) {
   return defineConfig({
     clientUrl: opts.databaseUrl,
     entities: entitySchemas,
-    extensions: [Migrator],
+    extensions: migrator ? [migrator.Migrator] : [],
     pool: {
       min: 0,
       max: opts.poolMax,
@@ -37,7 +50,7 @@ export function ormConfig(opts: OrmOptions) {
     debug: false,
     logger: (message) => opts.logger?.debug({ orm: true }, message),
     migrations: {
-      migrationsList,
+      migrationsList: migrator?.migrationsList ?? [],
       tableName: 'mikro_orm_migrations',
       transactional: true,
       allOrNothing: true,
@@ -48,7 +61,30 @@ export function ormConfig(opts: OrmOptions) {
 }
 
 export async function openOrm(opts: OrmOptions): Promise<Orm> {
-  return MikroORM.init(ormConfig(opts));
+  const migrator =
+    opts.migrator === false
+      ? null
+      : await Promise.all([import('@mikro-orm/migrations'), import('./migrations/index.js')]).then(([m, l]) => ({
+          Migrator: m.Migrator,
+          migrationsList: l.migrationsList,
+        }));
+  return MikroORM.init(ormConfig(opts, migrator));
+}
+
+/**
+ * Committed migrations the database has not applied, in order (all of them on an empty
+ * database), read from the migrations table in one query without the Migrator.
+ */
+export async function pendingMigrations(orm: Orm): Promise<string[]> {
+  let applied: Set<string>;
+  try {
+    const rows = await orm.em.getConnection().execute<Array<{ name: string }>>('select name from mikro_orm_migrations');
+    applied = new Set(rows.map((r) => r.name));
+  } catch (err) {
+    if ((err as { code?: string }).code !== '42P01') throw err; // undefined_table: nothing was ever migrated
+    applied = new Set();
+  }
+  return MIGRATION_NAMES.filter((name) => !applied.has(name));
 }
 
 /** Applies every committed migration that has not run yet; returns the names applied. */

@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import path from 'node:path';
 import dnsPacket from 'dns-packet';
 import { freePort } from '../infra/ports.js';
+import { hasLiveNodeParent, isRunning, procInfo, programName, stopProcess } from '../infra/processes.js';
 
 export const BIND_INSTALL_HINT = 'apt-get install bind9 bind9-dnsutils';
 
@@ -165,6 +166,20 @@ export function soaAnswers(port: number, zone: string, host = '127.0.0.1'): Prom
 }
 
 
+
+/**
+ * Stops a named that an earlier run left running with `dir`'s named.conf (its pid file names it;
+ * the command line must name that config and its starter must be gone), so a new one can bind
+ * the port. Returns its PID when it stopped one.
+ */
+export async function stopStaleNamed(dir: string): Promise<number | null> {
+  const confFile = path.join(dir, 'named.conf');
+  const pid = Number((await readFile(path.join(dir, 'named.pid'), 'utf8').catch(() => '')).trim());
+  const p = procInfo(pid);
+  if (!isRunning(p) || programName(p) !== 'named' || !p.argv.includes(confFile) || hasLiveNodeParent(p)) return null;
+  await stopProcess({ name: 'named', pid, startTime: p.startTime, signal: 'SIGTERM', match: [confFile], graceMs: 10_000 });
+  return pid;
+}
 
 export interface StartNamedOptions {
   /** Working directory: named.conf, the pid file and journals go here; zone and key files may too. */

@@ -1,11 +1,14 @@
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { hasLiveNodeParent, isRunning, procInfo, programName, stopProcess } from './processes.js';
 
 export interface EmbeddedPg {
   url: string;
+  /** The postmaster's PID (from postmaster.pid). */
+  pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -20,6 +23,8 @@ export async function startEmbeddedPostgres(opts: {
   password: string;
   database: string;
   log?: (line: string) => void;
+  /** What it did about a PostgreSQL an earlier run left running (see stopStalePostmaster); default `log`. */
+  notice?: (line: string) => void;
 }): Promise<EmbeddedPg> {
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const databaseDir = path.resolve(opts.dataDir);
@@ -37,6 +42,7 @@ export async function startEmbeddedPostgres(opts: {
     onError: (m: unknown) => opts.log?.(String(m instanceof Error ? m.message : m).trimEnd()),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
+  await stopStalePostmaster(databaseDir, opts.notice ?? opts.log);
   try {
     await server.start();
   } catch (err) {
@@ -55,8 +61,48 @@ export async function startEmbeddedPostgres(opts: {
   }
   return {
     url: `postgres://postgres:${encodeURIComponent(opts.password)}@127.0.0.1:${opts.port}/${opts.database}`,
+    pid: postmasterPid(databaseDir) ?? undefined,
     stop: () => server.stop(),
   };
+}
+
+function postmasterPid(databaseDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Clears the way when `postmaster.pid` in the data folder names a live process:
+ * - a PostgreSQL for this folder whose starter is gone (an orphan of a run that was killed) is
+ *   stopped cleanly (SIGINT, its fast shutdown; SIGKILL only if it does not stop within 30 s), so
+ *   the caller starts a fresh one;
+ * - one still owned by a live Node.js process (another run, a test harness) is left alone: throws;
+ * - an unrelated process that reused the PID: the file is stale; it is removed (PostgreSQL itself
+ *   would refuse to start while the PID it names is alive).
+ * A PID that is not alive needs nothing: PostgreSQL replaces such a file itself.
+ */
+export async function stopStalePostmaster(databaseDir: string, log?: (line: string) => void): Promise<void> {
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  const pid = postmasterPid(databaseDir);
+  if (pid === null) return;
+  const p = procInfo(pid);
+  if (!isRunning(p)) return;
+  const dashD = p.argv.indexOf('-D');
+  const ours = programName(p) === 'postgres' && dashD >= 0 && path.resolve(p.argv[dashD + 1] ?? '') === databaseDir;
+  if (!ours) {
+    log?.(`removing stale ${pidFile}: pid ${pid} is now another process (${p.argv.join(' ').slice(0, 120)})`);
+    await rm(pidFile, { force: true });
+    return;
+  }
+  if (hasLiveNodeParent(p)) {
+    throw new Error(`PostgreSQL for ${databaseDir} is already running (pid ${pid}), started by the live process ${p.ppid}; stop that first`);
+  }
+  log?.(`stopping PostgreSQL (pid ${pid}) left running by an earlier run on ${databaseDir}`);
+  await stopProcess({ name: 'postgres', pid, startTime: p.startTime, signal: 'SIGINT', match: [databaseDir], graceMs: 30_000 });
 }
 
 const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM'] as const;

@@ -7,6 +7,8 @@ export interface RedisRuntime {
   url: string;
   /** How it was found, for the start-up banner. */
   source: 'REDIS_URL' | 'localhost' | 'child';
+  /** The redis-server child's PID when source is 'child'. */
+  pid?: number;
   stop(): Promise<void>;
 }
 
@@ -22,8 +24,6 @@ async function pingable(url: string): Promise<boolean> {
     client.disconnect();
   }
 }
-
-
 
 /**
  * Finds a Redis for the quick start and the tests: REDIS_URL if given; else one already on
@@ -66,5 +66,5 @@ export async function resolveRedis(opts: { url?: string | undefined; dataDir: st
       child.once('exit', () => resolve());
       child.kill('SIGTERM');
     });
-  return { url, source: 'child', stop };
+  return { url, source: 'child', ...(child.pid !== undefined ? { pid: child.pid } : {}), stop };
 }

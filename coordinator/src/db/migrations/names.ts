@@ -1,0 +1,15 @@
+/**
+ * The committed migrations' names in order, without loading them (index.ts checks at load that
+ * its list matches): the admin CLI compares them with the migrations table to tell whether the
+ * schema is current without starting MikroORM's Migrator. Add a new migration in both files.
+ */
+export const MIGRATION_NAMES = [
+  'Migration20261121000100Accounts',
+  'Migration20261121000200SpeechWorkers',
+  'Migration20261121000300SpeechJobs',
+  'Migration20261121000400SpeechIntegrations',
+  'Migration20261121000500DnsZones',
+  'Migration20261121000600Irc',
+  'Migration20261121000700IrcSearch',
+  'Migration20261124000800SpeechJobState',
+] as const;
