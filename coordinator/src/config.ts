@@ -1,4 +1,4 @@
-import { isIPv4, isIPv6 } from 'node:net';
+import { parseCidr } from '@sonar/shared';
 import { z } from 'zod';
 
 /**
@@ -147,20 +147,4 @@ function parseTrustProxy(value: string): boolean | number | string[] {
     if (parseCidr(item) === null) throw new ConfigError([`TRUST_PROXY: "${item}" is not true, false, a hop count or an address/CIDR list`]);
   }
   return list;
-}
-
-/** Returns [address, prefix, family] for "10.0.0.0/8", "::1" or "127.0.0.1"; null when malformed. */
-export function parseCidr(value: string): [string, number, 'ipv4' | 'ipv6'] | null {
-  const parts = value.split('/');
-  if (parts.length > 2) return null;
-  const [addr, prefixText] = parts;
-  if (!addr) return null;
-  const family = isIPv4(addr) ? 'ipv4' : isIPv6(addr) ? 'ipv6' : null;
-  if (!family) return null;
-  const max = family === 'ipv4' ? 32 : 128;
-  if (prefixText === undefined) return [addr, max, family];
-  if (!/^\d+$/.test(prefixText)) return null;
-  const prefix = Number(prefixText);
-  if (prefix > max) return null;
-  return [addr, prefix, family];
 }

@@ -116,7 +116,7 @@ async function main() {
   const svc = await startCoordinator(config, { logger });
   const admin = await ensureAdmin(new AccountService(svc.orm));
   const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
-  const worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), guard, logger);
+  const worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), config.OUTBOUND_ALLOW_RANGES, guard, logger);
   const dns = await startLocalDns(svc, guard, logger);
 
   const url = config.PUBLIC_BASE_URL;
@@ -252,14 +252,20 @@ async function ensureLocalWorkerSecret(svc: RunningCoordinator, secrets: Quickst
  * Runs the same worker agent a GPU host runs, as a child process; restarts it if it dies,
  * except when the coordinator refused it (bad secret or contract), which a restart cannot fix.
  * It stops by itself when the quick start is gone (--exit-with-parent); the watchdog too.
+ * It downloads URL sources with the coordinator's outbound allow-list (it runs on the same host).
  */
-function startLocalWorker(svc: RunningCoordinator, host: string, secret: string, guard: ChildGuard, logger: pino.Logger) {
+function startLocalWorker(svc: RunningCoordinator, host: string, secret: string, outboundAllowRanges: readonly string[], guard: ChildGuard, logger: pino.Logger) {
   const bin = path.join(repoRoot, 'worker/dist/bin.js');
   let child: ChildProcess | null = null;
   let stopping = false;
   const launch = () => {
     const c = spawn(process.execPath, [bin, '--coordinator', `${host}:${svc.grpcPort}`, '--local', '--exit-with-parent'], {
-      env: { ...process.env, WORKER_SECRET: secret, WHISPER_MODELS_DIR: process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models') },
+      env: {
+        ...process.env,
+        WORKER_SECRET: secret,
+        WHISPER_MODELS_DIR: process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models'),
+        SONAR_OUTBOUND_ALLOW_RANGES: outboundAllowRanges.join(','),
+      },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     child = c;

@@ -4,3 +4,5 @@ export * from './reasons.js';
 export * from './speech.js';
 export * from './schemas.js';
 export * from './worker-protocol.js';
+export * from './cidr.js';
+export * from './outbound.js';

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
+import { OutboundPolicy } from '@sonar/shared';
 import { Command, Option } from 'commander';
 import { WorkerAgent, FatalAgentError, type AgentLogger } from './agent.js';
 import { detectCapabilities } from './capabilities.js';
@@ -19,6 +20,10 @@ const program = new Command()
   .addOption(new Option('--models-dir <path>', 'folder with whisper.cpp ggml model files').env('WHISPER_MODELS_DIR'))
   .addOption(new Option('--device <name>', 'compute device to advertise (cpu, cuda:0, ...)').env('WORKER_DEVICE').default('cpu'))
   .addOption(new Option('--no-fetch-urls', 'do not download external source URLs; ask the coordinator for media').env('WORKER_NO_FETCH_URLS'))
+  .addOption(
+    new Option('--outbound-allow-ranges <cidrs>', 'comma-separated CIDRs that source downloads may reach although private, loopback or link-local (like the coordinator\'s OUTBOUND_ALLOW_RANGES)')
+      .env('SONAR_OUTBOUND_ALLOW_RANGES'),
+  )
   .addOption(new Option('--tls', 'use TLS to reach the coordinator').env('COORDINATOR_TLS'))
   .addOption(new Option('--local', 'this is the coordinator host\'s own local runner').env('WORKER_LOCAL'))
   .addOption(new Option('--work-dir <path>', 'folder for temporary media while a job runs').env('WORKER_WORK_DIR'))
@@ -34,6 +39,7 @@ const opts = program.opts<{
   modelsDir?: string;
   device: string;
   fetchUrls: boolean;
+  outboundAllowRanges?: string;
   tls?: boolean;
   local?: boolean;
   workDir?: string;
@@ -65,6 +71,13 @@ async function main() {
     logger.error({}, 'no worker secret: pass --secret, --secret-file, or set WORKER_SECRET');
     process.exit(78);
   }
+  let outbound: OutboundPolicy;
+  try {
+    outbound = new OutboundPolicy((opts.outboundAllowRanges ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+  } catch (err) {
+    logger.error({}, `--outbound-allow-ranges / SONAR_OUTBOUND_ALLOW_RANGES: ${(err as Error).message}`);
+    process.exit(78);
+  }
   const engines = createEngines({ modelsDir: opts.modelsDir });
   const capabilities = await detectCapabilities({ modelsDir: opts.modelsDir, canFetchUrls: opts.fetchUrls, device: opts.device, engines });
   const client = new CoordinatorClient(opts.coordinator, secret, { tls: opts.tls === true });
@@ -84,6 +97,7 @@ async function main() {
                 client,
                 pickEngine: (model, forced) => pickEngine(engines, model, forced),
                 decode: (input, output, signal) => decodeToWav(input, output, { signal }),
+                outbound,
                 ...(opts.workDir ? { workDir: opts.workDir } : {}),
                 log: (level, obj, msg) => logger[level](obj, msg),
               },
@@ -112,6 +126,7 @@ async function main() {
     throw err;
   }
   client.close();
+  await outbound.close();
   logger.info({}, 'stopped');
 }
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { JobAssignmentMsg, ProgressStage } from '@sonar/shared';
+import { OutboundRefused, type JobAssignmentMsg, type OutboundPolicy, type ProgressStage } from '@sonar/shared';
 import { AttemptProgress, retryTransient } from './attempt-progress.js';
 import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
 import type { TranscriptionEngine } from './engines/types.js';
@@ -19,6 +19,8 @@ export interface JobRunnerDeps {
   /** Chooses the engine and model for a job; null when this worker cannot run it at all. */
   pickEngine(model: string, forced: boolean): { engine: TranscriptionEngine; model: string } | null;
   decode(input: string, output: string, signal: AbortSignal): Promise<{ durationSeconds: number }>;
+  /** Source URLs are downloaded under this outbound (SSRF) policy, like the coordinator's downloads. */
+  outbound: OutboundPolicy;
   workDir?: string;
   log(level: 'info' | 'warn' | 'error', obj: object, msg: string): void;
 }
@@ -69,7 +71,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       await client.fetchMedia(lease, source, engineAbort.signal);
     } else {
       send('downloading', 'downloading the source URL', 0);
-      await download(job.source_url, source, engineAbort.signal);
+      await download(deps.outbound, job.source_url, source, engineAbort.signal);
     }
     send('transcribing', 'decoding audio', 0);
     const wav = path.join(dir, 'audio.wav');
@@ -135,11 +137,32 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
   }
 }
 
-async function download(url: string, file: string, signal: AbortSignal) {
+/** How long one source download may take, redirects included (as on the coordinator). */
+const DOWNLOAD_TIMEOUT_MS = 30 * 60_000;
+
+/**
+ * Downloads a job's source URL through the outbound policy: every redirect hop and the address
+ * actually connected to are checked, redirects are bounded, and the job's stop signal or the
+ * download deadline ends it. A refusal fails the job with the policy's reason.
+ */
+export async function download(outbound: OutboundPolicy, url: string, file: string, stop: AbortSignal): Promise<void> {
   if (!/^https?:\/\//i.test(url)) throw new Error('the job has no downloadable source URL');
-  const res = await fetch(url, { signal, redirect: 'follow' });
-  if (!res.ok || !res.body) throw new Error(`download failed: HTTP ${res.status}`);
-  await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(file), { signal });
+  const signal = AbortSignal.any([stop, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+  try {
+    const res = await outbound.fetch(url, { signal });
+    if (!res.ok || !res.body) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new Error(`download failed: HTTP ${res.status}`);
+    }
+    await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(file), { signal });
+  } catch (err) {
+    if (err instanceof OutboundRefused) throw new Error(`refused by the outbound policy: ${err.message}`);
+    if (!stop.aborted && signal.aborted) throw new Error('download failed: it took longer than 30 minutes');
+    // fetch's bare "fetch failed" hides why (DNS error, connection refused): say it.
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    if (err instanceof TypeError && cause) throw new Error(`download failed: ${cause.code ?? cause.message ?? String(cause)}`);
+    throw err;
+  }
 }
 
 export { LeaseLost };

@@ -1,5 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
-import { parseCidr } from '../config.js';
+import { parseCidr } from '@sonar/shared';
 
 /**
  * The canonical network of a CIDR: host bits cleared and the address in its shortest form, so

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { OutboundRefused, type OutboundPolicy } from './outbound.js';
+import { OutboundRefused, type OutboundPolicy } from '@sonar/shared';
 
 /** Request headers that belong to the hop to the proxy, never forwarded. */
 const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade']);

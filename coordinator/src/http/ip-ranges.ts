@@ -1,5 +1,5 @@
 import { BlockList } from 'node:net';
-import { parseCidr } from '../config.js';
+import { parseCidr } from '@sonar/shared';
 
 /** A set of addresses and CIDR ranges, matched with node's BlockList (handles IPv4-mapped IPv6). */
 export class IpRangeSet {

@@ -1,3 +1,4 @@
+import { OutboundPolicy } from '@sonar/shared';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Orm } from '../db/orm.js';
@@ -11,7 +12,6 @@ import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
 import { MediaRetention } from './jobs/media-retention.js';
 import { TusUploads } from './uploads/tus-uploads.js';
-import { OutboundPolicy } from '../http/outbound.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {

@@ -1,12 +1,11 @@
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { JobStatus, QueueChannel } from '@sonar/shared';
+import { OutboundPolicy, OutboundRefused, type JobStatus, type QueueChannel } from '@sonar/shared';
 import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError, forbidden, notFound } from '../../http/errors.js';
-import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { SpeechWorker } from '../workers/entities.js';
 import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget } from './entities.js';
 import type { WorkAvailable } from './job-events.js';

@@ -1,12 +1,11 @@
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Knex } from '@mikro-orm/postgresql';
-import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
+import { JOB_STATUS_LABELS, OutboundPolicy, OutboundRefused, QUEUE_CHANNEL_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
-import { OutboundPolicy, OutboundRefused } from '../../http/outbound.js';
 import { readPlatformVersion } from '../../version.js';
 import { closeWorker } from '../../queue/workers.js';
 import type { JobRepository } from '../jobs/job-repository.js';

@@ -1,9 +1,9 @@
+import type { OutboundPolicy } from '@sonar/shared';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
-import type { OutboundPolicy } from '../../http/outbound.js';
 import type { JobRepository } from '../jobs/job-repository.js';
 import { CallbackService } from './callback-service.js';
 import { NotificationOutbox } from './outbox.js';

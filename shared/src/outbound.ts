@@ -1,19 +1,67 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher, type RequestInit, type Response } from 'undici';
-import { IpRangeSet } from './ip-ranges.js';
+import { parseCidr } from './cidr.js';
+
+/**
+ * The outbound (SSRF) policy for URLs that users give us: source URLs downloaded by the coordinator
+ * or by a worker agent, and terminal callbacks. One implementation for both sides, so a worker
+ * enforces exactly what the coordinator does, with the allow-list it is configured with.
+ */
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+type Range = [Address, number];
+
+function parseRanges(ranges: readonly string[]): Range[] {
+  return ranges.map((range) => {
+    const parsed = parseCidr(range);
+    if (!parsed) throw new Error(`not an address or CIDR range: ${range}`);
+    return [ipaddr.parse(parsed[0]), parsed[1]];
+  });
+}
+
+function inRanges(addr: Address, ranges: readonly Range[]): boolean {
+  return ranges.some(([net, prefix]) => net.kind() === addr.kind() && addr.match(net, prefix));
+}
 
 /**
  * Addresses a server-side request must never reach unless an administrator allows them: loopback,
  * private, carrier-grade NAT, link-local (cloud metadata lives at 169.254.169.254), unique-local,
- * multicast, reserved and documentation ranges.
+ * site-local, multicast, reserved and documentation ranges, the IPv4-compatible block (::/96),
+ * local-use NAT64 (64:ff9b:1::/48, its IPv4 part is where the operator puts it) and Teredo (its
+ * IPv4 parts are obfuscated). IPv6 forms that carry an IPv4 address in a known place are judged by
+ * that address instead (see embeddedIPv4).
  */
-const BLOCKED = new IpRangeSet([
+const BLOCKED = parseRanges([
   '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24',
   '192.0.2.0/24', '192.88.99.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24',
   '224.0.0.0/4', '240.0.0.0/4', '255.255.255.255/32',
-  '::/128', '::1/128', '64:ff9b::/96', '100::/64', '2001:db8::/32', 'fc00::/7', 'fe80::/10', 'ff00::/8',
+  '::/96', '64:ff9b:1::/48', '100::/64', '2001::/32', '2001:db8::/32', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8',
 ]);
+
+/**
+ * IPv6 ranges whose addresses carry an IPv4 address: the address it really leads to. IPv4-mapped
+ * (::ffff:0:0/96) and IPv4-translated (::ffff:0:0:0/96) addresses and the NAT64 well-known prefix
+ * (64:ff9b::/96) hold it in the last 32 bits, 6to4 (2002::/16) in the 32 bits after the prefix.
+ */
+const EMBEDDING: Array<{ range: Range; at: number }> = [
+  { range: [ipaddr.parse('::ffff:0:0'), 96], at: 6 },
+  { range: [ipaddr.parse('::ffff:0:0:0'), 96], at: 6 },
+  { range: [ipaddr.parse('64:ff9b::'), 96], at: 6 },
+  { range: [ipaddr.parse('2002::'), 16], at: 1 },
+];
+
+function embeddedIPv4(addr: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const hit = EMBEDDING.find(({ range }) => inRanges(addr, [range]));
+  if (!hit) return null;
+  const high = addr.parts[hit.at]!;
+  const low = addr.parts[hit.at + 1]!;
+  return new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+}
+
+/** Host names that are local by definition (a trailing dot is the same name). */
+const LOCAL_NAME = /^(localhost|.*\.localhost|.*\.local|.*\.internal)$/i;
 
 export class OutboundRefused extends Error {
   constructor(message: string) {
@@ -29,12 +77,13 @@ export class OutboundRefused extends Error {
  * lookup, so a second, different answer cannot slip through), on every redirect hop.
  */
 export class OutboundPolicy {
-  private readonly allowed: IpRangeSet;
+  private readonly allowed: Range[];
   private readonly agent: Agent;
   private readonly proxies = new Map<string, ProxyAgent>();
 
+  /** `allowRanges`: addresses and CIDR ranges that may be reached although blocked; throws on a malformed one. */
   constructor(allowRanges: readonly string[] = []) {
-    this.allowed = new IpRangeSet(allowRanges);
+    this.allowed = parseRanges(allowRanges);
     this.agent = new Agent({
       connect: {
         lookup: (hostname, options, callback) => {
@@ -54,10 +103,17 @@ export class OutboundPolicy {
     });
   }
 
+  /** Whether a request may not go to this address (anything that is not an address is blocked). */
   isBlocked(ip: string): boolean {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)?.[1];
-    const addr = mapped ?? ip;
-    return BLOCKED.has(addr) && !this.allowed.has(addr);
+    if (!ipaddr.isValid(ip)) return true;
+    return this.blocked(ipaddr.parse(ip));
+  }
+
+  private blocked(addr: Address): boolean {
+    if (inRanges(addr, this.allowed)) return false;
+    const embedded = addr.kind() === 'ipv6' ? embeddedIPv4(addr as ipaddr.IPv6) : null;
+    if (embedded) return this.blocked(embedded);
+    return inRanges(addr, BLOCKED);
   }
 
   /** The URL's own shape: http(s), no credentials, and not a literal blocked address. */
@@ -72,7 +128,7 @@ export class OutboundPolicy {
     if (url.username || url.password) throw new OutboundRefused('URLs with credentials are not allowed');
     const host = url.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host) && this.isBlocked(host)) throw new OutboundRefused(`the address ${host} is not allowed`);
-    if (/^(localhost|.*\.localhost|.*\.local|.*\.internal)$/i.test(host) && !this.allowed.size) {
+    if (LOCAL_NAME.test(host.replace(/\.+$/, '')) && !this.allowed.length) {
       throw new OutboundRefused(`the host ${host} is not allowed`);
     }
     return url;
@@ -118,7 +174,8 @@ export class OutboundPolicy {
   }
 
   /**
-   * fetch that applies the policy to every hop and every connection; follows up to 5 redirects.
+   * fetch that applies the policy to every hop and every connection; follows up to `maxRedirects`
+   * redirects. `init.signal` bounds the whole exchange (pass AbortSignal.timeout for a deadline).
    * With `via.proxy` (an http(s) forward proxy) the request is tunnelled through the proxy: the
    * proxy connects and resolves, so each hop's target is checked here first (shape and the DNS
    * answer seen from here; a name only the proxy can resolve passes).

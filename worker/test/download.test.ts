@@ -1,0 +1,114 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { OutboundPolicy } from '@sonar/shared';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { download } from '../src/job-runner.js';
+
+/**
+ * The worker's source download under the outbound policy, against real HTTP servers on loopback.
+ * Linux routes all of 127.0.0.0/8 on `lo`, so the "public" media site listens on 127.0.0.2 and the
+ * worker's allow-list admits exactly that address (127.0.0.2/32); the "internal" service it must
+ * never reach listens on 127.0.0.1 and counts every request it gets.
+ */
+
+const dir = mkdtempSync(path.join(tmpdir(), 'sonar-download-'));
+let secret: { server: Server; port: number; hits: string[] };
+let site: { server: Server; base: string };
+
+async function listen(server: Server, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+beforeAll(async () => {
+  const hits: string[] = [];
+  const internal = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'audio/wav' }).end('the secret');
+  });
+  secret = { server: internal, port: await listen(internal, '127.0.0.1'), hits };
+
+  const media = createServer((req, res) => {
+    const url = req.url ?? '';
+    if (url === '/talk.wav') return res.writeHead(200, { 'content-type': 'audio/wav' }).end('public audio');
+    if (url === '/to-talk.wav') return res.writeHead(302, { location: '/talk.wav' }).end();
+    if (url === '/to-loopback.wav') return res.writeHead(302, { location: `http://127.0.0.1:${secret.port}/secret` }).end();
+    if (url === '/to-localhost.wav') return res.writeHead(307, { location: `http://localhost:${secret.port}/secret` }).end();
+    if (url === '/to-localhost-dot.wav') return res.writeHead(302, { location: `http://localhost.:${secret.port}/secret` }).end();
+    if (url === '/to-mapped.wav') return res.writeHead(302, { location: `http://[::ffff:127.0.0.1]:${secret.port}/secret` }).end();
+    if (url === '/to-metadata.wav') return res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
+    if (url === '/loop.wav') return res.writeHead(302, { location: '/loop.wav' }).end();
+    res.writeHead(404).end();
+  });
+  site = { server: media, base: `http://127.0.0.2:${await listen(media, '127.0.0.2')}` };
+});
+afterAll(async () => {
+  await Promise.all([secret, site].map(({ server }) => new Promise((r) => server.close(r))));
+});
+
+describe('worker source download (outbound policy)', () => {
+  const policy = new OutboundPolicy(['127.0.0.2/32']);
+  afterAll(() => policy.close());
+  const get = (url: string, stop = new AbortController().signal) => {
+    const file = path.join(dir, `source-${Math.random().toString(36).slice(2)}`);
+    return { file, done: download(policy, url, file, stop) };
+  };
+
+  it('downloads from an allowed address, following a redirect that stays allowed', async () => {
+    for (const p of ['/talk.wav', '/to-talk.wav']) {
+      const { file, done } = get(`${site.base}${p}`);
+      await done;
+      expect(readFileSync(file, 'utf8')).toBe('public audio');
+    }
+  });
+
+  it('refuses a redirect to an address the allow-list does not cover, before connecting to it', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['/to-loopback.wav', /^refused by the outbound policy: the address 127\.0\.0\.1 is not allowed$/],
+      ['/to-mapped.wav', /^refused by the outbound policy: the address ::ffff:7f00:1 is not allowed$/],
+      ['/to-metadata.wav', /^refused by the outbound policy: the address 169\.254\.169\.254 is not allowed$/],
+      // Names are checked where the connection resolves them (the allow-list admits no name by itself).
+      ['/to-localhost.wav', /^refused by the outbound policy: localhost resolves to a blocked address/],
+    ];
+    for (const [p, reason] of cases) {
+      const { file, done } = get(`${site.base}${p}`);
+      await expect(done, p).rejects.toThrow(reason);
+      expect(existsSync(file), p).toBe(false);
+    }
+    // Whether "localhost." resolves depends on the host's resolver; either way it is not reached.
+    await expect(get(`${site.base}/to-localhost-dot.wav`).done).rejects.toThrow(/^(refused by the outbound policy: localhost\. resolves to a blocked address|download failed: ENOTFOUND)/);
+    expect(secret.hits).toEqual([]);
+  });
+
+  it('bounds redirects and reports HTTP errors', async () => {
+    await expect(get(`${site.base}/loop.wav`).done).rejects.toThrow('refused by the outbound policy: too many redirects');
+    await expect(get(`${site.base}/missing.wav`).done).rejects.toThrow('download failed: HTTP 404');
+  });
+
+  it('without an allow-list refuses loopback altogether, by address and by name', async () => {
+    const strict = new OutboundPolicy();
+    try {
+      await expect(download(strict, `${site.base}/talk.wav`, path.join(dir, 'x'), new AbortController().signal)).rejects.toThrow(
+        'refused by the outbound policy: the address 127.0.0.2 is not allowed',
+      );
+      await expect(download(strict, `http://localhost.:${secret.port}/secret`, path.join(dir, 'y'), new AbortController().signal)).rejects.toThrow(
+        'refused by the outbound policy: the host localhost. is not allowed',
+      );
+    } finally {
+      await strict.close();
+    }
+    expect(secret.hits).toEqual([]);
+  });
+
+  it('stops when the job is stopped', async () => {
+    const stop = new AbortController();
+    stop.abort('cancel');
+    await expect(get(`${site.base}/talk.wav`, stop.signal).done).rejects.toBeTruthy();
+  });
+});
