@@ -354,6 +354,14 @@ async function speechPhases(svc, q, accounts) {
   if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
   const token = (await login.json()).token;
 
+  // Submissions are refused for models no registered worker serves: register the simulated workers'
+  // model the way a Hello stores it (they connect later, from the load generator).
+  const catalog = await svc.workers.createWorker(`bench-catalog-${runId}`);
+  await q('update speech_workers set capabilities = ?::jsonb where id = ?', [
+    JSON.stringify({ models: ['small'], engines: ['bench'], diarization: false, canFetchUrls: true, device: 'cpu', local: false }),
+    catalog.id,
+  ]);
+
   const load = startLoadGenerator();
   cleanups.push(['load generator', () => load.stop()]);
   const address = `127.0.0.1:${svc.grpcPort}`;
