@@ -41,7 +41,8 @@ export function ormConfig(opts: OrmOptions, migrator: MigratorParts | null) {
       // compile time (tens of milliseconds, triggered by high cost estimates of full-text and
       // large index scans) is pure latency.
       afterCreate: (conn: { query(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) => {
-        conn.query('set jit = off', (err) => done(err, conn));
+        // Prepared statements (db/prepared.ts, the worker protocol's hot paths) are planned once per connection.
+        conn.query('set jit = off; set plan_cache_mode = force_generic_plan', (err) => done(err, conn));
       },
     },
     discovery: { warnWhenNoEntities: true },

@@ -39,7 +39,7 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const outbound = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES);
-  const repo = new JobRepository(orm, live);
+  const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL));
   const jobs = new JobService(orm, config, media, work, repo, outbound);
   const leases = new LeaseService(repo, config, work, live);
   const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);

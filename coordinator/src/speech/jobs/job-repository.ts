@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Knex } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import type { Orm } from '../../db/orm.js';
+import { PreparedStatement } from '../../db/prepared.js';
 import type { JobEventSink } from './job-events.js';
 import { PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
 
@@ -77,6 +78,14 @@ const MAX_RUNNING_TEXT = 64 * 1024;
 const LIVE_LEASE = `l.job_id = :job and l.attempt = :attempt and l.worker_id = :wid and l.token_hash = :hash
   and l.ended_at is null and l.expires_at > now()`;
 
+/**
+ * Whether a job that just ended (the CTE `job`, returning queue_channel, callback_url and owner_id)
+ * has anyone to notify: a token-API callback URL, or an owner with an e-mail address while reports
+ * are enabled (:reports). Only then does it get a notification row.
+ */
+const WANTS_NOTIFICATION = `((job.queue_channel = 'api' and job.callback_url is not null)
+  or (:reports and exists (select 1 from users u where u.id = job.owner_id and coalesce(btrim(u.email), '') <> '')))`;
+
 const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attempt: ref.attempt, wid: workerId, hash: hashLeaseToken(ref.lease_token) });
 
 /**
@@ -93,10 +102,21 @@ export class JobRepository {
   constructor(
     private readonly orm: Orm,
     private readonly sink: JobEventSink,
+    /** Completion reports are enabled (SMTP_URL is set): owners with an address are notified too. */
+    private readonly reportsEnabled: boolean,
   ) {}
 
   get knex(): Knex {
     return this.orm.em.getConnection().getKnex();
+  }
+
+  private readonly statements = new Map<string, PreparedStatement<unknown>>();
+
+  /** Runs one of the worker protocol's hot statements as a prepared statement (see db/prepared.ts). */
+  private prepared<Row>(name: string, sql: string, bindings: Record<string, unknown>): Promise<Row[]> {
+    let statement = this.statements.get(name);
+    if (!statement) this.statements.set(name, (statement = new PreparedStatement(name, sql)));
+    return statement.run(this.knex, bindings) as Promise<Row[]>;
   }
 
   /** Called after transitions that ended jobs and wrote their notification rows (the outbox dispatcher drains them). */
@@ -212,7 +232,8 @@ export class JobRepository {
 
   /** Leases the next job this worker may run (admin-owned first, then oldest), or null. One statement. */
   async claim(worker: ClaimingWorker, tokenHash: string, ttlSeconds: number, presenceTtlSeconds: number, localModels: string[]): Promise<ClaimedJob | null> {
-    const { rows } = await this.knex.raw<{ rows: Array<Record<string, unknown>> }>(
+    const rows = await this.prepared<Record<string, unknown>>(
+      'speech_claim',
       `with picked as (
          select j.id, (j.execution_target <> 'auto') as forced
            from speech_jobs j
@@ -309,7 +330,8 @@ export class JobRepository {
 
   /** The pass and cancel flag of a live lease; StaleLeaseError otherwise. */
   async liveLease(workerId: number, ref: LeaseRefMsg): Promise<{ pass: number; cancelRequested: boolean; mediaPath: string | null; mediaSha256: string | null }> {
-    const { rows } = await this.knex.raw<{ rows: Array<{ current_pass: number; cancel: boolean; media_path: string | null; media_sha256: string | null }> }>(
+    const rows = await this.prepared<{ current_pass: number; cancel: boolean; media_path: string | null; media_sha256: string | null }>(
+      'speech_live_lease',
       `select j.current_pass, (j.cancel_requested_at is not null) as cancel, j.media_path, j.media_sha256
          from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}`,
       fence(workerId, ref),
@@ -322,7 +344,8 @@ export class JobRepository {
   /** Renews the presented live leases in one statement; returns cancel requests, lost jobs and the new expiry. */
   async renew(workerId: number, refs: LeaseRefMsg[], ttlSeconds: number): Promise<{ cancel: number[]; lost: number[]; expiresAt: number }> {
     if (!refs.length) return { cancel: [], lost: [], expiresAt: 0 };
-    const { rows } = await this.knex.raw<{ rows: Array<{ job_id: number; cancel: boolean; expires_at: string | Date }> }>(
+    const rows = await this.prepared<{ job_id: number; cancel: boolean; expires_at: string | Date }>(
+      'speech_renew',
       `with refs as (select * from unnest(:jobs::int[], :attempts::int[], :hashes::text[]) as r(job_id, attempt, token_hash)),
        renewed as (
          update speech_leases l set expires_at = now() + make_interval(secs => :ttl), last_heartbeat_at = now()
@@ -354,7 +377,8 @@ export class JobRepository {
    */
   async writeProgress(batch: ProgressBatch): Promise<number[]> {
     const segs = batch.segments;
-    const { rows } = await this.knex.raw<{ rows: Array<{ live: boolean; stored: number[] | null; id: number | null } & Partial<StatusRow>> }>(
+    const rows = await this.prepared<{ live: boolean; stored: number[] | null; id: number | null } & Partial<StatusRow>>(
+      'speech_progress',
       `with l as (
          select l.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}
        ), seg as (
@@ -417,7 +441,8 @@ export class JobRepository {
     result: { success: boolean; error: string; cancelled: boolean; segmentCount: number; durationSeconds: number; engine: string; engineModel: string; shareToken: string },
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     const outcome = result.success ? 'completed' : 'failed';
-    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { outcome: JobOutcome }> }>(
+    const rows = await this.prepared<StatusRow & { outcome: JobOutcome }>(
+      'speech_finish',
       `with l as (
          update speech_leases l set ended_at = now(), outcome = :leaseOutcome where ${LIVE_LEASE}
          returning l.job_id, l.attempt
@@ -446,7 +471,8 @@ export class JobRepository {
             finished_at = now(), updated_at = now()
            from l, segs
           where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
-         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n
+         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n,
+                   j.queue_channel, j.callback_url, j.owner_id
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, outcome,
@@ -457,13 +483,15 @@ export class JobRepository {
                 case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end
            from job
        ), note as (
-         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, status from job on conflict (job_id, cycle) do nothing
+         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, status from job where ${WANTS_NOTIFICATION}
+         on conflict (job_id, cycle) do nothing
        )
        select * from job`,
       {
         ...fence(workerId, ref),
         leaseOutcome: outcome,
         success: result.success,
+        reports: this.reportsEnabled,
         cancelled: result.cancelled,
         reported: result.segmentCount,
         error: result.error,
@@ -491,7 +519,8 @@ export class JobRepository {
   /** The worker hands its job back unfinished (shutdown): queued again without using up a retry. */
   async handBack(workerId: number, ref: LeaseRefMsg, reason: string): Promise<void> {
     const detail = `Handed back by the worker: ${reason}`.slice(0, 500);
-    const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
+    const rows = await this.prepared<StatusRow>(
+      'speech_hand_back',
       `with l as (
          update speech_leases l set ended_at = now(), outcome = 'released' where ${LIVE_LEASE} returning l.job_id, l.attempt
        ), job as (
@@ -544,16 +573,17 @@ export class JobRepository {
                      else 'worker ' || e.worker || ' restarted without this job (attempt ' || e.attempt || ' of ' || jj.max_attempts || ')' end as why
                    from ended e join speech_jobs jj on jj.id = e.job_id) ended
           where j.id = ended.job_id and j.attempt = ended.attempt and j.status = any(:from::text[])
-         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}, j.callback_cycle, j.failure_error, j.stage_detail as detail, (j.status = 'queued') as requeued
+         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}, j.callback_cycle, j.failure_error, j.stage_detail as detail, (j.status = 'queued') as requeued,
+                   j.queue_channel, j.callback_url, j.owner_id
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, 'lease_' || :outcome, coalesce(failure_error, detail), case when requeued then 'warn' else 'error' end from job
        ), note as (
-         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job where not requeued
+         insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job where not requeued and ${WANTS_NOTIFICATION}
          on conflict (job_id, cycle) do nothing
        )
        select * from job`,
-      { ...params, outcome, from: fromStatuses('expire') },
+      { ...params, outcome, from: fromStatuses('expire'), reports: this.reportsEnabled },
     );
     this.publish(rows);
     if (rows.some((r) => !r.requeued)) this.terminal(rows.filter((r) => !r.requeued));
@@ -625,11 +655,12 @@ export class JobRepository {
          update speech_jobs set status = 'failed', outcome = 'failed', stage_label = 'Failed', failure_error = :message,
             finished_at = now(), updated_at = now()
           where id = :id and status = any(:from::text[])
-         returning ${STATUS_COLUMNS}, callback_cycle
+         returning ${STATUS_COLUMNS}, callback_cycle, queue_channel, callback_url, owner_id
        ), ev as (insert into speech_job_events (job_id, event, message, level) select id, 'staging_failed', :message, 'error' from job),
-       note as (insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job on conflict (job_id, cycle) do nothing)
+       note as (insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job where ${WANTS_NOTIFICATION}
+                on conflict (job_id, cycle) do nothing)
        select * from job`,
-      { id: jobId, message, from: fromStatuses('stagingFailed') },
+      { id: jobId, message, from: fromStatuses('stagingFailed'), reports: this.reportsEnabled },
     );
     this.publish(rows);
     if (rows.length) this.terminal(rows);
