@@ -235,6 +235,28 @@ describe('heartbeats, cancellation and stale recovery', () => {
     await expectStale(w2.client.complete(done(second)));
   });
 
+  it('concurrent claims are leased together: each job once, a pinned job only to its worker', async () => {
+    const ws = await Promise.all(Array.from({ length: 8 }, (_, i) => worker(`w-batch-${i}`, caps(['small']))));
+    const pinnedTo = ws[5]!;
+    const jobs = [];
+    for (let i = 0; i < 10; i++) jobs.push(await urlJob(alice));
+    // The oldest job is pinned to w-batch-5: nobody else may take it, whoever claims first.
+    await svc.speech.jobs.setExecutionTarget(admin, jobs[0]!.id, { mode: 'worker', worker: pinnedTo.name });
+    const got = await Promise.all(ws.map((w) => claim(w)));
+    expect(got.every(Boolean)).toBe(true);
+    const ids = got.map((g) => g!.lease.job_id);
+    expect(new Set(ids).size).toBe(ws.length);
+    expect(got[5]!.lease.job_id).toBe(jobs[0]!.id);
+    expect(got[5]!.forced).toBe(true);
+    for (const [i, g] of got.entries()) if (i !== 5) expect(g!.forced).toBe(false);
+    for (const [i, g] of got.entries()) await ws[i]!.client.complete(done(g!));
+    // The two left over go to whoever asks next.
+    const rest = [(await claim(ws[0]!))!, (await claim(ws[1]!))!];
+    expect(rest.map((r) => r.lease.job_id).sort()).toEqual(jobs.map((j) => j.id).filter((id) => !ids.includes(id)).sort());
+    for (const [i, r] of rest.entries()) await ws[i]!.client.complete(done(r));
+    expect(await queueLeft()).toEqual([]);
+  });
+
   it('restarting cancelled and failed jobs keeps the whole queue moving (attempts only grow)', async () => {
     const w = await worker('w-restart', caps(['small']));
     const cancelled = await urlJob(alice);

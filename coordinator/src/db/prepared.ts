@@ -1,6 +1,6 @@
 import type { Knex } from '@mikro-orm/postgresql';
 
-interface PgConnection {
+export interface PgConnection {
   query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }>;
 }
 interface PoolClient {
@@ -38,16 +38,40 @@ export class PreparedStatement<Row> {
   }
 
   async run(knex: Knex, bindings: Record<string, unknown>): Promise<Row[]> {
+    return withConnection(knex, (connection) => this.runOn(connection, bindings));
+  }
+
+  /** Runs on a connection the caller holds (inside inTransaction). */
+  async runOn(connection: PgConnection, bindings: Record<string, unknown>): Promise<Row[]> {
     const values = this.params.map((key) => {
       if (!(key in bindings)) throw new Error(`prepared statement ${this.name}: no value for :${key}`);
       return bindings[key];
     });
-    const pool = knex.client as unknown as PoolClient;
-    const connection = await pool.acquireConnection();
-    try {
-      return (await connection.query({ name: this.name, text: this.text, values })).rows as Row[];
-    } finally {
-      await pool.releaseConnection(connection);
-    }
+    return (await connection.query({ name: this.name, text: this.text, values })).rows as Row[];
   }
+}
+
+async function withConnection<T>(knex: Knex, fn: (connection: PgConnection) => Promise<T>): Promise<T> {
+  const pool = knex.client as unknown as PoolClient;
+  const connection = await pool.acquireConnection();
+  try {
+    return await fn(connection);
+  } finally {
+    await pool.releaseConnection(connection);
+  }
+}
+
+/** One transaction on one pooled connection, for prepared statements that must run together. */
+export function inTransaction<T>(knex: Knex, fn: (connection: PgConnection) => Promise<T>): Promise<T> {
+  return withConnection(knex, async (connection) => {
+    await connection.query({ name: '', text: 'begin', values: [] });
+    try {
+      const result = await fn(connection);
+      await connection.query({ name: '', text: 'commit', values: [] });
+      return result;
+    } catch (err) {
+      await connection.query({ name: '', text: 'rollback', values: [] }).catch(() => undefined);
+      throw err;
+    }
+  });
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Knex } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import type { Orm } from '../../db/orm.js';
-import { PreparedStatement } from '../../db/prepared.js';
+import { PreparedStatement, inTransaction } from '../../db/prepared.js';
 import type { JobEventSink } from './job-events.js';
 import { PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
 
@@ -59,6 +59,24 @@ export interface ClaimedJob {
   diarization: boolean;
 }
 
+export interface FinishRequest {
+  workerId: number;
+  ref: LeaseRefMsg;
+  success: boolean;
+  error: string;
+  cancelled: boolean;
+  segmentCount: number;
+  durationSeconds: number;
+  engine: string;
+  engineModel: string;
+  shareToken: string;
+}
+
+export interface FinishResult {
+  duplicate: boolean;
+  status: JobStatus;
+}
+
 export interface ProgressBatch {
   ref: LeaseRefMsg;
   workerId: number;
@@ -86,6 +104,91 @@ const LIVE_LEASE = `l.job_id = :job and l.attempt = :attempt and l.worker_id = :
 const WANTS_NOTIFICATION = `((job.queue_channel = 'api' and job.callback_url is not null)
   or (:reports and exists (select 1 from users u where u.id = job.owner_id and coalesce(btrim(u.email), '') <> '')))`;
 
+export interface ClaimRequest {
+  worker: ClaimingWorker;
+  tokenHash: string;
+}
+
+export interface ClaimOptions {
+  ttlSeconds: number;
+  presenceTtlSeconds: number;
+  /** SPEECH_LOCAL_MODELS: the models the local runner may run automatically. */
+  localModels: string[];
+}
+
+/** Queued jobs a worker may run; `pinned` says which pinned (execution_target 'worker') jobs are its own. */
+const CLAIMABLE = (pinned: string) => `j.status = 'queued' and j.cancel_requested_at is null
+  and (
+    (j.execution_target = 'worker' and ${pinned})
+    or (j.execution_target = 'local' and :isLocal)
+    or (j.execution_target = 'auto' and j.model = any(:models::text[])
+        and (not :isLocal or (j.model = any(:allow::text[]) and not exists (
+          -- local execution stands by while a remote worker has fresh presence
+          select 1 from speech_workers w
+           where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
+             and coalesce((w.capabilities->>'local')::boolean, false) = false))))
+  )
+  and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))`;
+
+/** Leases the assigned jobs (CTE `a`: id, wid, name, session, hash, forced): a new attempt each, with its runtime-log entry. */
+const LEASE_ASSIGNED = `job as (
+    update speech_jobs j set
+       status = 'transcribing', attempt = j.attempt + 1, worker_id = a.wid,
+       started_at = coalesce(j.started_at, now()), finished_at = null, failure_error = null, outcome = null,
+       stage_label = 'Claimed by ' || a.name, stage_detail = null, audio_position_seconds = 0, transcript_text = null, updated_at = now()
+      from a where j.id = a.id
+    returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
+              j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested,
+              j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, a.forced, a.wid, a.name, a.session, a.hash
+  ), lease as (
+    insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at)
+    select id, attempt, wid, session, hash, now() + make_interval(secs => :ttl) from job
+    returning job_id, expires_at
+  ), cleared as (
+    -- a new attempt starts the pass from scratch: segments of an abandoned attempt go
+    delete from speech_segments s using job where s.job_id = job.id and s.pass = job.current_pass
+  ), ev as (
+    insert into speech_job_events (job_id, event, message, data)
+    select id, 'claimed', 'Attempt ' || attempt || ' claimed by worker ' || name || case when forced then ' (pinned target)' else '' end || '.',
+           jsonb_build_object('worker', name, 'attempt', attempt)
+      from job
+  )
+  select job.id, job.attempt, job.current_pass, job.model, job.language, job.source_type, job.source_url, job.media_path, job.media_sha256,
+         job.source_size_bytes, job.source_filename, job.source_duration_seconds, job.diarization_requested,
+         job.status, job.stage_label, job.stage_detail, job.audio_position_seconds, job.forced, lease.expires_at
+    from job join lease on lease.job_id = job.id`;
+
+const claimBindings = (w: ClaimingWorker, opts: ClaimOptions) => ({
+  isLocal: w.local,
+  models: w.models,
+  allow: opts.localModels,
+  presence: opts.presenceTtlSeconds,
+  canFetch: w.canFetchUrls,
+});
+
+function claimedOf(j: Record<string, unknown>): ClaimedJob & { row: StatusRow } {
+  return {
+    jobId: Number(j.id),
+    attempt: Number(j.attempt),
+    pass: Number(j.current_pass),
+    forced: j.forced === true,
+    expiresAt: epochMs(j.expires_at as string),
+    model: String(j.model),
+    language: (j.language as string | null) ?? null,
+    sourceType: j.source_type as 'url' | 'upload',
+    sourceUrl: (j.source_url as string | null) ?? null,
+    mediaPath: (j.media_path as string | null) ?? null,
+    mediaSha256: (j.media_sha256 as string | null) ?? null,
+    sizeBytes: Number(j.source_size_bytes ?? 0),
+    filename: (j.source_filename as string | null) ?? null,
+    durationSeconds: Number(j.source_duration_seconds ?? 0),
+    diarization: j.diarization_requested === true,
+    row: j as unknown as StatusRow,
+  };
+}
+
+const stripRow = ({ row: _row, ...claimed }: ClaimedJob & { row: StatusRow }): ClaimedJob => claimed;
+
 const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attempt: ref.attempt, wid: workerId, hash: hashLeaseToken(ref.lease_token) });
 
 /**
@@ -97,7 +200,7 @@ const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attemp
  * job without its callback and report (see NotificationOutbox).
  */
 export class JobRepository {
-  private readonly terminalListeners: Array<(jobs: Array<{ jobId: number; status: JobStatus }>) => void> = [];
+  private readonly terminalListeners: Array<(jobs: Array<{ jobId: number; status: JobStatus }>, notified: boolean) => void> = [];
 
   constructor(
     private readonly orm: Orm,
@@ -114,19 +217,23 @@ export class JobRepository {
 
   /** Runs one of the worker protocol's hot statements as a prepared statement (see db/prepared.ts). */
   private prepared<Row>(name: string, sql: string, bindings: Record<string, unknown>): Promise<Row[]> {
-    let statement = this.statements.get(name);
-    if (!statement) this.statements.set(name, (statement = new PreparedStatement(name, sql)));
-    return statement.run(this.knex, bindings) as Promise<Row[]>;
+    return this.statement<Row>(name, sql).run(this.knex, bindings);
   }
 
-  /** Called after transitions that ended jobs and wrote their notification rows (the outbox dispatcher drains them). */
-  onTerminal(listener: (jobs: Array<{ jobId: number; status: JobStatus }>) => void) {
+  private statement<Row>(name: string, sql: string): PreparedStatement<Row> {
+    let statement = this.statements.get(name);
+    if (!statement) this.statements.set(name, (statement = new PreparedStatement(name, sql)));
+    return statement as PreparedStatement<Row>;
+  }
+
+  /** Called after transitions that ended jobs; `notified` when they wrote notification rows (the outbox dispatcher drains them). */
+  onTerminal(listener: (jobs: Array<{ jobId: number; status: JobStatus }>, notified: boolean) => void) {
     this.terminalListeners.push(listener);
   }
 
-  private terminal(rows: Array<{ id: number; status: JobStatus }>) {
+  private terminal(rows: Array<{ id: number; status: JobStatus }>, notified = true) {
     const jobs = rows.map((r) => ({ jobId: Number(r.id), status: r.status }));
-    for (const l of this.terminalListeners) l(jobs);
+    for (const l of this.terminalListeners) l(jobs, notified);
   }
 
   private publish(rows: StatusRow[]) {
@@ -230,85 +337,99 @@ export class JobRepository {
 
   // ---- workers -----------------------------------------------------------------------------------
 
-  /** Leases the next job this worker may run (admin-owned first, then oldest), or null. One statement. */
-  async claim(worker: ClaimingWorker, tokenHash: string, ttlSeconds: number, presenceTtlSeconds: number, localModels: string[]): Promise<ClaimedJob | null> {
+  /**
+   * Leases the next job to each claiming worker (admin-owned first, then oldest), or null. One
+   * statement for a lone claim; concurrent claims of workers with the same capabilities (batched by
+   * LeaseService) share one transaction: the candidates are locked with skip locked, assigned in
+   * claim order (a pinned job only to its worker), and leased in one statement.
+   */
+  async claimMany(requests: ClaimRequest[], opts: ClaimOptions): Promise<Array<ClaimedJob | null>> {
+    type Claimed = ClaimedJob & { row: StatusRow };
+    const results: Array<Claimed | null> = new Array<Claimed | null>(requests.length).fill(null);
+    const groups = new Map<string, number[]>();
+    requests.forEach((r, i) => {
+      const w = r.worker;
+      const key = `${w.local}|${w.canFetchUrls}|${[...w.models].sort().join(',')}`;
+      groups.set(key, [...(groups.get(key) ?? []), i]);
+    });
+    for (const indexes of groups.values()) {
+      if (indexes.length === 1) {
+        const i = indexes[0]!;
+        results[i] = await this.claimOne(requests[i]!, opts);
+        continue;
+      }
+      const group = indexes.map((i) => requests[i]!);
+      const { claimed, maybeMore } = await this.claimGroup(group, opts);
+      for (const [k, i] of indexes.entries()) results[i] = claimed[k] ?? null;
+      // Candidates ran out on pinned jobs of other workers: the unlucky claims look again one by one.
+      if (maybeMore) for (const [k, i] of indexes.entries()) if (!claimed[k]) results[i] = await this.claimOne(group[k]!, opts);
+    }
+    const found = results.filter((r): r is Claimed => r !== null);
+    this.publish(found.map((r) => r.row));
+    return results.map((r) => (r ? stripRow(r) : null));
+  }
+
+  private async claimOne(req: ClaimRequest, opts: ClaimOptions): Promise<(ClaimedJob & { row: StatusRow }) | null> {
+    const w = req.worker;
     const rows = await this.prepared<Record<string, unknown>>(
       'speech_claim',
       `with picked as (
-         select j.id, (j.execution_target <> 'auto') as forced
-           from speech_jobs j
-          where j.status = 'queued' and j.cancel_requested_at is null
-            and (
-              (j.execution_target = 'worker' and j.target_worker_id = :wid)
-              or (j.execution_target = 'local' and :isLocal)
-              or (j.execution_target = 'auto' and j.model = any(:models::text[])
-                  and (not :isLocal or (j.model = any(:allow::text[]) and not exists (
-                    -- local execution stands by while a remote worker has fresh presence
-                    select 1 from speech_workers w
-                     where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
-                       and coalesce((w.capabilities->>'local')::boolean, false) = false))))
-            )
-            and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))
+         select j.id, (j.execution_target <> 'auto') as forced from speech_jobs j
+          where ${CLAIMABLE('j.target_worker_id = :wid')}
           order by j.owner_is_admin desc, j.created_at, j.id
           limit 1
           for update of j skip locked
-       ), job as (
-         update speech_jobs j set
-            status = 'transcribing', attempt = j.attempt + 1, worker_id = :wid,
-            started_at = coalesce(j.started_at, now()), finished_at = null, failure_error = null, outcome = null,
-            stage_label = :stage, stage_detail = null, audio_position_seconds = 0, transcript_text = null, updated_at = now()
-           from picked where j.id = picked.id
-         returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
-                   j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested,
-                   j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, picked.forced
-       ), lease as (
-         insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at)
-         select id, attempt, :wid, :session, :hash, now() + make_interval(secs => :ttl) from job
-         returning job_id, expires_at
-       ), cleared as (
-         -- a new attempt starts the pass from scratch: segments of an abandoned attempt go
-         delete from speech_segments s using job where s.job_id = job.id and s.pass = job.current_pass
-       ), ev as (
-         insert into speech_job_events (job_id, event, message, data)
-         select id, 'claimed', 'Attempt ' || attempt || ' claimed by worker ' || :name || case when forced then ' (pinned target)' else '' end || '.',
-                jsonb_build_object('worker', :name::text, 'attempt', attempt)
-           from job
-       )
-       select job.*, lease.expires_at from job join lease on lease.job_id = job.id`,
-      {
-        wid: worker.id,
-        isLocal: worker.local,
-        models: worker.models,
-        allow: localModels,
-        presence: presenceTtlSeconds,
-        canFetch: worker.canFetchUrls,
-        stage: `Claimed by ${worker.name}`,
-        session: worker.sessionId,
-        hash: tokenHash,
-        ttl: ttlSeconds,
-        name: worker.name,
-      },
+       ), a as (
+         select picked.id, :wid::int as wid, :name::text as name, :session::text as session, :hash::text as hash, picked.forced from picked
+       ), ${LEASE_ASSIGNED}`,
+      { ...claimBindings(w, opts), wid: w.id, name: w.name, session: w.sessionId, hash: req.tokenHash, ttl: opts.ttlSeconds },
     );
-    const j = rows[0];
-    if (!j) return null;
-    this.publish([j as unknown as StatusRow]);
-    return {
-      jobId: Number(j.id),
-      attempt: Number(j.attempt),
-      pass: Number(j.current_pass),
-      forced: j.forced === true,
-      expiresAt: epochMs(j.expires_at as string),
-      model: String(j.model),
-      language: (j.language as string | null) ?? null,
-      sourceType: j.source_type as 'url' | 'upload',
-      sourceUrl: (j.source_url as string | null) ?? null,
-      mediaPath: (j.media_path as string | null) ?? null,
-      mediaSha256: (j.media_sha256 as string | null) ?? null,
-      sizeBytes: Number(j.source_size_bytes ?? 0),
-      filename: (j.source_filename as string | null) ?? null,
-      durationSeconds: Number(j.source_duration_seconds ?? 0),
-      diarization: j.diarization_requested === true,
-    };
+    return rows[0] ? claimedOf(rows[0]) : null;
+  }
+
+  private claimGroup(group: ClaimRequest[], opts: ClaimOptions): Promise<{ claimed: Array<(ClaimedJob & { row: StatusRow }) | null>; maybeMore: boolean }> {
+    const w = group[0]!.worker;
+    return inTransaction(this.knex, async (connection) => {
+      const candidates = await this.statement<{ id: number; execution_target: string; target_worker_id: number | null }>(
+        'speech_claim_candidates',
+        `select j.id, j.execution_target, j.target_worker_id from speech_jobs j
+          where ${CLAIMABLE('j.target_worker_id = any(:wids::int[])')}
+          order by j.owner_is_admin desc, j.created_at, j.id
+          limit :limit
+          for update of j skip locked`,
+      ).runOn(connection, { ...claimBindings(w, opts), wids: group.map((r) => r.worker.id), limit: group.length });
+      const assignment: Array<{ id: number; forced: boolean } | null> = group.map(() => null);
+      for (const c of candidates) {
+        const k =
+          c.execution_target === 'worker'
+            ? group.findIndex((r, i) => r.worker.id === c.target_worker_id && !assignment[i])
+            : assignment.findIndex((a) => a === null);
+        if (k >= 0) assignment[k] = { id: Number(c.id), forced: c.execution_target !== 'auto' };
+      }
+      const picked = group.flatMap((r, k) => (assignment[k] ? [{ r, a: assignment[k] }] : []));
+      const rows = picked.length
+        ? await this.statement<Record<string, unknown>>(
+            'speech_claim_assign',
+            `with a as (
+               select * from unnest(:ids::int[], :wids::int[], :names::text[], :sessions::text[], :hashes::text[], :forced::bool[])
+                 as a(id, wid, name, session, hash, forced)
+             ), ${LEASE_ASSIGNED}`,
+          ).runOn(connection, {
+            ids: picked.map((p) => p.a.id),
+            wids: picked.map((p) => p.r.worker.id),
+            names: picked.map((p) => p.r.worker.name),
+            sessions: picked.map((p) => p.r.worker.sessionId),
+            hashes: picked.map((p) => p.r.tokenHash),
+            forced: picked.map((p) => p.a.forced),
+            ttl: opts.ttlSeconds,
+          })
+        : [];
+      const byJob = new Map(rows.map((row) => [Number(row.id), claimedOf(row)]));
+      return {
+        claimed: assignment.map((a) => (a ? (byJob.get(a.id) ?? null) : null)),
+        maybeMore: candidates.length === group.length,
+      };
+    });
   }
 
   /** Why a fence check failed, for the worker's error message (read only after the fenced statement matched nothing). */
@@ -431,89 +552,105 @@ export class JobRepository {
   }
 
   /**
-   * Ends an attempt as completed or failed (cancelled when cancellation was asked for), with its
-   * notification row, in one statement. Repeating the same completion of the same attempt is a
-   * duplicate; anything else from an attempt that no longer holds the job is a StaleLeaseError.
+   * Ends attempts as completed or failed (cancelled when cancellation was asked for), each with its
+   * notification row, in one statement for the whole batch (concurrent completions are batched by
+   * LeaseService). Repeating the same completion of the same attempt is a duplicate; anything else
+   * from an attempt that no longer holds the job is a StaleLeaseError (returned in its place).
    */
-  async finish(
-    workerId: number,
-    ref: LeaseRefMsg,
-    result: { success: boolean; error: string; cancelled: boolean; segmentCount: number; durationSeconds: number; engine: string; engineModel: string; shareToken: string },
-  ): Promise<{ duplicate: boolean; status: JobStatus }> {
-    const outcome = result.success ? 'completed' : 'failed';
-    const rows = await this.prepared<StatusRow & { outcome: JobOutcome }>(
+  async finishMany(items: FinishRequest[]): Promise<Array<FinishResult | StaleLeaseError>> {
+    const rows = await this.prepared<StatusRow & { outcome: JobOutcome; notified: boolean }>(
       'speech_finish',
-      `with l as (
-         update speech_leases l set ended_at = now(), outcome = :leaseOutcome where ${LIVE_LEASE}
+      `with r as (
+         select * from unnest(:jobs::int[], :attempts::int[], :wids::int[], :hashes::text[], :success::bool[], :cancelled::bool[],
+                              :reported::int[], :errors::text[], :durations::float8[], :engines::text[], :engineModels::text[], :shares::text[])
+           as r(job_id, attempt, wid, hash, success, cancelled, reported, error, duration, engine, engine_model, share)
+       ), l as (
+         update speech_leases l set ended_at = now(), outcome = case when r.success then 'completed' else 'failed' end
+           from r
+          where l.job_id = r.job_id and l.attempt = r.attempt and l.worker_id = r.wid and l.token_hash = r.hash
+            and l.ended_at is null and l.expires_at > now()
          returning l.job_id, l.attempt
        ), segs as (
-         select count(*)::int as n, coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
-           from l join speech_jobs j on j.id = l.job_id join speech_segments s on s.job_id = j.id and s.pass = j.current_pass
+         select l.job_id, count(s.seq)::int as n,
+                coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
+           from l join speech_jobs j on j.id = l.job_id
+           left join speech_segments s on s.job_id = j.id and s.pass = j.current_pass
+          group by l.job_id
        ), job as (
          update speech_jobs j set
-            status = case when :success then 'completed' else 'failed' end,
-            outcome = case when :success then 'completed' when :cancelled or j.cancel_requested_at is not null then 'cancelled' else 'failed' end,
-            stage_label = case when :success then 'Completed' when :cancelled or j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
-            stage_detail = case when not :success then null
+            status = case when r.success then 'completed' else 'failed' end,
+            outcome = case when r.success then 'completed' when r.cancelled or j.cancel_requested_at is not null then 'cancelled' else 'failed' end,
+            stage_label = case when r.success then 'Completed' when r.cancelled or j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
+            stage_detail = case when not r.success then null
               when segs.n = 0 then 'No speech detected'
-              when segs.n = :reported then segs.n || ' segments'
-              else segs.n || ' segments stored, worker reported ' || :reported end,
-            transcript_text = case when :success then segs.text else j.transcript_text end,
-            failure_error = case when :success then null when :cancelled or j.cancel_requested_at is not null then 'Cancelled on request.'
-              else left(coalesce(nullif(:error::text, ''), 'The worker reported a failure.'), 2000) end,
-            audio_position_seconds = case when :success then greatest(j.audio_position_seconds, :duration::float8) else j.audio_position_seconds end,
-            engine = coalesce(nullif(:engine::text, ''), j.engine),
-            engine_model = coalesce(nullif(:engineModel::text, ''), j.engine_model),
-            diarization_state = case when :success and j.diarization_requested then 'unavailable' else j.diarization_state end,
+              when segs.n = r.reported then segs.n || ' segments'
+              else segs.n || ' segments stored, worker reported ' || r.reported end,
+            transcript_text = case when r.success then segs.text else j.transcript_text end,
+            failure_error = case when r.success then null when r.cancelled or j.cancel_requested_at is not null then 'Cancelled on request.'
+              else left(coalesce(nullif(r.error, ''), 'The worker reported a failure.'), 2000) end,
+            audio_position_seconds = case when r.success then greatest(j.audio_position_seconds, r.duration) else j.audio_position_seconds end,
+            engine = coalesce(nullif(r.engine, ''), j.engine),
+            engine_model = coalesce(nullif(r.engine_model, ''), j.engine_model),
+            diarization_state = case when r.success and j.diarization_requested then 'unavailable' else j.diarization_state end,
             -- token-API jobs get a public share as soon as the transcript completes
-            share_token = case when :success and j.queue_channel = 'api' and j.share_token is null then :share else j.share_token end,
-            share_created_at = case when :success and j.queue_channel = 'api' and j.share_token is null then now() else j.share_created_at end,
+            share_token = case when r.success and j.queue_channel = 'api' and j.share_token is null then r.share else j.share_token end,
+            share_created_at = case when r.success and j.queue_channel = 'api' and j.share_token is null then now() else j.share_created_at end,
             finished_at = now(), updated_at = now()
-           from l, segs
+           from l join r on r.job_id = l.job_id join segs on segs.job_id = l.job_id
           where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
          returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n,
-                   j.queue_channel, j.callback_url, j.owner_id
+                   j.queue_channel, j.callback_url, j.owner_id, r.error
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, outcome,
                 case when outcome = 'completed' and n = 0 then 'Attempt ' || attempt || ' completed: no speech detected.'
                      when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || ' segments.'
                      when outcome = 'cancelled' then 'Attempt ' || attempt || ': cancelled on request.'
-                     else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(:error::text, ''), 'The worker reported a failure.'), 2000) end,
+                     else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(error, ''), 'The worker reported a failure.'), 2000) end,
                 case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end
            from job
        ), note as (
          insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, status from job where ${WANTS_NOTIFICATION}
          on conflict (job_id, cycle) do nothing
+         returning job_id
        )
-       select * from job`,
+       select id, status, stage_label, stage_detail, audio_position_seconds, attempt, outcome,
+              exists (select 1 from note where note.job_id = job.id) as notified
+         from job`,
       {
-        ...fence(workerId, ref),
-        leaseOutcome: outcome,
-        success: result.success,
+        jobs: items.map((i) => i.ref.job_id),
+        attempts: items.map((i) => i.ref.attempt),
+        wids: items.map((i) => i.workerId),
+        hashes: items.map((i) => hashLeaseToken(i.ref.lease_token)),
+        success: items.map((i) => i.success),
+        cancelled: items.map((i) => i.cancelled),
+        reported: items.map((i) => i.segmentCount),
+        errors: items.map((i) => i.error),
+        durations: items.map((i) => (Number.isFinite(i.durationSeconds) ? i.durationSeconds : 0)),
+        engines: items.map((i) => i.engine),
+        engineModels: items.map((i) => i.engineModel),
+        shares: items.map((i) => i.shareToken),
+        from: fromStatuses('complete'), // the same statuses as 'fail'
         reports: this.reportsEnabled,
-        cancelled: result.cancelled,
-        reported: result.segmentCount,
-        error: result.error,
-        duration: Number.isFinite(result.durationSeconds) ? result.durationSeconds : 0,
-        engine: result.engine,
-        engineModel: result.engineModel,
-        share: result.shareToken,
-        from: fromStatuses(result.success ? 'complete' : 'fail'),
       },
     );
-    const j = rows[0];
-    if (!j) {
-      const why = await this.staleReason(workerId, ref);
-      if (why.outcome === outcome) {
-        const { rows: now } = await this.knex.raw<{ rows: Array<{ status: JobStatus }> }>('select status from speech_jobs where id = ?', [ref.job_id]);
-        return { duplicate: true, status: now[0]?.status ?? outcome };
-      }
-      throw new StaleLeaseError(why.message);
+    if (rows.length) {
+      this.publish(rows);
+      this.terminal(rows, rows.some((r) => r.notified));
     }
-    this.publish([j]);
-    this.terminal([j]);
-    return { duplicate: false, status: j.status };
+    const ended = new Map(rows.map((r) => [Number(r.id), r]));
+    return Promise.all(
+      items.map(async (item): Promise<FinishResult | StaleLeaseError> => {
+        const j = ended.get(item.ref.job_id);
+        if (j) return { duplicate: false, status: j.status };
+        const why = await this.staleReason(item.workerId, item.ref);
+        if (why.outcome === (item.success ? 'completed' : 'failed')) {
+          const { rows: now } = await this.knex.raw<{ rows: Array<{ status: JobStatus }> }>('select status from speech_jobs where id = ?', [item.ref.job_id]);
+          return { duplicate: true, status: now[0]?.status ?? (item.success ? 'completed' : 'failed') };
+        }
+        return new StaleLeaseError(why.message);
+      }),
+    );
   }
 
   /** The worker hands its job back unfinished (shutdown): queued again without using up a retry. */

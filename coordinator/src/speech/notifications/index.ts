@@ -39,7 +39,9 @@ export function startSpeechNotifications(deps: {
   if (!reports) logger.info('completion report e-mails are disabled (SMTP_URL is not set)');
   const outbox = new NotificationOutbox({ orm: deps.orm, callbacks, reports, logger }).start();
   // A transition that wrote a notification row wakes the dispatcher at once; the poll is the safety net.
-  deps.repo.onTerminal(() => outbox.kick());
+  deps.repo.onTerminal((_jobs, notified) => {
+    if (notified) outbox.kick();
+  });
   return {
     callbacks,
     reports,

@@ -2,7 +2,17 @@ import { randomBytes } from 'node:crypto';
 import type { JobAssignmentMsg, JobStatus, LeaseRefMsg } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { JobEventSink, WorkAvailable } from '../jobs/job-events.js';
-import { StaleLeaseError, hashLeaseToken, type ClaimingWorker, type JobRepository } from '../jobs/job-repository.js';
+import {
+  StaleLeaseError,
+  hashLeaseToken,
+  type ClaimRequest,
+  type ClaimedJob,
+  type ClaimingWorker,
+  type FinishRequest,
+  type FinishResult,
+  type JobRepository,
+} from '../jobs/job-repository.js';
+import { Batcher } from './batcher.js';
 import { ProgressWriter, type ProgressSession } from './progress-writer.js';
 
 export { StaleLeaseError, type ClaimingWorker };
@@ -16,6 +26,9 @@ export { StaleLeaseError, type ClaimingWorker };
  */
 export class LeaseService {
   private readonly progressWriter: ProgressWriter;
+  /** Concurrent claims and completions are written together (group commit, see Batcher). */
+  private readonly claims: Batcher<ClaimRequest, ClaimedJob | null>;
+  private readonly finishes: Batcher<FinishRequest, FinishResult>;
 
   constructor(
     private readonly repo: JobRepository,
@@ -24,6 +37,14 @@ export class LeaseService {
     sink: JobEventSink,
   ) {
     this.progressWriter = new ProgressWriter(repo, sink);
+    this.claims = new Batcher((reqs) =>
+      repo.claimMany(reqs, {
+        ttlSeconds: config.SPEECH_LEASE_TTL_SECONDS,
+        presenceTtlSeconds: config.WORKER_PRESENCE_TTL_MS / 1000,
+        localModels: config.SPEECH_LOCAL_MODELS,
+      }),
+    );
+    this.finishes = new Batcher((reqs) => repo.finishMany(reqs));
   }
 
   private ttlSeconds() {
@@ -33,7 +54,7 @@ export class LeaseService {
   /** Leases the next job this worker may run, or returns null. Admin-owned jobs first, then oldest. */
   async claim(worker: ClaimingWorker): Promise<JobAssignmentMsg | null> {
     const token = randomBytes(24).toString('base64url');
-    const job = await this.repo.claim(worker, hashLeaseToken(token), this.ttlSeconds(), this.config.WORKER_PRESENCE_TTL_MS / 1000, this.config.SPEECH_LOCAL_MODELS);
+    const job = await this.claims.submit({ worker, tokenHash: hashLeaseToken(token) });
     if (!job) return null;
     const mediaOnCoordinator = job.mediaPath !== null;
     return {
@@ -73,7 +94,8 @@ export class LeaseService {
     req: { lease: LeaseRefMsg; success: boolean; error: string; cancelled: boolean; segmentCount: number; durationSeconds: number; engine: string; engineModel: string },
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     await this.progressWriter.flushAttempt(req.lease);
-    const result = await this.repo.finish(workerId, req.lease, { ...req, shareToken: randomBytes(24).toString('base64url') });
+    const { lease, ...outcome } = req;
+    const result = await this.finishes.submit({ workerId, ref: lease, ...outcome, shareToken: randomBytes(24).toString('base64url') });
     this.progressWriter.forget(req.lease);
     return result;
   }
