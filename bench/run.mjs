@@ -68,6 +68,11 @@ const benchStart = performance.now();
 
 const rows = [];
 const row = (measurement, value) => rows.push([measurement, value]);
+/** A speed goal from the issue tracker: printed as MET or MISSED; a missed goal fails the run (exit 1). */
+const target = (name, met, measured) => {
+  if (!met) failed = true;
+  row(`target: ${name}`, `${met ? 'MET' : 'MISSED'}: ${measured}`);
+};
 let failed = false;
 const fail = (measurement, err) => {
   failed = true;
@@ -395,6 +400,8 @@ async function speechPhases(svc, q, accounts) {
     row('claim latency p50 / p99 (job found)', `${ms(r.claim.p50)} / ${ms(r.claim.p99)} (max ${ms(r.claim.max)}, n=${r.claim.n})`);
     row('complete latency p50 / p99', `${ms(r.complete.p50)} / ${ms(r.complete.p99)} (max ${ms(r.complete.max)}, n=${r.complete.n})`);
     row('CPU during protocol run', cpuText(cpu, r.loadCpu));
+    const pairsPerSecond = (r.jobs / r.elapsedMs) * 1000;
+    target(`protocol ≥ 1,000 claim+complete pairs/s (${W} workers, own channels)`, pairsPerSecond >= 1000, `${Math.round(pairsPerSecond)}/s`);
 
     const [jobs] = await q(
       `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first_attempt from speech_jobs where id <= ?`,
@@ -442,6 +449,7 @@ async function speechPhases(svc, q, accounts) {
       `sends spanned ${secs(r.sendSpanMs)}; last segment received ${ms(r.lastReceiveAfterLastSendMs)} after the last send (delivered ${Math.round(r.deliveredPerSecond)} segments/s of ${offered} offered); streams acked and jobs completed after ${secs(r.streamMs)}`,
     );
     row('CPU during segment run', cpuText(cpu, r.loadCpu));
+    target('segment latency worker → browser p99 ≤ 50 ms', r.latency.p99 <= 50, `${ms(r.latency.p99)}`);
     const [db] = await q(
       `select count(*)::int as jobs, count(*) filter (where status = 'completed')::int as completed,
               (select count(*)::int from speech_segments where job_id > ?) as segments
@@ -562,6 +570,7 @@ async function speechPhases(svc, q, accounts) {
       'pipeline overhead (agent / bare decode+transcribe)',
       `${(agentWall / bareTotal).toFixed(2)}× (${diff < 0 ? '−' : '+'}${secs(Math.abs(diff))}); agent / transcribe alone ${(agentWall / bareTranscribe).toFixed(2)}×`,
     );
+    target('pipeline overhead agent ÷ bare engine ≤ 1.05', agentWall / bareTotal <= 1.05, `${(agentWall / bareTotal).toFixed(2)}×`);
     const bareSegs = new Set(bare.map((b) => b.segments));
     const ok =
       viaAgent.every((a) => a.status === 'completed' && a.segments === bare[0].segments && /coffee/.test(a.text)) && bareSegs.size === 1 && bare[0].segments > 0;
