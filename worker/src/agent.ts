@@ -186,16 +186,22 @@ export class WorkerAgent {
           session_id: this.sessionId ?? '',
           leases: active ? [active.job.lease] : [],
         });
-        if (!res.session_valid && !this.stopping) {
+        if (!res.session_valid && !this.stopping && this.sessionId !== null) {
           this.opts.logger.warn({}, 'coordinator forgot this session; saying hello again');
           this.sessionId = null;
+          this.wakeAll();
         }
         if (active && res.lost_job_ids.includes(active.job.lease.job_id)) active.stop.abort('lost' satisfies StopReason);
         else if (active && res.cancel_job_ids.includes(active.job.lease.job_id)) active.stop.abort('cancel' satisfies StopReason);
       } catch (err) {
+        // The coordinator may be away (a restart, the network). The session is kept: it lives in Redis,
+        // not in the coordinator process, so a restarted coordinator still knows it; if not, the next
+        // heartbeat says so (session_valid false). Dropping it here would leave a worker that is running
+        // a job without a session until the job ends, since only the claim loop says Hello.
         this.opts.logger.warn({ details: (err as ServiceError).details ?? String(err) }, 'heartbeat failed');
-        // The coordinator may be gone: say Hello again (the claim loop does it, with backoff).
-        if (!this.stopping) {
+        const code = (err as ServiceError).code;
+        if (!this.stopping && (code === status.UNAUTHENTICATED || code === status.FAILED_PRECONDITION)) {
+          // Refused, not away: the claim loop's Hello turns this into the agent's fatal error.
           this.sessionId = null;
           this.wakeAll();
         }
