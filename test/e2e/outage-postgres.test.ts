@@ -9,6 +9,7 @@ import { openOrm } from '../../coordinator/src/db/orm.js';
 import { WorkerDirectory } from '../../coordinator/src/speech/workers/worker-directory.js';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { randomName, testEnv } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 import { DedicatedPostgres, postgresBinDir, startCoordinatorProcess } from '../support/outage.js';
 
 /**
@@ -61,6 +62,8 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
       username = created.user.username;
       password = created.password;
       workerSecret = (await new WorkerDirectory(orm, 45_000).createWorker(randomName('pgworker'))).secret;
+      // Submissions need a registered worker serving the model.
+      await registerModelWorker(orm, randomName('catalog'), ['small']);
     } finally {
       await orm.close(true);
     }

@@ -13,6 +13,7 @@ import { MAINTENANCE_QUEUE } from '../../coordinator/src/queue/maintenance.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
 import { DedicatedRedis, startCoordinatorProcess } from '../support/outage.js';
 
 /**
@@ -72,6 +73,7 @@ describe('Redis restarted empty', () => {
     expect(await schedulerNames()).toEqual(SCHEDULERS);
 
     const created = await new AccountService(b.orm).createUser({ username: randomName('redis'), permissions: ['speech.use'] });
+    await registerModelWorker(b.orm, randomName('catalog'), ['small']); // submissions need a worker serving the model
     const login = await fetch(`${a.url}/api/account/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -91,6 +91,14 @@ export class WorkerAgent {
     }
   }
 
+  private helloing: Promise<void> | null = null;
+
+  /** Says Hello unless a Hello is already under way (the claim loop and the heartbeat loop both may ask). */
+  private ensureSession(): Promise<void> {
+    this.helloing ??= this.hello().finally(() => (this.helloing = null));
+    return this.helloing;
+  }
+
   private async hello(): Promise<void> {
     const { client, logger } = this.opts;
     let attempt = 0;
@@ -134,7 +142,7 @@ export class WorkerAgent {
   private async claimLoop() {
     let failures = 0;
     while (!this.stopping) {
-      if (!this.sessionId) await this.hello();
+      if (!this.sessionId) await this.ensureSession();
       if (this.stopping) break;
       if (!this.opts.runJob) {
         await this.sleep(60_000);
@@ -190,6 +198,9 @@ export class WorkerAgent {
           this.opts.logger.warn({}, 'coordinator forgot this session; saying hello again');
           this.sessionId = null;
           this.wakeAll();
+          // While a job runs the claim loop waits for it: say Hello from here (with the held lease), so
+          // the worker is present again at once. A refusal becomes the agent's fatal error (checkFatal).
+          if (active) void this.ensureSession().catch(() => undefined);
         }
         if (active && res.lost_job_ids.includes(active.job.lease.job_id)) active.stop.abort('lost' satisfies StopReason);
         else if (active && res.cancel_job_ids.includes(active.job.lease.job_id)) active.stop.abort('cancel' satisfies StopReason);
