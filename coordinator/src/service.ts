@@ -1,3 +1,4 @@
+import { workerServiceDefinition } from '@sonar/proto';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import pino, { type Logger } from 'pino';
@@ -11,7 +12,7 @@ import { startMaintenance } from './queue/maintenance.js';
 import { logQueueErrors, watchRedis } from './infra/redis-watch.js';
 import { readPlatformVersion } from './version.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
-import { loadWorkerService, workerServiceHandlers } from './speech/workers/grpc-service.js';
+import { workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
 import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
 import { IrcEventStore } from './irc/event-store.js';
@@ -116,7 +117,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       logger,
       register: (server) =>
         server.addService(
-          loadWorkerService(),
+          workerServiceDefinition(),
           workerServiceHandlers({
             registry: workers,
             leases: speech.leases,

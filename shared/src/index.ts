@@ -6,3 +6,4 @@ export * from './schemas.js';
 export * from './worker-protocol.js';
 export * from './cidr.js';
 export * from './outbound.js';
+export * from './media.js';

@@ -30,7 +30,7 @@ const mediaDir = mkdtempSync(path.join(tmpdir(), 'sonar-media-'));
 const clients: CoordinatorClient[] = [];
 
 const caps = (models: string[], extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
-  models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu', ...extra,
+  models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu', model_languages: [], ...extra,
 });
 
 async function worker(name: string, capabilities: CapabilitiesMsg, local = false) {

@@ -1,39 +1,33 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { workerProtoPath } from '@sonar/proto';
+import {
+  createWorkerServiceClient,
+  type ClaimRequest,
+  type ClaimResponse__Output,
+  type CompleteRequest,
+  type CompleteResponse__Output,
+  type HeartbeatRequest,
+  type HeartbeatResponse__Output,
+  type HelloRequest,
+  type HelloResponse__Output,
+  type ReleaseRequest,
+  type ReleaseResponse__Output,
+  type WorkerServiceClient,
+} from '@sonar/proto';
 import {
   WORKER_ERROR_METADATA_KEY,
-  WORKER_PROTO_LOADER_OPTIONS,
-  type ClaimRequestMsg,
+  hasLease,
   type ClaimResponseMsg,
-  type CompleteRequestMsg,
-  type CompleteResponseMsg,
-  type HeartbeatRequestMsg,
-  type HeartbeatResponseMsg,
-  type HelloRequestMsg,
-  type HelloResponseMsg,
   type LeaseRefMsg,
   type MediaChunkMsg,
-  type MediaRequestMsg,
   type ProgressAckMsg,
   type ProgressUpdateMsg,
-  type ReleaseRequestMsg,
   type WorkerErrorReason,
 } from '@sonar/shared';
 
-type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => grpc.ClientUnaryCall;
-
-interface WorkerServiceClient extends grpc.Client {
-  Hello: Unary<HelloRequestMsg, HelloResponseMsg>;
-  Heartbeat: Unary<HeartbeatRequestMsg, HeartbeatResponseMsg>;
-  Claim: Unary<ClaimRequestMsg, ClaimResponseMsg>;
-  Complete: Unary<CompleteRequestMsg, CompleteResponseMsg>;
-  Release: Unary<ReleaseRequestMsg, Record<string, never>>;
-  ReportProgress(metadata: grpc.Metadata, cb: (err: grpc.ServiceError | null, res?: ProgressAckMsg) => void): grpc.ClientWritableStream<ProgressUpdateMsg>;
-  FetchMedia(req: MediaRequestMsg, metadata: grpc.Metadata): grpc.ClientReadableStream<MediaChunkMsg>;
-}
+/** A unary method of the generated client, in the form called here (metadata, options, callback). */
+type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;
 
 /** The machine-readable reason a coordinator attached to a refused call, if any. */
 export function workerErrorReason(err: unknown): WorkerErrorReason | null {
@@ -60,12 +54,8 @@ export class CoordinatorClient {
     private readonly secret: string,
     opts: { tls?: boolean; channelOptions?: grpc.ChannelOptions } = {},
   ) {
-    const def = protoLoader.loadSync(workerProtoPath, WORKER_PROTO_LOADER_OPTIONS);
-    const pkg = grpc.loadPackageDefinition(def) as unknown as {
-      sonar: { worker: { v1: { WorkerService: new (addr: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => WorkerServiceClient } } };
-    };
     const creds = opts.tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
-    this.client = new pkg.sonar.worker.v1.WorkerService(address, creds, {
+    this.client = createWorkerServiceClient(address, creds, {
       'grpc.keepalive_time_ms': 30_000,
       'grpc.keepalive_timeout_ms': 10_000,
       ...opts.channelOptions,
@@ -90,25 +80,28 @@ export class CoordinatorClient {
     });
   }
 
-  hello(req: HelloRequestMsg, timeoutMs = 10_000) {
-    return this.call(this.client.Hello, req, timeoutMs);
+  hello(req: HelloRequest, timeoutMs = 10_000) {
+    return this.call<HelloRequest, HelloResponse__Output>(this.client.Hello, req, timeoutMs);
   }
 
-  heartbeat(req: HeartbeatRequestMsg, timeoutMs = 10_000) {
-    return this.call(this.client.Heartbeat, req, timeoutMs);
+  heartbeat(req: HeartbeatRequest, timeoutMs = 10_000) {
+    return this.call<HeartbeatRequest, HeartbeatResponse__Output>(this.client.Heartbeat, req, timeoutMs);
   }
 
-  /** Long poll; `signal` cancels it (the agent does so when it stops). */
-  claim(req: ClaimRequestMsg, signal?: AbortSignal) {
-    return this.call(this.client.Claim, req, req.wait_ms + 10_000, signal);
+  /** Long poll; `signal` cancels it (the agent does so when it stops). A job comes with its lease. */
+  async claim(req: ClaimRequest, signal?: AbortSignal): Promise<ClaimResponseMsg> {
+    const res = await this.call<ClaimRequest, ClaimResponse__Output>(this.client.Claim, req, (req.wait_ms ?? 0) + 10_000, signal);
+    const job = res.job && hasLease(res.job) ? res.job : null;
+    if (res.has_job && !job) throw new Error('the coordinator assigned a job without its lease');
+    return { ...res, job };
   }
 
-  complete(req: CompleteRequestMsg, timeoutMs = 30_000) {
-    return this.call(this.client.Complete, req, timeoutMs);
+  complete(req: CompleteRequest, timeoutMs = 30_000) {
+    return this.call<CompleteRequest, CompleteResponse__Output>(this.client.Complete, req, timeoutMs);
   }
 
-  release(req: ReleaseRequestMsg, timeoutMs = 10_000) {
-    return this.call(this.client.Release, req, timeoutMs);
+  release(req: ReleaseRequest, timeoutMs = 10_000) {
+    return this.call<ReleaseRequest, ReleaseResponse__Output>(this.client.Release, req, timeoutMs);
   }
 
   progress(lease: LeaseRefMsg): ProgressStream {

@@ -18,7 +18,7 @@ import { processesWithArg } from './helpers/procs.js';
 import { runFfmpeg, synthesiseSpeech, type SpokenSentence } from './helpers/speech.js';
 
 /**
- * The transcription side of the worker against the real tools: ffmpeg (through fluent-ffmpeg),
+ * The transcription side of the worker against the real tools: ffmpeg and ffprobe (@sonar/shared's runner),
  * pocketsphinx with Debian's en-us model, and whisper.cpp's CLI built from the sources nodejs-whisper
  * ships, running a tiny random-weight model generated here (no download anywhere). The speech is
  * made by espeak-ng in the test, sentence by sentence, so the test knows where each one is.
@@ -114,7 +114,7 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-describe('media decoding (fluent-ffmpeg)', () => {
+describe('media decoding (ffmpeg)', () => {
   it('turns a WAV into 16 kHz mono 16-bit PCM with a plain header and the right duration', async () => {
     const out = path.join(dir, 'decode-wav.wav');
     const { durationSeconds } = await decodeToWav(speech.wavPath, out);

@@ -1,27 +1,29 @@
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { workerProtoPath } from '@sonar/proto';
+import type {
+  ClaimRequest__Output,
+  ClaimResponse,
+  CompleteRequest__Output,
+  CompleteResponse,
+  HeartbeatRequest__Output,
+  HeartbeatResponse,
+  HelloRequest__Output,
+  HelloResponse,
+  MediaChunk,
+  MediaRequest__Output,
+  ProgressAck,
+  ProgressUpdate__Output,
+  ReleaseRequest__Output,
+  ReleaseResponse,
+  WorkerServiceHandlers,
+} from '@sonar/proto';
 import {
   HELD_LEASES_CONTRACT_VERSION,
   MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
   WORKER_CONTRACT_VERSION,
   WORKER_ERROR_METADATA_KEY,
-  WORKER_PROTO_LOADER_OPTIONS,
   isCompatibleContract,
-  type ClaimRequestMsg,
-  type ClaimResponseMsg,
-  type CompleteRequestMsg,
-  type CompleteResponseMsg,
-  type HeartbeatRequestMsg,
-  type HeartbeatResponseMsg,
-  type HelloRequestMsg,
-  type HelloResponseMsg,
-  type MediaChunkMsg,
-  type MediaRequestMsg,
-  type ProgressAckMsg,
-  type ProgressUpdateMsg,
-  type ReleaseRequestMsg,
+  hasLease,
   type WorkerErrorReason,
 } from '@sonar/shared';
 import type { Logger } from 'pino';
@@ -32,14 +34,6 @@ import type { MediaStager } from '../jobs/media-stager.js';
 import { StaleLeaseError, type LeaseService } from '../protocol/lease-service.js';
 import type { SpeechWorker } from './entities.js';
 import type { WorkerRegistry, WorkerSession } from './worker-registry.js';
-
-export function loadWorkerService(): grpc.ServiceDefinition {
-  const def = protoLoader.loadSync(workerProtoPath, WORKER_PROTO_LOADER_OPTIONS);
-  const pkg = grpc.loadPackageDefinition(def) as unknown as {
-    sonar: { worker: { v1: { WorkerService: grpc.ServiceClientConstructor } } };
-  };
-  return pkg.sonar.worker.v1.WorkerService.service;
-}
 
 class RpcError extends Error {
   constructor(
@@ -72,7 +66,7 @@ export interface WorkerServiceDeps {
  * `authorization` metadata; domain failures become gRPC status codes here and nowhere else:
  * stale leases are ABORTED with trailer `sonar-error: stale_lease`.
  */
-export function workerServiceHandlers(deps: WorkerServiceDeps) {
+export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHandlers {
   const { registry, leases, logger } = deps;
 
   async function authenticate(metadata: grpc.Metadata): Promise<SpeechWorker> {
@@ -118,7 +112,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
   }
 
   return {
-    Hello: unary<HelloRequestMsg, HelloResponseMsg>('Hello', async (call, worker) => {
+    Hello: unary<HelloRequest__Output, HelloResponse>('Hello', async (call, worker) => {
       const req = call.request;
       if (!isCompatibleContract(req.contract_version)) {
         logger.warn({ worker: worker.name, contract: req.contract_version }, 'worker refused: incompatible contract');
@@ -160,7 +154,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       };
     }),
 
-    Heartbeat: unary<HeartbeatRequestMsg, HeartbeatResponseMsg>('Heartbeat', async (call, worker) => {
+    Heartbeat: unary<HeartbeatRequest__Output, HeartbeatResponse>('Heartbeat', async (call, worker) => {
       const valid = await registry.heartbeat(worker, call.request.session_id);
       registry.touch(worker.id);
       // Leases are renewed even when the session is gone: a coordinator restart must not cost running jobs.
@@ -174,7 +168,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       };
     }),
 
-    Claim: unary<ClaimRequestMsg, ClaimResponseMsg>('Claim', async (call, worker) => {
+    Claim: unary<ClaimRequest__Output, ClaimResponse>('Claim', async (call, worker) => {
       const deadline = Date.now() + Math.min(Math.max(call.request.wait_ms, 0), MAX_CLAIM_WAIT_MS);
       const cancelled = new AbortController();
       call.on('cancelled', () => cancelled.abort());
@@ -201,7 +195,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       }
     }),
 
-    ReportProgress: (call: grpc.ServerReadableStream<ProgressUpdateMsg, ProgressAckMsg>, callback: grpc.sendUnaryData<ProgressAckMsg>) => {
+    ReportProgress: (call: grpc.ServerReadableStream<ProgressUpdate__Output, ProgressAck>, callback: grpc.sendUnaryData<ProgressAck>) => {
       void (async () => {
         let session: ReturnType<typeof leases.openProgress> | null = null;
         try {
@@ -209,8 +203,8 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
           session = leases.openProgress(worker.id);
           // Messages are accepted one at a time, in the order sent, so segments reach browsers in order;
           // they are written in batches, and the ack comes once all of them are stored.
-          for await (const update of call as AsyncIterable<ProgressUpdateMsg>) {
-            if (!update.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'every progress message carries its lease');
+          for await (const update of call as AsyncIterable<ProgressUpdate__Output>) {
+            if (!hasLease(update)) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'every progress message carries its lease');
             registry.touch(worker.id);
             await session.accept(update);
           }
@@ -224,7 +218,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       })();
     },
 
-    Complete: unary<CompleteRequestMsg, CompleteResponseMsg>('Complete', async (call, worker) => {
+    Complete: unary<CompleteRequest__Output, CompleteResponse>('Complete', async (call, worker) => {
       const r = call.request;
       if (!r.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
       registry.touch(worker.id);
@@ -242,13 +236,13 @@ export function workerServiceHandlers(deps: WorkerServiceDeps) {
       return { duplicate: res.duplicate, status: res.status };
     }),
 
-    Release: unary<ReleaseRequestMsg, Record<string, never>>('Release', async (call, worker) => {
+    Release: unary<ReleaseRequest__Output, ReleaseResponse>('Release', async (call, worker) => {
       if (!call.request.lease) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'lease is required');
       await leases.release(worker.id, call.request.lease, call.request.reason || 'no reason given');
       return {};
     }),
 
-    FetchMedia: (call: grpc.ServerWritableStream<MediaRequestMsg, MediaChunkMsg>) => {
+    FetchMedia: (call: grpc.ServerWritableStream<MediaRequest__Output, MediaChunk>) => {
       void (async () => {
         try {
           const worker = await authenticate(call.metadata);

@@ -1,0 +1,68 @@
+// Original file: worker.proto
+
+import type { LeaseRef as _sonar_worker_v1_LeaseRef, LeaseRef__Output as _sonar_worker_v1_LeaseRef__Output } from '../../../sonar/worker/v1/LeaseRef.js';
+import type { Long } from '@grpc/proto-loader';
+
+export interface JobAssignment {
+  'lease'?: (_sonar_worker_v1_LeaseRef | null);
+  'lease_expires_unix_ms'?: (number | string | Long);
+  'pass'?: (number);
+  'model'?: (string);
+  /**
+   * Empty: detect.
+   */
+  'language'?: (string);
+  /**
+   * "url" or "upload".
+   */
+  'source_type'?: (string);
+  /**
+   * Set when the worker downloads the source itself.
+   */
+  'source_url'?: (string);
+  /**
+   * True: download the media with FetchMedia and check it against media_sha256.
+   */
+  'media_from_coordinator'?: (boolean);
+  'media_sha256'?: (string);
+  'media_size_bytes'?: (number | string | Long);
+  'source_filename'?: (string);
+  'duration_seconds'?: (number | string);
+  'diarization'?: (boolean);
+  /**
+   * True when an administrator pinned the job to this worker (it may not have the model).
+   */
+  'forced'?: (boolean);
+}
+
+export interface JobAssignment__Output {
+  'lease': (_sonar_worker_v1_LeaseRef__Output | null);
+  'lease_expires_unix_ms': (number);
+  'pass': (number);
+  'model': (string);
+  /**
+   * Empty: detect.
+   */
+  'language': (string);
+  /**
+   * "url" or "upload".
+   */
+  'source_type': (string);
+  /**
+   * Set when the worker downloads the source itself.
+   */
+  'source_url': (string);
+  /**
+   * True: download the media with FetchMedia and check it against media_sha256.
+   */
+  'media_from_coordinator': (boolean);
+  'media_sha256': (string);
+  'media_size_bytes': (number);
+  'source_filename': (string);
+  'duration_seconds': (number);
+  'diarization': (boolean);
+  /**
+   * True when an administrator pinned the job to this worker (it may not have the model).
+   */
+  'forced': (boolean);
+}

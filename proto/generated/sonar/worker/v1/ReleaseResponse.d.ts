@@ -1,0 +1,8 @@
+// Original file: worker.proto
+
+
+export interface ReleaseResponse {
+}
+
+export interface ReleaseResponse__Output {
+}
