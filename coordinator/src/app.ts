@@ -12,6 +12,7 @@ import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
 import { installDomainErrors, okReasonBody } from './http/errors.js';
+import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
 import { ircPlugin } from './irc/plugin.js';
@@ -29,7 +30,10 @@ export interface AppDeps {
   metrics?: Metrics;
   workers?: WorkerRegistry;
   speech?: SpeechServices;
-  /** Pino options (or false); defaults to LOG_LEVEL from the configuration. */
+  /**
+   * Pino options (or false); defaults to LOG_LEVEL from the configuration. Credential redaction
+   * (URLs, headers, SQL values of query errors) is added to whatever is given.
+   */
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -54,7 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, orm, redis, version } = deps;
   const metrics = deps.metrics ?? new Metrics();
   const app = Fastify({
-    logger: deps.logger ?? { level: config.LOG_LEVEL },
+    logger: deps.logger === false ? false : withRedaction(typeof deps.logger === 'object' ? deps.logger : { level: config.LOG_LEVEL }),
     // A hop count is valid for Fastify (proxy-addr) even though its types only list the other forms.
     trustProxy: config.TRUST_PROXY as boolean | string[],
     requestIdHeader: 'x-request-id',
