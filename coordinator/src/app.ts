@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import type { Orm } from './db/orm.js';
 import { AccountService } from './accounts/account-service.js';
-import { authPlugin } from './accounts/auth-plugin.js';
+import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
@@ -66,6 +66,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
   });
+  // Before anything registers a route: a route that declares no config.auth fails to register.
+  enforceRouteAuth(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.addHook('onSend', async (request, reply) => {

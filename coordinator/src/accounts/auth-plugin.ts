@@ -10,11 +10,11 @@ import { AppError, forbidden, unauthenticated } from '../http/errors.js';
 import type { AccountService } from './account-service.js';
 import { classifySecret, type SecretKind } from './secrets.js';
 import type { PgSessionStore } from './session-store.js';
-import { hasPermission, type AuthRequirement, type AuthUser, type Principal } from './types.js';
+import { hasPermission, type AuthRequirement, type AuthUser, type Principal, type RouteAuth } from './types.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    auth?: AuthRequirement;
+    auth?: RouteAuth;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -78,6 +78,52 @@ function transportAllowed(p: Presented, req: AuthRequirement): boolean {
     default:
       return false;
   }
+}
+
+/** One registered route and what it declared in `config.auth`. */
+export interface RouteAuthEntry {
+  method: string;
+  url: string;
+  auth: RouteAuth;
+}
+
+const kPublicScope = Symbol('sonar.publicScope');
+
+/**
+ * Marks every route registered from now on in this (encapsulated) instance and its children as
+ * public. Only for third-party plugins whose route options cannot carry `config.auth` (the
+ * OpenAPI UI); own routes declare `config: { auth: 'public' }` one by one.
+ */
+export function declarePublicScope(instance: FastifyInstance) {
+  (instance as unknown as Record<symbol, boolean>)[kPublicScope] = true;
+}
+
+/**
+ * Deny by default: every route must declare `config.auth`, either a requirement or `'public'`.
+ * A route without one makes registration throw, so the application refuses to start instead of
+ * serving an endpoint nobody decided to open. Call right after creating the root instance, before
+ * any plugin registers routes. The declarations are kept in `app.routeAuthTable` (tests enumerate
+ * the real routes from it).
+ */
+export function enforceRouteAuth(app: FastifyInstance) {
+  const table: RouteAuthEntry[] = [];
+  app.decorate('routeAuthTable', table);
+  app.addHook('onRoute', function checkRouteAuth(this: FastifyInstance, route) {
+    if (route.config?.auth === undefined && (this as unknown as Record<symbol, boolean>)[kPublicScope] === true) {
+      route.config = { ...route.config, auth: 'public' };
+    }
+    const auth = route.config?.auth;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (auth === undefined) {
+      throw new Error(
+        `Route ${methods.join(',')} ${route.url} declares no config.auth: give it an auth requirement or mark it config: { auth: 'public' }.`,
+      );
+    }
+    if (auth !== 'public' && (typeof auth !== 'object' || !Array.isArray(auth.accept) || auth.accept.length === 0)) {
+      throw new Error(`Route ${methods.join(',')} ${route.url} has an invalid config.auth.`);
+    }
+    for (const method of methods) table.push({ method, url: route.url, auth });
+  });
 }
 
 export interface AuthPluginOptions {
@@ -200,7 +246,8 @@ export const authPlugin = fp(
 
     app.addHook('preValidation', async (request) => {
       const requirement = request.routeOptions.config.auth;
-      if (!requirement) return;
+      // Routes without a declaration cannot exist (enforceRouteAuth); 404s have no route config.
+      if (!requirement || requirement === 'public') return;
       const principal = await resolve(request, requirement);
       if (principal.via === 'session' && !SAFE_METHODS.has(request.method)) checkCsrf(request);
       authorize(principal, requirement);
@@ -219,6 +266,7 @@ export const authPlugin = fp(
 
 declare module 'fastify' {
   interface FastifyInstance {
+    routeAuthTable: readonly RouteAuthEntry[];
     sessionUser(request: FastifyRequest): Promise<AuthUser | null>;
     verifyCsrf(request: FastifyRequest): void;
   }
