@@ -30,8 +30,9 @@ declare module 'fastify' {
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
-    payload: { sub: string; typ: 'access' };
-    user: { sub: string; typ: 'access'; iat: number; exp: number };
+    /** `ver`: the user's token_version at issue (absent in tokens of earlier releases: version 0). */
+    payload: { sub: string; typ: 'access'; ver?: number };
+    user: { sub: string; typ: 'access'; ver?: number; iat: number; exp: number };
   }
 }
 
@@ -167,16 +168,10 @@ export const authPlugin = fp(
 
     async function verifyPresented(request: FastifyRequest, p: Presented): Promise<Principal> {
       if (p.kind === 'jwt') {
-        let sub: string;
-        try {
-          const payload = app.jwt.verify<{ sub: string; typ: string }>(p.value);
-          if (payload.typ !== 'access') throw new Error('wrong token type');
-          sub = payload.sub;
-        } catch {
-          throw unauthenticated('The bearer token is invalid or expired.');
-        }
-        const user = await accounts.findActiveUser(Number(sub));
-        if (!user) throw unauthenticated('The bearer token no longer maps to an active user.');
+        const claims = verifyAccessJwt(app, p.value);
+        if (!claims) throw unauthenticated('The bearer token is invalid or expired.');
+        const user = await accounts.findJwtUser(claims.userId, claims.version);
+        if (!user) throw unauthenticated('The bearer token no longer maps to an active user (disabled, or its password changed).');
         return { via: 'jwt', user, accessType: 'authenticated' };
       }
       if (p.kind === 'personal_token') {
@@ -270,6 +265,29 @@ declare module 'fastify' {
     sessionUser(request: FastifyRequest): Promise<AuthUser | null>;
     verifyCsrf(request: FastifyRequest): void;
   }
+}
+
+/**
+ * A JWT's claims when its signature, expiry and type are valid (null otherwise). The caller checks
+ * the user and the version with AccountService.findJwtUser: HTTP routes here, socket.io in
+ * speech/live/attach.ts.
+ */
+export function verifyAccessJwt(app: FastifyInstance, token: string): { userId: number; version: number } | null {
+  try {
+    const payload = app.jwt.verify<{ sub: string; typ: string; ver?: unknown }>(token);
+    if (payload.typ !== 'access') return null;
+    const userId = Number(payload.sub);
+    const version = payload.ver === undefined ? 0 : payload.ver;
+    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number' || !Number.isSafeInteger(version)) return null;
+    return { userId, version };
+  } catch {
+    return null;
+  }
+}
+
+/** The payload of a new access JWT for a user at their current token version. */
+export async function accessJwtPayload(accounts: AccountService, userId: number) {
+  return { sub: String(userId), typ: 'access' as const, ver: await accounts.tokenVersionOf(userId) };
 }
 
 /** The principal of a route that declared `config.auth` (the hook guarantees it is set). */

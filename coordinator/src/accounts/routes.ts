@@ -13,7 +13,7 @@ import type { Config } from '../config.js';
 import { notFound } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
 import type { AccountService } from './account-service.js';
-import { userOf } from './auth-plugin.js';
+import { accessJwtPayload, userOf } from './auth-plugin.js';
 import { presentToken, presentUser } from './presenters.js';
 import type { AuthRequirement } from './types.js';
 
@@ -41,7 +41,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
     },
     handler: async (request) => {
       const user = await accounts.authenticatePassword(request.body.username, request.body.password);
-      const token = app.jwt.sign({ sub: String(user.id), typ: 'access' });
+      const token = app.jwt.sign(await accessJwtPayload(accounts, user.id));
       const expiresAt = new Date(Date.now() + config.JWT_TTL_SECONDS * 1000);
       request.log.info({ userId: user.id }, 'jwt issued');
       return {

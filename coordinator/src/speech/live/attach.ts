@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { SESSION_COOKIE } from '../../accounts/auth-plugin.js';
+import { SESSION_COOKIE, verifyAccessJwt } from '../../accounts/auth-plugin.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
 import type { DomainDeps } from '../../app.js';
 
@@ -22,12 +22,9 @@ export function attachLiveHub(app: FastifyInstance, deps: DomainDeps) {
 
   async function userFromJwt(token: unknown): Promise<AuthUser | null> {
     if (typeof token !== 'string' || !token) return null;
-    try {
-      const payload = app.jwt.verify<{ sub: string; typ: string }>(token);
-      return payload.typ === 'access' ? accounts.findActiveUser(Number(payload.sub)) : null;
-    } catch {
-      return null;
-    }
+    // The same checks as the HTTP routes: signature, expiry, type, active user, token version.
+    const claims = verifyAccessJwt(app, token);
+    return claims ? accounts.findJwtUser(claims.userId, claims.version) : null;
   }
 
   speech.live.attach(app, {
