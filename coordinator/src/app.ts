@@ -6,12 +6,13 @@ import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import type { Orm } from './db/orm.js';
 import { AccountService } from './accounts/account-service.js';
-import { authPlugin } from './accounts/auth-plugin.js';
+import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
 import { installDomainErrors, okReasonBody } from './http/errors.js';
+import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
 import { ircPlugin } from './irc/plugin.js';
@@ -29,7 +30,10 @@ export interface AppDeps {
   metrics?: Metrics;
   workers?: WorkerRegistry;
   speech?: SpeechServices;
-  /** Pino options (or false); defaults to LOG_LEVEL from the configuration. */
+  /**
+   * Pino options (or false); defaults to LOG_LEVEL from the configuration. Credential redaction
+   * (URLs, headers, SQL values of query errors) is added to whatever is given.
+   */
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -54,7 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, orm, redis, version } = deps;
   const metrics = deps.metrics ?? new Metrics();
   const app = Fastify({
-    logger: deps.logger ?? { level: config.LOG_LEVEL },
+    logger: deps.logger === false ? false : withRedaction(typeof deps.logger === 'object' ? deps.logger : { level: config.LOG_LEVEL }),
     // A hop count is valid for Fastify (proxy-addr) even though its types only list the other forms.
     trustProxy: config.TRUST_PROXY as boolean | string[],
     requestIdHeader: 'x-request-id',
@@ -62,6 +66,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
   });
+  // Before anything registers a route: a route that declares no config.auth fails to register.
+  enforceRouteAuth(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.addHook('onSend', async (request, reply) => {

@@ -81,7 +81,12 @@ export const envSchema = z.object({
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
   JWT_SECRET: secret,
   JWT_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86400).default(3600),
+  /** Sign-in attempts per minute per client, POST /login and POST /api/account/login together. */
   LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
+  /** Personal-token management (list, create, revoke, rotate; API and pages together) per minute per client. */
+  TOKEN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(30),
+  /** Administrator-only routes of the chat-log archive per minute per client. */
+  ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(120),
 
   METRICS_ENABLED: bool.default(true),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -97,6 +102,8 @@ export const envSchema = z.object({
   DNS_PAGE_SIZE_MAX: z.coerce.number().int().min(1).max(100_000).default(1000),
   DNS_WHITELIST_WRITE: bool.default(false),
   DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+  /** DNS API requests per minute per client, all /api/dns routes together. */
+  DNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(300),
 
   // Chat-log archive
   /** Chat-log API: requests per minute per client (the spec's typical value is 60). */

@@ -6,6 +6,7 @@ import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { loggerOptions } from './http/log-redaction.js';
 import { AccountService } from './accounts/account-service.js';
 import { ConfigError, loadConfig } from './config.js';
 import { AnotherRunError, ChildGuard } from './infra/child-guard.js';
@@ -54,7 +55,7 @@ async function saveSecrets(secrets: QuickstartSecrets): Promise<QuickstartSecret
 async function main() {
   await mkdir(dataDir, { recursive: true, mode: 0o755 });
   await chmod(dataDir, 0o755); // the embedded PostgreSQL runs as another user when we are root
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' });
+  const logger = pino(loggerOptions(process.env.LOG_LEVEL ?? 'info'));
   let guard: ChildGuard;
   try {
     guard = await ChildGuard.open({ stateFile: path.join(dataDir, 'run', 'quickstart.json'), ownerMatch: 'quickstart', log: (m) => logger.warn(m) });

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import pino, { type Logger } from 'pino';
 import { buildApp } from './app.js';
+import { loggerOptions } from './http/log-redaction.js';
 import type { Config } from './config.js';
 import { migrate, openOrm, type Orm } from './db/orm.js';
 import { startGrpcServer, type GrpcServer } from './grpc/server.js';
@@ -44,7 +45,7 @@ export function connectRedis(url: string): Redis {
 
 /** Starts a coordinator: database (with migrations), Redis, queues, HTTP and gRPC. */
 export async function startCoordinator(config: Config, opts: { logger?: Logger } = {}): Promise<RunningCoordinator> {
-  const logger = opts.logger ?? pino({ level: config.LOG_LEVEL });
+  const logger = opts.logger ?? pino(loggerOptions(config.LOG_LEVEL));
   const version = readPlatformVersion();
   // A bad logger configuration file stops the start before anything is opened (ConfigError).
   const ircLoggerConfig = config.IRC_LOGGER_CONFIG ? loadIrcLoggerConfig(config.IRC_LOGGER_CONFIG) : null;

@@ -3,10 +3,11 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { principalOf } from '../../coordinator/src/accounts/auth-plugin.js';
+import Fastify from 'fastify';
+import { declarePublicScope, enforceRouteAuth, principalOf, type RouteAuthEntry } from '../../coordinator/src/accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../coordinator/src/accounts/types.js';
 import { installDomainErrors, okReasonBody, successErrorBody } from '../../coordinator/src/http/errors.js';
-import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, createTestApp, extractCsrf, randomName, type CookieJar, type TestApp } from '../support/harness.js';
 
 /**
  * Every credential transport against the route policies each area of the spec declares, with the
@@ -46,7 +47,7 @@ async function probes(app: FastifyInstance) {
   });
   await app.register(async (irc) => {
     installDomainErrors(irc, successErrorBody);
-    irc.withTypeProvider<ZodTypeProvider>().get('/probe/irc', { schema: { querystring: z.object({ limit: z.coerce.number().int().min(1).max(1000) }) } }, async () => ({ success: true }));
+    irc.withTypeProvider<ZodTypeProvider>().get('/probe/irc', { config: { auth: 'public' }, schema: { querystring: z.object({ limit: z.coerce.number().int().min(1).max(1000) }) } }, async () => ({ success: true }));
   });
 }
 
@@ -54,9 +55,15 @@ let t: TestApp;
 let alice: { name: string; password: string; id: number };
 let bob: { name: string; password: string; id: number };
 let root: { name: string; password: string; id: number };
+/** Never granted anything (bob gains permissions along the way). */
+let nobody: { name: string; password: string; id: number };
 
 beforeAll(async () => {
-  t = await createTestApp({ beforeReady: probes, env: { LOGIN_RATE_LIMIT_PER_MINUTE: '50' } });
+  // Budgets high enough for the matrix below (rate limits have their own tests in http-edge.test.ts).
+  t = await createTestApp({
+    beforeReady: probes,
+    env: { LOGIN_RATE_LIMIT_PER_MINUTE: '200', TOKEN_RATE_LIMIT_PER_MINUTE: '1000', DNS_RATE_LIMIT_PER_MINUTE: '1000', ADMIN_RATE_LIMIT_PER_MINUTE: '1000' },
+  });
   const mk = async (perms: string[], isAdmin = false) => {
     const name = randomName();
     const { user, password } = await t.accounts.createUser({ username: name, permissions: perms, isAdmin });
@@ -65,6 +72,7 @@ beforeAll(async () => {
   alice = await mk(['speech.use', 'speech.api', 'ai.assistant']);
   bob = await mk([]);
   root = await mk([], true);
+  nobody = await mk([]);
 });
 afterAll(async () => t?.close());
 
@@ -161,6 +169,34 @@ describe('signed-in API: session or JWT', () => {
     expect((await get('/probe/speechUser', { authorization: `Bearer ${token}` })).statusCode).toBe(200);
     await t.accounts.setDisabled(name, true);
     expect((await get('/probe/speechUser', { authorization: `Bearer ${token}` })).statusCode).toBe(401);
+  });
+
+  it('JWTs carry the token version: a password change or disable ends them before they expire (401)', async () => {
+    const name = randomName();
+    const u = await t.accounts.createUser({ username: name, permissions: ['speech.use'] });
+    const before = await jwtFor(name, u.password);
+    const claims = JSON.parse(Buffer.from(before.split('.')[1]!, 'base64url').toString());
+    expect(claims).toMatchObject({ sub: String(u.user.id), typ: 'access', ver: 0 });
+    expect((await get('/probe/speechUser', { authorization: `Bearer ${before}` })).statusCode).toBe(200);
+
+    await t.accounts.setPassword(name, 'a-brand-new-password');
+    const stale = await get('/probe/speechUser', { authorization: `Bearer ${before}` });
+    expect(stale.statusCode).toBe(401);
+    expect(stale.json()).toMatchObject({ ...UNAUTH, message: expect.stringContaining('password changed') });
+    // A token issued after the change works, and carries the new version.
+    const after = await jwtFor(name, 'a-brand-new-password');
+    expect(JSON.parse(Buffer.from(after.split('.')[1]!, 'base64url').toString()).ver).toBe(1);
+    expect((await get('/api/account/me', { authorization: `Bearer ${after}` })).statusCode).toBe(200);
+
+    // Disabling ends it too, and enabling the account again does not bring the old token back.
+    await t.accounts.setDisabled(name, true);
+    expect((await get('/api/account/me', { authorization: `Bearer ${after}` })).statusCode).toBe(401);
+    await t.accounts.setDisabled(name, false);
+    expect((await get('/api/account/me', { authorization: `Bearer ${after}` })).statusCode).toBe(401);
+    expect((await get('/api/account/me', { authorization: `Bearer ${await jwtFor(name, 'a-brand-new-password')}` })).statusCode).toBe(200);
+    // A token whose version claim is not a number is refused like a forged one.
+    const odd = t.app.jwt.sign({ sub: String(u.user.id), typ: 'access', ver: '2' as unknown as number });
+    expect((await get('/api/account/me', { authorization: `Bearer ${odd}` })).statusCode).toBe(401);
   });
 
   it('a browser session works for reads; mutations need the CSRF token', async () => {
@@ -376,5 +412,147 @@ describe('chat-log archive error shape', () => {
     const missing = await get('/irc/api/nothing-here');
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toEqual({ success: false, error: 'Not found.' });
+  });
+});
+
+describe('deny by default: a route must declare config.auth', () => {
+  it('refuses to register a route without a declaration, naming its method and URL', async () => {
+    const app = Fastify();
+    enforceRouteAuth(app);
+    expect(() => app.get('/forgotten', async () => 'open')).toThrow(/GET \/forgotten.*config\.auth/);
+    expect(() => app.route({ method: ['POST', 'PUT'], url: '/forgotten-too', handler: async () => 'open' })).toThrow(/POST,PUT \/forgotten-too/);
+    // Inside a plugin the failure stops the start.
+    void app.register(async (child) => {
+      child.post('/in-plugin', async () => 'open');
+    });
+    await expect(app.ready()).rejects.toThrow(/POST \/in-plugin/);
+  });
+
+  it('accepts public routes, routes with a requirement, and third-party routes of a public scope', async () => {
+    const app = Fastify();
+    enforceRouteAuth(app);
+    app.get('/open', { config: { auth: 'public' } }, async () => 'open');
+    app.get('/closed', { config: { auth: { accept: ['jwt'] } } }, async () => 'closed');
+    expect(() => app.get('/empty', { config: { auth: { accept: [] } } }, async () => 'x')).toThrow(/GET \/empty has an invalid config\.auth/);
+    await app.register(async (docs) => {
+      declarePublicScope(docs);
+      docs.get('/docs-like', async () => 'docs');
+    });
+    await app.ready();
+    expect(app.routeAuthTable.map((r) => `${r.method} ${r.url} ${typeof r.auth === 'string' ? r.auth : 'auth'}`)).toEqual([
+      'GET /open public', 'HEAD /open public', 'GET /closed auth', 'HEAD /closed auth', 'GET /docs-like public', 'HEAD /docs-like public',
+    ]);
+    await app.close();
+  });
+});
+
+describe('every real route of the application', () => {
+  const realRoutes = () => t.app.routeAuthTable.filter((r) => !r.url.startsWith('/probe/'));
+  const protectedRoutes = () => realRoutes().filter((r): r is RouteAuthEntry & { auth: AuthRequirement } => r.auth !== 'public');
+  const concrete = (url: string) => url.replace(/:[A-Za-z_]+/g, '1').replace(/\*$/, 'x');
+  const isIrc = (url: string) => url.startsWith('/irc/api') || url.startsWith('/api/irclog');
+  const isPage = (url: string) => !url.startsWith('/api/') && !isIrc(url);
+  const label = (r: RouteAuthEntry) => `${r.method} ${r.url}`;
+
+  it('covers the areas of the service (the table is the real one)', () => {
+    const names = realRoutes().map(label);
+    for (const expected of [
+      'GET /api/platform', 'POST /api/account/login', 'GET /api/account/me', 'POST /api/account/tokens', 'GET /api/speech/jobs',
+      'POST /api/speech/transcribe', 'PATCH /api/speech/uploads/:id', 'POST /api/dns/records/add', 'GET /irc/api/logs',
+      'DELETE /irc/api/admin/aliases', 'GET /shared/speech/transcript/:token', 'GET /login', 'GET /metrics', 'GET /openapi.json', 'GET /docs',
+    ]) {
+      expect(names).toContain(expected);
+    }
+    expect(protectedRoutes().length).toBeGreaterThan(40);
+  });
+
+  it('public routes are exactly the declared ones: sign-in, platform, chat-log reads, shares, docs, metrics, static assets', () => {
+    const publicUrls = [...new Set(realRoutes().filter((r) => r.auth === 'public').map((r) => r.url))];
+    const allowed = [
+      /^\/login$/, /^\/api\/account\/login$/, /^\/api\/platform$/, /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
+      /^\/shared\/speech\/transcript\/:token$/, /^\/docs(\/.*)?$/, /^\/openapi\.json$/, /^\/metrics$/, /^\/speech\/assets\/tus\.min\.js$/,
+    ];
+    expect(publicUrls.filter((u) => !allowed.some((re) => re.test(u)))).toEqual([]);
+  });
+
+  it('without credentials every protected route answers 401 in its area’s shape (pages redirect to sign-in)', async () => {
+    const failures: string[] = [];
+    for (const r of protectedRoutes()) {
+      const url = concrete(r.url);
+      const res = await t.app.inject({ method: r.method as 'GET', url, remoteAddress: '203.0.113.10' });
+      if (isPage(r.url)) {
+        if (res.statusCode !== 303 || !String(res.headers.location).startsWith('/login?next=')) failures.push(`${label(r)}: ${res.statusCode} ${res.headers.location}`);
+        continue;
+      }
+      if (res.statusCode !== 401) {
+        failures.push(`${label(r)}: ${res.statusCode}`);
+        continue;
+      }
+      if (r.method === 'HEAD') continue;
+      const body = res.json();
+      const shapeOk = isIrc(r.url)
+        ? body.success === false && typeof body.error === 'string' && Object.keys(body).length === 2
+        : body.ok === false && body.reason === 'unauthenticated' && typeof body.message === 'string';
+      if (!shapeOk) failures.push(`${label(r)}: body ${res.body}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  /** Credentials of `who` that the route accepts (a CSRF header with a session for writes). */
+  async function credentialsFor(r: RouteAuthEntry & { auth: AuthRequirement }, who: { name: string; password: string; id: number }, sessions: Map<string, { jar: CookieJar; csrf: string }>) {
+    if (r.auth.accept.includes('jwt')) return { authorization: `Bearer ${await jwtFor(who.name, who.password)}` };
+    if (r.auth.accept.includes('personal_token')) return { authorization: `Bearer ${await patFor(who.id, [r.auth.scope ?? 'speech.api'])}` };
+    if (r.auth.accept.includes('session')) {
+      let s = sessions.get(who.name);
+      if (!s) {
+        const { jar } = await browserLogin(t.app, who.name, who.password);
+        s = { jar, csrf: extractCsrf((await get('/account', { cookie: jar.header() })).body) };
+        sessions.set(who.name, s);
+      }
+      return { cookie: s.jar.header(), ...(['GET', 'HEAD', 'OPTIONS'].includes(r.method) ? {} : { 'x-csrf-token': s.csrf }) };
+    }
+    throw new Error(`no credential for ${label(r)}`);
+  }
+
+  it('a signed-in user without the required permission gets 403 on every route that requires one', async () => {
+    const sessions = new Map<string, { jar: CookieJar; csrf: string }>();
+    const guarded = protectedRoutes().filter((r) => r.auth.adminOnly || (r.auth.permissions?.length ?? 0) > 0);
+    expect(guarded.length).toBeGreaterThan(20);
+    const failures: string[] = [];
+    for (const r of guarded) {
+      const res = await t.app.inject({ method: r.method as 'GET', url: concrete(r.url), headers: await credentialsFor(r, nobody, sessions) });
+      if (res.statusCode !== 403) {
+        failures.push(`${label(r)}: ${res.statusCode} ${res.body.slice(0, 120)}`);
+        continue;
+      }
+      if (r.method === 'HEAD' || isPage(r.url)) continue;
+      const body = res.json();
+      const shapeOk = isIrc(r.url) ? body.success === false && /Administrator/.test(body.error) : body.ok === false && body.reason === 'forbidden';
+      if (!shapeOk) failures.push(`${label(r)}: body ${res.body}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('an administrator passes authentication and authorization everywhere, and nothing answers 5xx', async () => {
+    const sessions = new Map<string, { jar: CookieJar; csrf: string }>();
+    const failures: string[] = [];
+    for (const r of protectedRoutes()) {
+      // DNS routes accept no JWT: the administrator's browser session.
+      const res = await t.app.inject({ method: r.method as 'GET', url: concrete(r.url), headers: await credentialsFor(r, root, sessions) });
+      if ([401, 403].includes(res.statusCode) || res.statusCode >= 500) failures.push(`${label(r)}: ${res.statusCode} ${res.body.slice(0, 160)}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('public routes answer without credentials and never with 401', async () => {
+    const failures: string[] = [];
+    for (const r of realRoutes().filter((x) => x.auth === 'public')) {
+      const res = await t.app.inject({ method: r.method as 'GET', url: concrete(r.url), remoteAddress: '127.0.0.1' });
+      if (res.statusCode === 401 || res.statusCode >= 500) failures.push(`${label(r)}: ${res.statusCode}`);
+    }
+    expect(failures).toEqual([]);
+    expect((await get('/api/platform')).statusCode).toBe(200);
+    expect((await get('/login')).statusCode).toBe(200);
+    expect((await get('/openapi.json')).statusCode).toBe(200);
   });
 });

@@ -1,6 +1,6 @@
 import type {} from '@fastify/jwt';
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance, FastifyServerOptions, LightMyRequestResponse } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { buildApp } from '../../coordinator/src/app.js';
@@ -59,14 +59,17 @@ export interface TestApp {
 
 /**
  * The real application over a fresh database and the real Redis, driven with app.inject().
- * `beforeReady` may register extra routes (for example probes of an auth policy) before use.
+ * `beforeReady` may register extra routes (for example probes of an auth policy) before use;
+ * `logger` replaces the pino options (a test capturing the log passes its own stream).
  */
-export async function createTestApp(opts: { env?: Record<string, string>; beforeReady?: (app: FastifyInstance) => Promise<void> | void } = {}): Promise<TestApp> {
+export async function createTestApp(
+  opts: { env?: Record<string, string>; beforeReady?: (app: FastifyInstance) => Promise<void> | void; logger?: FastifyServerOptions['logger'] } = {},
+): Promise<TestApp> {
   const db = await createTestDatabase();
   const config = loadConfig(testEnv(db, opts.env));
   const orm = await openOrm({ databaseUrl: config.DATABASE_URL, poolMax: config.DATABASE_POOL_MAX });
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 3 });
-  const app = await buildApp({ config, orm, redis, version: readPlatformVersion(), logger: { level: config.LOG_LEVEL } });
+  const app = await buildApp({ config, orm, redis, version: readPlatformVersion(), logger: opts.logger ?? { level: config.LOG_LEVEL } });
   await opts.beforeReady?.(app);
   await app.ready();
   return {

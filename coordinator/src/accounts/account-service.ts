@@ -104,6 +104,22 @@ export class AccountService {
     return user && !user.disabledAt ? toAuthUser(user) : null;
   }
 
+  /**
+   * The user a JWT names, when it is active and the token's version (claim `ver`, 0 when absent)
+   * is still the user's: a password change or disable since the token was issued refuses it.
+   */
+  async findJwtUser(id: number, tokenVersion: number): Promise<AuthUser | null> {
+    const user = await this.repo.findUserById(this.em(), id);
+    return user && !user.disabledAt && user.tokenVersion === tokenVersion ? toAuthUser(user) : null;
+  }
+
+  /** The version that a JWT issued now for this user carries. */
+  async tokenVersionOf(id: number): Promise<number> {
+    const user = await this.repo.findUserById(this.em(), id);
+    if (!user) throw new AppError('not_found', 'user not found');
+    return user.tokenVersion;
+  }
+
   async findUser(username: string): Promise<AuthUser | null> {
     const user = await this.repo.findUserByUsername(this.em(), username);
     return user ? toAuthUser(user) : null;
@@ -122,7 +138,8 @@ export class AccountService {
     if (password.length < 8) throw invalid('password', 'must be at least 8 characters');
     await this.updateUser(username, async (user, em) => {
       user.passwordHash = await hashPassword(password);
-      // A password change ends every browser session of that user.
+      // A password change ends every browser session of that user and invalidates their JWTs.
+      user.tokenVersion += 1;
       await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
     });
   }
@@ -142,6 +159,8 @@ export class AccountService {
         throw new AppError('conflict', 'refusing to disable the last active administrator');
       }
       user.disabledAt = disabled ? (user.disabledAt ?? new Date()) : null;
+      // Disabling invalidates the JWTs issued so far: enabling again does not bring them back.
+      if (disabled) user.tokenVersion += 1;
       if (disabled) await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
     });
   }

@@ -10,11 +10,11 @@ import { AppError, forbidden, unauthenticated } from '../http/errors.js';
 import type { AccountService } from './account-service.js';
 import { classifySecret, type SecretKind } from './secrets.js';
 import type { PgSessionStore } from './session-store.js';
-import { hasPermission, type AuthRequirement, type AuthUser, type Principal } from './types.js';
+import { hasPermission, type AuthRequirement, type AuthUser, type Principal, type RouteAuth } from './types.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    auth?: AuthRequirement;
+    auth?: RouteAuth;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -30,8 +30,9 @@ declare module 'fastify' {
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
-    payload: { sub: string; typ: 'access' };
-    user: { sub: string; typ: 'access'; iat: number; exp: number };
+    /** `ver`: the user's token_version at issue (absent in tokens of earlier releases: version 0). */
+    payload: { sub: string; typ: 'access'; ver?: number };
+    user: { sub: string; typ: 'access'; ver?: number; iat: number; exp: number };
   }
 }
 
@@ -80,6 +81,52 @@ function transportAllowed(p: Presented, req: AuthRequirement): boolean {
   }
 }
 
+/** One registered route and what it declared in `config.auth`. */
+export interface RouteAuthEntry {
+  method: string;
+  url: string;
+  auth: RouteAuth;
+}
+
+const kPublicScope = Symbol('sonar.publicScope');
+
+/**
+ * Marks every route registered from now on in this (encapsulated) instance and its children as
+ * public. Only for third-party plugins whose route options cannot carry `config.auth` (the
+ * OpenAPI UI); own routes declare `config: { auth: 'public' }` one by one.
+ */
+export function declarePublicScope(instance: FastifyInstance) {
+  (instance as unknown as Record<symbol, boolean>)[kPublicScope] = true;
+}
+
+/**
+ * Deny by default: every route must declare `config.auth`, either a requirement or `'public'`.
+ * A route without one makes registration throw, so the application refuses to start instead of
+ * serving an endpoint nobody decided to open. Call right after creating the root instance, before
+ * any plugin registers routes. The declarations are kept in `app.routeAuthTable` (tests enumerate
+ * the real routes from it).
+ */
+export function enforceRouteAuth(app: FastifyInstance) {
+  const table: RouteAuthEntry[] = [];
+  app.decorate('routeAuthTable', table);
+  app.addHook('onRoute', function checkRouteAuth(this: FastifyInstance, route) {
+    if (route.config?.auth === undefined && (this as unknown as Record<symbol, boolean>)[kPublicScope] === true) {
+      route.config = { ...route.config, auth: 'public' };
+    }
+    const auth = route.config?.auth;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (auth === undefined) {
+      throw new Error(
+        `Route ${methods.join(',')} ${route.url} declares no config.auth: give it an auth requirement or mark it config: { auth: 'public' }.`,
+      );
+    }
+    if (auth !== 'public' && (typeof auth !== 'object' || !Array.isArray(auth.accept) || auth.accept.length === 0)) {
+      throw new Error(`Route ${methods.join(',')} ${route.url} has an invalid config.auth.`);
+    }
+    for (const method of methods) table.push({ method, url: route.url, auth });
+  });
+}
+
 export interface AuthPluginOptions {
   config: Config;
   accounts: AccountService;
@@ -121,16 +168,10 @@ export const authPlugin = fp(
 
     async function verifyPresented(request: FastifyRequest, p: Presented): Promise<Principal> {
       if (p.kind === 'jwt') {
-        let sub: string;
-        try {
-          const payload = app.jwt.verify<{ sub: string; typ: string }>(p.value);
-          if (payload.typ !== 'access') throw new Error('wrong token type');
-          sub = payload.sub;
-        } catch {
-          throw unauthenticated('The bearer token is invalid or expired.');
-        }
-        const user = await accounts.findActiveUser(Number(sub));
-        if (!user) throw unauthenticated('The bearer token no longer maps to an active user.');
+        const claims = verifyAccessJwt(app, p.value);
+        if (!claims) throw unauthenticated('The bearer token is invalid or expired.');
+        const user = await accounts.findJwtUser(claims.userId, claims.version);
+        if (!user) throw unauthenticated('The bearer token no longer maps to an active user (disabled, or its password changed).');
         return { via: 'jwt', user, accessType: 'authenticated' };
       }
       if (p.kind === 'personal_token') {
@@ -200,7 +241,8 @@ export const authPlugin = fp(
 
     app.addHook('preValidation', async (request) => {
       const requirement = request.routeOptions.config.auth;
-      if (!requirement) return;
+      // Routes without a declaration cannot exist (enforceRouteAuth); 404s have no route config.
+      if (!requirement || requirement === 'public') return;
       const principal = await resolve(request, requirement);
       if (principal.via === 'session' && !SAFE_METHODS.has(request.method)) checkCsrf(request);
       authorize(principal, requirement);
@@ -219,9 +261,33 @@ export const authPlugin = fp(
 
 declare module 'fastify' {
   interface FastifyInstance {
+    routeAuthTable: readonly RouteAuthEntry[];
     sessionUser(request: FastifyRequest): Promise<AuthUser | null>;
     verifyCsrf(request: FastifyRequest): void;
   }
+}
+
+/**
+ * A JWT's claims when its signature, expiry and type are valid (null otherwise). The caller checks
+ * the user and the version with AccountService.findJwtUser: HTTP routes here, socket.io in
+ * speech/live/attach.ts.
+ */
+export function verifyAccessJwt(app: FastifyInstance, token: string): { userId: number; version: number } | null {
+  try {
+    const payload = app.jwt.verify<{ sub: string; typ: string; ver?: unknown }>(token);
+    if (payload.typ !== 'access') return null;
+    const userId = Number(payload.sub);
+    const version = payload.ver === undefined ? 0 : payload.ver;
+    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number' || !Number.isSafeInteger(version)) return null;
+    return { userId, version };
+  } catch {
+    return null;
+  }
+}
+
+/** The payload of a new access JWT for a user at their current token version. */
+export async function accessJwtPayload(accounts: AccountService, userId: number) {
+  return { sub: String(userId), typ: 'access' as const, ver: await accounts.tokenVersionOf(userId) };
 }
 
 /** The principal of a route that declared `config.auth` (the hook guarantees it is set). */

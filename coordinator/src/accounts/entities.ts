@@ -4,7 +4,7 @@ import type { Permission, TokenScope } from '@sonar/shared';
 /** Persistent account records. They stay inside the service; presenters turn them into wire JSON. */
 
 export class User {
-  [OptionalProps]?: 'email' | 'isAdmin' | 'permissions' | 'disabledAt' | 'createdAt' | 'updatedAt';
+  [OptionalProps]?: 'email' | 'isAdmin' | 'permissions' | 'disabledAt' | 'tokenVersion' | 'createdAt' | 'updatedAt';
   id!: number;
   username!: string;
   email: string | null = null;
@@ -12,6 +12,8 @@ export class User {
   isAdmin = false;
   permissions: Permission[] = [];
   disabledAt: Date | null = null;
+  /** JWTs carry it (claim `ver`) and stop working once it moves on: bumped on password change and disable. */
+  tokenVersion = 0;
   createdAt: Date = new Date();
   updatedAt: Date = new Date();
 }
@@ -89,6 +91,7 @@ export const UserSchema = new EntitySchema<User>({
     isAdmin: { type: 'boolean', fieldName: 'is_admin', default: false },
     permissions: { type: 'string[]', columnType: 'text[]', default: '{}' },
     disabledAt: { type: 'datetime', columnType: 'timestamptz', fieldName: 'disabled_at', nullable: true },
+    tokenVersion: { type: 'integer', fieldName: 'token_version', default: 0 },
     ...timestamps,
     updatedAt: { type: 'datetime', columnType: 'timestamptz', fieldName: 'updated_at', onUpdate: () => new Date() },
   },

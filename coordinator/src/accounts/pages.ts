@@ -6,6 +6,7 @@ import { TOKEN_SCOPES } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { AppError, normalizeError } from '../http/errors.js';
 import { html, layout } from '../http/html.js';
+import { sharedRateLimit } from '../http/rate-limits.js';
 import type { AccountService } from './account-service.js';
 import { userOf } from './auth-plugin.js';
 import type { AuthRequirement, AuthUser } from './types.js';
@@ -70,8 +71,11 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   }
 
   const hidden = { hide: true } as const;
+  // Shared with POST /api/account/login and the token API (accounts/routes.ts): one budget each.
+  const loginLimit = sharedRateLimit(base, 'login', config.LOGIN_RATE_LIMIT_PER_MINUTE);
+  const tokenLimit = sharedRateLimit(base, 'tokens', config.TOKEN_RATE_LIMIT_PER_MINUTE);
 
-  app.get('/login', { schema: { ...hidden, querystring: z.object({ next: z.string().max(2000).optional() }) } }, async (request, reply) => {
+  app.get('/login', { schema: { ...hidden, querystring: z.object({ next: z.string().max(2000).optional() }) }, config: { auth: 'public' } }, async (request, reply) => {
     const next = safeNext(request.query.next);
     if (await app.sessionUser(request)) return reply.redirect(next, 303);
     return reply.type('text/html; charset=utf-8').send(loginForm(reply, next));
@@ -79,7 +83,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
 
   app.post(
     '/login',
-    { schema: { ...hidden, body: loginBody }, config: { rateLimit: { max: config.LOGIN_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000 } } },
+    { schema: { ...hidden, body: loginBody }, config: { auth: 'public' }, onRequest: loginLimit },
     async (request, reply) => {
       const { username, password } = request.body;
       const next = safeNext(request.body.next);
@@ -147,7 +151,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
 
   app.get('/account', { schema: hidden, config: { auth: sessionOnly } }, (request, reply) => accountPage(request, reply));
 
-  app.post('/account/tokens', { schema: { ...hidden, body: tokenBody }, config: { auth: sessionOnly } }, async (request, reply) => {
+  app.post('/account/tokens', { schema: { ...hidden, body: tokenBody }, config: { auth: sessionOnly }, onRequest: tokenLimit }, async (request, reply) => {
     const { name, scopes, expires_in_days: days } = request.body;
     try {
       const { token, record, callbackSecret } = await accounts.createPersonalToken(userOf(request).id, {
@@ -163,7 +167,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   });
 
   const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });
-  app.post('/account/tokens/:tokenId/revoke', { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
+  app.post('/account/tokens/:tokenId/revoke', { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly }, onRequest: tokenLimit }, async (request, reply) => {
     await accounts.revokePersonalToken(request.params.tokenId, { ownerId: userOf(request).id });
     return reply.redirect('/account', 303);
   });

@@ -11,8 +11,9 @@ import {
 } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { notFound } from '../http/errors.js';
+import { sharedRateLimit } from '../http/rate-limits.js';
 import type { AccountService } from './account-service.js';
-import { userOf } from './auth-plugin.js';
+import { accessJwtPayload, userOf } from './auth-plugin.js';
 import { presentToken, presentUser } from './presenters.js';
 import type { AuthRequirement } from './types.js';
 
@@ -23,9 +24,13 @@ const errors = { 401: errorBodySchema, 403: errorBodySchema, 422: errorBodySchem
 export async function accountRoutes(app: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
   const { config, accounts } = opts;
   const r = app.withTypeProvider<ZodTypeProvider>();
+  // One sign-in budget with POST /login (accounts/pages.ts), one token-management budget with the pages.
+  const loginLimit = sharedRateLimit(app, 'login', config.LOGIN_RATE_LIMIT_PER_MINUTE);
+  const tokenLimit = sharedRateLimit(app, 'tokens', config.TOKEN_RATE_LIMIT_PER_MINUTE);
 
   r.post('/api/account/login', {
-    config: { rateLimit: { max: config.LOGIN_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000 } },
+    config: { auth: 'public' },
+    onRequest: loginLimit,
     schema: {
       tags: ['accounts'],
       summary: 'Exchange a username and password for a JWT bearer token',
@@ -36,7 +41,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
     },
     handler: async (request) => {
       const user = await accounts.authenticatePassword(request.body.username, request.body.password);
-      const token = app.jwt.sign({ sub: String(user.id), typ: 'access' });
+      const token = app.jwt.sign(await accessJwtPayload(accounts, user.id));
       const expiresAt = new Date(Date.now() + config.JWT_TTL_SECONDS * 1000);
       request.log.info({ userId: user.id }, 'jwt issued');
       return {
@@ -78,6 +83,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
 
   r.get('/api/account/tokens', {
     config: { auth: signedIn },
+    onRequest: tokenLimit,
     schema: {
       tags: ['accounts'],
       summary: "The caller's personal access tokens (never their secret values)",
@@ -92,6 +98,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
 
   r.post('/api/account/tokens', {
     config: { auth: signedIn },
+    onRequest: tokenLimit,
     schema: {
       tags: ['accounts'],
       summary: 'Create a personal access token; its value is shown only in this response',
@@ -120,6 +127,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
 
   r.post('/api/account/tokens/:tokenId/callback-secret', {
     config: { auth: signedIn },
+    onRequest: tokenLimit,
     schema: {
       tags: ['accounts'],
       summary: 'Rotate the callback signing secret of one of your tokens; the new value is shown only here',
@@ -136,6 +144,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
 
   r.delete('/api/account/tokens/:tokenId', {
     config: { auth: signedIn },
+    onRequest: tokenLimit,
     schema: {
       tags: ['accounts'],
       summary: 'Revoke one of your personal access tokens',

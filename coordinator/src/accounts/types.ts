@@ -35,6 +35,13 @@ export interface AuthRequirement {
   adminOnly?: boolean;
 }
 
+/**
+ * What a route declares in `config.auth`: a requirement, or `'public'` for a route that anyone may
+ * call (sign-in pages, platform version, public chat-log reads, share pages, docs, static assets)
+ * or that checks its caller itself (metrics). A route that declares neither refuses to register.
+ */
+export type RouteAuth = AuthRequirement | 'public';
+
 export function hasPermission(user: AuthUser, permission: Permission): boolean {
   return user.isAdmin || user.permissions.includes(permission);
 }

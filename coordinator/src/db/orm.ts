@@ -1,6 +1,7 @@
 import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import type { MigrationObject } from '@mikro-orm/core';
 import type { Logger } from 'pino';
+import { stripSqlValues } from '../http/log-redaction.js';
 import { accountSchemas } from '../accounts/entities.js';
 import { MIGRATION_NAMES } from './migrations/names.js';
 import { SpeechWorkerSchema } from '../speech/workers/entities.js';
@@ -49,7 +50,8 @@ export function ormConfig(opts: OrmOptions, migrator: MigratorParts | null) {
     allowGlobalContext: false,
     forceUtcTimezone: true,
     debug: false,
-    logger: (message) => opts.logger?.debug({ orm: true }, message),
+    // Query logs (debug only) without the values MikroORM inlines into every statement.
+    logger: (message) => opts.logger?.debug({ orm: true }, stripSqlValues(message)),
     migrations: {
       migrationsList: migrator?.migrationsList ?? [],
       tableName: 'mikro_orm_migrations',

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { principalOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import { AppError, installDomainErrors, okReasonBody, validationFailed } from '../http/errors.js';
+import { sharedRateLimit } from '../http/rate-limits.js';
 import type { DomainDeps } from '../app.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
 import { DnsService, acmeOwner, type WriteOp } from './dns-service.js';
@@ -16,6 +17,8 @@ const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist
 export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
   installDomainErrors(app, okReasonBody, { validation_failed: 400 });
   const { config, accounts } = deps;
+  // Every DNS route counts against one budget per client (before authentication: failed keys count too).
+  app.addHook('onRequest', sharedRateLimit(app, 'dns', config.DNS_RATE_LIMIT_PER_MINUTE));
   const dns = new DnsService(deps.orm, config);
   app.decorate('dns', dns);
   const r = app.withTypeProvider<ZodTypeProvider>();

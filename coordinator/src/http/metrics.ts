@@ -97,7 +97,8 @@ export const metricsPlugin = fp(async function metricsRoutes(app: FastifyInstanc
   const allowed = new IpRangeSet(config.METRICS_ALLOW);
   const token = config.METRICS_TOKEN ? Buffer.from(`Bearer ${config.METRICS_TOKEN}`) : null;
 
-  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+  // Public for the auth plugin: the handler admits METRICS_ALLOW addresses or METRICS_TOKEN itself.
+  app.get('/metrics', { schema: { hide: true }, config: { auth: 'public' } }, async (request, reply) => {
     const header = Buffer.from(request.headers.authorization ?? '');
     const tokenOk = token !== null && header.length === token.length && timingSafeEqual(header, token);
     if (!tokenOk && !allowed.has(request.ip)) {

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+import { declarePublicScope } from '../accounts/auth-plugin.js';
 
 /**
  * OpenAPI 3 document generated from the zod schemas every route declares; served as JSON at
@@ -31,6 +32,10 @@ export const openApiPlugin = fp(async function openApi(app: FastifyInstance, opt
     },
     transform: jsonSchemaTransform,
   });
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // The UI plugin's routes cannot carry config.auth: its own scope marks them public.
+  await app.register(async (docs) => {
+    declarePublicScope(docs);
+    await docs.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
+  });
+  app.get('/openapi.json', { schema: { hide: true }, config: { auth: 'public' } }, async () => app.swagger());
 }, { name: 'sonar-openapi' });

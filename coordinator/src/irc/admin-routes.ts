@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { IrcAliasService } from './alias-service.js';
+import { sharedRateLimit } from '../http/rate-limits.js';
 import { IRC_SOURCES } from './event-store.js';
 
 /** Administrators only, signed in (session, CSRF-checked) or with a JWT. */
@@ -27,9 +28,10 @@ const link = z.object({ network: z.string(), nick: z.string(), alias: z.string()
  * filter and `nick_profile`; removing a link (also one learnt from a NICK line) blocks it, so a
  * re-import does not bring it back.
  */
-export async function ircAdminRoutes(app: FastifyInstance, opts: { aliases: IrcAliasService }) {
+export async function ircAdminRoutes(app: FastifyInstance, opts: { aliases: IrcAliasService; rateLimitMax: number }) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { aliases } = opts;
+  app.addHook('onRequest', sharedRateLimit(app, 'admin', opts.rateLimitMax));
 
   r.get('/irc/api/admin/aliases', {
     config: { auth: admin },

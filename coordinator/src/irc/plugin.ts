@@ -13,5 +13,5 @@ export async function ircPlugin(app: FastifyInstance, deps: DomainDeps) {
   installDomainErrors(app, successErrorBody);
   const archive = new IrcArchiveService(deps.orm);
   await app.register(ircRoutes, { archive, rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX });
-  await app.register(ircAdminRoutes, { aliases: archive.aliases });
+  await app.register(ircAdminRoutes, { aliases: archive.aliases, rateLimitMax: deps.config.ADMIN_RATE_LIMIT_PER_MINUTE });
 }

@@ -140,6 +140,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
     const common = { tags, deprecated: legacy, ...(legacy ? { description: `Legacy alias of /irc/api; answers with a Deprecation header.` } : {}) };
 
     r.get(`${prefix}/networks`, {
+      config: { auth: 'public' },
       onRequest: limiter,
       schema: { ...common, summary: 'Networks of an archive', querystring: sourceQuery, response: { 200: z.object({ success: z.literal(true), networks: z.array(network), source: z.string() }), ...errors } },
     }, async (req, reply) => {
@@ -149,6 +150,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
     });
 
     r.get(`${prefix}/networks/:networkId/channels`, {
+      config: { auth: 'public' },
       onRequest: limiter,
       schema: {
         ...common, summary: 'Channels of a network, with first/last event time (UTC) and event count', params: channelsParams, querystring: sourceQuery,
@@ -161,6 +163,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
     });
 
     r.get(`${prefix}/logs`, {
+      config: { auth: 'public' },
       onRequest: limiter,
       schema: {
         ...common,

@@ -7,6 +7,7 @@ import { installDomainErrors, okReasonBody } from '../http/errors.js';
 export async function platformPlugin(app: FastifyInstance, opts: { version: string }) {
   installDomainErrors(app, okReasonBody);
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
+    config: { auth: 'public' },
     schema: {
       tags: ['platform'],
       summary: 'Public platform version',

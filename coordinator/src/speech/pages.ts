@@ -45,7 +45,7 @@ export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
 
   // tus-js-client's browser build for the upload script of /speech (public, like any static asset).
   let tusClient: Promise<Buffer> | null = null;
-  app.get('/speech/assets/tus.min.js', { schema: hidden }, async (_request, reply) => {
+  app.get('/speech/assets/tus.min.js', { schema: hidden, config: { auth: 'public' } }, async (_request, reply) => {
     tusClient ??= readFile(createRequire(import.meta.url).resolve('tus-js-client/dist/tus.min.js')).catch((err: unknown) => {
       tusClient = null;
       throw err;

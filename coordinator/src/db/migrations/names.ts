@@ -12,4 +12,5 @@ export const MIGRATION_NAMES = [
   'Migration20261121000600Irc',
   'Migration20261121000700IrcSearch',
   'Migration20261124000800SpeechJobState',
+  'Migration20261124000900UserTokenVersion',
 ] as const;

@@ -30,7 +30,12 @@ export class LiveHub implements JobEventSink {
 
   attach(
     app: FastifyInstance,
-    deps: { jobs: () => JobService; authenticate: (headers: Record<string, string | string[] | undefined>, auth: Record<string, unknown>) => Promise<AuthUser | null> },
+    deps: {
+      jobs: () => JobService;
+      authenticate: (headers: Record<string, string | string[] | undefined>, auth: Record<string, unknown>) => Promise<AuthUser | null>;
+      /** Whether a handshake request (polling or WebSocket upgrade) may proceed, from its headers (the Origin check). */
+      allowHandshake?: (headers: Record<string, string | string[] | undefined>) => boolean;
+    },
   ) {
     // The adapter publishes without handling failures: during a Redis outage a rejected publish
     // would be an unhandled rejection, so publish never rejects (logged at warn instead).
@@ -42,6 +47,12 @@ export class LiveHub implements JobEventSink {
       serveClient: true,
       adapter: createAdapter(this.pub, this.sub, { key: `${this.keyPrefix}socket.io` }),
       cors: { origin: false },
+      // Cross-site WebSocket hijacking: a foreign page's handshake would carry the victim's session
+      // cookie. Refused before authentication (HTTP 403 for polling, a closed upgrade for WebSocket).
+      allowRequest: (req, callback) => {
+        const allowed = deps.allowHandshake ? deps.allowHandshake(req.headers) : true;
+        callback(allowed ? null : 'Origin not allowed', allowed);
+      },
     });
     this.io = io;
 

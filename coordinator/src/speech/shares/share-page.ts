@@ -119,7 +119,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
 
   app.get<{ Params: { token: string }; Querystring: Record<string, string | undefined> }>(
     `${SHARE_PATH_PREFIX}:token`,
-    { schema: { hide: true }, config: { rateLimit: SPEECH_RATE_LIMIT } },
+    { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
       const asText = raw.endsWith('.txt');

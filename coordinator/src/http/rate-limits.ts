@@ -1,0 +1,16 @@
+import type { FastifyInstance } from 'fastify';
+
+/** The budgets that several routes share; each is counted per client address. */
+export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin';
+
+/**
+ * An onRequest hook that counts every route it guards against one budget per client address
+ * (`max` requests a minute, in Redis under the coordinator's `rl:` prefix). A route-level
+ * `config.rateLimit` would give each route (and each method) its own counter, so two sign-in
+ * routes would allow twice the configured attempts; here the key is the bucket name and the
+ * address, whatever route the request takes. Over the budget: 429 `rate_limited` with Retry-After,
+ * in the error shape of the route's area.
+ */
+export function sharedRateLimit(app: FastifyInstance, bucket: SharedBucket, max: number) {
+  return app.rateLimit({ max, timeWindow: 60_000, keyGenerator: (req) => `${bucket}:${req.ip}` });
+}
