@@ -199,7 +199,8 @@ export interface MediaProbe {
 export async function ffprobe(file: string, opts: MediaToolOptions & { fileName?: string } = {}): Promise<MediaProbe> {
   const { stdout, stderr } = await runTool(
     'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-i', path.resolve(file)],
+    // Only local files: an uploaded playlist (HLS, concat) must not make ffprobe open URLs or other files.
+    ['-v', 'error', '-protocol_whitelist', 'file', '-print_format', 'json', '-show_format', '-show_streams', '-i', path.resolve(file)],
     { signal: opts.signal, timeoutMs: opts.timeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS, collectStdout: true },
   );
   let data: z.infer<typeof ffprobeJson>;

@@ -70,6 +70,8 @@ export async function decodeToWav(inputPath: string, outPath: string, opts: { si
       [
         '-v', 'error',
         '-y',
+        // Only local files: a downloaded playlist (HLS, concat) must not make ffmpeg open URLs or other files.
+        '-protocol_whitelist', 'file',
         '-i', path.resolve(inputPath),
         '-map', '0:a:0',
         '-vn', '-sn', '-dn',
