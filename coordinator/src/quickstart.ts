@@ -252,7 +252,9 @@ async function ensureLocalWorkerSecret(svc: RunningCoordinator, secrets: Quickst
 /**
  * Runs the same worker agent a GPU host runs, as a child process; restarts it if it dies,
  * except when the coordinator refused it (bad secret or contract), which a restart cannot fix.
- * It stops by itself when the quick start is gone (--exit-with-parent); the watchdog too.
+ * It stops by itself when the quick start is gone (--exit-with-parent): its stdin is a pipe that only
+ * this process holds open, which the kernel closes however this process ends, even before the agent
+ * has finished starting (a changed parent PID is the agent's second sign). The watchdog stops it too.
  * It downloads URL sources with the coordinator's outbound allow-list (it runs on the same host).
  */
 function startLocalWorker(svc: RunningCoordinator, host: string, secret: string, outboundAllowRanges: readonly string[], guard: ChildGuard, logger: pino.Logger) {
@@ -267,9 +269,11 @@ function startLocalWorker(svc: RunningCoordinator, host: string, secret: string,
         WHISPER_MODELS_DIR: process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models'),
         SONAR_OUTBOUND_ALLOW_RANGES: outboundAllowRanges.join(','),
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['pipe', 'inherit', 'inherit'],
     });
     child = c;
+    // Nothing is written; the open write end is the agent's lifeline (see above).
+    c.stdin?.on('error', () => undefined);
     c.once('spawn', () => guard.watch(c.pid, { name: 'worker', signal: 'SIGTERM', match: [bin] }));
     c.once('exit', (code) => {
       guard.forget(c.pid);

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,8 +9,9 @@ import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { whisperCliBuilt } from '../../worker/src/engines/whisper-cpp.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { isSameProcess, recordProcess, stopProcess } from '../../coordinator/src/infra/processes.js';
 import { createTestDatabase, testEnv, type TestDatabase } from '../support/harness.js';
-import { freePort, startNode, type Proc } from '../support/processes.js';
+import { Proc, freePort, repoRoot, startNode } from '../support/processes.js';
 
 /**
  * The worker agent as a real process against a real coordinator over gRPC on loopback:
@@ -31,6 +33,24 @@ function agent(extra: string[] = [], secretValue = secret) {
   const file = path.join(dir, `secret-${procs.length}`);
   writeFileSync(file, secretValue);
   const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${grpcPort}`, '--secret-file', file, ...extra]);
+  procs.push(p);
+  return p;
+}
+
+/**
+ * The agent with --exit-with-parent, started by a parent of its own (like the quick start) that
+ * prints the agent's PID and then idles; the agent's output goes through the parent's.
+ * `stdin`: 'pipe' hands the agent a pipe only the parent holds, 'ignore' leaves only the parent PID.
+ */
+function agentUnderParent(stdin: 'pipe' | 'ignore') {
+  const file = path.join(dir, `secret-${procs.length}`);
+  writeFileSync(file, secret);
+  const parentScript = `
+    const c = require('node:child_process').spawn(process.execPath, process.argv.slice(1), { stdio: [process.env.AGENT_STDIN, 'inherit', 'inherit'] });
+    console.log('agent pid ' + c.pid);
+    setInterval(() => undefined, 60000);`;
+  const args = [path.join(repoRoot, 'worker/dist/bin.js'), '--coordinator', `127.0.0.1:${grpcPort}`, '--secret-file', file, '--exit-with-parent'];
+  const p = new Proc(spawn(process.execPath, ['-e', parentScript, '--', ...args], { cwd: repoRoot, env: { ...process.env, AGENT_STDIN: stdin }, stdio: ['ignore', 'pipe', 'pipe'] }));
   procs.push(p);
   return p;
 }
@@ -137,6 +157,35 @@ describe('worker agent over gRPC', () => {
       .poll(() => p.lines.filter((l) => l.includes('connected to coordinator')).length, { timeout: 20_000, interval: 200 })
       .toBeGreaterThan(connectsBefore);
     await p.stop();
+  });
+
+  it('with --exit-with-parent, stops when its parent dies, even while it is still starting', async () => {
+    // Killed at once: the agent is still loading, so the parent PID it first sees may already be
+    // init's; the pipe on its stdin still reaches end of input.
+    const early = agentUnderParent('pipe');
+    const pid = Number(/agent pid (\d+)/.exec(await early.waitFor(/agent pid \d+/))![1]);
+    const worker = recordProcess(pid, { name: 'worker', signal: 'SIGTERM', match: ['worker/dist/bin.js'] })!;
+    try {
+      early.child.kill('SIGKILL');
+      await early.exited;
+      await expect.poll(() => isSameProcess(worker), { timeout: 15_000 }).toBe(false);
+      expect(early.lines.join('\n')).toMatch(/parent process exited; stopping.*stdin from the parent closed/);
+    } finally {
+      await stopProcess(worker);
+    }
+
+    // Without the pipe, a changed parent PID is the sign.
+    const late = agentUnderParent('ignore');
+    await late.waitFor(/connected to coordinator/);
+    const second = recordProcess(Number(/agent pid (\d+)/.exec(late.lines.join('\n'))![1]), { name: 'worker', signal: 'SIGTERM', match: ['worker/dist/bin.js'] })!;
+    try {
+      late.child.kill('SIGKILL');
+      await late.exited;
+      await expect.poll(() => isSameProcess(second), { timeout: 15_000 }).toBe(false);
+      expect(late.lines.join('\n')).toMatch(/parent process exited; stopping.*parent PID changed/);
+    } finally {
+      await stopProcess(second);
+    }
   });
 
   it('a revoked worker is refused', async () => {

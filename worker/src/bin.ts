@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
+import { fstatSync, readFileSync } from 'node:fs';
 import { OutboundPolicy } from '@sonar/shared';
 import { Command, Option } from 'commander';
 import { WorkerAgent, FatalAgentError, type AgentLogger } from './agent.js';
@@ -7,6 +7,9 @@ import { detectCapabilities } from './capabilities.js';
 import { CoordinatorClient } from './coordinator-client.js';
 import { createEngines, decodeToWav, engineForModel, type TranscriptionEngine } from './engines/index.js';
 import { runJob } from './job-runner.js';
+
+/** The parent as early as this module can see it: main() awaits capability detection before it watches. */
+const parentAtStart = process.ppid;
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -29,7 +32,10 @@ const program = new Command()
   .addOption(new Option('--work-dir <path>', 'folder for temporary media while a job runs').env('WORKER_WORK_DIR'))
   .addOption(new Option('--shutdown-grace-ms <ms>', 'on SIGTERM, how long the running job may finish before it is handed back').env('WORKER_SHUTDOWN_GRACE_MS').default('60000'))
   .addOption(new Option('--presence-only', 'connect and keep presence but claim no jobs').env('WORKER_PRESENCE_ONLY'))
-  .addOption(new Option('--exit-with-parent', 'stop at once when the process that started this one exits (the quick start\'s local runner)').env('WORKER_EXIT_WITH_PARENT'))
+  .addOption(
+    new Option('--exit-with-parent', 'stop at once when the process that started this one exits (the quick start\'s local runner; give it a pipe as stdin that the parent keeps open)')
+      .env('WORKER_EXIT_WITH_PARENT'),
+  )
   .parse();
 
 const opts = program.opts<{
@@ -131,21 +137,51 @@ async function main() {
 }
 
 /**
- * When the parent exits (even SIGKILLed) the kernel hands this process to another parent: the
- * PID changes. Its coordinator went with it, so the running job is handed back without grace
- * (its engine processes are killed) and the agent stops; a hard exit bounds the wait for calls
- * to the vanished coordinator.
+ * Stops the agent when the parent is gone (even SIGKILLed): its coordinator went with it, so the
+ * running job is handed back without grace (its engine processes are killed) and the agent stops;
+ * a hard exit bounds the wait for calls to the vanished coordinator. Two signs, either suffices:
+ *
+ * - stdin is a pipe whose write end only the parent holds (the quick start spawns this agent so):
+ *   the kernel closes it when the parent exits, and the end of input is seen whenever this process
+ *   starts reading, even when the parent died while this one was still loading.
+ * - the parent PID changes (the kernel hands an orphan to init or a subreaper). It is compared with
+ *   the parent this process had when it started, not when it got here: capability detection comes
+ *   first and takes a while, and a parent that died meanwhile must not become the "parent" watched.
  */
 function exitWithParent(agent: WorkerAgent) {
-  const parent = process.ppid;
-  const timer = setInterval(() => {
-    if (process.ppid === parent) return;
+  let gone = false;
+  const stop = (why: string) => {
+    if (gone) return;
+    gone = true;
     clearInterval(timer);
-    logger.warn({ parent }, 'parent process exited; stopping');
+    logger.warn({ parent: parentAtStart, why }, 'parent process exited; stopping');
     agent.stop(0);
     setTimeout(() => process.exit(1), 10_000).unref();
+  };
+  const timer = setInterval(() => {
+    if (process.ppid !== parentAtStart) stop(`parent PID changed to ${process.ppid}`);
   }, 500);
   timer.unref();
+  if (process.ppid !== parentAtStart) stop(`parent PID changed to ${process.ppid}`);
+
+  if (stdinIsPipe()) {
+    const stdin = process.stdin;
+    stdin.on('data', () => undefined); // nothing is sent; only the end matters
+    stdin.once('end', () => stop('stdin from the parent closed'));
+    stdin.once('error', () => stop('stdin from the parent failed'));
+    // Reading must not keep this process alive once the agent has stopped for another reason.
+    (stdin as { unref?: () => void }).unref?.();
+  }
+}
+
+/** A pipe or socket: what a parent hands over as a lifeline. A terminal or /dev/null is not one. */
+function stdinIsPipe(): boolean {
+  try {
+    const st = fstatSync(0);
+    return st.isFIFO() || st.isSocket();
+  } catch {
+    return false;
+  }
 }
 
 main().catch((err) => {
