@@ -1,5 +1,5 @@
-// Chat-log archive phases of bench/run.mjs (`BENCH_ONLY=irc`), against the 10-million-row archive
-// that `npm run bench:irc:generate` builds once in the database sonar_bench_irc (bench/irc-generate.mjs).
+// Chat-log archive phases of bench/src/run.ts (`BENCH_ONLY=irc`), against the 10-million-row archive
+// that `npm run bench:irc:generate` builds once in the database sonar_bench_irc (bench/src/irc-generate.ts).
 // The coordinator runs in this process on that database (IRC_API_RATE_LIMIT_MAX raised so the
 // per-client limit never answers 429).
 //
@@ -14,28 +14,37 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { loadConfig } from '../coordinator/dist/config.js';
-import { IrcImportService } from '../coordinator/dist/irc/import-service.js';
-import { startCoordinator } from '../coordinator/dist/service.js';
-import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, vocabulary, zipf } from './irc-generate.mjs';
-import { coordinatorEnv, log, ms, percentile, rng, secs } from './lib.mjs';
+import { loadConfig } from '../../coordinator/dist/config.js';
+import { IrcImportService } from '../../coordinator/dist/irc/import-service.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
+import {
+  BENCH_IRC_DATABASE,
+  benchDatabaseUrl,
+  englishCount,
+  makeNicks,
+  readBenchState,
+  vocabulary,
+  zipf,
+  type FinishedBenchState,
+} from './irc-generate.js';
+import { coordinatorEnv, errorText, log, ms, percentile, rng, secs, type Fail, type Row } from './lib.js';
 
-const int = (name, fallback) => {
+const int = (name: string, fallback: number): number => {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
 };
-const fmt = (n) => Math.round(n).toLocaleString('en-US');
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 /** The goal from the issue: p95 under 100 ms for every query shape. */
 const TARGET_P95_MS = 100;
 const IMPORT_NETWORK_PREFIX = 'bench-import-';
 
 /** The PostgreSQL server holding sonar_bench_irc: BENCH_DATABASE_URL, else the bench's admin URL. */
-export function ircServerUrl(pgAdminUrl) {
+export function ircServerUrl(pgAdminUrl: string): string {
   return process.env.BENCH_DATABASE_URL || pgAdminUrl;
 }
 
 /** The generator's record of a finished run, or null (no database, or an unfinished one). */
-export async function ircBenchState(pgAdminUrl) {
+export async function ircBenchState(pgAdminUrl: string): Promise<FinishedBenchState | null> {
   const state = await readBenchState(ircServerUrl(pgAdminUrl));
   return state?.complete ? state : null;
 }
@@ -47,8 +56,8 @@ export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about
 const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
 const QUIT_REASONS = ['Quit: Leaving', 'Ping timeout: 260 seconds', 'Read error: Connection reset by peer', 'Remote host closed the connection', 'Quit: ZNC 1.8.2 - https://znc.in', 'Client Quit', 'Quit: WeeChat 3.8'];
 const KICK_REASONS = ['spam', 'flood', 'please stay on topic', 'no bots'];
-const two = (n) => String(n).padStart(2, '0');
-const clock = (s) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
+const two = (n: number) => String(n).padStart(2, '0');
+const clock = (s: number) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
 
 /**
  * ZNC logs `#chan_YYYYMMDD.log` of about 5,000 lines each (four channels, as many days as needed)
@@ -56,18 +65,20 @@ const clock = (s) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60
  * URLs or code), actions, notices, joins/parts/quits, nick changes, modes, topics, kicks, and a
  * netsplit per file (20-60 quits with one split reason, most rejoining minutes later).
  */
-function writeZncFiles(dir, totalLines, seed) {
+function writeZncFiles(dir: string, totalLines: number, seed: number): { files: string[]; lines: number } {
   const rand = rng(seed ^ 0x1237);
   const words = vocabulary(seed);
   const english = englishCount(seed);
   const { nicks, alts } = makeNicks(rand, 800);
   const channels = ['#bench-general', '#bench-dev', '#bench-help', '#bench-offtopic'];
   const perFile = 5000;
-  const hourCum = HOUR_WEIGHTS.map(((acc) => (w) => (acc += w))(0));
-  const say = (n) => Array.from({ length: n }, () => words[zipf(rand, words.length) - 1]).join(' ');
-  const tech = () => words[english + zipf(rand, words.length - english) - 1];
-  const host = (nick) => `~${nick.toLowerCase().replace(/[^a-z0-9]/g, '') || 'u'}@user/${nick.replace(/[^A-Za-z0-9]/g, '')}`;
-  const files = [];
+  const hourCum = HOUR_WEIGHTS.map(((acc) => (w: number) => (acc += w))(0));
+  // zipf(rand, n) is a rank in 1..n: every index below is in range.
+  const say = (n: number) => Array.from({ length: n }, () => words[zipf(rand, words.length) - 1]!).join(' ');
+  const tech = () => words[english + zipf(rand, words.length - english) - 1]!;
+  const nickOf = (i: number) => nicks[i]!;
+  const host = (nick: string) => `~${nick.toLowerCase().replace(/[^a-z0-9]/g, '') || 'u'}@user/${nick.replace(/[^A-Za-z0-9]/g, '')}`;
+  const files: string[] = [];
   let written = 0;
   for (let f = 0; written < totalLines; f++) {
     const channel = channels[f % channels.length];
@@ -75,21 +86,21 @@ function writeZncFiles(dir, totalLines, seed) {
     const n = Math.min(perFile, totalLines - written);
     const shift = Math.floor(rand() * nicks.length);
     const nickAt = () => (zipf(rand, nicks.length) + (rand() < 0.5 ? 0 : shift)) % nicks.length;
-    const events = [];
+    const events: Array<{ at: number; text: string; k?: number }> = [];
     // The netsplit: quits within seconds, then most of the same nicks rejoin 2-15 minutes later.
     const q = n >= 200 ? 20 + Math.floor(rand() * 41) : 0;
     const m = Math.round(q * 0.8);
     const splitAt = 3600 + Math.floor(rand() * 70_000);
     const split = [...new Set(Array.from({ length: q * 2 }, nickAt))].slice(0, q);
-    split.forEach((i, k) => events.push({ at: splitAt + Math.floor(k / 8), text: `*** Quits: ${nicks[i]} (${host(nicks[i])}) (*.net *.split)` }));
+    split.forEach((i, k) => events.push({ at: splitAt + Math.floor(k / 8), text: `*** Quits: ${nickOf(i)} (${host(nickOf(i))}) (*.net *.split)` }));
     const mergeAt = splitAt + 120 + Math.floor(rand() * 780);
-    split.slice(0, m).forEach((i, k) => events.push({ at: mergeAt + Math.floor(k / 6), text: `*** Joins: ${nicks[i]} (${host(nicks[i])})` }));
+    split.slice(0, m).forEach((i, k) => events.push({ at: mergeAt + Math.floor(k / 6), text: `*** Joins: ${nickOf(i)} (${host(nickOf(i))})` }));
     while (events.length < n) {
-      const r = rand() * hourCum[23];
+      const r = rand() * hourCum[23]!;
       const at = hourCum.findIndex((c) => r < c) * 3600 + Math.floor(rand() * 3600);
       const i = nickAt();
-      const nick = rand() < 0.05 ? alts[i] : nicks[i];
-      const other = nicks[nickAt()];
+      const nick = rand() < 0.05 ? alts[i]! : nickOf(i);
+      const other = nickOf(nickAt());
       const t = rand() * 100;
       let text;
       if (t < 71) {
@@ -108,7 +119,7 @@ function writeZncFiles(dir, totalLines, seed) {
       events.push({ at, text });
     }
     events.forEach((e, k) => (e.k = k));
-    events.sort((a, b) => a.at - b.at || a.k - b.k);
+    events.sort((a, b) => a.at - b.at || a.k! - b.k!);
     const file = path.join(dir, `${channel}_${day.replace(/-/g, '')}.log`);
     writeFileSync(file, events.map((e) => `[${clock(e.at)}] ${e.text}\n`).join(''));
     files.push(file);
@@ -120,8 +131,8 @@ function writeZncFiles(dir, totalLines, seed) {
 // ---- query sets -----------------------------------------------------------------------------------
 
 /** Seeded draws of `n` distinct items from `make()` (gives up after many repeats). */
-function distinct(n, make) {
-  const out = new Map();
+function distinct<T>(n: number, make: () => T | null | undefined | false | 0 | ''): T[] {
+  const out = new Map<string, T>();
   for (let tries = 0; out.size < n && tries < n * 200; tries++) {
     const v = make();
     if (v) out.set(JSON.stringify(v), v);
@@ -133,43 +144,51 @@ function distinct(n, make) {
  * The query shapes: for each, warm-up + measured parameter sets, drawn with a fixed seed from the
  * generated vocabulary and from the archive itself (active nicks, big channels, real word pairs).
  */
-async function querySets(db, state, count) {
+interface QueryShape {
+  shape: string;
+  about: string;
+  note?: string;
+  params: Array<Record<string, string>>;
+}
+
+async function querySets(db: pg.Client, state: FinishedBenchState, count: number): Promise<QueryShape[]> {
   const rand = rng(4242);
   const words = vocabulary(state.seed);
-  const plain = (w) => /^[a-z]+$/.test(w);
-  const logUniform = (lo, hi) => Math.floor(Math.exp(Math.log(lo) + rand() * (Math.log(hi) - Math.log(lo))));
-  const wordIn = (lo, hi) => {
-    const w = words[logUniform(lo, hi) - 1];
+  const plain = (w: string) => /^[a-z]+$/.test(w);
+  const logUniform = (lo: number, hi: number) => Math.floor(Math.exp(Math.log(lo) + rand() * (Math.log(hi) - Math.log(lo))));
+  const wordIn = (lo: number, hi: number) => {
+    const w = words[logUniform(lo, hi) - 1] ?? '';
     return plain(w) ? w : null;
   };
-  const q = async (sql, params) => (await db.query(sql, params)).rows;
+  const q = async <T extends pg.QueryResultRow>(sql: string, params?: unknown[]) => (await db.query<T>(sql, params)).rows;
 
-  const nets = await q(
+  const nets = await q<{ id: number; name: string; first_at: Date; last_at: Date; events: string }>(
     `select n.id, n.name, min(c.first_at) as first_at, max(c.last_at) as last_at, sum(c.event_count)::bigint as events
        from irc_networks n join irc_channels c on c.network_id = n.id
       where n.source = 'production' and n.name not like $1 group by n.id, n.name order by events desc`,
     [`${IMPORT_NETWORK_PREFIX}%`],
   );
-  const big = await q(
+  const big = await q<{ id: number; name: string; network: string; event_count: number }>(
     `select c.id, c.name, n.name as network, c.event_count from irc_channels c join irc_networks n on n.id = c.network_id
       where n.source = 'production' order by c.event_count desc limit 3`,
   );
-  const nicks = await q(
+  const nicks = await q<{ nick: string; network_id: number; message_count: number }>(
     `select k.nick, k.network_id, k.message_count from irc_nicks k join irc_networks n on n.id = k.network_id
       where n.source = 'production' and k.nick_key <> 'chanserv' and k.nick_key !~ '^guest[0-9]+$'
       order by k.message_count desc limit 500`,
   );
   // Real adjacent word pairs: messages at seeded ids, pairs past the `nick:` prefix where at least
   // one word is outside the 100 most common (a phrase of two stop words would match everything).
-  const [{ max }] = await q('select max(id) as max from irc_events');
+  const [maxRow] = await q<{ max: string | null }>('select max(id) as max from irc_events');
+  const max = maxRow?.max;
   const sampleIds = Array.from({ length: count * 40 }, () => 1 + Math.floor(rand() * Number(max)));
-  const messages = await q(`select message_text from irc_events where id = any($1::bigint[]) and event_type = 'PRIVMSG' order by id`, [sampleIds]);
+  const messages = await q<{ message_text: string }>(`select message_text from irc_events where id = any($1::bigint[]) and event_type = 'PRIVMSG' order by id`, [sampleIds]);
   const rank = new Map(words.map((w, i) => [w, i + 1]));
-  const pairs = [];
+  const pairs: string[] = [];
   for (const { message_text: text } of messages) {
     const tokens = text.replace(/^\S+: /, '').split(' ');
     for (let i = 0; i + 1 < tokens.length; i++) {
-      const [a, b] = [tokens[i], tokens[i + 1]];
+      const [a, b] = [tokens[i]!, tokens[i + 1]!];
       if (plain(a) && plain(b) && a !== b && Math.max(rank.get(a) ?? 0, rank.get(b) ?? 0) > 100) {
         pairs.push(`${a} ${b}`);
         break;
@@ -177,7 +196,7 @@ async function querySets(db, state, count) {
     }
   }
 
-  const day = (ms) => new Date(ms).toISOString().slice(0, 10);
+  const day = (ms: number | Date) => new Date(ms).toISOString().slice(0, 10);
   const n = count;
   return [
     {
@@ -206,6 +225,7 @@ async function querySets(db, state, count) {
       about: 'network_id + date_from/date_to, 1-30 days',
       params: distinct(n, () => {
         const net = nets[Math.floor(rand() * nets.length)];
+        if (!net) return null;
         const from = Date.parse(`${day(new Date(net.first_at))}T00:00:00Z`);
         const to = Date.parse(`${day(new Date(net.last_at))}T00:00:00Z`);
         const len = 1 + Math.floor(rand() * 30);
@@ -228,7 +248,7 @@ async function querySets(db, state, count) {
       note: `channels ${big.map((c) => `${c.network}/${c.name} (${fmt(c.event_count)} rows)`).join(', ')}`,
       params: distinct(n, () => {
         const c = big[Math.floor(rand() * big.length)];
-        return { channel_id: String(c.id), offset: String(10_000 + Math.floor(rand() * 90_001)) };
+        return c && { channel_id: String(c.id), offset: String(10_000 + Math.floor(rand() * 90_001)) };
       }),
     },
     {
@@ -244,10 +264,21 @@ async function querySets(db, state, count) {
 
 // ---- phases -----------------------------------------------------------------------------------------
 
-/**
- * @param ctx { pgAdminUrl, redisUrl, redisPrefix, tmp, runId, row, fail, check(ok), checkInterrupted }
- */
-export async function ircPhases(ctx) {
+export interface IrcContext {
+  /** The bench's PostgreSQL admin URL (BENCH_DATABASE_URL overrides the server). */
+  pgAdminUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  tmp: string;
+  runId: string;
+  row: Row;
+  fail: Fail;
+  /** Records a check's outcome (a false one fails the run). */
+  check: (ok: boolean) => void;
+  checkInterrupted: () => void;
+}
+
+export async function ircPhases(ctx: IrcContext): Promise<void> {
   const { row, fail, check, checkInterrupted } = ctx;
   const settings = {
     importLines: int('IRC_BENCH_IMPORT_LINES', 200_000),
@@ -263,7 +294,7 @@ export async function ircPhases(ctx) {
   const dbUrl = benchDatabaseUrl(base);
   const db = new pg.Client({ connectionString: dbUrl });
   await db.connect();
-  let svc = null;
+  let svc: RunningCoordinator | null = null;
   const importNetwork = `${IMPORT_NETWORK_PREFIX}${ctx.runId}`;
   // `like` also takes networks an interrupted earlier run left (two IRC benches must not run at once).
   const dropImportNetworks = async (name = `${IMPORT_NETWORK_PREFIX}%`) => {
@@ -345,11 +376,12 @@ export async function ircPhases(ctx) {
     try {
       checkInterrupted();
       const sets = await querySets(db, state, settings.queries + settings.warmup);
-      const get = async (params) => {
+      const running = svc;
+      const get = async (params: Record<string, string>) => {
         const qs = new URLSearchParams(params).toString();
         const s = performance.now();
-        const res = await fetch(`${svc.url}/irc/api/logs?${qs}`);
-        const body = await res.json().catch(() => null);
+        const res = await fetch(`${running.url}/irc/api/logs?${qs}`);
+        const body = (await res.json().catch(() => null)) as { success?: boolean; total?: number | string } | null;
         const took = performance.now() - s;
         if (res.status !== 200 || body?.success !== true) throw new Error(`GET /irc/api/logs?${qs}: HTTP ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
         return { ms: took, total: Number(body.total) };
@@ -390,8 +422,8 @@ export async function ircPhases(ctx) {
       fail('IRC queries', err);
     }
   } finally {
-    await dropImportNetworks(importNetwork).catch((err) => log(`irc: removing the import network failed: ${err.message}`));
-    if (svc) await svc.close().catch((err) => log(`irc: closing the coordinator failed: ${err.message}`));
+    await dropImportNetworks(importNetwork).catch((err: unknown) => log(`irc: removing the import network failed: ${errorText(err)}`));
+    if (svc) await svc.close().catch((err: unknown) => log(`irc: closing the coordinator failed: ${errorText(err)}`));
     await db.end().catch(() => undefined);
   }
 }

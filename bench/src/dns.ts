@@ -1,4 +1,4 @@
-// DNS API phases of bench/run.mjs (`BENCH_ONLY=dns` runs only these). A real BIND named (bench/bind.mjs)
+// DNS API phases of bench/src/run.ts (`BENCH_ONLY=dns` runs only these). A real BIND named (bench/src/bind.ts)
 // serves one generated zone of BENCH_DNS_RECORDS (100,000) records; the zone is registered with the
 // coordinator's zone registry and read through the HTTP API with a global DNS API key.
 //
@@ -12,20 +12,41 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { ZoneRegistry } from '../coordinator/dist/dns/zone-registry.js';
-import { WORDS, hostIp, hostName, makeZone, run, startNamed, tool } from './bind.mjs';
-import { log, median, ms, rng, secs } from './lib.mjs';
+import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
+import { ZoneRegistry } from '../../coordinator/dist/dns/zone-registry.js';
+import type { RunningCoordinator } from '../../coordinator/dist/service.js';
+import { WORDS, hostIp, hostName, makeZone, run, startNamed, tool, type BenchNamed } from './bind.js';
+import { log, median, ms, rng, secs, type Cleanup, type DnsApiBody, type Fail, type Row } from './lib.js';
+import type { LoadGenerator } from './load.js';
 
-const int = (name, fallback) => {
+const int = (name: string, fallback: number): number => {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
 };
 
 
-/**
- * @param ctx { svc, accounts, runId, row, fail, check(ok), signal, checkInterrupted, startLoadGenerator, cleanups }
- */
-export async function dnsPhases(ctx) {
+export interface DnsContext {
+  svc: RunningCoordinator;
+  accounts: AccountService;
+  tmp: string;
+  runId: string;
+  row: Row;
+  fail: Fail;
+  /** Records a check's outcome (a false one fails the run). */
+  check: (ok: boolean) => void;
+  signal: AbortSignal;
+  checkInterrupted: () => void;
+  startLoadGenerator: () => LoadGenerator;
+  cleanups: Cleanup[];
+}
+
+interface BulkOp {
+  name: string;
+  type: string;
+  target: string;
+}
+
+export async function dnsPhases(ctx: DnsContext): Promise<void> {
   const { svc, accounts, row, fail, check, checkInterrupted, cleanups } = ctx;
   const settings = {
     records: int('BENCH_DNS_RECORDS', 100_000),
@@ -43,8 +64,8 @@ export async function dnsPhases(ctx) {
   cleanups.push(['named directory', async () => rmSync(dir, { recursive: true, force: true })]);
   const zoneFile = path.join(dir, `db.${zone}`);
 
-  let ns;
-  let key;
+  let ns: BenchNamed;
+  let key: string;
   let recordCount = 0;
   let hosts = 0;
   try {
@@ -56,7 +77,8 @@ export async function dnsPhases(ctx) {
     log(`dns: wrote ${z.records} records (${z.hosts} hosts) to ${zoneFile} in ${ms(performance.now() - t0)}; starting named`);
     const t1 = performance.now();
     ns = await startNamed({ dir, zone, zoneFile, signal: ctx.signal });
-    cleanups.push(['named', () => ns.stop()]);
+    const started = ns;
+    cleanups.push(['named', () => started.stop()]);
     const named = (await run(tool('named'), ['-v'])).stdout.trim() || '?';
     row(
       'DNS zone',
@@ -69,13 +91,13 @@ export async function dnsPhases(ctx) {
     return;
   }
 
-  const api = async (method, p, body) => {
+  const api = async (method: string, p: string, body?: unknown): Promise<DnsApiBody> => {
     const res = await fetch(`${svc.url}${p}`, {
       method,
       headers: { 'x-api-key': key, ...(body ? { 'content-type': 'application/json' } : {}) },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
-    const json = await res.json().catch(() => null);
+    const json = (await res.json().catch(() => null)) as DnsApiBody | null;
     if (res.status !== 200 || !json?.ok) throw new Error(`${method} ${p}: HTTP ${res.status} ${JSON.stringify(json).slice(0, 300)}`);
     return json;
   };
@@ -102,9 +124,9 @@ export async function dnsPhases(ctx) {
       runs = 1;
       log(`dns: the first transfer took ${secs(first.ms)}; one timed refresh run only`);
     }
-    const viaApi = [];
-    const viaDig = [];
-    const counts = [];
+    const viaApi: number[] = [];
+    const viaDig: number[] = [];
+    const counts: Array<{ got: number | undefined; expected: number; method: string | undefined; serial: number | string | undefined }> = [];
     for (let i = 0; i < runs; i++) {
       checkInterrupted();
       await bumpSerial(); // a new serial: the API's SOA check now sees a change and transfers everything
@@ -136,7 +158,7 @@ export async function dnsPhases(ctx) {
       'DNS refresh check',
       `${ok ? 'PASS' : 'FAIL'}: each timed refresh transferred (method ${[...new Set(counts.map((c) => c.method))].join('/')}) and cached ${counts.map((c) => `${c.got}/${c.expected}`).join(', ')} records (dig AXFR count + serial-bump TXT records); serials ${counts.map((c) => c.serial).join(', ')}`,
     );
-    recordCount = counts.at(-1)?.got ?? first.body.record_count;
+    recordCount = counts.at(-1)?.got ?? first.body.record_count ?? 0;
   } catch (err) {
     fail('DNS refresh', err);
   }
@@ -148,7 +170,7 @@ export async function dnsPhases(ctx) {
     try {
       checkInterrupted();
       const rand = rng(42);
-      const pick = (n) => Math.floor(rand() * n);
+      const pick = (n: number) => Math.floor(rand() * n);
       const pages = Math.ceil(recordCount / 100);
       const pageReqs = Array.from({ length: settings.reads }, () => {
         const page = 1 + pick(pages);
@@ -165,7 +187,7 @@ export async function dnsPhases(ctx) {
       const p = await load.call('http', { url: svc.url, key, requests: pageReqs, concurrency: settings.concurrency });
       log(`dns: ${settings.reads} searches, ${settings.concurrency} in flight`);
       const s = await load.call('http', { url: svc.url, key, requests: searchReqs, concurrency: settings.concurrency });
-      const pk = p.kinds.page;
+      const pk = p.kinds.page!; // settings.reads ≥ 1 page reads were made
       row(
         `DNS cached page read p50 / p99 (GET /zones/{zone}?page=N&limit=100, random N of ${pages}, ${settings.concurrency} in flight)`,
         `${ms(pk.p50)} / ${ms(pk.p99)} (max ${ms(pk.max)}, n=${pk.n}, ${Math.round((pk.n / p.elapsedMs) * 1000)} req/s)`,
@@ -177,7 +199,7 @@ export async function dnsPhases(ctx) {
       row(
         'DNS search by kind p50 / p99',
         ['name', 'ip', 'txt']
-          .map((k) => s.kinds[`search-${k}`])
+          .map((k) => s.kinds[`search-${k}`]!) // settings.reads ≥ 1 searches, a third of each kind
           .map((v, i) => `${['name fragment "h<i>.<dept>"', 'IPv4 "10.x.y.z"', 'TXT word "owner=<word>"'][i]} ${ms(v.p50)} / ${ms(v.p99)} (${(v.rows / v.n).toFixed(0)} rows/answer)`)
           .join('; '),
       );
@@ -199,8 +221,8 @@ export async function dnsPhases(ctx) {
     // The same 100 additions per run, under a per-run, per-client label: 40 A, 20 AAAA, 20 TXT,
     // 10 CNAME, 10 MX. The API adds a "no CNAME at the name" prerequisite to A/AAAA additions (and
     // asks the master first); the nsupdate message carries the same prerequisites.
-    const changes = (label) =>
-      Array.from({ length: 100 }, (_, i) => {
+    const changes = (label: string): BulkOp[] =>
+      Array.from({ length: 100 }, (_, i): BulkOp => {
         const name = `op${i}.${label}.${zone}`;
         const k = i % 10;
         if (k < 4) return { name, type: 'A', target: `10.250.${i}.${k + 1}` };
@@ -209,7 +231,7 @@ export async function dnsPhases(ctx) {
         if (k === 8) return { name, type: 'CNAME', target: `${hostName(i, zone)}.` };
         return { name, type: 'MX', target: `10 mx1.${zone}.` };
       });
-    const digCount = async (ops) => {
+    const digCount = async (ops: BulkOp[]) => {
       const out = (await ns.dig(['+noall', '+answer', ...ops.flatMap((o) => [o.name, o.type])])).stdout;
       const lines = out.split('\n').filter((l) => l && !l.startsWith(';'));
       return ops.filter((o) => lines.some((l) => l.split(/\s+/)[0] === `${o.name}.` && l.split(/\s+/)[3] === o.type)).length;
@@ -219,9 +241,9 @@ export async function dnsPhases(ctx) {
     const warm = changes('warm');
     await api('POST', '/api/dns/records/bulk', { operations: warm.map((o) => ({ action: 'ADD', domain: o.name, type: o.type, target: o.target, ttl: 300 })) });
     const warmMs = performance.now() - w0;
-    const viaApi = [];
-    const viaNs = [];
-    const checks = [];
+    const viaApi: number[] = [];
+    const viaNs: number[] = [];
+    const checks: Array<{ who: string; applied: number; messages: number | undefined; found: number }> = [];
     for (let i = 0; i < settings.bulkRuns; i++) {
       checkInterrupted();
       const apiOps = changes(`bulk${i}`);
@@ -230,7 +252,7 @@ export async function dnsPhases(ctx) {
         const t = performance.now();
         const body = await api('POST', '/api/dns/records/bulk', { operations: apiOps.map((o) => ({ action: 'ADD', domain: o.name, type: o.type, target: o.target, ttl: 300 })) });
         viaApi.push(performance.now() - t);
-        checks.push({ who: `api${i}`, applied: body.results.filter((r) => r.ok).length, messages: body.update_messages, found: await digCount(apiOps) });
+        checks.push({ who: `api${i}`, applied: (body.results ?? []).filter((r) => r.ok).length, messages: body.update_messages, found: await digCount(apiOps) });
       };
       const doNs = async () => {
         const script = nsOps.flatMap((o) => [

@@ -1,19 +1,27 @@
-// Load generator for bench/run.mjs, forked as a child process so simulated workers and socket.io
+// Load generator for bench/src/run.ts (compiled: bench/dist/load.js), forked as a child process so simulated workers and socket.io
 // clients do not share the coordinator's event loop (real agents and browsers are other processes).
 // It answers commands over the IPC channel: { id, cmd, args } -> { id, result } | { id, error }.
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
-import { io } from 'socket.io-client';
-import { CoordinatorClient } from '../worker/dist/coordinator-client.js';
-import { cpuSample, cpuSince, log, sleep, summarize } from './lib.mjs';
+import type { CompleteResponse__Output } from '@sonar/proto';
+import { WORKER_CONTRACT_VERSION, type ClaimResponseMsg, type LeaseRefMsg } from '@sonar/shared';
+import { io, type Socket } from 'socket.io-client';
+import { CoordinatorClient } from '../../worker/dist/coordinator-client.js';
+import { cpuSample, cpuSince, log, sleep, summarize, type DnsApiBody, type Summary } from './lib.js';
+
+/** A simulated worker: its own client (gRPC channel) and the session its Hello opened. */
+interface SimWorker {
+  client: CoordinatorClient;
+  sessionId: string;
+}
+type ClaimedJob = NonNullable<ClaimResponseMsg['job']>;
 
 const CAPABILITIES = { models: ['small'], engines: ['bench'], diarization: false, can_fetch_urls: true, device: 'cpu' };
 
 /** Every open resource, so a failed phase still closes them. */
-const open = new Set();
+const open = new Set<{ close(): unknown }>();
 
-async function connectWorker(address, secret) {
+async function connectWorker(address: string, secret: string): Promise<SimWorker> {
   // Its own channel (TCP connection), as a real agent on its own host has: grpc-js would otherwise
   // share one subchannel between all clients of the same address in this process.
   const client = new CoordinatorClient(address, secret, { channelOptions: { 'grpc.use_local_subchannel_pool': 1 } });
@@ -33,7 +41,7 @@ function closeAll() {
   open.clear();
 }
 
-const completeOk = (lease, segmentCount) => ({
+const completeOk = (lease: LeaseRefMsg, segmentCount: number) => ({
   lease,
   success: true,
   error: '',
@@ -48,14 +56,33 @@ const completeOk = (lease, segmentCount) => ({
  * Phase 1: each worker loops Claim(wait_ms 0) -> Complete until a claim comes back empty.
  * Latencies are client-observed round trips of the unary calls.
  */
-async function protocol({ address, secrets }) {
+export interface ProtocolArgs {
+  /** The coordinator's gRPC address, host:port. */
+  address: string;
+  /** One worker secret per simulated worker. */
+  secrets: string[];
+}
+
+export interface ProtocolResult {
+  loadCpu: number;
+  /** Pairs per second over the first and the second half of the jobs. */
+  halves: [number, number];
+  jobs: number;
+  distinctJobs: number;
+  elapsedMs: number;
+  claim: Summary;
+  complete: Summary;
+  anomalies: Array<{ job: number } & CompleteResponse__Output>;
+}
+
+async function protocol({ address, secrets }: ProtocolArgs): Promise<ProtocolResult> {
   const workers = await Promise.all(secrets.map((s) => connectWorker(address, s)));
-  const claimMs = [];
-  const completeMs = [];
-  const jobIds = [];
-  const anomalies = [];
+  const claimMs: number[] = [];
+  const completeMs: number[] = [];
+  const jobIds: number[] = [];
+  const anomalies: ProtocolResult['anomalies'] = [];
   let lastComplete = 0;
-  const doneAt = [];
+  const doneAt: number[] = [];
   const cpu0 = cpuSample();
   const t0 = performance.now();
   const ticker = setInterval(() => log(`protocol: ${jobIds.length} jobs claimed+completed`), 2000);
@@ -84,7 +111,8 @@ async function protocol({ address, secrets }) {
   }
   // Throughput over the first and the second half of the jobs (the queue is deeper in the first).
   const half = Math.floor(doneAt.length / 2);
-  const halves = doneAt.length >= 2 ? [(half / doneAt[half - 1]) * 1000, ((doneAt.length - half) / (doneAt.at(-1) - doneAt[half - 1])) * 1000] : [NaN, NaN];
+  const at = (k: number) => doneAt[k] ?? NaN;
+  const halves: [number, number] = doneAt.length >= 2 ? [(half / at(half - 1)) * 1000, ((doneAt.length - half) / (at(doneAt.length - 1) - at(half - 1))) * 1000] : [NaN, NaN];
   return {
     loadCpu: cpuSince(cpu0).self,
     halves,
@@ -98,7 +126,7 @@ async function protocol({ address, secrets }) {
 }
 
 /** Claims until it gets a job (with several workers racing, a claim can miss rows locked by another). */
-async function claimOne(w, deadline) {
+async function claimOne(w: SimWorker, deadline: number): Promise<ClaimedJob> {
   while (performance.now() < deadline) {
     const res = await w.client.claim({ session_id: w.sessionId, wait_ms: 1000 });
     if (res.has_job && res.job) return res.job;
@@ -112,7 +140,41 @@ async function claimOne(w, deadline) {
  * socket.io client per job subscribes first. Latency = client receive time - send time, both read
  * from this process's monotonic clock (the send time travels inside the segment text).
  */
-async function segments({ address, secrets, url, token, segmentsPerJob, spacingMs }) {
+export interface SegmentsArgs extends ProtocolArgs {
+  /** The coordinator's HTTP base URL (socket.io). */
+  url: string;
+  /** A user's JWT for the socket.io handshake. */
+  token: string;
+  segmentsPerJob: number;
+  spacingMs: number;
+}
+
+export interface SegmentsResult {
+  loadCpu: number;
+  jobs: number;
+  segmentsPerJob: number;
+  spacingMs: number;
+  jobIds: number[];
+  latency: Summary;
+  received: number;
+  storedAcks: number;
+  streamMs: number;
+  sendSpanMs: number;
+  lastReceiveAfterLastSendMs: number;
+  deliveredPerSecond: number;
+  clientsComplete: number;
+  problems: string[];
+}
+
+interface Watcher {
+  jobId: number;
+  socket: Socket;
+  received: Array<{ seq: number; latency: number }>;
+  foreign: number;
+  snapshotSegments: number;
+}
+
+async function segments({ address, secrets, url, token, segmentsPerJob, spacingMs }: SegmentsArgs): Promise<SegmentsResult> {
   const workers = await Promise.all(secrets.map((s) => connectWorker(address, s)));
   const deadline = performance.now() + 30_000;
   const jobs = await Promise.all(workers.map((w) => claimOne(w, deadline)));
@@ -126,8 +188,8 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
       // forceNew: one connection per client, as separate browsers would have (no multiplexing).
       const socket = io(url, { transports: ['websocket'], auth: { token }, reconnection: false, forceNew: true });
       open.add(socket);
-      const seen = { jobId, socket, received: [], foreign: 0, snapshotSegments: 0 };
-      socket.on('segment', (s) => {
+      const seen: Watcher = { jobId, socket, received: [], foreign: 0, snapshotSegments: 0 };
+      socket.on('segment', (s: { job_id: number; seq: number; text: string }) => {
         const at = performance.now();
         if (s.job_id !== jobId) {
           seen.foreign++;
@@ -137,25 +199,25 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
         seen.received.push({ seq: s.seq, latency: m ? at - Number(m[1]) : NaN });
         if (at > lastReceive) lastReceive = at;
       });
-      socket.on('snapshot', (snap) => (seen.snapshotSegments += snap.segments?.length ?? 0));
-      await new Promise((resolve, reject) => {
+      socket.on('snapshot', (snap: { segments?: unknown[] }) => (seen.snapshotSegments += snap.segments?.length ?? 0));
+      await new Promise<void>((resolve, reject) => {
         socket.once('connect', resolve);
         socket.once('connect_error', (err) => reject(new Error(`socket.io connect failed: ${err.message}`)));
       });
-      const ack = await socket.timeout(10_000).emitWithAck('subscribe', { jobId });
+      const ack = (await socket.timeout(10_000).emitWithAck('subscribe', { jobId })) as { ok?: boolean } | null;
       if (!ack?.ok) throw new Error(`subscribe to job ${jobId} refused: ${JSON.stringify(ack)}`);
       return seen;
     }),
   );
 
   log(`segments: streaming ${segmentsPerJob} segments on each of ${jobs.length} progress streams, ${spacingMs} ms apart`);
-  const acks = [];
+  const acks: number[] = [];
   const cpu0 = cpuSample();
   const t0 = performance.now();
   let lastSend = 0;
   await Promise.all(
     jobs.map(async (job, i) => {
-      const w = workers[i];
+      const w = workers[i]!; // one worker per job
       const stream = w.client.progress(job.lease);
       const start = performance.now() + Math.random() * spacingMs;
       for (let seq = 0; seq < segmentsPerJob; seq++) {
@@ -187,14 +249,14 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
   const waitUntil = performance.now() + 15_000;
   while (performance.now() < waitUntil && clients.some((c) => c.received.length < expected)) await sleep(20);
 
-  const latencies = [];
-  const problems = [];
+  const latencies: number[] = [];
+  const problems: string[] = [];
   for (const c of clients) {
     const seqs = c.received.map((r) => r.seq);
     const inOrderOnce = seqs.length === expected && seqs.every((s, k) => s === k);
     if (!inOrderOnce) {
       const dup = seqs.length - new Set(seqs).size;
-      problems.push(`job ${c.jobId}: got ${seqs.length}/${expected} (${dup} duplicates${seqs.every((s, k) => k === 0 || s > seqs[k - 1]) ? '' : ', out of order'})`);
+      problems.push(`job ${c.jobId}: got ${seqs.length}/${expected} (${dup} duplicates${seqs.every((s, k) => k === 0 || s > seqs[k - 1]!) ? '' : ', out of order'})`);
     }
     if (c.foreign) problems.push(`job ${c.jobId}: ${c.foreign} segments of other jobs`);
     if (c.snapshotSegments) problems.push(`job ${c.jobId}: ${c.snapshotSegments} segments already in the snapshot`);
@@ -226,23 +288,41 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
  * response counts as good when it is 200, ok, served from the cache (method CACHE) and has at least
  * `minRows` rows (the bench knows each page/term has data).
  */
-async function http({ url, key, requests, concurrency }) {
-  const byKind = {};
-  const bad = [];
+export interface HttpArgs {
+  url: string;
+  /** A DNS API key (x-api-key). */
+  key: string;
+  requests: Array<{ kind: string; path: string; minRows: number }>;
+  concurrency: number;
+}
+
+export interface HttpResult {
+  kinds: Record<string, Summary & { rows: number }>;
+  all: Summary;
+  bad: number;
+  badExamples: string[];
+  elapsedMs: number;
+  loadCpu: number;
+}
+
+async function http({ url, key, requests, concurrency }: HttpArgs): Promise<HttpResult> {
+  const byKind: Record<string, { ms: number[]; rows: number }> = {};
+  const bad: string[] = [];
   const cpu0 = cpuSample();
   const t0 = performance.now();
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < requests.length) {
-        const r = requests[next++];
+        const r = requests[next++]!;
         const t = performance.now();
         const res = await fetch(`${url}${r.path}`, { headers: { 'x-api-key': key } });
-        const body = await res.json().catch(() => null);
+        const body = (await res.json().catch(() => null)) as DnsApiBody | null;
         const elapsed = performance.now() - t;
-        (byKind[r.kind] ??= { ms: [], rows: 0 }).ms.push(elapsed);
+        const kind = (byKind[r.kind] ??= { ms: [], rows: 0 });
+        kind.ms.push(elapsed);
         const rows = body?.zoneData?.length ?? 0;
-        byKind[r.kind].rows += rows;
+        kind.rows += rows;
         if (res.status !== 200 || !body?.ok || body.method !== 'CACHE' || rows < r.minRows) {
           bad.push(`${r.path}: HTTP ${res.status} ${body?.reason ?? ''} method ${body?.method} rows ${rows}`);
         }
@@ -256,13 +336,32 @@ async function http({ url, key, requests, concurrency }) {
 
 const commands = { protocol, segments, http };
 
-process.on('message', async (msg) => {
+/** The commands the load generator answers, by name. */
+export type LoadCommands = typeof commands;
+
+/** The parent's handle on a forked load generator (bench/src/run.ts `startLoadGenerator`). */
+export interface LoadGenerator {
+  call<K extends keyof LoadCommands>(cmd: K, args: Parameters<LoadCommands[K]>[0]): Promise<Awaited<ReturnType<LoadCommands[K]>>>;
+  stop(): Promise<void>;
+}
+
+/** IPC messages: parent -> child, child -> parent. */
+export interface LoadRequest {
+  id: number;
+  cmd: keyof LoadCommands;
+  args: unknown;
+}
+export type LoadReply = { id: number; result: unknown; error?: undefined } | { id: number; error: string };
+
+const reply = (m: LoadReply) => process.send?.(m);
+
+process.on('message', async (msg: LoadRequest) => {
   try {
-    const result = await commands[msg.cmd](msg.args);
-    process.send({ id: msg.id, result });
+    const result = await (commands[msg.cmd] as (args: unknown) => Promise<unknown>)(msg.args);
+    reply({ id: msg.id, result });
   } catch (err) {
     closeAll();
-    process.send({ id: msg.id, error: err instanceof Error ? `${err.message}\n${err.stack}` : String(err) });
+    reply({ id: msg.id, error: err instanceof Error ? `${err.message}\n${err.stack}` : String(err) });
   }
 });
 // The parent disconnects IPC when it is done (or dies): leave then.

@@ -1,4 +1,4 @@
-// Small helpers shared by bench/run.mjs (the coordinator side) and bench/load.mjs (the load generator).
+// Small helpers shared by bench/src/run.ts (the coordinator side) and bench/src/load.ts (the load generator).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -8,7 +8,7 @@ import os from 'node:os';
 export const epochMs = Number(process.env.BENCH_EPOCH_MS) || Date.now();
 
 /** Progress goes to stderr, so stdout carries only the result table. */
-export function log(...parts) {
+export function log(...parts: unknown[]): void {
   process.stderr.write(`[bench ${((Date.now() - epochMs) / 1000).toFixed(1).padStart(5)}s] ${parts.join(' ')}\n`);
 }
 
@@ -20,18 +20,23 @@ try {
   // keep the usual 100 Hz
 }
 
-function machineJiffies() {
+interface Jiffies {
+  total: number;
+  busy: number;
+}
+
+function machineJiffies(): Jiffies | null {
   try {
-    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
     const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // user nice system idle iowait irq softirq steal
-    return { total, busy: total - f[3] - (f[4] ?? 0) };
+    return { total, busy: total - (f[3] ?? 0) - (f[4] ?? 0) };
   } catch {
     return null;
   }
 }
 
 /** CPU seconds used so far by every process whose name is `postgres` (server and backends). */
-function postgresSeconds() {
+function postgresSeconds(): number | null {
   let ticks = 0;
   let found = false;
   try {
@@ -54,16 +59,30 @@ function postgresSeconds() {
   return found ? ticks / clockTicks : null;
 }
 
-export function cpuSample() {
+export interface CpuSample {
+  at: bigint;
+  self: NodeJS.CpuUsage;
+  machine: Jiffies | null;
+  postgres: number | null;
+}
+
+export interface CpuShare {
+  self: number;
+  postgres: number | null;
+  machine: number | null;
+  cores: number;
+}
+
+export function cpuSample(): CpuSample {
   return { at: process.hrtime.bigint(), self: process.cpuUsage(), machine: machineJiffies(), postgres: postgresSeconds() };
 }
 
 /** Percent of one core used since `from` by this process, by PostgreSQL, and by the whole machine (of all cores). */
-export function cpuSince(from) {
+export function cpuSince(from: CpuSample): CpuShare {
   const to = cpuSample();
   const wallS = Number(to.at - from.at) / 1e9;
   const self = process.cpuUsage(from.self);
-  const pct = (seconds) => Math.round((seconds / wallS) * 100);
+  const pct = (seconds: number) => Math.round((seconds / wallS) * 100);
   return {
     self: pct((self.user + self.system) / 1e6),
     postgres: from.postgres !== null && to.postgres !== null ? pct(to.postgres - from.postgres) : null,
@@ -75,19 +94,26 @@ export function cpuSince(from) {
 }
 
 /** Nearest-rank percentile (p in 0..100) of an array of numbers; NaN when empty. */
-export function percentile(values, p) {
+export function percentile(values: readonly number[], p: number): number {
   if (!values.length) return NaN;
   const sorted = Float64Array.from(values).sort();
   const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
-  return sorted[rank - 1];
+  return sorted[rank - 1] ?? NaN;
 }
 
-export function summarize(values) {
+export interface Summary {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export function summarize(values: readonly number[]): Summary {
   return { n: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: values.length ? values.reduce((a, b) => (b > a ? b : a)) : NaN };
 }
 
 /** Milliseconds with a precision that suits their size. */
-export function ms(v) {
+export function ms(v: number): string {
   if (!Number.isFinite(v)) return 'n/a';
   if (v < 10) return `${v.toFixed(2)} ms`;
   if (v < 100) return `${v.toFixed(1)} ms`;
@@ -95,19 +121,19 @@ export function ms(v) {
   return `${(v / 1000).toFixed(1)} s`;
 }
 
-export function secs(vMs) {
+export function secs(vMs: number): string {
   return Number.isFinite(vMs) ? `${(vMs / 1000).toFixed(2)} s` : 'n/a';
 }
 
-export function median(values) {
+export function median(values: readonly number[]): number {
   return percentile(values, 50);
 }
 
-export const sleep = (msDelay) => new Promise((resolve) => setTimeout(resolve, msDelay));
+export const sleep = (msDelay: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msDelay));
 
 /** Runs `fn(i)` for i in 0..count-1 with at most `limit` in flight; resolves with the results in order. */
-export async function pool(count, limit, fn) {
-  const out = new Array(count);
+export async function pool<T>(count: number, limit: number, fn: (i: number) => Promise<T>): Promise<T[]> {
+  const out = new Array<T>(count);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(limit, count) }, async () => {
@@ -121,7 +147,7 @@ export async function pool(count, limit, fn) {
 }
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32: small, fast, seedable), so runs pick comparable data. */
-export function rng(seed) {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -136,7 +162,10 @@ export function rng(seed) {
  * Environment for a coordinator started in-process by the bench: its own database and Redis
  * prefix, fresh secrets, ephemeral loopback ports, no logging. `extra` adds or overrides values.
  */
-export function coordinatorEnv({ databaseUrl, redisUrl, redisPrefix, mediaDir }, extra = {}) {
+export function coordinatorEnv(
+  { databaseUrl, redisUrl, redisPrefix, mediaDir }: { databaseUrl: string; redisUrl: string; redisPrefix: string; mediaDir: string },
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     DATABASE_URL: databaseUrl,
     REDIS_URL: redisUrl,
@@ -151,4 +180,35 @@ export function coordinatorEnv({ databaseUrl, redisUrl, redisPrefix, mediaDir },
     SPEECH_MEDIA_DIR: mediaDir,
     ...extra,
   };
+}
+
+// ---- types shared by the phases ------------------------------------------------------------------
+
+/** Adds a row to the result table. */
+export type Row = (measurement: string, value: string) => void;
+/** Marks the run failed and adds a FAILED row for `measurement`. */
+export type Fail = (measurement: string, err: unknown) => void;
+/** A named cleanup step; the steps run last in, first out. */
+export type Cleanup = [name: string, step: () => Promise<unknown>];
+
+/** What the bench reads from the DNS API's JSON answers (only the fields it looks at). */
+export interface DnsApiBody {
+  ok?: boolean;
+  reason?: string;
+  method?: string;
+  record_count?: number;
+  serial?: number | string;
+  zoneData?: unknown[];
+  results?: Array<{ ok: boolean }>;
+  update_messages?: number;
+}
+
+/** The message text of an error (or the value itself), as the table and the log show it. */
+export function errorText(err: unknown): string {
+  return String((err as { message?: unknown } | null)?.message ?? err);
+}
+
+/** The stack of an error (or the value itself), for the log. */
+export function errorStack(err: unknown): string {
+  return String((err as { stack?: unknown } | null)?.stack ?? err);
 }

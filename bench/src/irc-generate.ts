@@ -12,12 +12,12 @@
 //
 // Idempotent: when the database already holds a finished run of the requested size, it says so
 // and exits; `--force` rebuilds. Progress and timings go to stderr; the database comment records
-// the run (bench/irc.mjs reads it). Everything is deterministic for a given IRC_BENCH_SEED.
+// the run (bench/src/irc.ts reads it). Everything is deterministic for a given IRC_BENCH_SEED.
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { rng } from './lib.mjs';
+import { errorStack, rng } from './lib.js';
 
 /** Bump when the generated data changes shape: a database from another version is rebuilt. */
 export const GENERATOR_VERSION = 1;
@@ -36,43 +36,61 @@ const SANDBOX_SHARE = 0.02;
 
 const t0 = performance.now();
 const elapsed = () => `${((performance.now() - t0) / 1000).toFixed(1).padStart(6)}s`;
-const log = (...parts) => process.stderr.write(`[irc-generate ${elapsed()}] ${parts.join(' ')}\n`);
-const fmt = (n) => Number(n).toLocaleString('en-US');
+const log = (...parts: unknown[]) => process.stderr.write(`[irc-generate ${elapsed()}] ${parts.join(' ')}\n`);
+const fmt = (n: number | string | bigint) => Number(n).toLocaleString('en-US');
 
 // ---- database addresses -------------------------------------------------------------------------
 
 /** The server URL from BENCH_DATABASE_URL (its database part, when given, is the admin database). */
-export function serverUrl(env = process.env) {
+export function serverUrl(env: NodeJS.ProcessEnv = process.env): string {
   return env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/';
 }
 
-function withDatabase(url, name) {
+function withDatabase(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
 }
 
-export function adminDatabaseUrl(base = serverUrl()) {
+export function adminDatabaseUrl(base = serverUrl()): string {
   const u = new URL(base);
   return u.pathname && u.pathname !== '/' ? u.toString() : withDatabase(base, 'postgres');
 }
 
-export function benchDatabaseUrl(base = serverUrl()) {
+export function benchDatabaseUrl(base = serverUrl()): string {
   return withDatabase(base, BENCH_IRC_DATABASE);
 }
 
+/** What the generator records on the bench database (its comment) when a run has finished. */
+export interface FinishedBenchState {
+  complete: true;
+  version: number;
+  rows: number;
+  seed: number;
+  /** ISO time. */
+  generatedAt: string;
+  generateSeconds: number;
+  loadSeconds: number;
+  indexSeconds: number;
+  vacuumSeconds: number;
+  databaseBytes: number;
+  nicks: number;
+  links: number;
+}
+export type BenchState = FinishedBenchState | { complete: false };
+
 /**
  * What the generator recorded on the bench database (its comment), or null when the database does
- * not exist or holds no finished run. `{version, rows, seed, generatedAt, generateSeconds, ...}`.
+ * not exist; `{ complete: false }` when it holds no finished run.
  */
-export async function readBenchState(base = serverUrl()) {
+export async function readBenchState(base = serverUrl()): Promise<BenchState | null> {
   const client = new pg.Client({ connectionString: adminDatabaseUrl(base) });
   await client.connect();
   try {
-    const { rows } = await client.query(`select shobj_description(oid, 'pg_database') as note from pg_database where datname = $1`, [BENCH_IRC_DATABASE]);
+    const { rows } = await client.query<{ note: string | null }>(`select shobj_description(oid, 'pg_database') as note from pg_database where datname = $1`, [BENCH_IRC_DATABASE]);
     if (!rows.length) return null;
     try {
-      const state = JSON.parse(rows[0].note ?? 'null');
+      const state = JSON.parse(rows[0]?.note ?? 'null') as BenchState | null;
       return state?.complete ? state : { complete: false };
     } catch {
       return { complete: false };
@@ -89,10 +107,10 @@ export async function readBenchState(base = serverUrl()) {
  * Rank 1..n with P(rank) ≈ 1/rank (Zipf, s = 1): a log-uniform draw, floored. The SQL side uses
  * the same formula, so JS- and SQL-made text share one distribution.
  */
-export const zipf = (rand, n) => Math.floor(Math.exp(rand() * Math.log(n + 1)));
-const zipfSql = (n) => `floor(exp(random() * ln(${n} + 1)))::int`;
+export const zipf = (rand: () => number, n: number): number => Math.floor(Math.exp(rand() * Math.log(n + 1)));
+const zipfSql = (n: number | string) => `floor(exp(random() * ln(${n} + 1)))::int`;
 
-const pick = (rand, list) => list[Math.floor(rand() * list.length)];
+const pick = <T>(rand: () => number, list: readonly T[]): T => list[Math.floor(rand() * list.length)]!; // an index below the length
 
 // ---- vocabulary ---------------------------------------------------------------------------------
 
@@ -122,7 +140,7 @@ const ONSETS = 'b c d f g h j k l m n p r s t v w z b d k l m n p r s t br ch cr
 const VOWELS = 'a e i o u a e i o u a e i o ai ea ee io ou oo y'.split(' ');
 const CODAS = ['', '', '', '', '', '', 'n', 'r', 's', 'l', 'x', 't', 'm', 'k', 'ng', 'st', 'rd', 'nt'];
 
-function pseudoWord(rand) {
+function pseudoWord(rand: () => number): string {
   const r = rand();
   const syllables = r < 0.2 ? 1 : r < 0.72 ? 2 : r < 0.95 ? 3 : 4;
   let w = '';
@@ -130,17 +148,18 @@ function pseudoWord(rand) {
   return w;
 }
 
-const vocabularies = new Map();
+const vocabularies = new Map<string, string[]>();
 /**
  * The generated vocabulary, index 0 = rank 1: the English words, then pseudo-words (40,000 in all).
  * Cached; deterministic per seed.
  */
-export function vocabulary(seed = DEFAULT_SEED, size = 40_000) {
+export function vocabulary(seed = DEFAULT_SEED, size = 40_000): string[] {
   const key = `${seed}/${size}`;
-  if (vocabularies.has(key)) return vocabularies.get(key);
+  const cached = vocabularies.get(key);
+  if (cached) return cached;
   const rand = rng(seed ^ 0x5eed0001);
-  const seen = new Set();
-  const words = [];
+  const seen = new Set<string>();
+  const words: string[] = [];
   for (const w of ENGLISH) {
     if (seen.has(w) || CHANNEL_WORDS.has(w)) continue;
     seen.add(w);
@@ -157,10 +176,10 @@ export function vocabulary(seed = DEFAULT_SEED, size = 40_000) {
 }
 
 /** Where the English part of the vocabulary ends (pseudo-words for URLs and code start after it). */
-export function englishCount(seed = DEFAULT_SEED) {
+export function englishCount(seed = DEFAULT_SEED): number {
   const words = vocabulary(seed);
   let i = 0;
-  while (i < words.length && ENGLISH.includes(words[i])) i++;
+  while (i < words.length && ENGLISH.includes(words[i]!)) i++;
   return i;
 }
 
@@ -170,19 +189,19 @@ const ADJ = ['dark', 'blue', 'red', 'mad', 'lazy', 'happy', 'silent', 'crazy', '
 const NOUN = ['fox', 'wolf', 'cat', 'owl', 'bear', 'hacker', 'coder', 'ninja', 'monk', 'pilot', 'ghost', 'dragon', 'tiger', 'byte', 'bit', 'node', 'kernel', 'shell', 'root', 'daemon', 'lynx', 'hawk', 'otter'];
 const ALT_SUFFIXES = ['_', '|away', '|afk', '_work', '-laptop', '`', '^', '2', '|zzz', '_mobile'];
 
-function makeNick(rand) {
+function makeNick(rand: () => number): string | null {
   const base = pseudoWord(rand).slice(0, 9);
   const r = rand();
   let n;
   if (r < 0.35) n = base;
-  else if (r < 0.5) n = base[0].toUpperCase() + base.slice(1);
+  else if (r < 0.5) n = base.charAt(0).toUpperCase() + base.slice(1);
   else if (r < 0.62) n = `${base}${Math.floor(rand() * 100)}`;
   else if (r < 0.74) n = `${pick(rand, ADJ)}${pick(rand, NOUN)}`;
   else if (r < 0.82) n = `${pick(rand, ADJ)}_${base.slice(0, 6)}`;
   else if (r < 0.88) n = base.replace(/e/g, '3').replace(/a/g, '4');
   else if (r < 0.93) n = `${base}_`;
   else if (r < 0.97) n = `[${base}]`;
-  else n = `${base[0].toUpperCase()}${base.slice(1, 6)}${pick(rand, ['^', '`', '-', '|dev'])}`;
+  else n = `${base.charAt(0).toUpperCase()}${base.slice(1, 6)}${pick(rand, ['^', '`', '-', '|dev'])}`;
   return /^[A-Za-z[]/.test(n) && n.length >= 2 && n.length <= 16 ? n : null;
 }
 
@@ -190,9 +209,9 @@ function makeNick(rand) {
  * `count` distinct nicks (case-insensitively distinct from each other and from `taken`), each
  * with its one alternate nick (away/work/mobile), also distinct. Deterministic per `rand`.
  */
-export function makeNicks(rand, count, taken = new Set()) {
-  const nicks = [];
-  const alts = [];
+export function makeNicks(rand: () => number, count: number, taken = new Set<string>()): { nicks: string[]; alts: string[] } {
+  const nicks: string[] = [];
+  const alts: string[] = [];
   while (nicks.length < count) {
     const n = makeNick(rand);
     if (!n || taken.has(n.toLowerCase()) || /^guest\d/i.test(n) || n.toLowerCase() === 'chanserv') continue;
@@ -207,13 +226,104 @@ export function makeNicks(rand, count, taken = new Set()) {
   return { nicks, alts };
 }
 
+// ---- plan types ---------------------------------------------------------------------------------
+
+interface NetworkSpec {
+  key: string;
+  source: 'production' | 'sandbox';
+  name: string;
+  /** First and last (exclusive) day, YYYY-MM-DD. */
+  from: string;
+  to: string;
+  /** Nicks in the network's pool. */
+  pool: number;
+  /** The network whose first `shared` nicks this one starts with. */
+  shareFrom?: string;
+  shared?: number;
+  rate: number;
+  hshift: number;
+  /** The QUIT reason of a netsplit. */
+  split: string;
+}
+
+interface PlanNetwork extends NetworkSpec {
+  nicks: string[];
+  alts: string[];
+  /** Offset of this network's nicks in the packed nick table. */
+  poff: number;
+  channels: PlanChannel[];
+  dbId?: number;
+}
+
+interface PlanChannel {
+  net: PlanNetwork;
+  name: string;
+  rate: number;
+  from: number;
+  to: number;
+  /** Private conversations: the other party and the bouncer's owner. */
+  partner: string | null;
+  owner: string | null;
+  index: number;
+  /** The per-channel permutation of the nick pool: i -> (i * pmul + padd) % pn. */
+  pn: number;
+  pmul: number;
+  padd: number;
+  dbId?: number;
+}
+
+interface Window {
+  label: string;
+  from: number;
+  to: number;
+}
+
+/** The normal rows of one channel in one half-year window. */
+interface Piece {
+  id: number;
+  channel: PlanChannel;
+  window: number;
+  from: number;
+  days: number;
+  weight: number;
+  exact: number;
+  n: number;
+}
+
+interface Burst {
+  id: number;
+  channel: PlanChannel;
+  at: number;
+  /** Quits, then rejoins. */
+  q: number;
+  m: number;
+  delay: number;
+  reason: string;
+  window: number;
+  splitGroup: string;
+  mergeGroup: string;
+}
+
+export interface Plan {
+  rows: number;
+  seed: number;
+  nets: PlanNetwork[];
+  channels: PlanChannel[];
+  pieces: Piece[];
+  bursts: Burst[];
+  burstRows: number;
+  windows: Window[];
+  allNicks: string[];
+  allAlts: string[];
+}
+
 // ---- the plan: networks, channels, pieces, netsplit bursts --------------------------------------
 
 /**
  * Networks with their life span and nick pool. libera starts with many freenode nicks (people moved
  * in 2021). `hshift` moves the diurnal curve (efnet: more American). `rate` scales channel activity.
  */
-const NETWORKS = [
+const NETWORKS: NetworkSpec[] = [
   { key: 'production/freenode', source: 'production', name: 'freenode', from: START, to: '2021-06-20', pool: 2600, rate: 1.0, hshift: 0, split: '*.net *.split' },
   { key: 'production/libera', source: 'production', name: 'libera', from: '2021-05-19', to: END, pool: 3200, shareFrom: 'production/freenode', shared: 1800, rate: 1.0, hshift: 0, split: '*.net *.split' },
   { key: 'production/oftc', source: 'production', name: 'oftc', from: START, to: END, pool: 900, rate: 0.35, hshift: 1, split: 'helix.oftc.net graviton.oftc.net' },
@@ -223,7 +333,7 @@ const NETWORKS = [
 ];
 
 /** Channels per network, biggest first (a channel's activity is ∝ 1/position^1.07). */
-const CHANNELS = {
+const CHANNELS: Record<string, string[]> = {
   'production/freenode': ['#python', '#linux', '#archlinux', '#debian', '#ubuntu', '#git', '#vim', '#emacs', '#haskell', '#postgresql', '#javascript', '#node.js', '#rust', '#go-nuts', '#docker', '#security', '#networking', '#c', '#c++', '#java', '#ruby', '#lisp', '#bitcoin', '#qtox'],
   'production/libera': ['#python', '#linux', '#archlinux', '#debian', '#ubuntu', '#git', '#vim', '#emacs', '#haskell', '#postgresql', '#javascript', '#rust', '#go-nuts', '#nixos', '#zig', '#security', '#c', '#c++', '#lisp', '#fedora', '#alpine', '#kde', '#gnome', '#sway', '#ansible', '#qtox'],
   'production/oftc': ['#debian-devel', '#kernelnewbies', '#tor', '#llvm', '#virt', '#openwrt', '#moocows', '#linux-rockchip', '#asahi', '#mesa'],
@@ -236,12 +346,12 @@ const PRIVATE_CHANNELS = 5;
 const CHANNEL_WORDS = new Set(Object.values(CHANNELS).flat().map((c) => c.replace(/^#+/, '')));
 
 const DAY_MS = 86_400_000;
-const dayMs = (d) => Date.parse(`${d}T00:00:00Z`);
-const stamp = (ms) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+const dayMs = (d: string) => Date.parse(`${d}T00:00:00Z`);
+const stamp = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 
 /** Half-year windows [from, to) covering the span: one generating statement each. */
-function windows() {
-  const out = [];
+function windows(): Window[] {
+  const out: Window[] = [];
   for (let y = Number(START.slice(0, 4)); y < Number(END.slice(0, 4)); y++) {
     out.push({ label: `${y} H1`, from: dayMs(`${y}-01-01`), to: dayMs(`${y}-07-01`) });
     out.push({ label: `${y} H2`, from: dayMs(`${y}-07-01`), to: dayMs(`${y + 1}-01-01`) });
@@ -249,10 +359,10 @@ function windows() {
   return out;
 }
 
-const gcd = (a, b) => (b ? gcd(b, a % b) : a);
+const gcd = (a: number, b: number): number => (b ? gcd(b, a % b) : a);
 
 /** Stable positive 63-bit id of a burst, made the way the importer makes its ids (sha256, first 8 bytes). */
-function burstGroupId(channel, at, kind) {
+function burstGroupId(channel: string, at: string, kind: 'split' | 'merge'): string {
   const h = createHash('sha256').update(`netsplit\n${channel.toLowerCase()}\n${at}\n${kind}`).digest();
   return (h.readBigUInt64BE(0) & 0x7fffffffffffffffn).toString();
 }
@@ -262,40 +372,43 @@ function burstGroupId(channel, at, kind) {
  * normal-row count of each (channel, half-year) piece, and the netsplit bursts. Row counts add up
  * to exactly `rows`.
  */
-export function makePlan(rows, seed = DEFAULT_SEED) {
+export function makePlan(rows: number, seed = DEFAULT_SEED): Plan {
   const rand = rng(seed);
-  const taken = new Set();
-  const nets = [];
-  const allNicks = [];
-  const allAlts = [];
+  const taken = new Set<string>();
+  const nets: PlanNetwork[] = [];
+  const allNicks: string[] = [];
+  const allAlts: string[] = [];
   for (const spec of NETWORKS) {
     const shared = spec.shareFrom ? nets.find((n) => n.key === spec.shareFrom) : null;
-    const own = makeNicks(rand, spec.pool - (shared ? spec.shared : 0), taken);
-    const nicks = [...(shared ? shared.nicks.slice(0, spec.shared) : []), ...own.nicks];
-    const alts = [...(shared ? shared.alts.slice(0, spec.shared) : []), ...own.alts];
-    const net = { ...spec, nicks, alts, poff: allNicks.length, channels: [] };
+    const sharedCount = shared ? (spec.shared ?? 0) : 0;
+    const own = makeNicks(rand, spec.pool - sharedCount, taken);
+    const nicks = [...(shared ? shared.nicks.slice(0, sharedCount) : []), ...own.nicks];
+    const alts = [...(shared ? shared.alts.slice(0, sharedCount) : []), ...own.alts];
+    const net: PlanNetwork = { ...spec, nicks, alts, poff: allNicks.length, channels: [] };
     allNicks.push(...nicks);
     allAlts.push(...alts);
     nets.push(net);
   }
 
   // Channels: activity ∝ network rate / position^1.07; some start later or die early.
-  const channels = [];
+  const channels: PlanChannel[] = [];
+  const channel = (c: Omit<PlanChannel, 'index' | 'pn' | 'pmul' | 'padd'>): PlanChannel => ({ ...c, index: 0, pn: 0, pmul: 0, padd: 0 }); // set below
   for (const net of nets) {
-    const names = CHANNELS[net.key];
+    const names = CHANNELS[net.key] ?? [];
     const span = dayMs(net.to) - dayMs(net.from);
     names.forEach((name, i) => {
       let from = dayMs(net.from);
       let to = dayMs(net.to);
       if (i >= 4 && rand() < 0.4) from += Math.floor(rand() * 0.5 * span / DAY_MS) * DAY_MS;
       if (i >= 4 && rand() < 0.1) to = from + Math.max(60, Math.floor((0.3 + 0.6 * rand()) * (to - from) / DAY_MS)) * DAY_MS;
-      channels.push({ net, name, rate: net.rate / (i + 1) ** 1.07, from, to, partner: null, owner: null });
+      channels.push(channel({ net, name, rate: net.rate / (i + 1) ** 1.07, from, to, partner: null, owner: null }));
     });
     if (net.key === 'production/libera') {
-      const partners = new Set();
+      const partners = new Set<number>();
       while (partners.size < PRIVATE_CHANNELS) partners.add(1 + Math.floor(rand() * 40));
       for (const p of partners) {
-        channels.push({ net, name: net.nicks[p], rate: 0.012, from: dayMs(net.from) + Math.floor(rand() * 300) * DAY_MS, to: dayMs(net.to), partner: net.nicks[p], owner: net.nicks[0] });
+        const partner = net.nicks[p]!; // p ≤ 40, the pool is bigger
+        channels.push(channel({ net, name: partner, rate: 0.012, from: dayMs(net.from) + Math.floor(rand() * 300) * DAY_MS, to: dayMs(net.to), partner, owner: net.nicks[0]! }));
       }
     }
   }
@@ -303,7 +416,7 @@ export function makePlan(rows, seed = DEFAULT_SEED) {
   channels.forEach((c, i) => {
     c.index = i;
     c.pn = c.net.pool;
-    c.pmul = primes.find((p) => gcd(p, c.pn) === 1 && (p + i) % 2 === 1) ?? primes.find((p) => gcd(p, c.pn) === 1);
+    c.pmul = primes.find((p) => gcd(p, c.pn) === 1 && (p + i) % 2 === 1) ?? primes.find((p) => gcd(p, c.pn) === 1) ?? 1;
     c.padd = Math.floor(rand() * c.pn);
     c.net.channels.push(c);
   });
@@ -311,14 +424,14 @@ export function makePlan(rows, seed = DEFAULT_SEED) {
   // Netsplits: network-wide moments; every public channel alive then loses a share of its nicks
   // (10-100 in big channels), most of whom rejoin 1-20 minutes later (the merge).
   const wins = windows();
-  const bursts = [];
+  const bursts: Burst[] = [];
   let burstRows = 0;
   const target = Math.floor(rows * NETSPLIT_SHARE);
   const netWeights = nets.map((n) => n.channels.reduce((s, c) => s + c.rate * (c.to - c.from), 0) * (n.source === 'sandbox' ? 0.1 : 1));
   const netTotal = netWeights.reduce((a, b) => a + b, 0);
   for (let attempts = 0; burstRows < target && attempts < 100_000; attempts++) {
     let r = rand() * netTotal;
-    const net = nets.find((_, i) => (r -= netWeights[i]) < 0) ?? nets[0];
+    const net = nets.find((_, i) => (r -= netWeights[i]!) < 0) ?? nets[0]!;
     const at = dayMs(net.from) + Math.floor(rand() * ((dayMs(net.to) - dayMs(net.from)) / 1000 - 3600)) * 1000;
     const size = 10 + 90 * rand() ** 2;
     const maxRate = Math.max(...net.channels.filter((c) => !c.partner).map((c) => c.rate));
@@ -340,7 +453,7 @@ export function makePlan(rows, seed = DEFAULT_SEED) {
 
   // Normal rows: each (channel, half-year) piece gets rate × days × a slowly drifting activity
   // factor; the sandbox gets SANDBOX_SHARE; largest remainders make the total exact.
-  const pieces = [];
+  const pieces: Piece[] = [];
   for (const c of channels) {
     let drift = 0.7 + 0.6 * rand();
     wins.forEach((w, wi) => {
@@ -349,11 +462,11 @@ export function makePlan(rows, seed = DEFAULT_SEED) {
       const to = Math.min(w.to, c.to);
       const days = Math.floor((to - from) / DAY_MS);
       if (days < 1) return;
-      pieces.push({ channel: c, window: wi, from, days, weight: c.rate * days * drift });
+      pieces.push({ channel: c, window: wi, from, days, weight: c.rate * days * drift, exact: 0, n: 0, id: 0 }); // exact, n, id: below
     });
   }
   const normalRows = rows - burstRows;
-  const sum = (list) => list.reduce((s, p) => s + p.weight, 0);
+  const sum = (list: Piece[]) => list.reduce((s, p) => s + p.weight, 0);
   const sandbox = pieces.filter((p) => p.channel.net.source === 'sandbox');
   const production = pieces.filter((p) => p.channel.net.source !== 'sandbox');
   const scaleS = sandbox.length ? (SANDBOX_SHARE * normalRows) / sum(sandbox) : 0;
@@ -372,7 +485,7 @@ export function makePlan(rows, seed = DEFAULT_SEED) {
 }
 
 /** Fixed-width, space-padded ASCII slots: SQL reads slot i with substring() in O(1). */
-function pack(strings, width) {
+function pack(strings: readonly string[], width: number): Buffer {
   const buf = Buffer.alloc(strings.length * width, 0x20);
   strings.forEach((s, i) => {
     if (Buffer.byteLength(s) > width || /[^\x21-\x7e]/.test(s)) throw new Error(`cannot pack "${s}"`);
@@ -400,28 +513,28 @@ const KICK_REASONS = ['spam', 'flood', 'please stay on topic', 'no bots', 'Your 
 const TLDS = ['com', 'org', 'net', 'io', 'dev'];
 
 /** Cumulative thresholds for width_bucket(random(), thresholds) → 0..weights.length-1. */
-function thresholds(weights) {
+function thresholds(weights: readonly number[]): number[] {
   const total = weights.reduce((a, b) => a + b, 0);
   let acc = 0;
   return weights.slice(0, -1).map((w) => (acc += w) / total);
 }
 
-const sqlText = (s) => `'${s.replace(/'/g, "''")}'`;
-const sqlArray = (list) => `array[${list.map(sqlText).join(', ')}]`;
+const sqlText = (s: string) => `'${s.replace(/'/g, "''")}'`;
+const sqlArray = (list: readonly string[]) => `array[${list.map(sqlText).join(', ')}]`;
 
 /**
  * One INSERT for one half-year: its pieces' normal rows (events drawn row by row with random())
  * and its netsplit bursts, in time order (as a live logger would write them). Parameters: $1 packed
  * vocabulary, $2 packed nicks, $3 packed alternate nicks, $4.. piece and burst arrays.
  */
-function chunkSql(vocabSize, english) {
-  const word = (rank) => `rtrim(convert_from(substring($1::bytea from (${rank} - 1) * ${WORD_WIDTH} + 1 for ${WORD_WIDTH}), 'UTF8'))`;
+function chunkSql(vocabSize: number, english: number): string {
+  const word = (rank: string) => `rtrim(convert_from(substring($1::bytea from (${rank} - 1) * ${WORD_WIDTH} + 1 for ${WORD_WIDTH}), 'UTF8'))`;
   const anyWord = word(zipfSql(vocabSize));
   // Pseudo-words only (no "the"), for URLs and code tokens.
   const techWord = word(`${english} + ${zipfSql(vocabSize - english)}`);
-  const nickAt = (table, idx) => `rtrim(convert_from(substring(${table}::bytea from ((poff + ${idx} - 1) * ${NICK_WIDTH} + 1)::int for ${NICK_WIDTH}), 'UTF8'))`;
+  const nickAt = (table: string, idx: string) => `rtrim(convert_from(substring(${table}::bytea from ((poff + ${idx} - 1) * ${NICK_WIDTH} + 1)::int for ${NICK_WIDTH}), 'UTF8'))`;
   // A correlated subquery (it reads the row's count), so it runs once per row.
-  const words = (count) => `(select string_agg(${anyWord}, ' ') from generate_series(1, ${count}))`;
+  const words = (count: string) => `(select string_agg(${anyWord}, ' ') from generate_series(1, ${count}))`;
   const url = `case g % 3 when 0 then 'https://github.com/' || ${techWord} || '/' || ${techWord}
                  when 1 then 'https://' || ${techWord} || '.' || (${sqlArray(TLDS)})[1 + g % ${TLDS.length}] || '/' || ${techWord}
                  else 'http://' || ${techWord} || '.' || (${sqlArray(TLDS)})[1 + g % ${TLDS.length}] || '/' || ${techWord} || '.html' end`;
@@ -509,10 +622,10 @@ function chunkSql(vocabSize, english) {
     select * from (select * from normal union all select * from splits) r order by occurred_at`;
 }
 
-function chunkParams(plan, w, packed) {
+function chunkParams(plan: Plan, w: number, packed: { vocab: Buffer; nicks: Buffer; alts: Buffer }): unknown[] {
   const pieces = plan.pieces.filter((p) => p.window === w);
   const bursts = plan.bursts.filter((b) => b.window === w);
-  const col = (list, f) => list.map(f);
+  const col = <T, V>(list: T[], f: (item: T) => V): V[] => list.map(f);
   return [
     packed.vocab, packed.nicks, packed.alts,
     col(pieces, (p) => p.id), col(pieces, (p) => p.channel.dbId), col(pieces, (p) => p.n), col(pieces, (p) => stamp(p.from)), col(pieces, (p) => p.days),
@@ -526,7 +639,7 @@ function chunkParams(plan, w, packed) {
 }
 
 /** Counter columns of irc_channels and how to compute each from the rows (the event store keeps the same). */
-const CHANNEL_COUNTERS = {
+const CHANNEL_COUNTERS : Record<string, string> = {
   event_count: 'count(*)',
   first_at: 'min(occurred_at)',
   last_at: 'max(occurred_at)',
@@ -536,14 +649,14 @@ const CHANNEL_COUNTERS = {
 
 // ---- running ------------------------------------------------------------------------------------
 
-async function connect(url) {
+async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   return client;
 }
 
 /** Session settings for bulk work; the backend stops when this process goes away. */
-async function bulkSession(client) {
+async function bulkSession(client: pg.Client): Promise<void> {
   await client.query(`set maintenance_work_mem = '2GB'`);
   await client.query(`set work_mem = '1GB'`);
   await client.query('set max_parallel_maintenance_workers = 0'); // two connections already use both cores
@@ -553,21 +666,21 @@ async function bulkSession(client) {
 }
 
 /** Runs `tasks` (async (client) => void) over the clients, each client taking the next task when free. */
-async function runQueue(clients, tasks) {
+async function runQueue(clients: readonly pg.Client[], tasks: Array<(client: pg.Client) => Promise<unknown>>): Promise<void> {
   let next = 0;
   await Promise.all(clients.map(async (client) => {
-    while (next < tasks.length) await tasks[next++](client);
+    while (next < tasks.length) await tasks[next++]!(client);
   }));
 }
 
-async function timed(label, fn) {
+async function timed<T>(label: string, fn: () => Promise<T>): Promise<T> {
   const s = performance.now();
   const out = await fn();
   log(`${label}: ${((performance.now() - s) / 1000).toFixed(1)} s`);
   return out;
 }
 
-async function generate({ rows, seed, force }) {
+async function generate({ rows, seed, force }: { rows: number; seed: number; force: boolean }): Promise<void> {
   const base = serverUrl();
   const state = await readBenchState(base).catch((err) => {
     throw new Error(`cannot reach PostgreSQL at ${adminDatabaseUrl(base)}: ${err.message}`);
@@ -599,7 +712,7 @@ async function generate({ rows, seed, force }) {
   }
   const url = benchDatabaseUrl(base);
   await timed('migrations (coordinator/dist openOrm + migrate)', async () => {
-    const { openOrm, migrate } = await import('../coordinator/dist/db/orm.js');
+    const { openOrm, migrate } = await import('../../coordinator/dist/db/orm.js');
     const orm = await openOrm({ databaseUrl: url, poolMax: 2 });
     try {
       await migrate(orm);
@@ -618,7 +731,7 @@ async function generate({ rows, seed, force }) {
       `${fmt(plan.pieces.length)} channel half-years, ${fmt(plan.bursts.length)} netsplit bursts (${fmt(plan.burstRows)} rows)`,
   );
 
-  const clients = [await connect(url), await connect(url)];
+  const clients = [await connect(url), await connect(url)] as const;
   try {
     for (const c of clients) await bulkSession(c);
     const [c0] = clients;
@@ -633,12 +746,12 @@ async function generate({ rows, seed, force }) {
 
     // Secondary indexes, the unique key and the foreign key off while loading; the exact
     // definitions read here are re-run afterwards (the primary key stays: it only appends).
-    const { rows: idx } = await c0.query(
+    const { rows: idx } = await c0.query<{ name: string; def: string; constraint: string | null }>(
       `select i.indexrelid::regclass::text as name, pg_get_indexdef(i.indexrelid) as def, c.conname as constraint
          from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid and c.contype = 'u'
         where i.indrelid = 'irc_events'::regclass and not i.indisprimary`,
     );
-    const { rows: fks } = await c0.query(`select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'irc_events'::regclass and contype = 'f'`);
+    const { rows: fks } = await c0.query<{ conname: string; def: string }>(`select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'irc_events'::regclass and contype = 'f'`);
     for (const f of fks) await c0.query(`alter table irc_events drop constraint ${f.conname}`);
     for (const i of idx) await c0.query(i.constraint ? `alter table irc_events drop constraint ${i.constraint}` : `drop index ${i.name}`);
     log(`dropped ${idx.length} indexes and ${fks.length} foreign key(s) of irc_events: ${idx.map((i) => i.name).join(', ')}`);
@@ -663,13 +776,13 @@ async function generate({ rows, seed, force }) {
     const loadSeconds = (performance.now() - loadStart) / 1000;
 
     // Indexes (largest first, two at a time) and, alongside, the counters the event store keeps.
-    const { rows: have } = await c0.query(`select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'irc_channels'`);
+    const { rows: have } = await c0.query<{ column_name: string }>(`select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'irc_channels'`);
     const counters = Object.entries(CHANNEL_COUNTERS).filter(([col]) => have.some((h) => h.column_name === col));
-    const cost = (def) => (/gin_trgm_ops/.test(def) ? 3 : /using gin/i.test(def) ? 2 : /include/i.test(def) ? 1 : 0);
+    const cost = (def: string) => (/gin_trgm_ops/.test(def) ? 3 : /using gin/i.test(def) ? 2 : /include/i.test(def) ? 1 : 0);
     const indexTasks = [...idx].sort((a, b) => cost(b.def) - cost(a.def));
     const buildStart = performance.now();
     await runQueue(clients, [
-      ...indexTasks.map((i) => (client) => timed(`index ${i.name}`, () => client.query(i.def))),
+      ...indexTasks.map((i) => (client: pg.Client) => timed(`index ${i.name}`, () => client.query(i.def))),
       (client) => timed(`irc_channels counters (${counters.map(([c]) => c).join(', ')})`, () => client.query(
         `update irc_channels c set ${counters.map(([col]) => `${col} = s.${col}`).join(', ')}
            from (select channel_id, ${counters.map(([col, expr]) => `${expr} as ${col}`).join(', ')} from irc_events group by channel_id) s
@@ -731,7 +844,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const args = process.argv.slice(2);
   const unknown = args.filter((a) => a !== '--force');
   if (unknown.length) {
-    process.stderr.write(`usage: node bench/irc-generate.mjs [--force]   (env: IRC_BENCH_ROWS, IRC_BENCH_SEED, BENCH_DATABASE_URL)\n`);
+    process.stderr.write(`usage: node bench/dist/irc-generate.js [--force]   (env: IRC_BENCH_ROWS, IRC_BENCH_SEED, BENCH_DATABASE_URL)\n`);
     process.exit(2);
   }
   const rows = Number(process.env.IRC_BENCH_ROWS || DEFAULT_ROWS);
@@ -748,7 +861,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   try {
     await generate({ rows, seed: Number.isInteger(seed) ? seed : DEFAULT_SEED, force: args.includes('--force') });
   } catch (err) {
-    log(`failed: ${err?.stack ?? err}`);
+    log(`failed: ${errorStack(err)}`);
     process.exitCode = 1;
   }
 }

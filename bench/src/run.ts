@@ -1,9 +1,9 @@
 // Coordinator benchmark: `npm run bench` (builds first). Prints one markdown table on stdout;
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
-// pocketsphinx + en-us; for the DNS part (bench/dns.mjs) BIND: named, dig, nsupdate, tsig-keygen.
+// pocketsphinx + en-us; for the DNS part (bench/src/dns.ts) BIND: named, dig, nsupdate, tsig-keygen.
 // BENCH_ONLY=speech, BENCH_ONLY=dns or BENCH_ONLY=irc runs one part; the default is speech and DNS,
-// plus the chat-log archive (bench/irc.mjs) when its generated database exists (it is built once,
+// plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is built once,
 // apart: `npm run bench:irc:generate`).
 //
 // Speech:
@@ -14,7 +14,7 @@
 //    pocketsphinx engine on the same file.
 //
 // The coordinator runs in this process; simulated workers and socket.io clients run in a forked load
-// generator (bench/load.mjs) so they do not share its event loop. Everything created is removed at
+// generator (bench/src/load.ts, forked as bench/dist/load.js) so they do not share its event loop. Everything created is removed at
 // the end: the database, the run's Redis keys, temporary files, child processes.
 import { execFileSync, fork, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -25,16 +25,32 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { AccountService } from '../coordinator/dist/accounts/account-service.js';
-import { loadConfig } from '../coordinator/dist/config.js';
-import { startCoordinator } from '../coordinator/dist/service.js';
-import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../worker/dist/engines/index.js';
-import { dnsPhases } from './dns.mjs';
-import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.mjs';
-import { coordinatorEnv, cpuSample, cpuSince, epochMs, log, median, ms, pool, secs } from './lib.mjs';
+import { AccountService } from '../../coordinator/dist/accounts/account-service.js';
+import { loadConfig } from '../../coordinator/dist/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
+import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../../worker/dist/engines/index.js';
+import { dnsPhases } from './dns.js';
+import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
+import {
+  coordinatorEnv,
+  cpuSample,
+  cpuSince,
+  epochMs,
+  errorStack,
+  errorText,
+  log,
+  median,
+  ms,
+  pool,
+  secs,
+  type Cleanup,
+  type CpuShare,
+} from './lib.js';
+import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const int = (name, fallback) => {
+// This file runs as bench/dist/run.js: the repository root is two levels up.
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const int = (name: string, fallback: number): number => {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
 };
@@ -55,11 +71,18 @@ if (only && only !== 'speech' && only !== 'dns' && only !== 'irc') {
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts = { speech: !only || only === 'speech', dns: !only || only === 'dns', irc: only === 'irc' ? true : only ? false : null };
+const parts: { speech: boolean; dns: boolean; irc: boolean | null } = {
+  speech: !only || only === 'speech',
+  dns: !only || only === 'dns',
+  irc: only === 'irc' ? true : only ? false : null,
+};
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
 // An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
 // and never contacted): submission then measures the queue, not this sandbox's DNS resolver.
-const URL_SOURCE = { type: 'url', url: 'https://203.0.113.10/x.mp3' };
+const URL_SOURCE = { type: 'url' as const, url: 'https://203.0.113.10/x.mp3' };
+
+/** Rows of a query on the coordinator's database (`?` placeholders), typed by the caller. */
+type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
 
 const runId = randomBytes(4).toString('hex');
 const dbName = `sonar_bench_${runId}`;
@@ -67,36 +90,38 @@ const redisPrefix = `sonar-bench:${runId}:`;
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'sonar-bench-'));
 const benchStart = performance.now();
 
-const rows = [];
-const row = (measurement, value) => rows.push([measurement, value]);
+const rows: Array<[measurement: string, value: string]> = [];
+const row = (measurement: string, value: string) => {
+  rows.push([measurement, value]);
+};
 /** A speed goal from the issue tracker: printed as MET or MISSED; a missed goal fails the run (exit 1). */
-const target = (name, met, measured) => {
+const target = (name: string, met: boolean, measured: string) => {
   if (!met) failed = true;
   row(`target: ${name}`, `${met ? 'MET' : 'MISSED'}: ${measured}`);
 };
 let failed = false;
-const fail = (measurement, err) => {
+const fail = (measurement: string, err: unknown) => {
   failed = true;
-  row(measurement, `FAILED: ${String(err?.message ?? err).split('\n')[0]}`);
-  log(`${measurement} failed:`, err?.stack ?? String(err));
+  row(measurement, `FAILED: ${errorText(err).split('\n')[0]}`);
+  log(`${measurement} failed:`, errorStack(err));
 };
 
 // ---- cleanup (last in, first out; every step runs even when an earlier one fails) ---------------
-const cleanups = [];
+const cleanups: Cleanup[] = [];
 async function cleanup() {
-  while (cleanups.length) {
-    const [name, step] = cleanups.pop();
+  for (let next = cleanups.pop(); next; next = cleanups.pop()) {
+    const [name, step] = next;
     try {
       await step();
     } catch (err) {
-      log(`cleanup "${name}" failed: ${err?.message ?? err}`);
+      log(`cleanup "${name}" failed: ${errorText(err)}`);
     }
   }
 }
 // Ctrl-C: stop the child processes and engine runs at once, skip the remaining phases, and let
 // main()'s `finally` clean up (a second Ctrl-C exits without cleaning up).
 const interrupt = new AbortController();
-const onSignal = (signal) => {
+const onSignal = (signal: NodeJS.Signals) => {
   if (interrupt.signal.aborted) process.exit(130);
   log(`${signal}: stopping; cleaning up (press Ctrl-C again to exit at once)`);
   interrupt.abort(new Error(`interrupted by ${signal}`));
@@ -107,12 +132,12 @@ process.on('SIGTERM', onSignal);
 // flight) must not kill the process before the database and Redis keys are cleaned up.
 process.on('unhandledRejection', (err) => {
   failed = true;
-  log('unhandled rejection:', err?.stack ?? String(err));
+  log('unhandled rejection:', errorStack(err));
 });
 const checkInterrupted = () => interrupt.signal.throwIfAborted();
-const onInterrupt = (fn) => interrupt.signal.addEventListener('abort', fn, { once: true });
+const onInterrupt = (fn: () => void) => interrupt.signal.addEventListener('abort', fn, { once: true });
 
-async function adminQuery(sql) {
+async function adminQuery(sql: string) {
   const client = new pg.Client({ connectionString: settings.pgAdminUrl });
   await client.connect();
   try {
@@ -122,7 +147,7 @@ async function adminQuery(sql) {
   }
 }
 
-function databaseUrl(name) {
+function databaseUrl(name: string) {
   const u = new URL(settings.pgAdminUrl);
   u.pathname = `/${name}`;
   return u.toString();
@@ -153,20 +178,21 @@ async function redisVersion() {
   }
 }
 
-// ---- the load generator (bench/load.mjs) -----------------------------------------------------------
-function startLoadGenerator() {
-  const child = fork(fileURLToPath(new URL('./load.mjs', import.meta.url)), [], {
+// ---- the load generator (bench/src/load.ts, run as bench/dist/load.js) ------------------------------
+function startLoadGenerator(): LoadGenerator {
+  const child = fork(fileURLToPath(new URL('./load.js', import.meta.url)), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, BENCH_EPOCH_MS: String(epochMs) },
   });
-  const pending = new Map();
+  const pending = new Map<number, { resolve: (result: unknown) => void; reject: (err: Error) => void }>();
   let nextId = 0;
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
-  child.on('message', (m) => {
+  const exited = new Promise<number | NodeJS.Signals | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  child.on('message', (message) => {
+    const m = message as LoadReply;
     const p = pending.get(m.id);
     pending.delete(m.id);
     if (m.error) p?.reject(new Error(`load generator: ${m.error}`));
-    else p?.resolve(m.result);
+    else p?.resolve('result' in m ? m.result : undefined);
   });
   void exited.then((code) => {
     for (const p of pending.values()) p.reject(new Error(`load generator exited (${code})`));
@@ -179,8 +205,10 @@ function startLoadGenerator() {
       return new Promise((resolve, reject) => {
         if (!child.connected) return reject(new Error('load generator is not running'));
         const id = nextId++;
-        pending.set(id, { resolve, reject });
-        child.send({ id, cmd, args }, (err) => {
+        // The reply's result is what the command returned (LoadGenerator types it per command).
+        pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
+        const request: LoadRequest = { id, cmd, args };
+        child.send(request, (err) => {
           if (!err) return;
           pending.delete(id);
           reject(err);
@@ -198,27 +226,27 @@ function startLoadGenerator() {
 }
 
 // ---- the worker agent (worker/dist/bin.js) as a child process --------------------------------------
-async function startAgent(grpcPort, secretFile) {
+async function startAgent(grpcPort: number, secretFile: string) {
   const child = spawn(
     process.execPath,
     [path.join(root, 'worker/dist/bin.js'), '--coordinator', `127.0.0.1:${grpcPort}`, '--secret-file', secretFile, '--work-dir', tmp],
     { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] },
   );
-  const lines = [];
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  const lines: string[] = [];
+  const exited = new Promise<number | NodeJS.Signals | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
   let buffered = '';
-  let onLine = () => undefined;
-  child.stderr.on('data', (buf) => {
+  let onLine: (line: string) => void = () => undefined;
+  child.stderr.on('data', (buf: Buffer) => {
     buffered += buf.toString();
     const parts = buffered.split('\n');
-    buffered = parts.pop();
+    buffered = parts.pop() ?? '';
     for (const l of parts) {
       lines.push(l);
       if (lines.length > 200) lines.shift();
       onLine(l);
     }
   });
-  await new Promise((resolve, reject) => {
+  await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the worker agent did not connect within 20 s:\n${lines.join('\n')}`)), 20_000);
     onLine = (l) => {
       if (l.includes('connected to coordinator')) {
@@ -252,7 +280,7 @@ function makeSpeech() {
   mkdirSync(dir, { recursive: true });
   const silence = path.join(dir, 'silence.wav');
   execFileSync('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', silence, 'trim', '0', '1.0']);
-  const parts = [];
+  const parts: string[] = [];
   const sentences = [...SENTENCES, ...SENTENCES, ...SENTENCES];
   sentences.forEach((sentence, i) => {
     const part = path.join(dir, `part-${i}.wav`);
@@ -265,7 +293,7 @@ function makeSpeech() {
   return { file, durationSeconds, sentences: sentences.length };
 }
 
-function cpuText(cpu, loadCpu) {
+function cpuText(cpu: CpuShare, loadCpu: number) {
   const parts = [`coordinator ${cpu.self}%`, `load generator ${loadCpu}%`];
   if (cpu.postgres !== null) parts.push(`PostgreSQL ${cpu.postgres}%`);
   return `${parts.join(', ')} of one core${cpu.machine !== null ? `; whole machine ${cpu.machine}% busy (${cpu.cores} cores)` : ''}`;
@@ -277,7 +305,7 @@ async function main() {
   const cpus = os.cpus();
   row(
     'machine',
-    `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}; load average at start ${os.loadavg()[0].toFixed(2)}`,
+    `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}; load average at start ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
   );
   const pgVersion = (await adminQuery('show server_version')).rows[0].server_version;
   row('software', `Node ${process.version}, PostgreSQL ${pgVersion.split(' ')[0]}, Redis ${await redisVersion()}`);
@@ -292,7 +320,7 @@ async function main() {
       row('IRC archive', `skipped: no generated database sonar_bench_irc; ${IRC_GENERATE_HINT}`);
     }
   }
-  const check = (ok) => {
+  const check = (ok: boolean) => {
     if (!ok) failed = true;
   };
   if (parts.speech || parts.dns) await speechAndDnsParts(check);
@@ -303,7 +331,7 @@ async function main() {
 }
 
 /** Speech and DNS share one coordinator on a fresh database, dropped at the end. */
-async function speechAndDnsParts(check) {
+async function speechAndDnsParts(check: (ok: boolean) => void) {
   // Database and coordinator.
   log(`creating database ${dbName}`);
   await adminQuery(`create database ${dbName}`);
@@ -314,8 +342,9 @@ async function speechAndDnsParts(check) {
 
   const config = loadConfig(coordinatorEnv(
     { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
-    // The DNS reads must come from the cache the refresh phase filled, however long the run takes.
-    { DNS_CACHE_TTL_SECONDS: '86400', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
+    // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
+    // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
+    { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
   ));
   log('starting the coordinator (migrations run now)');
   const svc = await startCoordinator(config);
@@ -325,9 +354,9 @@ async function speechAndDnsParts(check) {
   }]);
   row(
     'coordinator',
-    `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; load (simulated workers, socket.io and HTTP clients) from a forked load process; parts: ${Object.keys(parts).filter((k) => parts[k]).join(' + ')}`,
+    `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; load (simulated workers, socket.io and HTTP clients) from a forked load process; parts: ${(Object.keys(parts) as Array<keyof typeof parts>).filter((k) => parts[k]).join(' + ')}`,
   );
-  const q = (sql, params = []) => svc.orm.em.getConnection().execute(sql, params);
+  const q: Query = (sql, params = []) => svc.orm.em.getConnection().execute(sql, params);
 
   const accounts = new AccountService(svc.orm);
   if (parts.speech) await speechPhases(svc, q, accounts);
@@ -350,7 +379,7 @@ async function speechAndDnsParts(check) {
 }
 
 // ---- speech phases ----------------------------------------------------------------------------------
-async function speechPhases(svc, q, accounts) {
+async function speechPhases(svc: RunningCoordinator, q: Query, accounts: AccountService) {
   const { user, password } = await accounts.createUser({ username: `bench-${runId}`, permissions: ['speech.use'] });
   const login = await fetch(`${svc.url}/api/account/login`, {
     method: 'POST',
@@ -358,7 +387,7 @@ async function speechPhases(svc, q, accounts) {
     body: JSON.stringify({ username: user.username, password }),
   });
   if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
-  const token = (await login.json()).token;
+  const token = ((await login.json()) as { token: string }).token;
 
   // Submissions are refused for models no registered worker serves: register the simulated workers'
   // model the way a Hello stores it (they connect later, from the load generator).
@@ -371,7 +400,7 @@ async function speechPhases(svc, q, accounts) {
   const load = startLoadGenerator();
   cleanups.push(['load generator', () => load.stop()]);
   const address = `127.0.0.1:${svc.grpcPort}`;
-  const createWorkers = (prefix, n) => pool(n, 4, async (i) => (await svc.workers.createWorker(`${prefix}-${i}`)).secret);
+  const createWorkers = (prefix: string, n: number) => pool(n, 4, async (i) => (await svc.workers.createWorker(`${prefix}-${i}`)).secret);
 
   // ---- 1. protocol throughput -------------------------------------------------------------------
   const N = settings.protocolJobs;
@@ -413,14 +442,15 @@ async function speechPhases(svc, q, accounts) {
     const pairsPerSecond = (r.jobs / r.elapsedMs) * 1000;
     target(`protocol ≥ 1,000 claim+complete pairs/s (${W} workers, own channels)`, pairsPerSecond >= 1000, `${Math.round(pairsPerSecond)}/s`);
 
-    const [jobs] = await q(
+    const [jobs] = await q<{ total: number; completed: number; first_attempt: number }>(
       `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first_attempt from speech_jobs where id between ? and ?`,
       [firstProtocolJob, lastProtocolJob],
     );
-    const [leases] = await q(
+    const [leases] = await q<{ leases: number; jobs: number; completed: number }>(
       `select count(*)::int as leases, count(distinct job_id)::int as jobs, count(*) filter (where outcome = 'completed')::int as completed from speech_leases where job_id between ? and ?`,
       [firstProtocolJob, lastProtocolJob],
     );
+    if (!jobs || !leases) throw new Error('the count queries returned no row');
     const ok =
       jobs.total === N && jobs.completed === N && jobs.first_attempt === N &&
       leases.leases === N && leases.jobs === N && leases.completed === N &&
@@ -460,12 +490,13 @@ async function speechPhases(svc, q, accounts) {
     );
     row('CPU during segment run', cpuText(cpu, r.loadCpu));
     target('segment latency worker → browser p99 ≤ 50 ms', r.latency.p99 <= 50, `${ms(r.latency.p99)}`);
-    const [db] = await q(
+    const [db] = await q<{ jobs: number; completed: number; segments: number }>(
       `select count(*)::int as jobs, count(*) filter (where status = 'completed')::int as completed,
               (select count(*)::int from speech_segments where job_id > ?) as segments
          from speech_jobs where id > ?`,
       [lastProtocolJob, lastProtocolJob],
     );
+    if (!db) throw new Error('the count query returned no row');
     const ok = r.clientsComplete === J && r.problems.length === 0 && r.storedAcks === J * S && db.segments === J * S && db.completed === J && db.jobs === J && ids.length === J;
     if (!ok) failed = true;
     row(
@@ -490,20 +521,20 @@ async function speechPhases(svc, q, accounts) {
     row('pipeline audio', `${speech.durationSeconds.toFixed(1)} s espeak-ng speech (${speech.sentences} sentences, 1 s gaps), 16 kHz mono WAV, ${(bytes.length / 1024).toFixed(0)} KiB`);
 
     // Completion as the lease service reports it, timed in this process.
-    const terminal = new Map();
-    const waiters = new Map();
+    const terminal = new Map<number, { status: string; at: number }>();
+    const waiters = new Map<number, () => void>();
     svc.speech.repo.onTerminal((ended) => {
       for (const { jobId, status } of ended) {
         terminal.set(jobId, { status, at: performance.now() });
         waiters.get(jobId)?.();
       }
     });
-    const waitTerminal = (jobId, timeoutMs) =>
-      new Promise((resolve, reject) => {
+    const waitTerminal = (jobId: number, timeoutMs: number) =>
+      new Promise<{ status: string; at: number }>((resolve, reject) => {
         const done = () => {
           clearTimeout(timer);
           waiters.delete(jobId);
-          resolve(terminal.get(jobId));
+          resolve(terminal.get(jobId)!); // set before `done` runs
         };
         const timer = setTimeout(() => {
           waiters.delete(jobId);
@@ -532,8 +563,8 @@ async function speechPhases(svc, q, accounts) {
     await engine.transcribe({ wavPath: warm, model: POCKETSPHINX_MODEL, signal: interrupt.signal, onSegment: () => undefined });
     rmSync(warm, { force: true });
 
-    const bare = [];
-    const viaAgent = [];
+    const bare: Array<{ totalMs: number; transcribeMs: number; segments: number; text: string }> = [];
+    const viaAgent: Array<{ wallMs: number; createMs: number; status: string; segments: number; text: string }> = [];
     for (let i = 0; i < settings.pipelineRuns; i++) {
       // Alternate the two so drift on the machine affects both alike.
       log(`pipeline: run ${i + 1}/${settings.pipelineRuns}, bare engine`);
@@ -558,10 +589,11 @@ async function speechPhases(svc, q, accounts) {
       });
       const a1 = performance.now();
       const end = await waitTerminal(job.id, 120_000);
-      const [info] = await q(
+      const [info] = await q<{ status: string; transcript_text: string | null; segments: number }>(
         `select j.status, j.transcript_text, (select count(*)::int from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as segments from speech_jobs j where j.id = ?`,
         [job.id],
       );
+      if (!info) throw new Error(`job ${job.id} not found`);
       viaAgent.push({ wallMs: end.at - a0, createMs: a1 - a0, status: info.status, segments: info.segments, text: info.transcript_text ?? '' });
     }
     await agent.stop();
@@ -582,8 +614,9 @@ async function speechPhases(svc, q, accounts) {
     );
     target('pipeline overhead agent ÷ bare engine ≤ 1.05', agentWall / bareTotal <= 1.05, `${(agentWall / bareTotal).toFixed(2)}×`);
     const bareSegs = new Set(bare.map((b) => b.segments));
+    const bareSegments = bare[0]?.segments ?? 0;
     const ok =
-      viaAgent.every((a) => a.status === 'completed' && a.segments === bare[0].segments && /coffee/.test(a.text)) && bareSegs.size === 1 && bare[0].segments > 0;
+      viaAgent.every((a) => a.status === 'completed' && a.segments === bareSegments && /coffee/.test(a.text)) && bareSegs.size === 1 && bareSegments > 0;
     if (!ok) failed = true;
     row(
       'pipeline output check',
@@ -604,7 +637,7 @@ try {
 if (interrupt.signal.aborted) row('interrupted', 'the run was stopped early; the rows above are what had finished');
 row('total bench time', secs(performance.now() - benchStart));
 
-const width = [Math.max(...rows.map((r) => r[0].length), 11), Math.max(...rows.map((r) => r[1].length), 5)];
-const line = (a, b) => `| ${a.padEnd(width[0])} | ${b.padEnd(width[1])} |`;
+const width = [Math.max(...rows.map((r) => r[0].length), 11), Math.max(...rows.map((r) => r[1].length), 5)] as const;
+const line = (a: string, b: string) => `| ${a.padEnd(width[0])} | ${b.padEnd(width[1])} |`;
 process.stdout.write([line('measurement', 'value'), `|${'-'.repeat(width[0] + 2)}|${'-'.repeat(width[1] + 2)}|`, ...rows.map(([a, b]) => line(a, b))].join('\n') + '\n');
 process.exitCode = interrupt.signal.aborted ? 130 : failed ? 1 : 0;
