@@ -11,7 +11,7 @@ import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
-import { installDomainErrors, okReasonBody } from './http/errors.js';
+import { errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
@@ -65,6 +65,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: () => randomUUID(),
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    // Errors the router raises before any route or hook runs (a malformed percent-encoding, a path
+    // parameter over maxParamLength): the documented body of the area the URL belongs to.
+    frameworkErrors: (error, request, reply) => sendError(reply, normalizeError(error, request), errorShapeOf(request.url)),
   });
   // Before anything registers a route: a route that declares no config.auth fails to register.
   enforceRouteAuth(app);

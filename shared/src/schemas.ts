@@ -2,6 +2,33 @@ import { z } from 'zod';
 import { PERMISSIONS, TOKEN_SCOPES } from './permissions.js';
 
 /** Error body used by every area except the chat-log archive: `{ok:false, reason, message, errors?}`. */
+/**
+ * Control characters: C0 (U+0000 to U+001F) and DEL. PostgreSQL refuses NUL in text, and none of
+ * them belongs in a name, a search term or a path segment.
+ */
+const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/;
+/** The same, but tab, line feed and carriage return are allowed (notes, free text). */
+const NO_CONTROL_MULTILINE = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
+
+export const CONTROL_CHARACTERS_MESSAGE = 'must not contain control characters (such as NUL)';
+export const CONTROL_CHARACTERS_MULTILINE_MESSAGE = 'must not contain control characters other than tab and line breaks (such as NUL)';
+
+/**
+ * The string type of every text input (body fields, query strings, path parameters): a string
+ * that refuses NUL and the other control characters, so they end as a validation error naming the
+ * field (422; 400 in the DNS API) instead of reaching the database. `multiline` allows tab, LF and
+ * CR (free-text notes). `error` is the message for a value that is not a string. It is a plain
+ * `z.ZodString`: chain `.trim()`, `.min()`, `.max()` and `.regex()` as usual.
+ */
+type StringError = Exclude<Parameters<typeof z.string>[0], string | undefined>['error'];
+
+export function safeString(opts: { multiline?: boolean; error?: StringError } = {}): z.ZodString {
+  const base = opts.error === undefined ? z.string() : z.string({ error: opts.error });
+  return opts.multiline
+    ? base.regex(NO_CONTROL_MULTILINE, { error: CONTROL_CHARACTERS_MULTILINE_MESSAGE })
+    : base.regex(NO_CONTROL, { error: CONTROL_CHARACTERS_MESSAGE });
+}
+
 export const errorBodySchema = z.object({
   ok: z.literal(false),
   reason: z.string(),
@@ -22,7 +49,7 @@ export const platformSchema = z.object({
 });
 
 export const loginRequestSchema = z.object({
-  username: z.string().min(1).max(200),
+  username: safeString().min(1).max(200),
   password: z.string().min(1).max(1024),
 });
 
@@ -55,7 +82,7 @@ export const tokenSummarySchema = z.object({
 });
 
 export const createTokenRequestSchema = z.object({
-  name: z.string().trim().min(1).max(100),
+  name: safeString().trim().min(1).max(100),
   scopes: z.array(z.enum(TOKEN_SCOPES)).min(1),
   expires_in_days: z.number().int().min(1).max(3650).optional(),
 });

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formBody from '@fastify/formbody';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { TOKEN_SCOPES } from '@sonar/shared';
+import { TOKEN_SCOPES, safeString } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { AppError, normalizeError } from '../http/errors.js';
 import { html, layout } from '../http/html.js';
@@ -20,10 +20,10 @@ function safeNext(value: unknown): string {
 
 // Form bodies as browsers send them (every field a string, repeated fields an array).
 const csrfField = { _csrf: z.string().max(200).optional() };
-const loginBody = z.object({ ...csrfField, username: z.string().max(200).default(''), password: z.string().max(1024).default(''), next: z.string().max(2000).optional() });
+const loginBody = z.object({ ...csrfField, username: safeString().max(200).default(''), password: z.string().max(1024).default(''), next: z.string().max(2000).optional() });
 const tokenBody = z.object({
   ...csrfField,
-  name: z.string().max(200).default(''),
+  name: safeString().max(200).default(''),
   scopes: z.union([z.string(), z.array(z.string())]).optional(),
   expires_in_days: z.union([z.literal(''), z.coerce.number().int()]).optional(),
 });

@@ -20,6 +20,7 @@ import {
   type UpdateOperation,
   type ValidRecord,
 } from './wire/index.js';
+import { masterUnavailable } from './master-errors.js';
 import { ZoneCache, detectSearch, displaySignature, type Page } from './zone-cache.js';
 import { ZoneRegistry, cachePolicyOf, checkPaths, type ZoneRow } from './zone-registry.js';
 
@@ -402,5 +403,5 @@ function mapWriteError(err: unknown, ops: UpdateOperation[]): AppError {
     return new AppError('conflict', `The zone changed concurrently: ${err.message}. Nothing was changed.`);
   }
   if (err instanceof UpdateNotAppliedError) return new AppError('conflict', err.message);
-  return new AppError('service_unavailable', `The master DNS server did not apply the change: ${(err as Error).message}`);
+  return masterUnavailable(err, 'The master DNS server did not apply the change');
 }

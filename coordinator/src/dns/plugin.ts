@@ -1,13 +1,15 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { safeString } from '@sonar/shared';
 import { principalOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import { AppError, installDomainErrors, okReasonBody, validationFailed } from '../http/errors.js';
+import { AppError, installDomainErrors, normalizeError, okReasonBody, sendError, validationFailed } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
 import type { DomainDeps } from '../app.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
 import { DnsService, acmeOwner, type WriteOp } from './dns-service.js';
+import { mapMasterFailure } from './master-errors.js';
 import { checkPaths, type ZoneRow } from './zone-registry.js';
 import { fieldErrorsToRecord, validateName } from './wire/index.js';
 
@@ -15,7 +17,10 @@ const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist
 
 /** DNS zone editor API (/api/dns): errors are `{ok:false, reason}`; validation failures are 400. */
 export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
-  installDomainErrors(app, okReasonBody, { validation_failed: 400 });
+  // The master-client failures no service method mapped (an unreachable master: 503 + Retry-After) first.
+  app.setErrorHandler((error, request, reply) =>
+    sendError(reply, normalizeError(mapMasterFailure(error), request, { validation_failed: 400 }), okReasonBody),
+  );
   const { config, accounts } = deps;
   // Every DNS route counts against one budget per client (before authentication: failed keys count too).
   app.addHook('onRequest', sharedRateLimit(app, 'dns', config.DNS_RATE_LIMIT_PER_MINUTE));
@@ -28,7 +33,7 @@ export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
     page: z.coerce.number().int().min(1).max(1_000_000).default(1),
     limit: z.coerce.number().int().min(1).max(config.DNS_PAGE_SIZE_MAX).default(config.DNS_PAGE_SIZE_DEFAULT),
   });
-  const zoneParams = z.object({ zone: z.string().min(1).max(254) });
+  const zoneParams = z.object({ zone: safeString().min(1).max(254) });
 
   /** Read access first (403 hides whether a zone exists), then the registry (404), then the paths (404). */
   async function readableZone(req: FastifyRequest, zone: string, write = false): Promise<ZoneRow> {
@@ -82,7 +87,7 @@ export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
     dns.refresh(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/search', { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging.extend({ q: z.string().max(500).optional() }) } }, async (req) =>
+  r.get('/api/dns/zones/:zone/search', { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging.extend({ q: safeString().max(500).optional() }) } }, async (req) =>
     dns.search(await readableZone(req, req.params.zone), req.query.q, req.query.page, req.query.limit),
   );
 
@@ -113,9 +118,9 @@ export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
 
   const bulkOp = z.object({
     action: z.string().transform((s) => s.toUpperCase()).pipe(z.enum(['ADD', 'DELETE'])),
-    domain: z.string().min(1),
-    type: z.string().min(1),
-    target: z.string().min(1),
+    domain: safeString().min(1),
+    type: safeString().min(1),
+    target: safeString().min(1),
     ttl: z.unknown().optional(),
   });
   r.post('/api/dns/records/bulk', { config: { auth: AUTH }, schema: { body: z.object({ operations: z.array(bulkOp).min(1).max(100) }) } }, async (req) => {
@@ -125,10 +130,10 @@ export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
 
   // ACME DNS-01: `{domain, challenge, ttl}` or the `{fqdn, value}` body that lego's httpreq provider and similar hooks send.
   const acmeBody = z.looseObject({
-    domain: z.string().min(1).max(300).optional(),
-    fqdn: z.string().min(1).max(300).optional(),
-    challenge: z.string().min(1).max(1000).optional(),
-    value: z.string().min(1).max(1000).optional(),
+    domain: safeString().min(1).max(300).optional(),
+    fqdn: safeString().min(1).max(300).optional(),
+    challenge: safeString().min(1).max(1000).optional(),
+    value: safeString().min(1).max(1000).optional(),
     ttl: z.coerce.number().int().min(0).max(86400).optional(),
   });
   type AcmeBody = z.infer<typeof acmeBody>;
@@ -160,8 +165,8 @@ export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
       config: { auth: AUTH },
       schema: {
         body: z.object({
-          domain: z.string().min(1).max(300),
-          keep_challenges: z.array(z.string().min(1).max(1000)).max(100).default([]),
+          domain: safeString().min(1).max(300),
+          keep_challenges: z.array(safeString().min(1).max(1000)).max(100).default([]),
           dry_run: z.boolean().default(false),
           refresh_zone_cache: z.boolean().default(false),
         }),

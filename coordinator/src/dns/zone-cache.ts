@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
-import { AppError } from '../http/errors.js';
 import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
 
 export interface CacheState {
@@ -214,6 +214,5 @@ async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
 
 /** Master unreachable or refusing: a 503 naming the zone (never a stack). */
 function upstream(err: unknown, z: ZoneRow): never {
-  if (err instanceof AppError) throw err;
-  throw new AppError('service_unavailable', `zone ${z.zone}: master ${z.server}:${z.port}: ${(err as Error).message}`);
+  throw masterUnavailable(err, `zone ${z.zone}: master ${z.server}:${z.port}`);
 }

@@ -133,6 +133,11 @@ export const okReasonBody: ErrorBodyShape = (e) => ({
 /** `{success:false, error}`: the chat-log archive's documented shape. */
 export const successErrorBody: ErrorBodyShape = (e) => ({ success: false, error: e.message });
 
+/** The documented error shape of a URL: the chat-log archive's under its prefixes, `{ok:false}` elsewhere. */
+export function errorShapeOf(url: string): ErrorBodyShape {
+  return url.startsWith('/irc/api') || url.startsWith('/api/irclog') ? successErrorBody : okReasonBody;
+}
+
 export function sendError(reply: FastifyReply, e: NormalizedError, shape: ErrorBodyShape) {
   if (e.headers) void reply.headers(e.headers);
   return reply.code(e.status).type('application/json; charset=utf-8').serializer(JSON.stringify).send(shape(e));

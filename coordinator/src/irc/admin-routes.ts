@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { safeString } from '@sonar/shared';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { IrcAliasService } from './alias-service.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
@@ -14,10 +15,10 @@ const tags = ['chat-log admin'];
 const errorBody = z.object({ success: z.literal(false), error: z.string() });
 const errors = { 401: errorBody, 403: errorBody, 404: errorBody, 422: errorBody };
 
-const nickName = z.string().trim().min(1).max(64).regex(/^\S+$/, { error: 'must be one nick without spaces' });
+const nickName = safeString().trim().min(1).max(64).regex(/^\S+$/, { error: 'must be one nick without spaces' });
 const linkBody = z.object({
   source: z.enum(IRC_SOURCES).default('production'),
-  network: z.string().trim().min(1).max(255).describe('Network name (from /irc/api/networks)'),
+  network: safeString().trim().min(1).max(255).describe('Network name (from /irc/api/networks)'),
   nick: nickName,
   alias: nickName,
 });
@@ -37,7 +38,7 @@ export async function ircAdminRoutes(app: FastifyInstance, opts: { aliases: IrcA
     config: { auth: admin },
     schema: {
       tags, security, summary: 'Nick links of a network (learnt and admin-made, blocked ones included)',
-      querystring: z.object({ source: z.enum(IRC_SOURCES).default('production'), network: z.string().trim().min(1).max(255), nick: nickName.optional() }),
+      querystring: z.object({ source: z.enum(IRC_SOURCES).default('production'), network: safeString().trim().min(1).max(255), nick: nickName.optional() }),
       response: { 200: z.object({ success: z.literal(true), links: z.array(link) }), ...errors },
     },
   }, async (req) => ({ success: true as const, links: await aliases.list(req.query.source, req.query.network, req.query.nick) }));

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { safeString } from '@sonar/shared';
 import { IRC_SOURCES, type IrcSource } from './event-store.js';
 import type { IrcArchiveService, LogSearch } from './archive-service.js';
 import { isValidDate } from './parsers/common.js';
@@ -35,7 +36,7 @@ const datetimeParam = (name: string) =>
 const sourceParam = z.enum(IRC_SOURCES, { error: `must be ${IRC_SOURCES.join(' or ')}` }).optional()
   .describe('`production` (default) or `sandbox`: two separate archives');
 
-const textParam = (name: string, max: number) => one(name, 'text').max(max, { error: `must be at most ${max} characters` });
+const textParam = (_name: string, max: number) => safeString({ error: 'give one value, text' }).max(max, { error: `must be at most ${max} characters` });
 
 export const logsQuery = z.object({
   network_id: idParam('network_id').optional().describe('Filter by network'),

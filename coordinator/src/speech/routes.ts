@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { errorBodySchema } from '@sonar/shared';
+import { errorBodySchema, safeString } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { DomainDeps } from '../app.js';
@@ -250,7 +250,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
       params: jobIdParams,
       body: z.object({
         mode: z.enum(['auto', 'local', 'worker']),
-        worker: z.string().trim().min(1).max(200).optional().describe('Worker name; required with mode "worker"'),
+        worker: safeString().trim().min(1).max(200).optional().describe('Worker name; required with mode "worker"'),
       }),
       response: { 200: jobResponseSchema, ...jobErrors },
     },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS } from '@sonar/shared';
+import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, safeString } from '@sonar/shared';
 
 /** Zod schemas of the signed-in speech API (section C): request validation and OpenAPI output. */
 
@@ -150,7 +150,8 @@ const blank = (v: string | undefined) => {
   const t = v?.trim();
   return t ? t : undefined;
 };
-const text = (max: number) => z.string().max(max).optional().transform(blank);
+/** Optional text, trimmed, blank as absent; control characters refused (tab and line breaks too unless `multiline`). */
+const text = (max: number, multiline = false) => safeString({ multiline }).max(max).optional().transform(blank);
 const language = () =>
   text(16).refine((v) => v === undefined || LANGUAGE_CODE.test(v), { message: languageMessage });
 
@@ -186,7 +187,7 @@ const createJobFieldsObject = z.object({
     .optional()
     .meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
   source_label: text(300).describe('Title; defaults to the file name for uploads'),
-  source_note: text(5000).describe('Free-text note'),
+  source_note: text(5000, true).describe('Free-text note'),
   model: text(60).describe('Model name, for example small, large or turbo (see GET /api/speech/status)'),
   language: language().describe('Spoken-language hint (language code); empty means automatic'),
   analysis_language: language().describe('Language of the transcript analysis'),
@@ -235,8 +236,7 @@ export type CreateJobFields = z.output<typeof createJobFieldsSchema>;
 /** POST /api/speech/transcribe: the same fields plus the required terminal `callback_url`. */
 export const apiCreateJobFieldsSchema = createJobFieldsObject
   .extend({
-    callback_url: z
-      .string({ error: (issue) => (issue.input === undefined ? 'callback_url is required' : 'must be a string') })
+    callback_url: safeString({ error: (issue) => (issue.input === undefined ? 'callback_url is required' : 'must be a string') })
       .trim()
       .max(2048)
       .refine((v) => isHttpUrl(v), { message: 'must be an http:// or https:// URL' })

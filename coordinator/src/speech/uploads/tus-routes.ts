@@ -5,7 +5,7 @@ import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { DomainDeps } from '../../app.js';
-import { AppError, notFound } from '../../http/errors.js';
+import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import { presentJob } from '../jobs/presenter.js';
 import { SPEECH_RATE_LIMIT } from '../routes.js';
 import { jobResponseSchema } from '../schemas.js';
@@ -34,6 +34,22 @@ const tusNote =
  * authorization (session or JWT with `speech.use`, CSRF for session writes) through `config.auth`,
  * the ownership check, and then the raw request handed to @tus/server.
  */
+/** Characters a header value may hold (RFC 9110 §5.5: visible ASCII, space, tab, obs-text). */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * @tus/server copies the request headers into a WHATWG `Headers`, which throws on a control
+ * character; such a request is the caller's mistake (422 naming the header), never a 500.
+ */
+function checkHeaderValues(request: FastifyRequest) {
+  const errors: Record<string, string[]> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    const values = Array.isArray(value) ? value : value === undefined ? [] : [value];
+    if (values.some((v) => !HEADER_VALUE.test(v))) errors[name] = ['must not contain control characters'];
+  }
+  if (Object.keys(errors).length) throw validationFailed(errors);
+}
+
 export async function speechUploadRoutes(app: FastifyInstance, deps: DomainDeps) {
   const uploads = deps.speech.uploads;
   const r = app.withTypeProvider<ZodTypeProvider>();
@@ -42,6 +58,7 @@ export async function speechUploadRoutes(app: FastifyInstance, deps: DomainDeps)
   app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
 
   const handleTus = async (request: FastifyRequest, reply: FastifyReply) => {
+    checkHeaderValues(request);
     const user = userOf(request);
     const id = (request.params as { id?: string }).id;
     if (id !== undefined) {
