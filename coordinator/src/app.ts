@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
-import type { Config } from './config.js';
-import type { Orm } from './db/orm.js';
 import { AccountService } from './accounts/account-service.js';
 import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
@@ -19,35 +16,9 @@ import { ircPlugin } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
-import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
+import { createSpeechServices } from './speech/speech-services.js';
 import { attachLiveHub } from './speech/live/attach.js';
-
-export interface AppDeps {
-  config: Config;
-  orm: Orm;
-  redis: Redis;
-  version: string;
-  metrics?: Metrics;
-  workers?: WorkerRegistry;
-  speech?: SpeechServices;
-  /**
-   * Pino options (or false); defaults to LOG_LEVEL from the configuration. Credential redaction
-   * (URLs, headers, SQL values of query errors) is added to whatever is given.
-   */
-  logger?: FastifyServerOptions['logger'];
-}
-
-/** What every domain plugin receives. */
-export interface DomainDeps {
-  config: Config;
-  orm: Orm;
-  redis: Redis;
-  accounts: AccountService;
-  metrics: Metrics;
-  workers: WorkerRegistry;
-  speech: SpeechServices;
-  version: string;
-}
+import type { AppDeps, DomainDeps } from './deps.js';
 
 /**
  * The Fastify application, without listening: tests drive it with app.inject(), main.ts and the
@@ -108,7 +79,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);
-  await app.register(assistantPlugin, domainDeps);
+  await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
 
   attachLiveHub(app, domainDeps);

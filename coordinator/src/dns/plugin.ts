@@ -5,7 +5,7 @@ import { principalOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import { AppError, installDomainErrors, okReasonBody, validationFailed } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
-import type { DomainDeps } from '../app.js';
+import type { DnsDeps } from '../deps.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
 import { DnsService, acmeOwner, type WriteOp } from './dns-service.js';
 import { checkPaths, type ZoneRow } from './zone-registry.js';
@@ -14,7 +14,7 @@ import { fieldErrorsToRecord, validateName } from './wire/index.js';
 const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist'] };
 
 /** DNS zone editor API (/api/dns): errors are `{ok:false, reason}`; validation failures are 400. */
-export async function dnsPlugin(app: FastifyInstance, deps: DomainDeps) {
+export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
   installDomainErrors(app, okReasonBody, { validation_failed: 400 });
   const { config, accounts } = deps;
   // Every DNS route counts against one budget per client (before authentication: failed keys count too).

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { installDomainErrors, successErrorBody } from '../http/errors.js';
-import type { DomainDeps } from '../app.js';
+import type { IrcDeps } from '../deps.js';
 import { ircAdminRoutes } from './admin-routes.js';
 import { IrcArchiveService } from './archive-service.js';
 import { ircRoutes } from './routes.js';
@@ -9,7 +9,7 @@ import { ircRoutes } from './routes.js';
  * Chat-log archive: public reads under /irc/api (legacy /api/irclog) and the admin alias table.
  * Errors are `{success:false, error}`.
  */
-export async function ircPlugin(app: FastifyInstance, deps: DomainDeps) {
+export async function ircPlugin(app: FastifyInstance, deps: IrcDeps) {
   installDomainErrors(app, successErrorBody);
   const archive = new IrcArchiveService(deps.orm);
   await app.register(ircRoutes, { archive, rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX });

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import formBody from '@fastify/formbody';
 import fastifyMultipart from '@fastify/multipart';
 import { installDomainErrors, okReasonBody } from '../http/errors.js';
-import type { DomainDeps } from '../app.js';
+import type { SpeechDeps } from '../deps.js';
 import { MULTIPART_LIMITS } from './host-limits.js';
 import { speechRoutes } from './routes.js';
 import { speechPages } from './pages.js';
@@ -14,7 +14,7 @@ import { sharePage } from './shares/share-page.js';
 import { speechUploadRoutes } from './uploads/tus-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
-export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
+export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   installDomainErrors(app, okReasonBody);
   // Body parsers of this domain only: urlencoded forms, and multipart uploads that the job route
   // streams to disk itself (the parser reads nothing before the handler asks for the parts).

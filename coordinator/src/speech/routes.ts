@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import type { DomainDeps } from '../app.js';
+import type { SpeechDeps } from '../deps.js';
 import type { Config } from '../config.js';
 import { uploadLimits, ytdlpConfigured } from './host-limits.js';
 import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
@@ -53,7 +53,7 @@ export async function speechStatusConfig(config: Config) {
 }
 
 /** Signed-in speech API (session or JWT with `speech.use`): status, queue, jobs and their actions. */
-export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
+export async function speechRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { config } = deps;
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();

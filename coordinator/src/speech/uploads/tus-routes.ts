@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
-import type { DomainDeps } from '../../app.js';
+import type { SpeechDeps } from '../../deps.js';
 import { AppError, notFound } from '../../http/errors.js';
 import { presentJob } from '../jobs/presenter.js';
 import { SPEECH_RATE_LIMIT } from '../routes.js';
@@ -34,7 +34,7 @@ const tusNote =
  * authorization (session or JWT with `speech.use`, CSRF for session writes) through `config.auth`,
  * the ownership check, and then the raw request handed to @tus/server.
  */
-export async function speechUploadRoutes(app: FastifyInstance, deps: DomainDeps) {
+export async function speechUploadRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const uploads = deps.speech.uploads;
   const r = app.withTypeProvider<ZodTypeProvider>();
 
