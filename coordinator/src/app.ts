@@ -7,7 +7,7 @@ import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
-import { dnsPlugin } from './dns/plugin.js';
+import { dnsPlugin } from './dns/routes.js';
 import { installDomainErrors, okReasonBody } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
