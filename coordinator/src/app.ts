@@ -7,16 +7,17 @@ import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
-import { dnsPlugin } from './dns/routes.js';
+import { dnsPlugin } from './dns/plugin.js';
 import { installDomainErrors, okReasonBody } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
-import { ircPlugin } from './irc/plugin.js';
+import { ircPlugin, isIrcApiUrl } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { createSpeechServices } from './speech/speech-services.js';
+import { jobCountsByStatus } from './speech/jobs/job-metrics.js';
 import { attachLiveHub } from './speech/live/attach.js';
 import type { AppDeps, DomainDeps } from './deps.js';
 
@@ -51,10 +52,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   metrics.setWorkerPresence(workers);
   const speech = deps.speech ?? createSpeechServices({ orm, redis, config });
   const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
-  metrics.setSpeechQueue(async () => {
-    const rows = await orm.em.getConnection().execute<Array<{ status: string; n: string }>>('select status, count(*) as n from speech_jobs group by status');
-    return Object.fromEntries(['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed'].map((st) => [st, Number(rows.find((r) => r.status === st)?.n ?? 0)]));
-  });
+  metrics.setSpeechQueue(() => jobCountsByStatus(orm));
 
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {
@@ -69,7 +67,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installDomainErrors(app, okReasonBody);
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(
-      request.url.startsWith('/irc/api') || request.url.startsWith('/api/irclog')
+      isIrcApiUrl(request.url)
         ? { success: false, error: 'Not found.' }
         : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
     ),

@@ -3,24 +3,38 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import { AppError, installDomainErrors, okReasonBody, validationFailed } from '../http/errors.js';
-import { sharedRateLimit } from '../http/rate-limits.js';
-import type { DnsDeps } from '../deps.js';
+import type { AccountService } from '../accounts/account-service.js';
+import type { Config } from '../config.js';
+import { validationFailed } from '../http/errors.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
-import { DnsService, acmeOwner, type WriteOp } from './dns-service.js';
+import { acmeOwner, type DnsService, type WriteOp } from './dns-service.js';
 import { checkPaths, type ZoneRow } from './zone-registry.js';
+import {
+  acmeCleanupResponseSchema,
+  acmeCleanupStaleResponseSchema,
+  acmePresentResponseSchema,
+  bulkResponseSchema,
+  cacheClearResponseSchema,
+  dnsErrors,
+  recordDeleteResponseSchema,
+  recordUpdateResponseSchema,
+  recordWriteResponseSchema,
+  zoneCacheResponseSchema,
+  zoneListResponseSchema,
+  zoneReadResponseSchema,
+  zoneSearchResponseSchema,
+} from './schemas.js';
 import { fieldErrorsToRecord, validateName } from './wire/index.js';
 
 const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist'] };
+/** OpenAPI: a session or a DNS API key (a whitelisted client address needs neither). */
+const security: Array<Record<string, string[]>> = [{ session: [] }, { dnsApiKey: [] }];
+const doc = { tags: ['dns'], security };
+const ok = <T>(schema: T) => ({ 200: schema, ...dnsErrors });
 
-/** DNS zone editor API (/api/dns): errors are `{ok:false, reason}`; validation failures are 400. */
-export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
-  installDomainErrors(app, okReasonBody, { validation_failed: 400 });
-  const { config, accounts } = deps;
-  // Every DNS route counts against one budget per client (before authentication: failed keys count too).
-  app.addHook('onRequest', sharedRateLimit(app, 'dns', config.DNS_RATE_LIMIT_PER_MINUTE));
-  const dns = new DnsService(deps.orm, config);
-  app.decorate('dns', dns);
+/** DNS zone editor API routes (/api/dns); the plugin sets their error shape and rate limit. */
+export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; accounts: AccountService; dns: DnsService }) {
+  const { config, accounts, dns } = deps;
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   const access = (req: FastifyRequest) => zoneAccess(principalOf(req), accounts, config.DNS_WHITELIST_WRITE);
@@ -49,11 +63,11 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
     return zone;
   }
 
-  r.get('/api/dns/zones', { config: { auth: AUTH } }, async (req) => {
+  r.get('/api/dns/zones', { config: { auth: AUTH }, schema: { ...doc, summary: 'Zones the caller can read', response: ok(zoneListResponseSchema) } }, async (req) => {
     const a = await access(req);
     const zones = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
     return {
-      ok: true,
+      ok: true as const,
       count: zones.length,
       zones: zones.map((zone) => ({
         zone: zone.zone,
@@ -70,41 +84,63 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
 
   r.get(
     '/api/dns/zones/:zone',
-    { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging.extend({ method: z.enum(['cache', 'axfr', 'file']).default('cache') }) } },
+    {
+      config: { auth: AUTH },
+      schema: {
+        ...doc,
+        summary: 'A page of the zone: from the cache (transferred again when missing or stale), by AXFR, or from the zone file',
+        params: zoneParams,
+        querystring: paging.extend({ method: z.enum(['cache', 'axfr', 'file']).default('cache') }),
+        response: ok(zoneReadResponseSchema),
+      },
+    },
     async (req) => dns.read(await readableZone(req, req.params.zone), req.query.method, req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/cache', { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging } }, async (req) =>
+  r.get('/api/dns/zones/:zone/cache', { config: { auth: AUTH }, schema: { ...doc, summary: 'A page of the zone cache, never a transfer', params: zoneParams, querystring: paging, response: ok(zoneCacheResponseSchema) } }, async (req) =>
     dns.cacheHelper(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/axfr', { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging } }, async (req) =>
+  r.get('/api/dns/zones/:zone/axfr', { config: { auth: AUTH }, schema: { ...doc, summary: 'Transfer the zone again and answer a page', params: zoneParams, querystring: paging, response: ok(zoneReadResponseSchema) } }, async (req) =>
     dns.refresh(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/search', { config: { auth: AUTH }, schema: { params: zoneParams, querystring: paging.extend({ q: z.string().max(500).optional() }) } }, async (req) =>
+  r.get(
+    '/api/dns/zones/:zone/search',
+    {
+      config: { auth: AUTH },
+      schema: { ...doc, summary: 'Search the zone cache', params: zoneParams, querystring: paging.extend({ q: z.string().max(500).optional() }), response: ok(zoneSearchResponseSchema) },
+    }, async (req) =>
     dns.search(await readableZone(req, req.params.zone), req.query.q, req.query.page, req.query.limit),
   );
 
-  r.post('/api/dns/zones/:zone/cache/clear', { config: { auth: AUTH }, schema: { params: zoneParams } }, async (req) =>
+  r.post('/api/dns/zones/:zone/cache/clear', { config: { auth: AUTH }, schema: { ...doc, summary: 'Drop the zone cache', params: zoneParams, response: ok(cacheClearResponseSchema) } }, async (req) =>
     dns.clearCache(await readableZone(req, req.params.zone, true)),
   );
 
   const recordBody = z.looseObject({ domain: z.unknown().optional(), type: z.unknown().optional(), target: z.unknown().optional(), ttl: z.unknown().optional() });
 
-  r.post('/api/dns/records/add', { config: { auth: AUTH }, schema: { body: recordBody } }, async (req) => {
+  r.post('/api/dns/records/add', { config: { auth: AUTH }, schema: { ...doc, summary: 'Add a record', body: recordBody, response: ok(recordWriteResponseSchema) } }, async (req) => {
     const zone = await writableZoneOf(await access(req), req.body.domain);
     return dns.add({ ...req.body, zone });
   });
 
-  r.post('/api/dns/records/delete', { config: { auth: AUTH }, schema: { body: recordBody } }, async (req) => {
+  r.post('/api/dns/records/delete', { config: { auth: AUTH }, schema: { ...doc, summary: 'Delete one record (name, type and value)', body: recordBody, response: ok(recordDeleteResponseSchema) } }, async (req) => {
     const zone = await writableZoneOf(await access(req), req.body.domain);
     return dns.delete({ ...req.body, zone });
   });
 
   r.post(
     '/api/dns/records/update',
-    { config: { auth: AUTH }, schema: { body: z.looseObject({ domain: z.unknown().optional(), type: z.unknown().optional(), old_target: z.unknown().optional(), new_target: z.unknown().optional(), ttl: z.unknown().optional() }) } },
+    {
+      config: { auth: AUTH },
+      schema: {
+        ...doc,
+        summary: 'Replace one record (old_target) or the whole RRset',
+        body: z.looseObject({ domain: z.unknown().optional(), type: z.unknown().optional(), old_target: z.unknown().optional(), new_target: z.unknown().optional(), ttl: z.unknown().optional() }),
+        response: ok(recordUpdateResponseSchema),
+      },
+    },
     async (req) => {
       const zone = await writableZoneOf(await access(req), req.body.domain);
       return dns.update({ ...req.body, zone });
@@ -118,7 +154,12 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
     target: z.string().min(1),
     ttl: z.unknown().optional(),
   });
-  r.post('/api/dns/records/bulk', { config: { auth: AUTH }, schema: { body: z.object({ operations: z.array(bulkOp).min(1).max(100) }) } }, async (req) => {
+  r.post(
+    '/api/dns/records/bulk',
+    {
+      config: { auth: AUTH },
+      schema: { ...doc, summary: '1 to 100 adds and deletes in one UPDATE per zone', body: z.object({ operations: z.array(bulkOp).min(1).max(100) }), response: ok(bulkResponseSchema) },
+    }, async (req) => {
     const a = await access(req);
     return dns.bulk(req.body.operations as WriteOp[], (zone) => requireWrite(a, zone.zone));
   });
@@ -144,12 +185,12 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
     return { domain: domain!, value: value ?? '', zone };
   }
 
-  r.post('/api/dns/acme/present', { config: { auth: AUTH }, schema: { body: acmeBody } }, async (req) => {
+  r.post('/api/dns/acme/present', { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: publish a challenge', body: acmeBody, response: ok(acmePresentResponseSchema) } }, async (req) => {
     const t = await acmeTarget(req, req.body, true);
     return { ...(await dns.acmePresent(t.domain, t.value, req.body.ttl, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
   });
 
-  r.post('/api/dns/acme/cleanup', { config: { auth: AUTH }, schema: { body: acmeBody } }, async (req) => {
+  r.post('/api/dns/acme/cleanup', { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: remove a challenge', body: acmeBody, response: ok(acmeCleanupResponseSchema) } }, async (req) => {
     const t = await acmeTarget(req, req.body, true);
     return { ...(await dns.acmeCleanup(t.domain, t.value, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
   });
@@ -159,6 +200,9 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
     {
       config: { auth: AUTH },
       schema: {
+        ...doc,
+        summary: 'ACME DNS-01: remove every challenge at the owner except keep_challenges',
+        response: ok(acmeCleanupStaleResponseSchema),
         body: z.object({
           domain: z.string().min(1).max(300),
           keep_challenges: z.array(z.string().min(1).max(1000)).max(100).default([]),
@@ -173,10 +217,3 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
     },
   );
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    dns: DnsService;
-  }
-}
-

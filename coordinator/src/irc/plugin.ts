@@ -3,7 +3,7 @@ import { installDomainErrors, successErrorBody } from '../http/errors.js';
 import type { IrcDeps } from '../deps.js';
 import { ircAdminRoutes } from './admin-routes.js';
 import { IrcArchiveService } from './archive-service.js';
-import { ircRoutes } from './routes.js';
+import { IRC_API_PREFIXES, ircRoutes } from './routes.js';
 
 /**
  * Chat-log archive: public reads under /irc/api (legacy /api/irclog) and the admin alias table.
@@ -14,4 +14,9 @@ export async function ircPlugin(app: FastifyInstance, deps: IrcDeps) {
   const archive = new IrcArchiveService(deps.orm);
   await app.register(ircRoutes, { archive, rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX });
   await app.register(ircAdminRoutes, { aliases: archive.aliases, rateLimitMax: deps.config.ADMIN_RATE_LIMIT_PER_MINUTE });
+}
+
+/** Whether a request URL belongs to the chat-log API (its 404s answer `{success:false, error}` too). */
+export function isIrcApiUrl(url: string): boolean {
+  return IRC_API_PREFIXES.some((prefix) => url.startsWith(prefix));
 }

@@ -5,7 +5,7 @@ import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { SPEECH_RATE_LIMIT } from './routes.js';
+import { SPEECH_RATE_LIMIT } from './policy.js';
 
 const speechManager: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.manage'] };
 

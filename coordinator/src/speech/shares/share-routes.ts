@@ -6,7 +6,7 @@ import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { presentShare } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../routes.js';
+import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { jobIdParams, shareSchema } from '../schemas.js';
 import type { ShareService } from './share-service.js';
 

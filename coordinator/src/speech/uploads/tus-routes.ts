@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { AppError, notFound } from '../../http/errors.js';
 import { presentJob } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../routes.js';
+import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { jobResponseSchema } from '../schemas.js';
 import { JOB_ID_HEADER, TUS_PATH } from './tus-uploads.js';
 
