@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { uploadLimits } from './host-limits.js';
 import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
-import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
+import { presentJob, presentJobDetail, presentSegment, queuedMessage } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
   jobDetailSchema,
@@ -163,7 +163,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
         ok: true as const,
         job_id: job.id,
         pass: job.currentPass,
-        segments: segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+        segments: segments.map(presentSegment),
       };
     },
   });

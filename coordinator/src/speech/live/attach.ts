@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { SESSION_COOKIE, verifyAccessJwt } from '../../accounts/auth-plugin.js';
+import { SESSION_COOKIE, jwtUser, sessionUserOf } from '../../accounts/auth-plugin.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 
@@ -38,15 +38,13 @@ export function attachLiveHub(app: FastifyInstance, deps: Pick<SpeechDeps, 'conf
     if (!raw) return null;
     const holder = {} as { session?: { userId?: number } };
     await new Promise<void>((resolve) => app.decryptSession(raw, holder, () => resolve()));
-    const id = holder.session?.userId;
-    return typeof id === 'number' ? accounts.findActiveUser(id) : null;
+    return sessionUserOf(accounts, holder.session);
   }
 
   async function userFromJwt(token: unknown): Promise<AuthUser | null> {
     if (typeof token !== 'string' || !token) return null;
     // The same checks as the HTTP routes: signature, expiry, type, active user, token version.
-    const claims = verifyAccessJwt(app, token);
-    return claims ? accounts.findJwtUser(claims.userId, claims.version) : null;
+    return (await jwtUser(app, accounts, token)).user;
   }
 
   speech.live.attach(app, {
