@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
-import type { Config } from './config.js';
-import type { Orm } from './db/orm.js';
 import { AccountService } from './accounts/account-service.js';
 import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
@@ -15,39 +12,14 @@ import { errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendEr
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
-import { ircPlugin } from './irc/plugin.js';
+import { ircPlugin, isIrcApiUrl } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
-import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
+import { createSpeechServices } from './speech/speech-services.js';
+import { jobCountsByStatus } from './speech/jobs/job-metrics.js';
 import { attachLiveHub } from './speech/live/attach.js';
-
-export interface AppDeps {
-  config: Config;
-  orm: Orm;
-  redis: Redis;
-  version: string;
-  metrics?: Metrics;
-  workers?: WorkerRegistry;
-  speech?: SpeechServices;
-  /**
-   * Pino options (or false); defaults to LOG_LEVEL from the configuration. Credential redaction
-   * (URLs, headers, SQL values of query errors) is added to whatever is given.
-   */
-  logger?: FastifyServerOptions['logger'];
-}
-
-/** What every domain plugin receives. */
-export interface DomainDeps {
-  config: Config;
-  orm: Orm;
-  redis: Redis;
-  accounts: AccountService;
-  metrics: Metrics;
-  workers: WorkerRegistry;
-  speech: SpeechServices;
-  version: string;
-}
+import type { AppDeps, DomainDeps } from './deps.js';
 
 /**
  * The Fastify application, without listening: tests drive it with app.inject(), main.ts and the
@@ -83,10 +55,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   metrics.setWorkerPresence(workers);
   const speech = deps.speech ?? createSpeechServices({ orm, redis, config });
   const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
-  metrics.setSpeechQueue(async () => {
-    const rows = await orm.em.getConnection().execute<Array<{ status: string; n: string }>>('select status, count(*) as n from speech_jobs group by status');
-    return Object.fromEntries(['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed'].map((st) => [st, Number(rows.find((r) => r.status === st)?.n ?? 0)]));
-  });
+  metrics.setSpeechQueue(() => jobCountsByStatus(orm));
 
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {
@@ -101,7 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installDomainErrors(app, okReasonBody);
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(
-      request.url.startsWith('/irc/api') || request.url.startsWith('/api/irclog')
+      isIrcApiUrl(request.url)
         ? { success: false, error: 'Not found.' }
         : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
     ),
@@ -111,7 +80,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);
-  await app.register(assistantPlugin, domainDeps);
+  await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
 
   attachLiveHub(app, domainDeps);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { ConfigError, loadConfig } from './config.js';
+import { onShutdownSignal } from './infra/shutdown.js';
 import { startCoordinator } from './service.js';
 
 /** Production entry point: configuration from the environment, graceful shutdown on signals. */
@@ -17,10 +18,7 @@ async function main() {
   const svc = await startCoordinator(config);
   svc.logger.info({ url: svc.url, grpcPort: svc.grpcPort }, 'coordinator ready');
 
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdownSignal((signal) => {
     svc.logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       svc.logger.error('shutdown took too long; exiting');
@@ -28,9 +26,7 @@ async function main() {
     }, 30_000);
     force.unref();
     svc.close().then(() => process.exit(0), () => process.exit(1));
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  });
 }
 
 main().catch((err) => {

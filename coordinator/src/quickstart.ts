@@ -6,12 +6,14 @@ import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { POCKETSPHINX_MODEL, WHISPER_MODEL_FILES } from '@sonar/shared';
 import { loggerOptions } from './http/log-redaction.js';
 import { AccountService } from './accounts/account-service.js';
 import { ConfigError, loadConfig } from './config.js';
 import { AnotherRunError, ChildGuard } from './infra/child-guard.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from './infra/embedded-postgres.js';
 import { resolveRedis } from './infra/redis-runtime.js';
+import { onShutdownSignal } from './infra/shutdown.js';
 import { startCoordinator, type RunningCoordinator } from './service.js';
 import {
   BIND_INSTALL_HINT, bindInstalled, generateTsigKey, parseKeyClause, startNamedProcess, stopStaleNamed, zoneText, type NamedProcess,
@@ -92,14 +94,14 @@ async function main() {
   try {
     // Without a whisper model file the local worker transcribes with pocketsphinx (no download needed).
     const modelsDir = process.env.WHISPER_MODELS_DIR ?? path.join(dataDir, 'models');
-    const hasSmall = ['ggml-small.bin', 'ggml-small.en.bin'].some((f) => existsSync(path.join(modelsDir, f)));
+    const hasSmall = WHISPER_MODEL_FILES.small.some((f) => existsSync(path.join(modelsDir, f)));
     config = loadConfig({
       // Loopback only unless asked otherwise: the admin password and worker secrets live here.
       HOST: '127.0.0.1',
       GRPC_HOST: '127.0.0.1',
       SPEECH_MEDIA_DIR: path.join(dataDir, 'media'),
-      SPEECH_DEFAULT_MODEL: hasSmall ? 'small' : 'pocketsphinx-en-us',
-      SPEECH_LOCAL_MODELS: 'small,pocketsphinx-en-us',
+      SPEECH_DEFAULT_MODEL: hasSmall ? 'small' : POCKETSPHINX_MODEL,
+      SPEECH_LOCAL_MODELS: `small,${POCKETSPHINX_MODEL}`,
       SESSION_SECRET: secrets.SESSION_SECRET,
       JWT_SECRET: secrets.JWT_SECRET,
       ...process.env,
@@ -138,10 +140,7 @@ async function main() {
   ];
   process.stdout.write(lines.join('\n') + '\n');
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
     await worker.stop();
     await svc.close();
@@ -152,9 +151,7 @@ async function main() {
     guard.forget(embedded?.pid);
     guard.close();
     process.exit(0);
-  };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  });
 }
 
 const SAMPLE_ZONE = 'example.test';

@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
  * An address (`10.1.2.3`, `2001:db8::1`) or CIDR range (`10.0.0.0/8`) as [address, prefix, family];
@@ -18,4 +19,17 @@ export function parseCidr(value: string): [string, number, 'ipv4' | 'ipv6'] | nu
   const prefix = Number(prefixText);
   if (prefix > max) return null;
   return [addr, prefix, family];
+}
+
+/**
+ * The canonical network of a CIDR: host bits cleared and the address in its shortest form, so
+ * "10.0.0.1/8" and "10.0.0.0/8", or "2001:DB8::/32" and "2001:db8:0::/32", are one entry; null
+ * when malformed (parseCidr's syntax).
+ */
+export function canonicalCidr(value: string): string | null {
+  const parsed = parseCidr(value.trim());
+  if (!parsed) return null;
+  const [addr, prefix, family] = parsed;
+  const network = (family === 'ipv4' ? ipaddr.IPv4 : ipaddr.IPv6).networkAddressFromCIDR(`${addr}/${prefix}`);
+  return `${network.toString()}/${prefix}`;
 }

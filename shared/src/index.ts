@@ -7,3 +7,4 @@ export * from './worker-protocol.js';
 export * from './cidr.js';
 export * from './outbound.js';
 export * from './media.js';
+export * from './executables.js';

@@ -27,3 +27,13 @@ export type LivenessState = (typeof LIVENESS_STATES)[number];
 /** Model names the product knows about; a runtime advertises which of them it really has. */
 export const SPEECH_MODELS = ['small', 'large', 'turbo'] as const;
 export type SpeechModel = (typeof SPEECH_MODELS)[number];
+
+/** ggml weight files whisper.cpp loads for each model name the product offers, in order of preference. */
+export const WHISPER_MODEL_FILES: Readonly<Record<SpeechModel, readonly string[]>> = {
+  small: ['ggml-small.bin', 'ggml-small.en.bin'],
+  large: ['ggml-large-v3.bin', 'ggml-large-v2.bin', 'ggml-large.bin'],
+  turbo: ['ggml-large-v3-turbo.bin'],
+};
+
+/** The model name of the PocketSphinx engine (Debian's US English model: it hears English only). */
+export const POCKETSPHINX_MODEL = 'pocketsphinx-en-us';

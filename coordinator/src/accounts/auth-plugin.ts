@@ -168,9 +168,8 @@ export const authPlugin = fp(
 
     async function verifyPresented(request: FastifyRequest, p: Presented): Promise<Principal> {
       if (p.kind === 'jwt') {
-        const claims = verifyAccessJwt(app, p.value);
-        if (!claims) throw unauthenticated('The bearer token is invalid or expired.');
-        const user = await accounts.findJwtUser(claims.userId, claims.version);
+        const { user, invalid } = await jwtUser(app, accounts, p.value);
+        if (invalid) throw unauthenticated('The bearer token is invalid or expired.');
         if (!user) throw unauthenticated('The bearer token no longer maps to an active user (disabled, or its password changed).');
         return { via: 'jwt', user, accessType: 'authenticated' };
       }
@@ -204,11 +203,8 @@ export const authPlugin = fp(
         return verifyPresented(request, usable);
       }
       if (req.accept.includes('session')) {
-        const userId = request.session?.userId;
-        if (typeof userId === 'number') {
-          const user = await accounts.findActiveUser(userId);
-          if (user) return { via: 'session', user, accessType: 'authenticated' };
-        }
+        const user = await sessionUserOf(accounts, request.session);
+        if (user) return { via: 'session', user, accessType: 'authenticated' };
       }
       if (req.accept.includes('ip_whitelist') && (await accounts.isWhitelisted(request.ip))) {
         return { via: 'ip_whitelist', user: null, accessType: 'ip_whitelist' };
@@ -250,10 +246,7 @@ export const authPlugin = fp(
     });
 
     /** Exposed for page routes that render differently for signed-in users without requiring it. */
-    app.decorate('sessionUser', async (request: FastifyRequest): Promise<AuthUser | null> => {
-      const id = request.session?.userId;
-      return typeof id === 'number' ? accounts.findActiveUser(id) : null;
-    });
+    app.decorate('sessionUser', (request: FastifyRequest): Promise<AuthUser | null> => sessionUserOf(accounts, request.session));
     app.decorate('verifyCsrf', checkCsrf);
   },
   { name: 'sonar-auth' },
@@ -267,12 +260,25 @@ declare module 'fastify' {
   }
 }
 
+/** The active user of a session (its `userId`); null without one, or when the user is gone or disabled. */
+export async function sessionUserOf(accounts: AccountService, session: { userId?: unknown } | null | undefined): Promise<AuthUser | null> {
+  const id = session?.userId;
+  return typeof id === 'number' ? accounts.findActiveUser(id) : null;
+}
+
 /**
- * A JWT's claims when its signature, expiry and type are valid (null otherwise). The caller checks
- * the user and the version with AccountService.findJwtUser: HTTP routes here, socket.io in
- * speech/live/attach.ts.
+ * The user an access JWT stands for, for HTTP routes and socket.io alike: `invalid` when the
+ * signature, expiry or type is wrong; `user` null when it no longer maps to an active user at the
+ * token's version (disabled, or the password changed).
  */
-export function verifyAccessJwt(app: FastifyInstance, token: string): { userId: number; version: number } | null {
+export async function jwtUser(app: FastifyInstance, accounts: AccountService, token: string): Promise<{ user: AuthUser | null; invalid: boolean }> {
+  const claims = verifyAccessJwt(app, token);
+  if (!claims) return { user: null, invalid: true };
+  return { user: await accounts.findJwtUser(claims.userId, claims.version), invalid: false };
+}
+
+/** A JWT's claims when its signature, expiry and type are valid (null otherwise). */
+function verifyAccessJwt(app: FastifyInstance, token: string): { userId: number; version: number } | null {
   try {
     const payload = app.jwt.verify<{ sub: string; typ: string; ver?: unknown }>(token);
     if (payload.typ !== 'access') return null;

@@ -117,25 +117,25 @@ export class DnsService {
   async read(z: ZoneRow, method: 'cache' | 'axfr' | 'file', page: number, perPage: number) {
     if (method === 'file') {
       const p = await this.cache.fromFile(z, page, perPage);
-      return { ok: true, method: 'FILE', ...this.pageBody(z, p), cache_ttl_seconds: this.ttlOf(z), cache_policy: cachePolicyOf(z) };
+      return { ok: true as const, method: 'FILE' as const, ...this.pageBody(z, p), cache_ttl_seconds: this.ttlOf(z), cache_policy: cachePolicyOf(z) };
     }
     let state = await this.cache.state(z.id);
-    let used = 'CACHE';
+    let used: 'CACHE' | 'AXFR' = 'CACHE';
     if (method === 'axfr' || !state || this.meta(z, state.cachedAt).cache_is_stale || this.expired(z, state.cachedAt)) {
       await this.cache.refresh(z);
       state = (await this.cache.state(z.id))!;
       used = 'AXFR';
     }
     const p = await this.cache.page(z.id, state.recordCount, page, perPage);
-    return { ok: true, method: used, ...this.pageBody(z, p), serial: state.serial, ...this.meta(z, state.cachedAt) };
+    return { ok: true as const, method: used, ...this.pageBody(z, p), serial: state.serial, ...this.meta(z, state.cachedAt) };
   }
 
   async cacheHelper(z: ZoneRow, page: number, perPage: number) {
     const state = await this.cache.state(z.id);
     if (!state || this.expired(z, state.cachedAt)) {
       return {
-        ok: true,
-        source: 'needs_axfr',
+        ok: true as const,
+        source: 'needs_axfr' as const,
         zone: z.zone,
         message: state ? 'The cache expired under the zone policy; call the refresh endpoint (/axfr).' : 'No cache exists for this zone yet; call the refresh endpoint (/axfr).',
         cache_ttl_seconds: this.ttlOf(z),
@@ -144,7 +144,7 @@ export class DnsService {
     }
     const meta = this.meta(z, state.cachedAt);
     const p = await this.cache.page(z.id, state.recordCount, page, perPage);
-    return { ok: true, method: 'CACHE', source: meta.cache_is_stale ? 'from_database_stale' : 'from_database', ...this.pageBody(z, p), serial: state.serial, ...meta };
+    return { ok: true as const, method: 'CACHE' as const, source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const), ...this.pageBody(z, p), serial: state.serial, ...meta };
   }
 
   async refresh(z: ZoneRow, page: number, perPage: number) {
@@ -158,7 +158,7 @@ export class DnsService {
     const { mode, term } = detectSearch(q);
     const meta = this.meta(z, state.cachedAt);
     const p = await this.cache.search(z.id, mode, term, page, perPage);
-    return { ok: true, method: 'CACHE', source: meta.cache_is_stale ? 'from_database_stale' : 'from_database', ...this.pageBody(z, p), ...meta, query: q, search_mode: mode };
+    return { ok: true as const, method: 'CACHE' as const, source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const), ...this.pageBody(z, p), ...meta, query: q, search_mode: mode };
   }
 
   async clearCache(z: ZoneRow) {
@@ -166,7 +166,7 @@ export class DnsService {
     if (z.protectFromClear) throw new AppError('cache_clear_protected', `The cache of zone ${z.zone} is protected from a full clear.`);
     await this.cache.clear(z.id);
     const fresh = (await this.zones.get(z.zone))!;
-    return { ok: true, zone: z.zone, message: `Cache of ${z.zone} cleared; the next read transfers the zone again.`, cache_policy: cachePolicyOf(fresh) };
+    return { ok: true as const, zone: z.zone, message: `Cache of ${z.zone} cleared; the next read transfers the zone again.`, cache_policy: cachePolicyOf(fresh) };
   }
 
   // ---- writes ---------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ export class DnsService {
     await this.assertNoCname(client, r);
     const prereqs = r.type === 'A' || r.type === 'AAAA' ? [noCname(r.name)] : [];
     await this.send(z, client, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], prereqs, [{ name: r.name, type: r.type }]);
-    return { ok: true, message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata } };
+    return { ok: true as const, message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata } };
   }
 
   async delete(body: { domain?: unknown; type?: unknown; target?: unknown; zone: ZoneRow }) {
@@ -219,7 +219,7 @@ export class DnsService {
     const existing = (await client.query(r.name, r.type)).answers.some((a) => a.name === r.name && a.type === r.type && a.rdata === r.rdata);
     if (!existing) throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
     await this.send(z, client, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
-    return { ok: true, message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, class: 'IN', type: r.type, rdata: r.rdata } };
+    return { ok: true as const, message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, class: 'IN', type: r.type, rdata: r.rdata } };
   }
 
   async update(body: { domain?: unknown; type?: unknown; old_target?: unknown; new_target?: unknown; ttl?: unknown; zone: ZoneRow }) {
@@ -248,7 +248,7 @@ export class DnsService {
     ops.push({ op: 'add', name: next.name, type: next.type, ttl, rdata: next.data });
     await this.send(z, client, ops, prereqs, [{ name: next.name, type: next.type }]);
     return {
-      ok: true,
+      ok: true as const,
       message: `Updated ${next.name} ${next.type}: ${old ? old.rdata : '(whole RRset)'} → ${next.rdata}.`,
       zone: z.zone,
       record: { name: next.name, ttl, class: 'IN', type: next.type, rdata: next.rdata },
@@ -347,7 +347,7 @@ export class DnsService {
     const client = await this.cache.client(z);
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value), ttl: t });
     await this.send(z, client, [{ op: 'add', name: owner, type: 'TXT', ttl: t, rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
-    return { ok: true, message: `Challenge published at ${owner}.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, ttl: t };
+    return { ok: true as const, message: `Challenge published at ${owner}.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, ttl: t };
   }
 
   async acmeCleanup(domain: string, value: string, z: ZoneRow) {
@@ -356,7 +356,7 @@ export class DnsService {
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value) }, '', true);
     const present = (await client.query(owner, 'TXT')).answers.some((a) => a.name === owner && a.type === 'TXT' && a.rdata === r.rdata);
     if (present) await this.send(z, client, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
-    return { ok: true, message: present ? `Challenge removed from ${owner}.` : `No such challenge at ${owner}; nothing to remove.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, removed: present };
+    return { ok: true as const, message: present ? `Challenge removed from ${owner}.` : `No such challenge at ${owner}; nothing to remove.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, removed: present };
   }
 
   /** Removes every `_acme-challenge` TXT value at the owner except `keep`. */

@@ -5,11 +5,11 @@
  * for the first zone, and stops it.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { chmod, chown, readFile, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import path from 'node:path';
 import dnsPacket from 'dns-packet';
+import { findExecutable } from '@sonar/shared';
 import { freePort } from '../infra/ports.js';
 import { hasLiveNodeParent, isRunning, procInfo, programName, stopProcess } from '../infra/processes.js';
 
@@ -42,12 +42,7 @@ export function bindTool(name: string): string {
 }
 
 export function findBindTool(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), '/usr/sbin', '/usr/local/sbin', '/sbin'];
-  for (const d of dirs) {
-    const p = path.join(d, name);
-    if (existsSync(p)) return p;
-  }
-  return null;
+  return findExecutable(name, ['/usr/sbin', '/usr/local/sbin', '/sbin']);
 }
 
 /** True when `named` and `tsig-keygen` are installed. */

@@ -7,6 +7,8 @@
 import { createHash } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
+import { escapeLike } from '../db/like.js';
+import { AppError } from '../http/errors.js';
 import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
@@ -62,8 +64,6 @@ export function detectSearch(q: string): { mode: SearchMode; term: string } {
   if (/^[A-Za-z0-9_*.-]+$/.test(t)) return { mode: 'name', term: normalizeName(t) || t.toLowerCase() };
   return { mode: 'data', term: t };
 }
-
-const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 export class ZoneCache {
   constructor(
@@ -158,11 +158,11 @@ export class ZoneCache {
   async search(zoneId: number, mode: SearchMode, term: string, page: number, perPage: number): Promise<Page> {
     let where: string;
     let binds: unknown[];
-    const like = `%${likeEscape(term)}%`;
+    const like = `%${escapeLike(term)}%`;
     switch (mode) {
       case 'ip':
         where = `(type in ('A','AAAA') and (rdata = ? or rdata like ?)) or (type = 'PTR' and name like ?)`;
-        binds = [term, `${likeEscape(term)}%`, like];
+        binds = [term, `${escapeLike(term)}%`, like];
         break;
       case 'type':
         where = `type = ?`;

@@ -24,6 +24,17 @@ export const notFound = (message = 'Not found.') => new AppError('not_found', me
 export const validationFailed = (errors: Record<string, string[]>, message?: string) =>
   new AppError('validation_failed', message ?? firstMessage(errors) ?? 'The request is invalid.', { errors });
 
+/**
+ * A zod error as the `errors` of validation_failed: messages per dotted path (`a.0.b`), issues of
+ * the whole input under `rootKey`. (z.flattenError would fold nested and array paths into their
+ * top-level key.)
+ */
+export function zodFieldErrors(error: { issues: ReadonlyArray<{ path: PropertyKey[]; message: string }> }, rootKey: string): Record<string, string[]> {
+  const errors: Record<string, string[]> = {};
+  for (const issue of error.issues) (errors[issue.path.map(String).join('.') || rootKey] ??= []).push(issue.message);
+  return errors;
+}
+
 function firstMessage(errors: Record<string, string[]>): string | undefined {
   for (const [field, messages] of Object.entries(errors)) {
     if (messages[0]) return `${field}: ${messages[0]}`;

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import pino, { type LoggerOptions } from 'pino';
+import { SHARE_PATH_PREFIX } from '../speech/shares/share-links.js';
 
 /**
  * What the logs must never carry: credentials that arrive in URLs and headers (personal tokens and
@@ -32,7 +33,7 @@ const SECRET_QUERY_PARAMS = new Set([
 ]);
 
 /** Path prefixes whose next segment is a bearer secret (public share links). */
-const SECRET_PATH_PREFIXES = ['/shared/speech/transcript/'];
+const SECRET_PATH_PREFIXES = [SHARE_PATH_PREFIX];
 
 function decodedName(raw: string): string {
   try {

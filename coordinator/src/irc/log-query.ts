@@ -2,6 +2,7 @@
  * SQL for `/irc/api/logs`: turns validated filters into WHERE fragments over `irc_events e`.
  * Everything user-supplied is a binding; fragments are fixed text.
  */
+import { escapeLike } from '../db/like.js';
 import { lexemeQuery, type SearchTerm } from './search-terms.js';
 
 export interface Fragment {
@@ -29,8 +30,6 @@ export interface LogFilter {
   /** Channel ids whose name a word/token term names, per term (`q=qtox` also matches rows in #qtox). */
   channelsByTerm: Map<SearchTerm, number[]>;
 }
-
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /** The tsquery expression (and its bindings) for one non-substring term. */
 function tsQuery(t: SearchTerm): Fragment {

@@ -122,6 +122,9 @@ export interface IrcRoutesOptions {
   rateLimitMax: number;
 }
 
+/** URL prefixes of the chat-log API: the current one and the legacy alias. */
+export const IRC_API_PREFIXES = ['/irc/api', '/api/irclog'] as const;
+
 /**
  * Public read API. The same handlers answer under `/irc/api` and, for old clients, under the
  * legacy `/api/irclog` prefix with a Deprecation header pointing at the new path.
@@ -133,7 +136,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
   // `config.rateLimit` would count each route separately.
   const limiter = app.rateLimit({ max: opts.rateLimitMax, timeWindow: 60_000, keyGenerator: (req) => `irc:${req.ip}` });
 
-  for (const prefix of ['/irc/api', '/api/irclog'] as const) {
+  for (const prefix of IRC_API_PREFIXES) {
     const legacy = prefix === '/api/irclog';
     const deprecate = (reply: FastifyReply, path: string) => {
       if (legacy) void reply.header('deprecation', 'true').header('link', `</irc/api${path}>; rel="successor-version"`);

@@ -1,6 +1,4 @@
-import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
-import path from 'node:path';
+import { findExecutable } from '@sonar/shared';
 import type { Config } from '../config.js';
 
 const MiB = 1024 * 1024;
@@ -87,7 +85,7 @@ export function resolveYtdlp(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>): Promis
   if (/^(off|none|false|0|no)$/i.test(setting)) return Promise.resolve(null);
   let found = ytdlpLookups.get(setting);
   if (!found) {
-    found = setting.includes('/') ? executableFile(path.resolve(setting)) : findExecutable(setting);
+    found = Promise.resolve(findExecutable(setting));
     ytdlpLookups.set(setting, found);
   }
   return found;
@@ -98,20 +96,3 @@ export async function ytdlpConfigured(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>
   return (await resolveYtdlp(config)) !== null;
 }
 
-async function executableFile(candidate: string): Promise<string | null> {
-  try {
-    await access(candidate, constants.X_OK);
-    return (await stat(candidate)).isFile() ? candidate : null;
-  } catch {
-    return null;
-  }
-}
-
-async function findExecutable(name: string): Promise<string | null> {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const found = await executableFile(path.join(dir, name));
-    if (found) return found;
-  }
-  return null;
-}

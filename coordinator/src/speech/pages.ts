@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { JOB_STATUS_LABELS } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement, AuthUser } from '../accounts/types.js';
-import type { DomainDeps } from '../app.js';
+import type { SpeechDeps } from '../deps.js';
 import { normalizeError } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
 import { NO_SPEECH_DETAIL, presentJob } from './jobs/presenter.js';
@@ -27,7 +27,7 @@ const stockholm = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Europe/Stockholm
  * `/speech/jobs/{id}` (details and the transcript, with segments arriving live over socket.io).
  * Both work without JavaScript for reading; live updates and uploads use it.
  */
-export async function speechPages(app: FastifyInstance, deps: DomainDeps) {
+export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { jobs } = deps.speech;
 

@@ -2,11 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import formBody from '@fastify/formbody';
 import fastifyMultipart from '@fastify/multipart';
 import { installDomainErrors, okReasonBody } from '../http/errors.js';
-import type { DomainDeps } from '../app.js';
+import type { SpeechDeps } from '../deps.js';
 import { MULTIPART_LIMITS } from './host-limits.js';
-import { speechRoutes } from './routes.js';
+import { speechJobRoutes } from './jobs-routes.js';
 import { speechPages } from './pages.js';
-import { speechApiRoutes } from './api-routes.js';
+import { speechTokenApiRoutes } from './token-api-routes.js';
 import { runNowRoute } from './run-now.js';
 import { ShareService } from './shares/share-service.js';
 import { shareRoutes } from './shares/share-routes.js';
@@ -14,14 +14,14 @@ import { sharePage } from './shares/share-page.js';
 import { speechUploadRoutes } from './uploads/tus-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
-export async function speechPlugin(app: FastifyInstance, deps: DomainDeps) {
+export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   installDomainErrors(app, okReasonBody);
   // Body parsers of this domain only: urlencoded forms, and multipart uploads that the job route
   // streams to disk itself (the parser reads nothing before the handler asks for the parts).
   await app.register(formBody);
   await app.register(fastifyMultipart, { limits: { ...MULTIPART_LIMITS }, throwFileSizeLimit: true });
-  await speechRoutes(app, deps);
-  await speechApiRoutes(app, deps); // token API: /api/speech/transcribe*
+  await speechJobRoutes(app, deps); // signed-in API: /api/speech/status, /api/speech/jobs*
+  await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await runNowRoute(app, deps);
   // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
   await app.register(async (tus) => speechUploadRoutes(tus, deps));

@@ -4,13 +4,13 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import type { DomainDeps } from '../app.js';
-import { SPEECH_RATE_LIMIT } from './routes.js';
+import type { SpeechDeps } from '../deps.js';
+import { SPEECH_RATE_LIMIT } from './policy.js';
 
 const speechManager: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.manage'] };
 
 /** `POST /api/speech/run-now`: the queue manager's "process the queue now" helper. */
-export async function runNowRoute(app: FastifyInstance, deps: DomainDeps) {
+export async function runNowRoute(app: FastifyInstance, deps: Pick<SpeechDeps, 'speech' | 'workers'>) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { jobs } = deps.speech;
 

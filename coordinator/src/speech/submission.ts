@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { AuthUser } from '../accounts/types.js';
-import { AppError, validationFailed } from '../http/errors.js';
+import { AppError, validationFailed, zodFieldErrors } from '../http/errors.js';
 import type { UploadLimits } from './host-limits.js';
 import type { SpeechJob } from './jobs/entities.js';
 import type { CreateJobInput, JobService } from './jobs/job-service.js';
@@ -179,9 +179,7 @@ async function readMultipart<F extends CreateJobFields>(
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     if (upload) await media.discard(upload.tempPath);
-    const fieldErrors: Record<string, string[]> = {};
-    for (const issue of parsed.error.issues) (fieldErrors[issue.path.join('.') || 'request'] ??= []).push(issue.message);
-    throw validationFailed(fieldErrors);
+    throw validationFailed(zodFieldErrors(parsed.error, 'request'));
   }
   return { fields: parsed.data, upload };
 }
@@ -216,7 +214,7 @@ function uploadError(err: unknown, request: FastifyRequest, tooLarge: string): A
 }
 
 /** The client's file name without directories or control characters, as a label and extension source. */
-function cleanFilename(name: string | undefined): string {
+export function cleanFilename(name: string | null | undefined): string {
   const base = path.posix.basename((name ?? '').replace(/\\/g, '/'));
   // eslint-disable-next-line no-control-regex
   return base.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 300);

@@ -1,30 +1,12 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
-import path from 'node:path';
 import type { Readable } from 'node:stream';
+import path from 'node:path';
 import { TranscriptionCancelled } from './types.js';
 
 /** Grace period between SIGTERM and SIGKILL when a job is cancelled. */
 export const KILL_GRACE_MS = 2000;
 
-/** Absolute path of an executable on PATH (or the path itself if it has a slash and is executable). */
-export function findExecutable(name: string): string | null {
-  const isExec = (p: string) => {
-    try {
-      accessSync(p, constants.X_OK);
-      return statSync(p).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (name.includes('/')) return isExec(name) ? path.resolve(name) : null;
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const p = path.join(dir, name);
-    if (isExec(p)) return p;
-  }
-  return null;
-}
+export { findExecutable } from '@sonar/shared';
 
 /** Calls `onLine` for every complete line of a stream as soon as it arrives ('\n' or '\r' ends a line). */
 function readLines(stream: Readable, onLine: (line: string) => void): { flush(): void } {

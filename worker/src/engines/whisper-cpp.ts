@@ -1,17 +1,12 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SPEECH_MODELS, type SpeechModel } from '@sonar/shared';
+import { SPEECH_MODELS, WHISPER_MODEL_FILES, type SpeechModel } from '@sonar/shared';
 import { assertSpeechWav } from '../media/wav.js';
 import { findExecutable, runEngineProcess } from './process.js';
 import { TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine } from './types.js';
 
-/** ggml weight files whisper.cpp loads for each model name the product offers, in order of preference. */
-export const WHISPER_MODEL_FILES: Record<SpeechModel, string[]> = {
-  small: ['ggml-small.bin', 'ggml-small.en.bin'],
-  large: ['ggml-large-v3.bin', 'ggml-large-v2.bin', 'ggml-large.bin'],
-  turbo: ['ggml-large-v3-turbo.bin'],
-};
+export { WHISPER_MODEL_FILES };
 
 /** Where `npm run whisper:build -w worker` (worker/scripts/build-whisper.mjs) puts the CLI. */
 export function defaultWhisperCliPath(): string {

@@ -1,4 +1,5 @@
 import type { JobStatus, LivenessState } from '@sonar/shared';
+import { isProcessing } from './job-transitions.js';
 
 export interface LivenessInput {
   status: JobStatus;
@@ -16,7 +17,6 @@ export interface Liveness {
   reason: string | null;
 }
 
-const PROCESSING: ReadonlySet<JobStatus> = new Set(['downloading', 'transcribing', 'finalizing']);
 /** Heartbeats arrive but nothing has progressed for this long: the engine may be stuck on a hard part. */
 export const QUIET_AFTER_SECONDS = 120;
 
@@ -32,7 +32,7 @@ export function computeLiveness(input: LivenessInput): Liveness {
   const { status, lease, now } = input;
   const state = (s: LivenessState, secondsSinceHeartbeat: number | null = null, reason: string | null = null): Liveness => ({ state: s, secondsSinceHeartbeat, reason });
   if (status === 'queued' && input.waitingReason) return state('suspect', null, input.waitingReason);
-  if (!PROCESSING.has(status)) return state('inactive');
+  if (!isProcessing(status)) return state('inactive');
   if (!lease) return state('suspect', null, 'The job is processing without a live lease');
   if (lease.workerRevoked) return state('suspect', null, 'The lease is held by a revoked worker');
   const silence = (now.getTime() - lease.lastHeartbeatAt.getTime()) / 1000;

@@ -1,3 +1,4 @@
+import { POCKETSPHINX_MODEL } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { ExecutionTarget } from './entities.js';
@@ -8,7 +9,7 @@ import type { ExecutionTarget } from './entities.js';
  * listed: Debian's pocketsphinx-en-us model hears US English only.
  */
 export const KNOWN_MODEL_LANGUAGES: Readonly<Record<string, readonly string[]>> = {
-  'pocketsphinx-en-us': ['en'],
+  [POCKETSPHINX_MODEL]: ['en'],
 };
 
 /** One registered, non-revoked worker as the catalog sees it. */

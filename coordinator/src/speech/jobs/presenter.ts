@@ -1,5 +1,5 @@
 import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
-import type { SpeechJob, SpeechJobEvent, SpeechLease } from './entities.js';
+import type { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment } from './entities.js';
 import { shareUrl } from '../shares/share-links.js';
 import { computeLiveness, humanDuration } from './liveness.js';
 import type { JobAvailability } from './model-catalog.js';
@@ -34,6 +34,11 @@ function stageDetail(job: SpeechJob, waitingReason: string | null): string | nul
   if (waitingReason) return waitingReason;
   if (job.status === 'completed' && !job.transcriptText?.trim()) return NO_SPEECH_DETAIL;
   return job.stageDetail;
+}
+
+/** One transcript segment as the segments API, the live snapshot and the share page see it. */
+export function presentSegment(s: Pick<SpeechSegment, 'seq' | 'startSeconds' | 'endSeconds' | 'text' | 'speaker'>) {
+  return { seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker };
 }
 
 /** `share`: the public transcript page while a share exists and is not disabled. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { SESSION_COOKIE, verifyAccessJwt } from '../../accounts/auth-plugin.js';
+import { SESSION_COOKIE, jwtUser, sessionUserOf } from '../../accounts/auth-plugin.js';
 import { hasPermission, type AuthUser } from '../../accounts/types.js';
-import type { DomainDeps } from '../../app.js';
+import type { SpeechDeps } from '../../deps.js';
 
 /**
  * Whether a socket.io handshake comes from an allowed page. Browsers always send `Origin` on
@@ -29,7 +29,7 @@ export function originAllowed(headers: Record<string, string | string[] | undefi
  * Connects the live hub to this app's HTTP server. Sockets authenticate like the signed-in API:
  * the browser's session cookie, or a JWT passed as `auth: { token }`; the user needs speech.use.
  */
-export function attachLiveHub(app: FastifyInstance, deps: DomainDeps) {
+export function attachLiveHub(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'accounts' | 'speech'>) {
   const { accounts, speech, config } = deps;
 
   async function userFromSession(cookieHeader: string | undefined): Promise<AuthUser | null> {
@@ -38,15 +38,13 @@ export function attachLiveHub(app: FastifyInstance, deps: DomainDeps) {
     if (!raw) return null;
     const holder = {} as { session?: { userId?: number } };
     await new Promise<void>((resolve) => app.decryptSession(raw, holder, () => resolve()));
-    const id = holder.session?.userId;
-    return typeof id === 'number' ? accounts.findActiveUser(id) : null;
+    return sessionUserOf(accounts, holder.session);
   }
 
   async function userFromJwt(token: unknown): Promise<AuthUser | null> {
     if (typeof token !== 'string' || !token) return null;
     // The same checks as the HTTP routes: signature, expiry, type, active user, token version.
-    const claims = verifyAccessJwt(app, token);
-    return claims ? accounts.findJwtUser(claims.userId, claims.version) : null;
+    return (await jwtUser(app, accounts, token)).user;
   }
 
   speech.live.attach(app, {

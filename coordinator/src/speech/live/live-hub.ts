@@ -7,6 +7,7 @@ import type { AuthUser } from '../../accounts/types.js';
 import { safePublish, watchRedis } from '../../infra/redis-watch.js';
 import type { JobEventSink, LiveSegment, LiveStatus } from '../jobs/job-events.js';
 import type { JobService } from '../jobs/job-service.js';
+import { presentSegment } from '../jobs/presenter.js';
 
 export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
 
@@ -82,7 +83,7 @@ export class LiveHub implements JobEventSink {
             status: job.status,
             stage_label: job.stageLabel,
             audio_position_seconds: job.audioPositionSeconds,
-            segments: segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+            segments: segments.map(presentSegment),
           });
           reply({ ok: true });
         } catch {

@@ -9,6 +9,7 @@ import type { Orm } from '../../db/orm.js';
 import { readPlatformVersion } from '../../version.js';
 import { closeWorker } from '../../queue/workers.js';
 import type { JobRepository } from '../jobs/job-repository.js';
+import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -103,8 +104,6 @@ export function isLocalBaseUrl(base: string): boolean {
 }
 
 export const jobPageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, jobId: number) => `${config.PUBLIC_BASE_URL}/speech/jobs/${jobId}`;
-export const sharePageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, token: string) =>
-  `${config.PUBLIC_BASE_URL}/shared/speech/transcript/${encodeURIComponent(token)}`;
 
 /** One line, no stack, bounded: what goes into callback_error and the runtime log. */
 function shortError(err: unknown, timeoutSeconds: number): string {
@@ -223,7 +222,7 @@ export class CallbackService {
   private envelopeOf(row: JobRow, status: TerminalStatus): CallbackEnvelope {
     const { config } = this.deps;
     const completed = status === 'completed';
-    const shareUrl = completed && row.share_token && !row.share_disabled_at ? sharePageUrl(config, row.share_token) : null;
+    const shareUrl = completed && row.share_token && !row.share_disabled_at ? sharePageUrl(config.PUBLIC_BASE_URL, row.share_token) : null;
     const job: CallbackEnvelope['job'] = {
       job_id: row.id,
       status,

@@ -6,8 +6,10 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
+import { html } from '../../http/html.js';
 import { humanDuration } from '../jobs/liveness.js';
-import { deliveryJobId, jobPageUrl, sharePageUrl, type TerminalStatus } from './callback-service.js';
+import { shareUrl as sharePageUrl } from '../shares/share-links.js';
+import { deliveryJobId, jobPageUrl, type TerminalStatus } from './callback-service.js';
 import { closeWorker } from '../../queue/workers.js';
 
 export const REPORT_QUEUE = 'speech-reports';
@@ -68,9 +70,6 @@ export function safeText(value: string | null | undefined, max = 500): string | 
   return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
 }
 
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
 function diarizationNote(state: DiarizationState, requested: boolean, logged: string | null): string | null {
   const fromLog = safeText(logged, 300);
   if (fromLog) return fromLog;
@@ -85,7 +84,7 @@ function diarizationNote(state: DiarizationState, requested: boolean, logged: st
 export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: ReportRow, status: TerminalStatus): ReportContent {
   const title = safeText(row.source_label ?? row.source_filename ?? row.source_url, 200) ?? `Job ${row.id}`;
   const jobUrl = jobPageUrl(config, row.id);
-  const shareUrl = row.share_token && !row.share_disabled_at ? sharePageUrl(config, row.share_token) : null;
+  const shareUrl = row.share_token && !row.share_disabled_at ? sharePageUrl(config.PUBLIC_BASE_URL, row.share_token) : null;
   const failed = status === 'failed';
   const d: DiarizationSummary = {
     requested: row.diarization_requested,
@@ -124,20 +123,15 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
     '',
   ].join('\n');
   const rows = (list: Array<[string, string]>) =>
-    list
-      .map(([k, v]) => {
-        const value = /^https?:\/\//.test(v) ? `<a href="${escapeHtml(v)}">${escapeHtml(v)}</a>` : escapeHtml(v);
-        return `<tr><th align="left" style="padding-right:12px">${escapeHtml(k)}</th><td>${value}</td></tr>`;
-      })
-      .join('');
-  const html = `<!doctype html><html><body style="font-family:sans-serif">
-<h2>${escapeHtml(heading)}</h2>
+    list.map(([k, v]) => html`<tr><th align="left" style="padding-right:12px">${k}</th><td>${/^https?:\/\//.test(v) ? html`<a href="${v}">${v}</a>` : v}</td></tr>`);
+  const body = html`<!doctype html><html><body style="font-family:sans-serif">
+<h2>${heading}</h2>
 <table>${rows(facts)}</table>
 <h3>Speaker labels</h3>
 <table>${rows(diarization)}</table>
-<p><a href="${escapeHtml(jobUrl)}">Open the job</a></p>
+<p><a href="${jobUrl}">Open the job</a></p>
 </body></html>`;
-  return { to: row.email ?? '', subject: heading, text, html };
+  return { to: row.email ?? '', subject: heading, text, html: body.toString() };
 }
 
 /**

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { normalizeError } from '../../http/errors.js';
 import { html, layout, SafeHtml } from '../../http/html.js';
 import { humanDuration } from '../jobs/liveness.js';
-import { SPEECH_RATE_LIMIT } from '../routes.js';
+import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { SHARE_PATH_PREFIX } from './share-links.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 

@@ -4,9 +4,9 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
-import type { DomainDeps } from '../../app.js';
+import type { SpeechDeps } from '../../deps.js';
 import { presentShare } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../routes.js';
+import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { jobIdParams, shareSchema } from '../schemas.js';
 import type { ShareService } from './share-service.js';
 
@@ -17,7 +17,7 @@ const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchem
 const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` header.';
 
 /** Signed-in API: create or disable the public share of a transcript (owner or queue manager). */
-export async function shareRoutes(app: FastifyInstance, deps: DomainDeps, shares: ShareService) {
+export async function shareRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config'>, shares: ShareService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const config = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
   const publicBaseUrl = deps.config.PUBLIC_BASE_URL;

@@ -3,6 +3,7 @@ import type { Orm } from '../../db/orm.js';
 import { AppError } from '../../http/errors.js';
 import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
 import type { JobService } from '../jobs/job-service.js';
+import { presentSegment } from '../jobs/presenter.js';
 import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
 
 /** What the public page may show: the transcript, never the owner or internal references. */
@@ -75,7 +76,7 @@ export class ShareService {
       durationSeconds: job.sourceDurationSeconds ?? (segments.length ? segments[segments.length - 1]!.endSeconds : null),
       finishedAt: job.finishedAt,
       transcriptText: job.transcriptText,
-      segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+      segments: segments.map(presentSegment),
     };
   }
 }

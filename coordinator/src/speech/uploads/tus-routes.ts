@@ -4,10 +4,10 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
-import type { DomainDeps } from '../../app.js';
+import type { SpeechDeps } from '../../deps.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import { presentJob } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../routes.js';
+import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { jobResponseSchema } from '../schemas.js';
 import { JOB_ID_HEADER, TUS_PATH } from './tus-uploads.js';
 
@@ -50,7 +50,7 @@ function checkHeaderValues(request: FastifyRequest) {
   if (Object.keys(errors).length) throw validationFailed(errors);
 }
 
-export async function speechUploadRoutes(app: FastifyInstance, deps: DomainDeps) {
+export async function speechUploadRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const uploads = deps.speech.uploads;
   const r = app.withTypeProvider<ZodTypeProvider>();
 

@@ -1,4 +1,4 @@
-import { jobSettings } from '../submission.js';
+import { cleanFilename, jobSettings } from '../submission.js';
 import type { IncomingMessage } from 'node:http';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,7 +8,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
-import { AppError, DEFAULT_STATUS } from '../../http/errors.js';
+import { AppError, DEFAULT_STATUS, zodFieldErrors } from '../../http/errors.js';
 import { uploadLimits } from '../host-limits.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { MediaStore } from '../jobs/media-store.js';
@@ -50,13 +50,6 @@ function tusError(status: number, body: unknown) {
 function validation(errors: Record<string, string[]>) {
   const [field, messages] = Object.entries(errors)[0] ?? ['request', ['is invalid']];
   return tusError(422, { ok: false, reason: 'validation_failed', message: `${field}: ${messages[0]}`, errors });
-}
-
-/** The client's file name without directories or control characters. */
-function cleanFilename(name: string | null | undefined): string {
-  const base = path.posix.basename((name ?? '').replace(/\\/g, '/'));
-  // eslint-disable-next-line no-control-regex
-  return base.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 300);
 }
 
 /**
@@ -164,9 +157,7 @@ export class TusUploads {
     }
     const parsed = createJobFieldsSchema.safeParse(raw);
     if (!parsed.success) {
-      const errors: Record<string, string[]> = {};
-      for (const issue of parsed.error.issues) (errors[issue.path.join('.') || 'metadata'] ??= []).push(issue.message);
-      throw validation(errors);
+      throw validation(zodFieldErrors(parsed.error, 'metadata'));
     }
     return parsed.data;
   }

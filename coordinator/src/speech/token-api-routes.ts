@@ -4,11 +4,11 @@ import { z } from 'zod';
 import { errorBodySchema } from '@sonar/shared';
 import { principalOf, userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import type { DomainDeps } from '../app.js';
+import type { SpeechDeps } from '../deps.js';
 import { unauthenticated } from '../http/errors.js';
 import { uploadLimits } from './host-limits.js';
 import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
-import { SPEECH_RATE_LIMIT, speechStatusConfig } from './routes.js';
+import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
 import {
   apiCreateJobFieldsSchema,
   jobDetailSchema,
@@ -44,7 +44,7 @@ const apiStatusResponseSchema = statusResponseSchema.pick({ ok: true, summary: t
  * Token-authenticated server-to-server API (`/api/speech/transcribe*`): submission with a required
  * terminal callback, and the API channel's counters and jobs.
  */
-export async function speechApiRoutes(app: FastifyInstance, deps: DomainDeps) {
+export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { config } = deps;
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();

@@ -4,10 +4,10 @@ import { z } from 'zod';
 import { errorBodySchema, safeString } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
-import type { DomainDeps } from '../app.js';
-import type { Config } from '../config.js';
-import { uploadLimits, ytdlpConfigured } from './host-limits.js';
-import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
+import type { SpeechDeps } from '../deps.js';
+import { uploadLimits } from './host-limits.js';
+import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
+import { presentJob, presentJobDetail, presentSegment, queuedMessage } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
   jobDetailSchema,
@@ -20,9 +20,6 @@ import {
 } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 
-/** Spec "Limits": request throttle of the speech API routes, per client address and route. */
-export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
-
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const speechAdmin: AuthRequirement = { accept: ['session', 'jwt'], adminOnly: true };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -33,27 +30,8 @@ const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` he
 const visibilityNote =
   'The owner sees the job; users with `speech.manage` (and administrators) see every job. Jobs the caller cannot see answer 404.';
 
-/** `config` of the status responses (signed-in and token API). */
-export async function speechStatusConfig(config: Config) {
-  const limits = uploadLimits(config);
-  return {
-    enabled: true,
-    default_model: config.SPEECH_DEFAULT_MODEL,
-    upload_max_mb: limits.effective_max_mb,
-    upload_limit: {
-      configured_mb: limits.configured_mb,
-      php_upload_max_mb: limits.php_upload_max_mb,
-      php_post_max_mb: limits.php_post_max_mb,
-      effective_max_mb: limits.effective_max_mb,
-      effective_max_label: limits.effective_max_label,
-      limited_by_php: limits.limited_by_php,
-    },
-    ytdlp_configured: await ytdlpConfigured(config),
-  };
-}
-
 /** Signed-in speech API (session or JWT with `speech.use`): status, queue, jobs and their actions. */
-export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
+export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { config } = deps;
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
@@ -185,7 +163,7 @@ export async function speechRoutes(app: FastifyInstance, deps: DomainDeps) {
         ok: true as const,
         job_id: job.id,
         pass: job.currentPass,
-        segments: segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+        segments: segments.map(presentSegment),
       };
     },
   });
