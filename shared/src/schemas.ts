@@ -10,12 +10,6 @@ export const errorBodySchema = z.object({
 });
 export type ErrorBody = z.infer<typeof errorBodySchema>;
 
-/** Error body of the chat-log archive: `{success:false, error}`. */
-export const ircErrorBodySchema = z.object({
-  success: z.literal(false),
-  error: z.string(),
-});
-
 export const platformSchema = z.object({
   ok: z.literal(true),
   version: z.string(),

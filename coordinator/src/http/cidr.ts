@@ -1,4 +1,3 @@
-import { isIPv4, isIPv6 } from 'node:net';
 import { parseCidr } from '@sonar/shared';
 
 /**
@@ -33,5 +32,3 @@ function fromBigInt(n: bigint, family: 'ipv4' | 'ipv6'): string {
   for (let s = 112n; s >= 0n; s -= 16n) groups.push(((n >> s) & 0xffffn).toString(16));
   return new URL(`http://[${groups.join(':')}]/`).hostname.slice(1, -1);
 }
-
-export const isIpAddress = (v: string) => isIPv4(v) || isIPv6(v);
