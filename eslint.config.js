@@ -24,7 +24,10 @@ export default defineConfig(
       // `() => reply.send(x)` style one-line arrows are idiomatic here.
       '@typescript-eslint/no-confusing-void-expression': ['error', { ignoreArrowShorthand: true, ignoreVoidOperator: true }],
       // A leading underscore marks a parameter or destructured field that is deliberately unused.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
       // Rows from knex.raw()/pg are typed by cast but bigint/numeric columns arrive as strings: Number()/String() on them is needed.
       '@typescript-eslint/no-unnecessary-type-conversion': 'off',
       // Defensive checks on data the types call present (JSON, env, DB rows, socket payloads); 121 sites to review one by one.
@@ -83,6 +86,20 @@ export default defineConfig(
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
-    languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly', fetch: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', Buffer: 'readonly', URLSearchParams: 'readonly', AbortController: 'readonly' } },
+    languageOptions: {
+      globals: {
+        console: 'readonly',
+        process: 'readonly',
+        URL: 'readonly',
+        fetch: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        Buffer: 'readonly',
+        URLSearchParams: 'readonly',
+        AbortController: 'readonly',
+      },
+    },
   },
 );
