@@ -12,7 +12,6 @@ import {
   type LeaseRef__Output,
   type ModelLanguages__Output,
 } from '@sonar/proto';
-import { WORKER_SERVICE_NAME } from '@sonar/shared';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 
 /**
@@ -69,7 +68,7 @@ describe('generated protocol types', () => {
   it('describe what the loader decodes: every field present, 64-bit integers as numbers', () => {
     const def = workerServiceDefinition();
     expect(Object.keys(def).sort()).toEqual(['Claim', 'Complete', 'FetchMedia', 'Heartbeat', 'Hello', 'Release', 'ReportProgress']);
-    expect(def.Hello.path).toBe(`/${WORKER_SERVICE_NAME}/Hello`);
+    expect(def.Hello.path).toBe('/sonar.worker.v1.WorkerService/Hello');
 
     const sent = def.Hello.requestSerialize({ contract_version: 2, held_leases: [{ job_id: 7, attempt: 1, lease_token: 't' }], capabilities: { models: ['m'], model_languages: [{ model: 'm', languages: ['en'] }] } });
     const got: HelloRequest__Output = def.Hello.requestDeserialize(sent);

@@ -28,8 +28,6 @@ import type {
   SegmentMsg__Output,
 } from '@sonar/proto';
 
-export const WORKER_SERVICE_NAME = 'sonar.worker.v1.WorkerService';
-
 /** A lease-bound message whose lease is there (checked with hasLease). */
 export type Leased<T extends { lease: LeaseRef__Output | null }> = T & { lease: LeaseRef__Output };
 

@@ -80,5 +80,3 @@ export async function waitFor<T>(probe: () => Promise<T | null | undefined | fal
     await new Promise((r) => setTimeout(r, 50));
   }
 }
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -81,15 +81,6 @@ export class DnsService {
     return z;
   }
 
-  /** Zone owning `domain`, else 400 validation_failed on `field`. */
-  async zoneOf(domain: unknown, field = 'domain'): Promise<ZoneRow> {
-    if (typeof domain !== 'string' || !domain.trim()) throw validationFailed({ [field]: ['is required'] });
-    const z = await this.zones.zoneFor(domain);
-    if (!z) throw validationFailed({ [field]: [`${normalizeName(domain)} is not inside any managed zone`] });
-    await checkPaths(z);
-    return z;
-  }
-
   /** Cache metadata common to the read responses. */
   private meta(z: ZoneRow, cachedAt: Date) {
     const ttl = this.ttlOf(z);

@@ -181,14 +181,13 @@ export class ZoneCache {
        order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
       [zoneId, ...binds, perPage, (page - 1) * perPage],
     );
-    let rows = res.rows as Array<DnsRecord & { total: string }>;
+    const rows = res.rows as Array<DnsRecord & { total: string }>;
     let total = rows[0] ? Number(rows[0].total) : 0;
     if (!rows.length && page > 1) {
       const c = await this.knex().raw(`select count(*) as n from dns_record_cache where zone_id = ? and (${where})`, [zoneId, ...binds]);
       total = Number((c.rows as Array<{ n: string }>)[0]!.n);
     }
     const out = rows.map(({ total: _t, ...r }) => ({ ...r, ttl: Number(r.ttl) }));
-    rows = [];
     return { rows: out, recordCount: total, page, perPage, hasMore: page * perPage < total };
   }
 

@@ -24,9 +24,6 @@ export interface NewIrcEvent {
 
 const COLUMNS = 10;
 
-/** Nick changes to or from `Guest123`-style nicks (services' forced renames) link unrelated people, so they are not linked. */
-export const GUEST_NICK = /^guest[0-9]+$/i;
-
 /**
  * The one writer of chat-log rows, used by the file importer and the live logger. Each `insert`
  * keeps the channel's counters and span, the per-nick statistics and the nick links from NICK
@@ -36,7 +33,7 @@ export class IrcEventStore {
   constructor(private readonly orm: Orm) {}
 
   knex(): Knex {
-    return this.orm.em.getConnection().getKnex() as unknown as Knex;
+    return this.orm.em.getConnection().getKnex();
   }
 
   async ensureNetwork(source: IrcSource, name: string): Promise<number> {

@@ -243,5 +243,3 @@ export const apiCreateJobFieldsSchema = createJobFieldsObject
       .describe('Required: the terminal-state callback receives one JSON POST when the job completes or fails'),
   })
   .transform((body, ctx) => ({ ...normalizeFields(body, ctx), callback_url: body.callback_url }));
-
-export type ApiCreateJobFields = z.output<typeof apiCreateJobFieldsSchema>;

@@ -3,9 +3,9 @@ import type { TranscriptionEngine } from './types.js';
 import { WhisperCppEngine, type WhisperCppOptions } from './whisper-cpp.js';
 
 export * from './types.js';
-export { POCKETSPHINX_MODEL, PocketsphinxEngine, type PocketsphinxOptions } from './pocketsphinx.js';
-export { WHISPER_MODEL_FILES, WhisperCppEngine, defaultWhisperCliPath, type WhisperCppOptions } from './whisper-cpp.js';
-export { decodeToWav, probeMedia, type MediaProbe } from '../media/decode.js';
+export { POCKETSPHINX_MODEL, type PocketsphinxOptions } from './pocketsphinx.js';
+export { type WhisperCppOptions } from './whisper-cpp.js';
+export { decodeToWav } from '../media/decode.js';
 
 /** Every engine this worker knows, configured; ask each for `models()` to see what really runs here. */
 export function createEngines(opts: { modelsDir?: string | undefined; whisper?: WhisperCppOptions; pocketsphinx?: PocketsphinxOptions } = {}): TranscriptionEngine[] {

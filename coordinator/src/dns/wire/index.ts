@@ -6,4 +6,4 @@ export * from './tsig.js';
 export * from './update.js';
 export * from './tcp-client.js';
 export * from './zone-file.js';
-export { parseMessage, readName, encodeName, type WireMessage, type WireRecord } from './message.js';
+export { parseMessage } from './message.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { NetsplitTracker } from '../parsers/netsplit.js';
 
-export { NetsplitTracker, type BurstMark } from '../parsers/netsplit.js';
+export { NetsplitTracker } from '../parsers/netsplit.js';
 
 /** A positive 63-bit id as a decimal string (irc_events.netsplit_group is a bigint). */
 export function randomNetsplitGroup(): string {

@@ -6,9 +6,9 @@
 import { isNetsplitReason, NetsplitTracker } from './netsplit.js';
 import type { IrcEventType, ParsedEvent, ParsedFile, ParsedLine } from './types.js';
 
-export { isNetsplitReason, NETMERGE_WINDOW_S, NETSPLIT_BURST_GAP_S } from './netsplit.js';
+export { isNetsplitReason, NETMERGE_WINDOW_S } from './netsplit.js';
 
-// eslint-disable-next-line no-control-regex
+ 
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
 
 /** Removes mIRC colour (^C fg[,bg], ^D hex) and format codes (bold, italic, underline, reverse, …). */
@@ -221,7 +221,7 @@ const ISO_STAMP = /^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:[.,]\d{1,9
 export function parseIsoStamp(s: string): LineStamp | null {
   const m = ISO_STAMP.exec(s.trim());
   if (!m || !isValidDate(m[1]!)) return null;
-  const time = normalizeTime(m[2]!, m[3]!, m[4]!);
+  const time = normalizeTime(m[2]!, m[3]!, m[4]);
   if (!time) return null;
   let offset: number | null = null;
   if (m[5]) offset = 0;

@@ -9,9 +9,6 @@ export const IRC_EVENT_TYPES = [
 ] as const;
 export type IrcEventType = (typeof IRC_EVENT_TYPES)[number];
 
-/** Server split and merge rows: hidden unless `include_netsplit`, collapsed per burst by `bulk_netsplit`. */
-export const NETSPLIT_EVENT_TYPES: readonly IrcEventType[] = ['NETSPLIT', 'NETMERGE'];
-
 /** One line's meaning, without its position in the file. */
 export interface ParsedLine {
   eventType: IrcEventType;

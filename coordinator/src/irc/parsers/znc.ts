@@ -17,7 +17,7 @@ import path from 'node:path';
 import { DayClock, finishEvents, isNetsplitReason, isValidDate, normalizeTime, splitLines, stripFormatting } from './common.js';
 import { ParseError, type FileNameInfo, type IrcEventType, type LogFormat, type ParsedEvent, type ParsedFile, type ParsedLine } from './types.js';
 
-export { decodeLine, stripFormatting, isNetsplitReason, NETSPLIT_BURST_GAP_S } from './common.js';
+export { decodeLine, stripFormatting } from './common.js';
 
 /** A parsed line plus its `HH:MM:SS` time. */
 export type TimedLine = ParsedLine & { time: string };
@@ -50,7 +50,7 @@ const ev = (eventType: IrcEventType, time: string, nick: string | null, messageT
 export function parseZncLine(line: string): TimedLine | null {
   const m = LINE.exec(line.replace(/\r$/, ''));
   if (!m) return null;
-  const time = normalizeTime(m[1]!, m[2]!, m[3]!);
+  const time = normalizeTime(m[1]!, m[2]!, m[3]);
   if (!time) return null;
   const rest = stripFormatting(m[4]!);
   let r: RegExpExecArray | null;

@@ -2,7 +2,6 @@ import type { JobStatus } from '@sonar/shared';
 
 /** Statuses in which a runner holds the job under a lease. */
 export const PROCESSING_STATUSES: readonly JobStatus[] = ['downloading', 'transcribing', 'finalizing'];
-export const TERMINAL_STATUSES: readonly JobStatus[] = ['completed', 'failed'];
 
 /**
  * How a job ended: `cancelled` is a failed job whose cancellation was requested (it notifies as

@@ -9,7 +9,7 @@ import { CallbackService } from './callback-service.js';
 import { NotificationOutbox } from './outbox.js';
 import { ReportMailer } from './report-mailer.js';
 
-export { CallbackService, verifyCallbackSignature } from './callback-service.js';
+export { CallbackService } from './callback-service.js';
 export { ReportMailer } from './report-mailer.js';
 
 /** What a terminal job state notifies: the API callback and the owner's completion report, through the outbox. */
