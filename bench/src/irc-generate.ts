@@ -544,7 +544,7 @@ function chunkSql(vocabSize: number, english: number): string {
   const guest = `'Guest' || (10000 + (ni * 7919 + poff) % 89999)`;
   const addressed = `(partner is null and u_addr < 0.12 and ni2 <> ni)`;
   const ban = `'*!*@' || lower(other) || '.users.example.org'`;
-  const burstNick = `${nickAt('$2', `((k - 1 + b.bid)::bigint * b.pmul + b.padd) % b.pn + 1`).replace(/poff/g, 'b.poff')}`;
+  const burstNick = nickAt('$2', `((k - 1 + b.bid)::bigint * b.pmul + b.padd) % b.pn + 1`).replace(/poff/g, 'b.poff');
 
   return `
     with pieces as (
@@ -557,7 +557,7 @@ function chunkSql(vocabSize: number, english: number): string {
       -- One row per event with its random draws (OFFSET 0 keeps each draw evaluated once).
       select p.*, g,
              random() as u_type,
-             floor(random() * ceil(p.days / 7.0)::int)::int * 7 + (width_bucket(random(), ${`array[${thresholds(WEEKDAY_WEIGHTS).join(',')}]::float8[]`}) - p.dow0 + 7) % 7 as day0,
+             floor(random() * ceil(p.days / 7.0)::int)::int * 7 + (width_bucket(random(), array[${thresholds(WEEKDAY_WEIGHTS).join(',')}]::float8[]) - p.dow0 + 7) % 7 as day0,
              (width_bucket(random(), array[${thresholds(HOUR_WEIGHTS).join(',')}]::float8[]) + p.hshift) % 24 as hr,
              floor(random() * 3600)::int as sec,
              ${zipfSql('p.pn')} as nr, ${zipfSql('p.pn')} as nr2,

@@ -203,7 +203,7 @@ function startLoadGenerator(): LoadGenerator {
   return {
     call(cmd, args) {
       return new Promise((resolve, reject) => {
-        if (!child.connected) return reject(new Error('load generator is not running'));
+        if (!child.connected) return void reject(new Error('load generator is not running'));
         const id = nextId++;
         // The reply's result is what the command returned (LoadGenerator types it per command).
         pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
@@ -489,7 +489,7 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
       `sends spanned ${secs(r.sendSpanMs)}; last segment received ${ms(r.lastReceiveAfterLastSendMs)} after the last send (delivered ${Math.round(r.deliveredPerSecond)} segments/s of ${offered} offered); streams acked and jobs completed after ${secs(r.streamMs)}`,
     );
     row('CPU during segment run', cpuText(cpu, r.loadCpu));
-    target('segment latency worker → browser p99 ≤ 50 ms', r.latency.p99 <= 50, `${ms(r.latency.p99)}`);
+    target('segment latency worker → browser p99 ≤ 50 ms', r.latency.p99 <= 50, ms(r.latency.p99));
     const [db] = await q<{ jobs: number; completed: number; segments: number }>(
       `select count(*)::int as jobs, count(*) filter (where status = 'completed')::int as completed,
               (select count(*)::int from speech_segments where job_id > ?) as segments
@@ -540,12 +540,12 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
           waiters.delete(jobId);
           reject(new Error(`job ${jobId} did not finish within ${timeoutMs / 1000} s`));
         }, timeoutMs);
-        if (terminal.has(jobId)) return done();
+        if (terminal.has(jobId)) return void done();
         waiters.set(jobId, done);
         onInterrupt(() => {
           clearTimeout(timer);
           waiters.delete(jobId);
-          reject(interrupt.signal.reason);
+          reject(interrupt.signal.reason instanceof Error ? interrupt.signal.reason : new Error(String(interrupt.signal.reason)));
         });
       });
 

@@ -159,7 +159,7 @@ function renderOperation(method: string, path: string, op: Operation, auth: Oper
     out.push(`**Request body** (${types.map(code).join(', ')}${op.requestBody?.required ? '' : '; optional'})`, '');
     const rows = fieldRows(first);
     if (rows.length) out.push('| field | type | required | notes |', '|---|---|---|---|', ...rows, '');
-    else out.push(`${schemaType(first)}`, '');
+    else out.push(schemaType(first), '');
   }
 
   const responses = Object.entries(op.responses ?? {});
@@ -169,7 +169,7 @@ function renderOperation(method: string, path: string, op: Operation, auth: Oper
       const schema = res.content?.['application/json']?.schema;
       const props = schema?.properties ? Object.keys(schema.properties) : [];
       const text = props.length
-        ? `${props.map((p) => code(p)).join(', ')}`
+        ? props.map((p) => code(p)).join(', ')
         : res.description && res.description !== 'Default Response'
           ? res.description
           : schema

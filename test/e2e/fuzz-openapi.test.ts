@@ -213,9 +213,9 @@ function mutatedObject(s: JsonSchema): fc.Arbitrary<Record<string, unknown>> {
   return fc
     .tuple(valid({ ...s, type: 'object' }) as fc.Arbitrary<Record<string, unknown>>, keys.length ? fc.oneof(fc.constantFrom(...keys), nastyString) : nastyString, mutant)
     .map(([base, key, value]) => {
-      const out = { ...base };
-      if (value === undefined) delete out[key];
-      else out[key] = value;
+      // Without the key, or with it set to the mutant value.
+      const out = Object.fromEntries(Object.entries(base).filter(([k]) => k !== key));
+      if (value !== undefined) out[key] = value;
       return out;
     });
 }
