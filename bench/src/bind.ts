@@ -43,7 +43,10 @@ export function run(cmd: string, args: string[], { input, stdoutTo, timeout = 12
       clearTimeout(timer);
       const res = { stdout: Buffer.concat(stdout).toString(), stderr: Buffer.concat(stderr).toString(), ms };
       if (code === 0) resolve(res);
-      else reject(new Error(`${path.basename(cmd)} ${args.slice(0, 6).join(' ')} … exited ${code ?? signal}: ${res.stderr.trim()} ${res.stdout.slice(0, 500).trim()}`));
+      else
+        reject(
+          new Error(`${path.basename(cmd)} ${args.slice(0, 6).join(' ')} … exited ${code ?? signal}: ${res.stderr.trim()} ${res.stdout.slice(0, 500).trim()}`),
+        );
     });
     if (input !== undefined) {
       child.stdin?.on('error', () => undefined); // an early exit is reported by 'close'
@@ -120,7 +123,14 @@ export const hostName = (i: number, zone: string): string => `h${i}.${DEPTS[i % 
  * a www-<i> CNAME to the host (every 4th) and MX (every 5th). Returns the text and the host count.
  */
 export function makeZone(zone: string, total: number): { text: string; records: number; hosts: number } {
-  const out = ['$TTL 300', `@ IN SOA ns1.${zone}. hostmaster.${zone}. 1 3600 600 86400 300`, `@ IN NS ns1.${zone}.`, `ns1 IN A 127.0.0.1`, `@ IN MX 10 mx1.${zone}.`, `mx1 IN A 127.0.0.2`];
+  const out = [
+    '$TTL 300',
+    `@ IN SOA ns1.${zone}. hostmaster.${zone}. 1 3600 600 86400 300`,
+    `@ IN NS ns1.${zone}.`,
+    `ns1 IN A 127.0.0.1`,
+    `@ IN MX 10 mx1.${zone}.`,
+    `mx1 IN A 127.0.0.2`,
+  ];
   let count = 5;
   let hosts = 0;
   const add = (line: string) => {

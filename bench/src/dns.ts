@@ -24,7 +24,6 @@ const int = (name: string, fallback: number): number => {
   return Number.isInteger(v) && v > 0 ? v : fallback;
 };
 
-
 export interface DnsContext {
   svc: RunningCoordinator;
   accounts: AccountService;
@@ -148,7 +147,8 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
     }
     const a = median(viaApi);
     const d = median(viaDig);
-    const note = runs === settings.refreshRuns ? `median of ${runs}` : `1 run: the first transfer took ${secs(first.ms)}, too slow to repeat ${settings.refreshRuns}×`;
+    const note =
+      runs === settings.refreshRuns ? `median of ${runs}` : `1 run: the first transfer took ${secs(first.ms)}, too slow to repeat ${settings.refreshRuns}×`;
     row(`DNS refresh: GET /axfr → full AXFR into the PostgreSQL cache (${note})`, `${secs(a)} (runs ${viaApi.map(secs).join(', ')})`);
     row(`DNS refresh: dig AXFR (TSIG) to /dev/null (${note})`, `${secs(d)} (runs ${viaDig.map(secs).join(', ')}; includes dig's process start)`);
     row('DNS refresh ratio (API / dig)', `${(a / d).toFixed(1)}×`);
@@ -200,7 +200,10 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
         'DNS search by kind p50 / p99',
         ['name', 'ip', 'txt']
           .map((k) => s.kinds[`search-${k}`]!) // settings.reads ≥ 1 searches, a third of each kind
-          .map((v, i) => `${['name fragment "h<i>.<dept>"', 'IPv4 "10.x.y.z"', 'TXT word "owner=<word>"'][i]} ${ms(v.p50)} / ${ms(v.p99)} (${(v.rows / v.n).toFixed(0)} rows/answer)`)
+          .map(
+            (v, i) =>
+              `${['name fragment "h<i>.<dept>"', 'IPv4 "10.x.y.z"', 'TXT word "owner=<word>"'][i]} ${ms(v.p50)} / ${ms(v.p99)} (${(v.rows / v.n).toFixed(0)} rows/answer)`,
+          )
           .join('; '),
       );
       const ok = p.bad === 0 && s.bad === 0;
@@ -250,9 +253,16 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
       const nsOps = changes(`nsup${i}`);
       const doApi = async () => {
         const t = performance.now();
-        const body = await api('POST', '/api/dns/records/bulk', { operations: apiOps.map((o) => ({ action: 'ADD', domain: o.name, type: o.type, target: o.target, ttl: 300 })) });
+        const body = await api('POST', '/api/dns/records/bulk', {
+          operations: apiOps.map((o) => ({ action: 'ADD', domain: o.name, type: o.type, target: o.target, ttl: 300 })),
+        });
         viaApi.push(performance.now() - t);
-        checks.push({ who: `api${i}`, applied: (body.results ?? []).filter((r) => r.ok).length, messages: body.update_messages, found: await digCount(apiOps) });
+        checks.push({
+          who: `api${i}`,
+          applied: (body.results ?? []).filter((r) => r.ok).length,
+          messages: body.update_messages,
+          found: await digCount(apiOps),
+        });
       };
       const doNs = async () => {
         const script = nsOps.flatMap((o) => [
@@ -274,8 +284,14 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
     }
     const a = median(viaApi);
     const n = median(viaNs);
-    row(`DNS 100-operation bulk: POST /records/bulk (median of ${settings.bulkRuns})`, `${ms(a)} (runs ${viaApi.map(ms).join(', ')}; untimed warm-up bulk before them ${ms(warmMs)})`);
-    row(`DNS 100 additions in one nsupdate message (median of ${settings.bulkRuns})`, `${ms(n)} (runs ${viaNs.map(ms).join(', ')}; includes nsupdate's process start)`);
+    row(
+      `DNS 100-operation bulk: POST /records/bulk (median of ${settings.bulkRuns})`,
+      `${ms(a)} (runs ${viaApi.map(ms).join(', ')}; untimed warm-up bulk before them ${ms(warmMs)})`,
+    );
+    row(
+      `DNS 100 additions in one nsupdate message (median of ${settings.bulkRuns})`,
+      `${ms(n)} (runs ${viaNs.map(ms).join(', ')}; includes nsupdate's process start)`,
+    );
     row('DNS bulk ratio (API / nsupdate)', `${(a / n).toFixed(1)}×`);
     const ok = checks.every((c) => c.found === 100 && c.applied === 100);
     check(ok);

@@ -87,7 +87,9 @@ export async function readBenchState(base = serverUrl()): Promise<BenchState | n
   const client = new pg.Client({ connectionString: adminDatabaseUrl(base) });
   await client.connect();
   try {
-    const { rows } = await client.query<{ note: string | null }>(`select shobj_description(oid, 'pg_database') as note from pg_database where datname = $1`, [BENCH_IRC_DATABASE]);
+    const { rows } = await client.query<{ note: string | null }>(`select shobj_description(oid, 'pg_database') as note from pg_database where datname = $1`, [
+      BENCH_IRC_DATABASE,
+    ]);
     if (!rows.length) return null;
     try {
       const state = JSON.parse(rows[0]?.note ?? 'null') as BenchState | null;
@@ -101,7 +103,6 @@ export async function readBenchState(base = serverUrl()): Promise<BenchState | n
 }
 
 // ---- deterministic randomness -------------------------------------------------------------------
-
 
 /**
  * Rank 1..n with P(rank) ≈ 1/rank (Zipf, s = 1): a log-uniform draw, floored. The SQL side uses
@@ -185,8 +186,59 @@ export function englishCount(seed = DEFAULT_SEED): number {
 
 // ---- nicks --------------------------------------------------------------------------------------
 
-const ADJ = ['dark', 'blue', 'red', 'mad', 'lazy', 'happy', 'silent', 'crazy', 'little', 'big', 'old', 'cool', 'fast', 'wild', 'iron', 'night', 'sun', 'moon', 'star', 'cyber', 'pixel', 'quantum', 'retro', 'zero', 'grey', 'neon'];
-const NOUN = ['fox', 'wolf', 'cat', 'owl', 'bear', 'hacker', 'coder', 'ninja', 'monk', 'pilot', 'ghost', 'dragon', 'tiger', 'byte', 'bit', 'node', 'kernel', 'shell', 'root', 'daemon', 'lynx', 'hawk', 'otter'];
+const ADJ = [
+  'dark',
+  'blue',
+  'red',
+  'mad',
+  'lazy',
+  'happy',
+  'silent',
+  'crazy',
+  'little',
+  'big',
+  'old',
+  'cool',
+  'fast',
+  'wild',
+  'iron',
+  'night',
+  'sun',
+  'moon',
+  'star',
+  'cyber',
+  'pixel',
+  'quantum',
+  'retro',
+  'zero',
+  'grey',
+  'neon',
+];
+const NOUN = [
+  'fox',
+  'wolf',
+  'cat',
+  'owl',
+  'bear',
+  'hacker',
+  'coder',
+  'ninja',
+  'monk',
+  'pilot',
+  'ghost',
+  'dragon',
+  'tiger',
+  'byte',
+  'bit',
+  'node',
+  'kernel',
+  'shell',
+  'root',
+  'daemon',
+  'lynx',
+  'hawk',
+  'otter',
+];
 const ALT_SUFFIXES = ['_', '|away', '|afk', '_work', '-laptop', '`', '^', '2', '|zzz', '_mobile'];
 
 function makeNick(rand: () => number): string | null {
@@ -324,18 +376,124 @@ export interface Plan {
  * in 2021). `hshift` moves the diurnal curve (efnet: more American). `rate` scales channel activity.
  */
 const NETWORKS: NetworkSpec[] = [
-  { key: 'production/freenode', source: 'production', name: 'freenode', from: START, to: '2021-06-20', pool: 2600, rate: 1.0, hshift: 0, split: '*.net *.split' },
-  { key: 'production/libera', source: 'production', name: 'libera', from: '2021-05-19', to: END, pool: 3200, shareFrom: 'production/freenode', shared: 1800, rate: 1.0, hshift: 0, split: '*.net *.split' },
-  { key: 'production/oftc', source: 'production', name: 'oftc', from: START, to: END, pool: 900, rate: 0.35, hshift: 1, split: 'helix.oftc.net graviton.oftc.net' },
-  { key: 'production/efnet', source: 'production', name: 'efnet', from: START, to: END, pool: 600, rate: 0.25, hshift: 6, split: 'irc.efnet.nl irc.choopa.net' },
+  {
+    key: 'production/freenode',
+    source: 'production',
+    name: 'freenode',
+    from: START,
+    to: '2021-06-20',
+    pool: 2600,
+    rate: 1.0,
+    hshift: 0,
+    split: '*.net *.split',
+  },
+  {
+    key: 'production/libera',
+    source: 'production',
+    name: 'libera',
+    from: '2021-05-19',
+    to: END,
+    pool: 3200,
+    shareFrom: 'production/freenode',
+    shared: 1800,
+    rate: 1.0,
+    hshift: 0,
+    split: '*.net *.split',
+  },
+  {
+    key: 'production/oftc',
+    source: 'production',
+    name: 'oftc',
+    from: START,
+    to: END,
+    pool: 900,
+    rate: 0.35,
+    hshift: 1,
+    split: 'helix.oftc.net graviton.oftc.net',
+  },
+  {
+    key: 'production/efnet',
+    source: 'production',
+    name: 'efnet',
+    from: START,
+    to: END,
+    pool: 600,
+    rate: 0.25,
+    hshift: 6,
+    split: 'irc.efnet.nl irc.choopa.net',
+  },
   { key: 'sandbox/testnet', source: 'sandbox', name: 'testnet', from: '2023-01-01', to: END, pool: 150, rate: 1.0, hshift: 0, split: '*.net *.split' },
-  { key: 'sandbox/libera', source: 'sandbox', name: 'libera', from: '2024-01-01', to: END, pool: 60, shareFrom: 'production/libera', shared: 60, rate: 1.0, hshift: 0, split: '*.net *.split' },
+  {
+    key: 'sandbox/libera',
+    source: 'sandbox',
+    name: 'libera',
+    from: '2024-01-01',
+    to: END,
+    pool: 60,
+    shareFrom: 'production/libera',
+    shared: 60,
+    rate: 1.0,
+    hshift: 0,
+    split: '*.net *.split',
+  },
 ];
 
 /** Channels per network, biggest first (a channel's activity is ∝ 1/position^1.07). */
 const CHANNELS: Record<string, string[]> = {
-  'production/freenode': ['#python', '#linux', '#archlinux', '#debian', '#ubuntu', '#git', '#vim', '#emacs', '#haskell', '#postgresql', '#javascript', '#node.js', '#rust', '#go-nuts', '#docker', '#security', '#networking', '#c', '#c++', '#java', '#ruby', '#lisp', '#bitcoin', '#qtox'],
-  'production/libera': ['#python', '#linux', '#archlinux', '#debian', '#ubuntu', '#git', '#vim', '#emacs', '#haskell', '#postgresql', '#javascript', '#rust', '#go-nuts', '#nixos', '#zig', '#security', '#c', '#c++', '#lisp', '#fedora', '#alpine', '#kde', '#gnome', '#sway', '#ansible', '#qtox'],
+  'production/freenode': [
+    '#python',
+    '#linux',
+    '#archlinux',
+    '#debian',
+    '#ubuntu',
+    '#git',
+    '#vim',
+    '#emacs',
+    '#haskell',
+    '#postgresql',
+    '#javascript',
+    '#node.js',
+    '#rust',
+    '#go-nuts',
+    '#docker',
+    '#security',
+    '#networking',
+    '#c',
+    '#c++',
+    '#java',
+    '#ruby',
+    '#lisp',
+    '#bitcoin',
+    '#qtox',
+  ],
+  'production/libera': [
+    '#python',
+    '#linux',
+    '#archlinux',
+    '#debian',
+    '#ubuntu',
+    '#git',
+    '#vim',
+    '#emacs',
+    '#haskell',
+    '#postgresql',
+    '#javascript',
+    '#rust',
+    '#go-nuts',
+    '#nixos',
+    '#zig',
+    '#security',
+    '#c',
+    '#c++',
+    '#lisp',
+    '#fedora',
+    '#alpine',
+    '#kde',
+    '#gnome',
+    '#sway',
+    '#ansible',
+    '#qtox',
+  ],
   'production/oftc': ['#debian-devel', '#kernelnewbies', '#tor', '#llvm', '#virt', '#openwrt', '#moocows', '#linux-rockchip', '#asahi', '#mesa'],
   'production/efnet': ['#unix', '#networking', '#chat', '#retro', '#ham-radio', '#opers', '#help', '#movies'],
   'sandbox/testnet': ['#test', '#bots', '#sandbox'],
@@ -343,7 +501,11 @@ const CHANNELS: Record<string, string[]> = {
 };
 /** Private conversations (logs named after the other party) on libera, kept by the bouncer's owner. */
 const PRIVATE_CHANNELS = 5;
-const CHANNEL_WORDS = new Set(Object.values(CHANNELS).flat().map((c) => c.replace(/^#+/, '')));
+const CHANNEL_WORDS = new Set(
+  Object.values(CHANNELS)
+    .flat()
+    .map((c) => c.replace(/^#+/, '')),
+);
 
 const DAY_MS = 86_400_000;
 const dayMs = (d: string) => Date.parse(`${d}T00:00:00Z`);
@@ -399,8 +561,8 @@ export function makePlan(rows: number, seed = DEFAULT_SEED): Plan {
     names.forEach((name, i) => {
       let from = dayMs(net.from);
       let to = dayMs(net.to);
-      if (i >= 4 && rand() < 0.4) from += Math.floor(rand() * 0.5 * span / DAY_MS) * DAY_MS;
-      if (i >= 4 && rand() < 0.1) to = from + Math.max(60, Math.floor((0.3 + 0.6 * rand()) * (to - from) / DAY_MS)) * DAY_MS;
+      if (i >= 4 && rand() < 0.4) from += Math.floor((rand() * 0.5 * span) / DAY_MS) * DAY_MS;
+      if (i >= 4 && rand() < 0.1) to = from + Math.max(60, Math.floor(((0.3 + 0.6 * rand()) * (to - from)) / DAY_MS)) * DAY_MS;
       channels.push(channel({ net, name, rate: net.rate / (i + 1) ** 1.07, from, to, partner: null, owner: null }));
     });
     if (net.key === 'production/libera') {
@@ -408,7 +570,17 @@ export function makePlan(rows: number, seed = DEFAULT_SEED): Plan {
       while (partners.size < PRIVATE_CHANNELS) partners.add(1 + Math.floor(rand() * 40));
       for (const p of partners) {
         const partner = net.nicks[p]!; // p ≤ 40, the pool is bigger
-        channels.push(channel({ net, name: partner, rate: 0.012, from: dayMs(net.from) + Math.floor(rand() * 300) * DAY_MS, to: dayMs(net.to), partner, owner: net.nicks[0]! }));
+        channels.push(
+          channel({
+            net,
+            name: partner,
+            rate: 0.012,
+            from: dayMs(net.from) + Math.floor(rand() * 300) * DAY_MS,
+            to: dayMs(net.to),
+            partner,
+            owner: net.nicks[0]!,
+          }),
+        );
       }
     }
   }
@@ -443,9 +615,16 @@ export function makePlan(rows: number, seed = DEFAULT_SEED): Plan {
       if (burstRows + q + m > target) continue;
       const delay = 60 + Math.floor(rand() * 1140);
       bursts.push({
-        id: bursts.length + 1, channel: c, at, q, m, delay, reason: net.split,
+        id: bursts.length + 1,
+        channel: c,
+        at,
+        q,
+        m,
+        delay,
+        reason: net.split,
         window: wins.findIndex((w) => at >= w.from && at < w.to),
-        splitGroup: burstGroupId(c.name, stamp(at), 'split'), mergeGroup: burstGroupId(c.name, stamp(at), 'merge'),
+        splitGroup: burstGroupId(c.name, stamp(at), 'split'),
+        mergeGroup: burstGroupId(c.name, stamp(at), 'merge'),
       });
       burstRows += q + m;
     }
@@ -503,9 +682,21 @@ const EVENT_WEIGHTS = [71, 3, 2, 9, 4, 7, 2, 1.2, 0.2, 0.3];
 const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
 const WEEKDAY_WEIGHTS = [1.0, 1.05, 1.05, 1.0, 0.95, 0.7, 0.65];
 const QUIT_REASONS = [
-  'Quit: Leaving', 'Ping timeout: 260 seconds', 'Read error: Connection reset by peer', 'Remote host closed the connection',
-  'Quit: ZNC 1.8.2 - https://znc.in', 'Client Quit', 'Quit: WeeChat 3.8', 'Quit: Konversation terminated!', 'Ping timeout: 245 seconds',
-  'Max SendQ exceeded', 'Quit: Bye', 'Excess Flood', 'Changing host', 'Quit: The Lounge - https://thelounge.chat', 'Quit: Lost terminal',
+  'Quit: Leaving',
+  'Ping timeout: 260 seconds',
+  'Read error: Connection reset by peer',
+  'Remote host closed the connection',
+  'Quit: ZNC 1.8.2 - https://znc.in',
+  'Client Quit',
+  'Quit: WeeChat 3.8',
+  'Quit: Konversation terminated!',
+  'Ping timeout: 245 seconds',
+  'Max SendQ exceeded',
+  'Quit: Bye',
+  'Excess Flood',
+  'Changing host',
+  'Quit: The Lounge - https://thelounge.chat',
+  'Quit: Lost terminal',
   'Quit: My MacBook has gone to sleep. ZZZzzz…',
 ];
 const PART_REASONS = ['Leaving', 'WeeChat 3.8', 'bye', 'Konversation terminated!', 'later'];
@@ -532,7 +723,8 @@ function chunkSql(vocabSize: number, english: number): string {
   const anyWord = word(zipfSql(vocabSize));
   // Pseudo-words only (no "the"), for URLs and code tokens.
   const techWord = word(`${english} + ${zipfSql(vocabSize - english)}`);
-  const nickAt = (table: string, idx: string) => `rtrim(convert_from(substring(${table}::bytea from ((poff + ${idx} - 1) * ${NICK_WIDTH} + 1)::int for ${NICK_WIDTH}), 'UTF8'))`;
+  const nickAt = (table: string, idx: string) =>
+    `rtrim(convert_from(substring(${table}::bytea from ((poff + ${idx} - 1) * ${NICK_WIDTH} + 1)::int for ${NICK_WIDTH}), 'UTF8'))`;
   // A correlated subquery (it reads the row's count), so it runs once per row.
   const words = (count: string) => `(select string_agg(${anyWord}, ' ') from generate_series(1, ${count}))`;
   const url = `case g % 3 when 0 then 'https://github.com/' || ${techWord} || '/' || ${techWord}
@@ -627,19 +819,40 @@ function chunkParams(plan: Plan, w: number, packed: { vocab: Buffer; nicks: Buff
   const bursts = plan.bursts.filter((b) => b.window === w);
   const col = <T, V>(list: T[], f: (item: T) => V): V[] => list.map(f);
   return [
-    packed.vocab, packed.nicks, packed.alts,
-    col(pieces, (p) => p.id), col(pieces, (p) => p.channel.dbId), col(pieces, (p) => p.n), col(pieces, (p) => stamp(p.from)), col(pieces, (p) => p.days),
-    col(pieces, (p) => (new Date(p.from).getUTCDay() + 6) % 7), col(pieces, (p) => p.channel.net.hshift), col(pieces, (p) => p.channel.net.poff),
-    col(pieces, (p) => p.channel.pn), col(pieces, (p) => p.channel.pmul), col(pieces, (p) => p.channel.padd),
-    col(pieces, (p) => p.channel.partner), col(pieces, (p) => p.channel.owner),
-    col(bursts, (b) => b.id), col(bursts, (b) => b.channel.dbId), col(bursts, (b) => stamp(b.at)), col(bursts, (b) => b.q), col(bursts, (b) => b.m),
-    col(bursts, (b) => b.delay), col(bursts, (b) => b.reason), col(bursts, (b) => b.splitGroup), col(bursts, (b) => b.mergeGroup),
-    col(bursts, (b) => b.channel.net.poff), col(bursts, (b) => b.channel.pn), col(bursts, (b) => b.channel.pmul), col(bursts, (b) => b.channel.padd),
+    packed.vocab,
+    packed.nicks,
+    packed.alts,
+    col(pieces, (p) => p.id),
+    col(pieces, (p) => p.channel.dbId),
+    col(pieces, (p) => p.n),
+    col(pieces, (p) => stamp(p.from)),
+    col(pieces, (p) => p.days),
+    col(pieces, (p) => (new Date(p.from).getUTCDay() + 6) % 7),
+    col(pieces, (p) => p.channel.net.hshift),
+    col(pieces, (p) => p.channel.net.poff),
+    col(pieces, (p) => p.channel.pn),
+    col(pieces, (p) => p.channel.pmul),
+    col(pieces, (p) => p.channel.padd),
+    col(pieces, (p) => p.channel.partner),
+    col(pieces, (p) => p.channel.owner),
+    col(bursts, (b) => b.id),
+    col(bursts, (b) => b.channel.dbId),
+    col(bursts, (b) => stamp(b.at)),
+    col(bursts, (b) => b.q),
+    col(bursts, (b) => b.m),
+    col(bursts, (b) => b.delay),
+    col(bursts, (b) => b.reason),
+    col(bursts, (b) => b.splitGroup),
+    col(bursts, (b) => b.mergeGroup),
+    col(bursts, (b) => b.channel.net.poff),
+    col(bursts, (b) => b.channel.pn),
+    col(bursts, (b) => b.channel.pmul),
+    col(bursts, (b) => b.channel.padd),
   ];
 }
 
 /** Counter columns of irc_channels and how to compute each from the rows (the event store keeps the same). */
-const CHANNEL_COUNTERS : Record<string, string> = {
+const CHANNEL_COUNTERS: Record<string, string> = {
   event_count: 'count(*)',
   first_at: 'min(occurred_at)',
   last_at: 'max(occurred_at)',
@@ -668,9 +881,11 @@ async function bulkSession(client: pg.Client): Promise<void> {
 /** Runs `tasks` (async (client) => void) over the clients, each client taking the next task when free. */
 async function runQueue(clients: readonly pg.Client[], tasks: Array<(client: pg.Client) => Promise<unknown>>): Promise<void> {
   let next = 0;
-  await Promise.all(clients.map(async (client) => {
-    while (next < tasks.length) await tasks[next++]!(client);
-  }));
+  await Promise.all(
+    clients.map(async (client) => {
+      while (next < tasks.length) await tasks[next++]!(client);
+    }),
+  );
 }
 
 async function timed<T>(label: string, fn: () => Promise<T>): Promise<T> {
@@ -688,9 +903,13 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
   if (state?.complete && state.rows === rows && state.seed === seed && state.version === GENERATOR_VERSION && !force) {
     const bench = await connect(benchDatabaseUrl(base));
     try {
-      const { rows: [r] } = await bench.query('select coalesce(sum(event_count), 0)::bigint as n, pg_database_size(current_database()) as size from irc_channels');
+      const {
+        rows: [r],
+      } = await bench.query('select coalesce(sum(event_count), 0)::bigint as n, pg_database_size(current_database()) as size from irc_channels');
       if (Number(r.n) === rows) {
-        log(`${BENCH_IRC_DATABASE} already holds ${fmt(rows)} rows (generated ${state.generatedAt} in ${state.generateSeconds} s, ${(Number(r.size) / 2 ** 30).toFixed(2)} GiB); nothing to do (--force rebuilds)`);
+        log(
+          `${BENCH_IRC_DATABASE} already holds ${fmt(rows)} rows (generated ${state.generatedAt} in ${state.generateSeconds} s, ${(Number(r.size) / 2 ** 30).toFixed(2)} GiB); nothing to do (--force rebuilds)`,
+        );
         return;
       }
       log(`${BENCH_IRC_DATABASE} counts ${fmt(r.n)} rows, not ${fmt(rows)} (an interrupted bench run?); rebuilding`);
@@ -698,7 +917,11 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
       await bench.end();
     }
   } else if (state) {
-    log(force ? '--force: rebuilding' : `${BENCH_IRC_DATABASE} holds ${state.complete ? `another run (${fmt(state.rows)} rows, seed ${state.seed}, version ${state.version})` : 'an unfinished run'}; rebuilding`);
+    log(
+      force
+        ? '--force: rebuilding'
+        : `${BENCH_IRC_DATABASE} holds ${state.complete ? `another run (${fmt(state.rows)} rows, seed ${state.seed}, version ${state.version})` : 'an unfinished run'}; rebuilding`,
+    );
   }
 
   // A fresh database each time: the schema (and the index definitions read below) come straight
@@ -740,7 +963,13 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     for (const net of plan.nets) {
       net.dbId = (await c0.query('insert into irc_networks (source, name) values ($1, $2) returning id', [net.source, net.name])).rows[0].id;
       for (const ch of net.channels) {
-        ch.dbId = (await c0.query('insert into irc_channels (network_id, name, is_private) values ($1, $2, $3) returning id', [net.dbId, ch.name, !/^[#&+!]/.test(ch.name)])).rows[0].id;
+        ch.dbId = (
+          await c0.query('insert into irc_channels (network_id, name, is_private) values ($1, $2, $3) returning id', [
+            net.dbId,
+            ch.name,
+            !/^[#&+!]/.test(ch.name),
+          ])
+        ).rows[0].id;
       }
     }
 
@@ -751,7 +980,9 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
          from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid and c.contype = 'u'
         where i.indrelid = 'irc_events'::regclass and not i.indisprimary`,
     );
-    const { rows: fks } = await c0.query<{ conname: string; def: string }>(`select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'irc_events'::regclass and contype = 'f'`);
+    const { rows: fks } = await c0.query<{ conname: string; def: string }>(
+      `select conname, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'irc_events'::regclass and contype = 'f'`,
+    );
     for (const f of fks) await c0.query(`alter table irc_events drop constraint ${f.conname}`);
     for (const i of idx) await c0.query(i.constraint ? `alter table irc_events drop constraint ${i.constraint}` : `drop index ${i.name}`);
     log(`dropped ${idx.length} indexes and ${fks.length} foreign key(s) of irc_events: ${idx.map((i) => i.name).join(', ')}`);
@@ -760,49 +991,66 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     const sql = chunkSql(vocab.length, english);
     let loaded = 0;
     const loadStart = performance.now();
-    await runQueue(clients, plan.windows.map((w, wi) => async (client) => {
-      const n = plan.pieces.filter((p) => p.window === wi).reduce((s, p) => s + p.n, 0)
-        + plan.bursts.filter((b) => b.window === wi).reduce((s, b) => s + b.q + b.m, 0);
-      if (!n) return;
-      const s = performance.now();
-      await client.query('select setseed($1)', [((seed + wi * 7919) % 2_000_000) / 2_000_000]); // each half-year is reproducible
-      const res = await client.query(sql, chunkParams(plan, wi, packed));
-      if (res.rowCount !== n) throw new Error(`${w.label}: inserted ${res.rowCount} rows, planned ${n}`);
-      loaded += n;
-      const secs = (performance.now() - s) / 1000;
-      const rate = loaded / ((performance.now() - loadStart) / 1000);
-      log(`loaded ${w.label}: ${fmt(n)} rows in ${secs.toFixed(1)} s; ${fmt(loaded)}/${fmt(rows)} (${((loaded / rows) * 100).toFixed(0)}%), ${fmt(Math.round(rate))} rows/s overall, ~${Math.round((rows - loaded) / rate)} s left`);
-    }));
+    await runQueue(
+      clients,
+      plan.windows.map((w, wi) => async (client) => {
+        const n =
+          plan.pieces.filter((p) => p.window === wi).reduce((s, p) => s + p.n, 0) +
+          plan.bursts.filter((b) => b.window === wi).reduce((s, b) => s + b.q + b.m, 0);
+        if (!n) return;
+        const s = performance.now();
+        await client.query('select setseed($1)', [((seed + wi * 7919) % 2_000_000) / 2_000_000]); // each half-year is reproducible
+        const res = await client.query(sql, chunkParams(plan, wi, packed));
+        if (res.rowCount !== n) throw new Error(`${w.label}: inserted ${res.rowCount} rows, planned ${n}`);
+        loaded += n;
+        const secs = (performance.now() - s) / 1000;
+        const rate = loaded / ((performance.now() - loadStart) / 1000);
+        log(
+          `loaded ${w.label}: ${fmt(n)} rows in ${secs.toFixed(1)} s; ${fmt(loaded)}/${fmt(rows)} (${((loaded / rows) * 100).toFixed(0)}%), ${fmt(Math.round(rate))} rows/s overall, ~${Math.round((rows - loaded) / rate)} s left`,
+        );
+      }),
+    );
     const loadSeconds = (performance.now() - loadStart) / 1000;
 
     // Indexes (largest first, two at a time) and, alongside, the counters the event store keeps.
-    const { rows: have } = await c0.query<{ column_name: string }>(`select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'irc_channels'`);
+    const { rows: have } = await c0.query<{ column_name: string }>(
+      `select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'irc_channels'`,
+    );
     const counters = Object.entries(CHANNEL_COUNTERS).filter(([col]) => have.some((h) => h.column_name === col));
     const cost = (def: string) => (/gin_trgm_ops/.test(def) ? 3 : /using gin/i.test(def) ? 2 : /include/i.test(def) ? 1 : 0);
     const indexTasks = [...idx].sort((a, b) => cost(b.def) - cost(a.def));
     const buildStart = performance.now();
     await runQueue(clients, [
       ...indexTasks.map((i) => (client: pg.Client) => timed(`index ${i.name}`, () => client.query(i.def))),
-      (client) => timed(`irc_channels counters (${counters.map(([c]) => c).join(', ')})`, () => client.query(
-        `update irc_channels c set ${counters.map(([col]) => `${col} = s.${col}`).join(', ')}
+      (client) =>
+        timed(`irc_channels counters (${counters.map(([c]) => c).join(', ')})`, () =>
+          client.query(
+            `update irc_channels c set ${counters.map(([col]) => `${col} = s.${col}`).join(', ')}
            from (select channel_id, ${counters.map(([col, expr]) => `${expr} as ${col}`).join(', ')} from irc_events group by channel_id) s
           where c.id = s.channel_id`,
-      )),
-      (client) => timed('irc_nicks', () => client.query(
-        `insert into irc_nicks (network_id, nick_key, nick, first_at, last_at, message_count, event_count)
+          ),
+        ),
+      (client) =>
+        timed('irc_nicks', () =>
+          client.query(
+            `insert into irc_nicks (network_id, nick_key, nick, first_at, last_at, message_count, event_count)
          select c.network_id, lower(e.nick), max(e.nick), min(e.occurred_at), max(e.occurred_at),
                 count(*) filter (where e.event_type in ('PRIVMSG', 'ACTION')), count(*)
            from irc_events e join irc_channels c on c.id = e.channel_id
           where e.nick is not null group by 1, 2`,
-      )),
-      (client) => timed('irc_nick_links (NICK events)', () => client.query(
-        `insert into irc_nick_links (network_id, nick_key, other_key, origin)
+          ),
+        ),
+      (client) =>
+        timed('irc_nick_links (NICK events)', () =>
+          client.query(
+            `insert into irc_nick_links (network_id, nick_key, other_key, origin)
          select distinct c.network_id, least(lower(e.nick), lower(e.to_nick)), greatest(lower(e.nick), lower(e.to_nick)), 'log'
            from irc_events e join irc_channels c on c.id = e.channel_id
           where e.event_type = 'NICK' and e.nick is not null and e.to_nick is not null and lower(e.nick) <> lower(e.to_nick)
             and lower(e.nick) !~ '^guest[0-9]+$' and lower(e.to_nick) !~ '^guest[0-9]+$'
          on conflict do nothing`,
-      )),
+          ),
+        ),
     ]);
     // Constraints last: ALTER TABLE would have locked out the parallel index builds.
     for (const i of idx.filter((i) => i.constraint)) {
@@ -814,21 +1062,36 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     const vacuumStart = performance.now();
     await runQueue(clients, [
       (client) => timed('vacuum analyze irc_events', () => client.query('vacuum analyze irc_events')),
-      (client) => timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links', () => client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links')),
+      (client) =>
+        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links', () =>
+          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links'),
+        ),
     ]);
     const vacuumSeconds = (performance.now() - vacuumStart) / 1000;
 
-    const { rows: [check] } = await c0.query(
+    const {
+      rows: [check],
+    } = await c0.query(
       `select (select count(*) from irc_events)::bigint as events, (select sum(event_count) from irc_channels)::bigint as counted,
               (select count(*) from irc_nicks)::bigint as nicks, (select count(*) from irc_nick_links)::bigint as links,
               pg_database_size(current_database()) as size, pg_total_relation_size('irc_events') as events_size`,
     );
-    if (Number(check.events) !== rows || Number(check.counted) !== rows) throw new Error(`expected ${rows} rows, found ${check.events} (counters say ${check.counted})`);
+    if (Number(check.events) !== rows || Number(check.counted) !== rows)
+      throw new Error(`expected ${rows} rows, found ${check.events} (counters say ${check.counted})`);
     const seconds = Math.round((performance.now() - t0) / 1000);
     const note = {
-      complete: true, version: GENERATOR_VERSION, rows, seed, generatedAt: new Date().toISOString(), generateSeconds: seconds,
-      loadSeconds: Math.round(loadSeconds), indexSeconds: Math.round(buildSeconds), vacuumSeconds: Math.round(vacuumSeconds),
-      databaseBytes: Number(check.size), nicks: Number(check.nicks), links: Number(check.links),
+      complete: true,
+      version: GENERATOR_VERSION,
+      rows,
+      seed,
+      generatedAt: new Date().toISOString(),
+      generateSeconds: seconds,
+      loadSeconds: Math.round(loadSeconds),
+      indexSeconds: Math.round(buildSeconds),
+      vacuumSeconds: Math.round(vacuumSeconds),
+      databaseBytes: Number(check.size),
+      nicks: Number(check.nicks),
+      links: Number(check.links),
     };
     await c0.query(`comment on database ${BENCH_IRC_DATABASE} is ${c0.escapeLiteral(JSON.stringify(note))}`);
     log(

@@ -17,16 +17,7 @@ import pg from 'pg';
 import { loadConfig } from '../../coordinator/dist/config.js';
 import { IrcImportService } from '../../coordinator/dist/irc/import-service.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
-import {
-  BENCH_IRC_DATABASE,
-  benchDatabaseUrl,
-  englishCount,
-  makeNicks,
-  readBenchState,
-  vocabulary,
-  zipf,
-  type FinishedBenchState,
-} from './irc-generate.js';
+import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, vocabulary, zipf, type FinishedBenchState } from './irc-generate.js';
 import { coordinatorEnv, errorText, log, ms, percentile, rng, secs, type Fail, type Row } from './lib.js';
 
 const int = (name: string, fallback: number): number => {
@@ -54,7 +45,15 @@ export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about
 // ---- ZNC files for the import phase ---------------------------------------------------------------
 
 const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
-const QUIT_REASONS = ['Quit: Leaving', 'Ping timeout: 260 seconds', 'Read error: Connection reset by peer', 'Remote host closed the connection', 'Quit: ZNC 1.8.2 - https://znc.in', 'Client Quit', 'Quit: WeeChat 3.8'];
+const QUIT_REASONS = [
+  'Quit: Leaving',
+  'Ping timeout: 260 seconds',
+  'Read error: Connection reset by peer',
+  'Remote host closed the connection',
+  'Quit: ZNC 1.8.2 - https://znc.in',
+  'Client Quit',
+  'Quit: WeeChat 3.8',
+];
 const KICK_REASONS = ['spam', 'flood', 'please stay on topic', 'no bots'];
 const two = (n: number) => String(n).padStart(2, '0');
 const clock = (s: number) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
@@ -72,7 +71,12 @@ function writeZncFiles(dir: string, totalLines: number, seed: number): { files: 
   const { nicks, alts } = makeNicks(rand, 800);
   const channels = ['#bench-general', '#bench-dev', '#bench-help', '#bench-offtopic'];
   const perFile = 5000;
-  const hourCum = HOUR_WEIGHTS.map(((acc) => (w: number) => (acc += w))(0));
+  const hourCum = HOUR_WEIGHTS.map(
+    (
+      (acc) => (w: number) =>
+        (acc += w)
+    )(0),
+  );
   // zipf(rand, n) is a rank in 1..n: every index below is in range.
   const say = (n: number) => Array.from({ length: n }, () => words[zipf(rand, words.length) - 1]!).join(' ');
   const tech = () => words[english + zipf(rand, words.length - english) - 1]!;
@@ -106,11 +110,13 @@ function writeZncFiles(dir: string, totalLines: number, seed: number): { files: 
       if (t < 71) {
         const extra = rand();
         text = `<${nick}> ${rand() < 0.12 && other !== nick ? `${other}: ` : ''}${say(1 + Math.floor(24 * rand() ** 2))}${
-          extra < 0.03 ? ` https://github.com/${tech()}/${tech()}` : extra < 0.065 ? ` ${tech()}_${tech()}()` : ''}`;
+          extra < 0.03 ? ` https://github.com/${tech()}/${tech()}` : extra < 0.065 ? ` ${tech()}_${tech()}()` : ''
+        }`;
       } else if (t < 74) text = `* ${nick} ${say(1 + Math.floor(8 * rand()))}`;
       else if (t < 76) text = `-${nick}- ${say(1 + Math.floor(12 * rand()))}`;
       else if (t < 85) text = `*** Joins: ${nick} (${host(nick)})`;
-      else if (t < 89) text = `*** Parts: ${nick} (${host(nick)}) (${rand() < 0.6 ? '' : 'Leaving'})`; // ZNC writes `()` for no reason
+      else if (t < 89)
+        text = `*** Parts: ${nick} (${host(nick)}) (${rand() < 0.6 ? '' : 'Leaving'})`; // ZNC writes `()` for no reason
       else if (t < 96) text = `*** Quits: ${nick} (${host(nick)}) (${QUIT_REASONS[Math.floor(rand() * QUIT_REASONS.length)]})`;
       else if (t < 98) text = rand() < 0.5 ? `*** ${nicks[i]} is now known as ${alts[i]}` : `*** ${alts[i]} is now known as ${nicks[i]}`;
       else if (t < 99.2) text = `*** ChanServ sets mode: ${rand() < 0.7 ? '+o' : '+v'} ${other}`;
@@ -182,7 +188,10 @@ async function querySets(db: pg.Client, state: FinishedBenchState, count: number
   const [maxRow] = await q<{ max: string | null }>('select max(id) as max from irc_events');
   const max = maxRow?.max;
   const sampleIds = Array.from({ length: count * 40 }, () => 1 + Math.floor(rand() * Number(max)));
-  const messages = await q<{ message_text: string }>(`select message_text from irc_events where id = any($1::bigint[]) and event_type = 'PRIVMSG' order by id`, [sampleIds]);
+  const messages = await q<{ message_text: string }>(
+    `select message_text from irc_events where id = any($1::bigint[]) and event_type = 'PRIVMSG' order by id`,
+    [sampleIds],
+  );
   const rank = new Map(words.map((w, i) => [w, i + 1]));
   const pairs: string[] = [];
   for (const { message_text: text } of messages) {
@@ -305,7 +314,9 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
     // A run that was cut short may have left its import network behind.
     const stale = await dropImportNetworks();
     if (stale) log(`irc: removed ${stale} import network(s) left by an earlier run`);
-    const { rows: [info] } = await db.query(
+    const {
+      rows: [info],
+    } = await db.query(
       `select (select sum(event_count) from irc_channels)::bigint as events, (select count(*) from irc_channels) as channels,
               (select count(*) from irc_nicks) as nicks, pg_database_size(current_database()) as size,
               current_setting('shared_buffers') as shared_buffers, pg_size_pretty(pg_table_size('irc_events')) as table_size`,
@@ -317,11 +328,13 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
 
     log(`irc: starting the coordinator on ${BENCH_IRC_DATABASE} (pending migrations run now)`);
     const t = performance.now();
-    const config = loadConfig(coordinatorEnv(
-      { databaseUrl: dbUrl, redisUrl: ctx.redisUrl, redisPrefix: `${ctx.redisPrefix}irc:`, mediaDir: path.join(ctx.tmp, 'irc-media') },
-      // Every query of the bench comes from one client address; the default 60/min would answer 429.
-      { IRC_API_RATE_LIMIT_MAX: '1000000' },
-    ));
+    const config = loadConfig(
+      coordinatorEnv(
+        { databaseUrl: dbUrl, redisUrl: ctx.redisUrl, redisPrefix: `${ctx.redisPrefix}irc:`, mediaDir: path.join(ctx.tmp, 'irc-media') },
+        // Every query of the bench comes from one client address; the default 60/min would answer 429.
+        { IRC_API_RATE_LIMIT_MAX: '1000000' },
+      ),
+    );
     svc = await startCoordinator(config);
     log(`irc: coordinator up in ${secs(performance.now() - t)}`);
 
@@ -350,7 +363,10 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
         `IRC import (IrcImportService, ZNC files, format auto, into the ${fmt(state.rows)}-row archive)`,
         `${fmt((c1.lines / first.ms) * 1000)} lines/s (${fmt(c1.lines)} lines in ${files.length} files, ${secs(first.ms)}; ${fmt(c1.inserted)} rows added)`,
       );
-      row('IRC re-import of the same files (every line a duplicate)', `${fmt((c2.lines / again.ms) * 1000)} lines/s (${secs(again.ms)}; ${fmt(c2.inserted)} rows added)`);
+      row(
+        'IRC re-import of the same files (every line a duplicate)',
+        `${fmt((c2.lines / again.ms) * 1000)} lines/s (${secs(again.ms)}; ${fmt(c2.inserted)} rows added)`,
+      );
       const ok = c1.files === files.length && c1.lines === lines && c1.unparsed === 0 && c1.inserted === lines && c2.inserted === 0 && c2.lines === lines;
       check(ok);
       row(
@@ -408,7 +424,9 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
         const p95 = percentile(times, 95);
         const met = p95 < TARGET_P95_MS;
         if (!met) allMet = false;
-        log(`irc: ${set.shape}: p50 ${ms(percentile(times, 50))}, p95 ${ms(p95)}, p99 ${ms(percentile(times, 99))} over ${times.length} queries in ${secs(performance.now() - s)}${set.note ? `; ${set.note}` : ''}`);
+        log(
+          `irc: ${set.shape}: p50 ${ms(percentile(times, 50))}, p95 ${ms(p95)}, p99 ${ms(percentile(times, 99))} over ${times.length} queries in ${secs(performance.now() - s)}${set.note ? `; ${set.note}` : ''}`,
+        );
         row(
           `IRC query: ${set.shape} (${set.about})`,
           `p50 ${ms(percentile(times, 50))} / p95 ${ms(p95)} / p99 ${ms(percentile(times, 99))}; mean total ${fmt(totals.reduce((a, b) => a + b, 0) / totals.length)} rows (max ${fmt(Math.max(...totals))}); p95 target ${TARGET_P95_MS} ms ${met ? 'met' : 'NOT met'}`,

@@ -86,9 +86,10 @@ export function cpuSince(from: CpuSample): CpuShare {
   return {
     self: pct((self.user + self.system) / 1e6),
     postgres: from.postgres !== null && to.postgres !== null ? pct(to.postgres - from.postgres) : null,
-    machine: from.machine && to.machine && to.machine.total > from.machine.total
-      ? Math.round(((to.machine.busy - from.machine.busy) / (to.machine.total - from.machine.total)) * 100)
-      : null,
+    machine:
+      from.machine && to.machine && to.machine.total > from.machine.total
+        ? Math.round(((to.machine.busy - from.machine.busy) / (to.machine.total - from.machine.total)) * 100)
+        : null,
     cores: os.cpus().length,
   };
 }

@@ -112,7 +112,8 @@ async function protocol({ address, secrets }: ProtocolArgs): Promise<ProtocolRes
   // Throughput over the first and the second half of the jobs (the queue is deeper in the first).
   const half = Math.floor(doneAt.length / 2);
   const at = (k: number) => doneAt[k] ?? NaN;
-  const halves: [number, number] = doneAt.length >= 2 ? [(half / at(half - 1)) * 1000, ((doneAt.length - half) / (at(doneAt.length - 1) - at(half - 1))) * 1000] : [NaN, NaN];
+  const halves: [number, number] =
+    doneAt.length >= 2 ? [(half / at(half - 1)) * 1000, ((doneAt.length - half) / (at(doneAt.length - 1) - at(half - 1))) * 1000] : [NaN, NaN];
   return {
     loadCpu: cpuSince(cpu0).self,
     halves,
@@ -256,7 +257,9 @@ async function segments({ address, secrets, url, token, segmentsPerJob, spacingM
     const inOrderOnce = seqs.length === expected && seqs.every((s, k) => s === k);
     if (!inOrderOnce) {
       const dup = seqs.length - new Set(seqs).size;
-      problems.push(`job ${c.jobId}: got ${seqs.length}/${expected} (${dup} duplicates${seqs.every((s, k) => k === 0 || s > seqs[k - 1]!) ? '' : ', out of order'})`);
+      problems.push(
+        `job ${c.jobId}: got ${seqs.length}/${expected} (${dup} duplicates${seqs.every((s, k) => k === 0 || s > seqs[k - 1]!) ? '' : ', out of order'})`,
+      );
     }
     if (c.foreign) problems.push(`job ${c.jobId}: ${c.foreign} segments of other jobs`);
     if (c.snapshotSegments) problems.push(`job ${c.jobId}: ${c.snapshotSegments} segments already in the snapshot`);
@@ -331,7 +334,14 @@ async function http({ url, key, requests, concurrency }: HttpArgs): Promise<Http
   );
   const elapsedMs = performance.now() - t0;
   const kinds = Object.fromEntries(Object.entries(byKind).map(([k, v]) => [k, { ...summarize(v.ms), rows: v.rows }]));
-  return { kinds, all: summarize(Object.values(byKind).flatMap((v) => v.ms)), bad: bad.length, badExamples: bad.slice(0, 3), elapsedMs, loadCpu: cpuSince(cpu0).self };
+  return {
+    kinds,
+    all: summarize(Object.values(byKind).flatMap((v) => v.ms)),
+    bad: bad.length,
+    badExamples: bad.slice(0, 3),
+    elapsedMs,
+    loadCpu: cpuSince(cpu0).self,
+  };
 }
 
 const commands = { protocol, segments, http };

@@ -31,21 +31,7 @@ import { startCoordinator, type RunningCoordinator } from '../../coordinator/dis
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../../worker/dist/engines/index.js';
 import { dnsPhases } from './dns.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
-import {
-  coordinatorEnv,
-  cpuSample,
-  cpuSince,
-  epochMs,
-  errorStack,
-  errorText,
-  log,
-  median,
-  ms,
-  pool,
-  secs,
-  type Cleanup,
-  type CpuShare,
-} from './lib.js';
+import { coordinatorEnv, cpuSample, cpuSince, epochMs, errorStack, errorText, log, median, ms, pool, secs, type Cleanup, type CpuShare } from './lib.js';
 import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
 
 // This file runs as bench/dist/run.js: the repository root is two levels up.
@@ -335,23 +321,31 @@ async function speechAndDnsParts(check: (ok: boolean) => void) {
   // Database and coordinator.
   log(`creating database ${dbName}`);
   await adminQuery(`create database ${dbName}`);
-  cleanups.push(['drop database', async () => {
-    await adminQuery(`drop database if exists ${dbName} with (force)`);
-    log(`dropped database ${dbName}`);
-  }]);
+  cleanups.push([
+    'drop database',
+    async () => {
+      await adminQuery(`drop database if exists ${dbName} with (force)`);
+      log(`dropped database ${dbName}`);
+    },
+  ]);
 
-  const config = loadConfig(coordinatorEnv(
-    { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
-    // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
-    // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
-    { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
-  ));
+  const config = loadConfig(
+    coordinatorEnv(
+      { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
+      // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
+      // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
+      { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
+    ),
+  );
   log('starting the coordinator (migrations run now)');
   const svc = await startCoordinator(config);
-  cleanups.push(['coordinator', async () => {
-    await svc.close();
-    log('coordinator closed');
-  }]);
+  cleanups.push([
+    'coordinator',
+    async () => {
+      await svc.close();
+      log('coordinator closed');
+    },
+  ]);
   row(
     'coordinator',
     `in-process, DATABASE_POOL_MAX ${config.DATABASE_POOL_MAX}, LOG_LEVEL silent; load (simulated workers, socket.io and HTTP clients) from a forked load process; parts: ${(Object.keys(parts) as Array<keyof typeof parts>).filter((k) => parts[k]).join(' + ')}`,
@@ -452,9 +446,15 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     );
     if (!jobs || !leases) throw new Error('the count queries returned no row');
     const ok =
-      jobs.total === N && jobs.completed === N && jobs.first_attempt === N &&
-      leases.leases === N && leases.jobs === N && leases.completed === N &&
-      r.jobs === N && r.distinctJobs === N && r.anomalies.length === 0;
+      jobs.total === N &&
+      jobs.completed === N &&
+      jobs.first_attempt === N &&
+      leases.leases === N &&
+      leases.jobs === N &&
+      leases.completed === N &&
+      r.jobs === N &&
+      r.distinctJobs === N &&
+      r.anomalies.length === 0;
     if (!ok) failed = true;
     row(
       'protocol exactly-once check',
@@ -497,7 +497,14 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
       [lastProtocolJob, lastProtocolJob],
     );
     if (!db) throw new Error('the count query returned no row');
-    const ok = r.clientsComplete === J && r.problems.length === 0 && r.storedAcks === J * S && db.segments === J * S && db.completed === J && db.jobs === J && ids.length === J;
+    const ok =
+      r.clientsComplete === J &&
+      r.problems.length === 0 &&
+      r.storedAcks === J * S &&
+      db.segments === J * S &&
+      db.completed === J &&
+      db.jobs === J &&
+      ids.length === J;
     if (!ok) failed = true;
     row(
       'segment delivery check',
@@ -518,7 +525,10 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     const speech = makeSpeech();
     const bytes = readFileSync(speech.file);
     const sha256 = createHash('sha256').update(bytes).digest('hex');
-    row('pipeline audio', `${speech.durationSeconds.toFixed(1)} s espeak-ng speech (${speech.sentences} sentences, 1 s gaps), 16 kHz mono WAV, ${(bytes.length / 1024).toFixed(0)} KiB`);
+    row(
+      'pipeline audio',
+      `${speech.durationSeconds.toFixed(1)} s espeak-ng speech (${speech.sentences} sentences, 1 s gaps), 16 kHz mono WAV, ${(bytes.length / 1024).toFixed(0)} KiB`,
+    );
 
     // Completion as the lease service reports it, timed in this process.
     const terminal = new Map<number, { status: string; at: number }>();
@@ -602,7 +612,10 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     const bareTranscribe = median(bare.map((b) => b.transcribeMs));
     const agentWall = median(viaAgent.map((a) => a.wallMs));
     const n = settings.pipelineRuns;
-    row(`bare engine: decodeToWav + pocketsphinx (median of ${n})`, `${secs(bareTotal)} (transcribe alone ${secs(bareTranscribe)}; runs ${bare.map((b) => secs(b.totalMs)).join(', ')})`);
+    row(
+      `bare engine: decodeToWav + pocketsphinx (median of ${n})`,
+      `${secs(bareTotal)} (transcribe alone ${secs(bareTranscribe)}; runs ${bare.map((b) => secs(b.totalMs)).join(', ')})`,
+    );
     row(
       `worker agent: JobService.create → completed (median of ${n})`,
       `${secs(agentWall)} (create ${ms(median(viaAgent.map((a) => a.createMs)))}; runs ${viaAgent.map((a) => secs(a.wallMs)).join(', ')})`,
@@ -639,5 +652,7 @@ row('total bench time', secs(performance.now() - benchStart));
 
 const width = [Math.max(...rows.map((r) => r[0].length), 11), Math.max(...rows.map((r) => r[1].length), 5)] as const;
 const line = (a: string, b: string) => `| ${a.padEnd(width[0])} | ${b.padEnd(width[1])} |`;
-process.stdout.write([line('measurement', 'value'), `|${'-'.repeat(width[0] + 2)}|${'-'.repeat(width[1] + 2)}|`, ...rows.map(([a, b]) => line(a, b))].join('\n') + '\n');
+process.stdout.write(
+  [line('measurement', 'value'), `|${'-'.repeat(width[0] + 2)}|${'-'.repeat(width[1] + 2)}|`, ...rows.map(([a, b]) => line(a, b))].join('\n') + '\n',
+);
 process.exitCode = interrupt.signal.aborted ? 130 : failed ? 1 : 0;

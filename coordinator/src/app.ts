@@ -69,11 +69,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   installDomainErrors(app, okReasonBody);
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(
-      isIrcApiUrl(request.url)
-        ? { success: false, error: 'Not found.' }
-        : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
-    ),
+    reply
+      .code(404)
+      .send(
+        isIrcApiUrl(request.url)
+          ? { success: false, error: 'Not found.' }
+          : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
+      ),
   );
 
   await app.register(platformPlugin, { version });

@@ -121,11 +121,7 @@ function reportError(err: unknown, driverError: boolean): number {
   if (err instanceof AppError) {
     const errors = err.details.errors ?? {};
     // The service names only the bad values; tell the operator what would have been accepted.
-    const hint = errors.permissions
-      ? `valid permissions: ${PERMISSIONS.join(', ')}`
-      : errors.scopes
-        ? `valid scopes: ${TOKEN_SCOPES.join(', ')}`
-        : undefined;
+    const hint = errors.permissions ? `valid permissions: ${PERMISSIONS.join(', ')}` : errors.scopes ? `valid scopes: ${TOKEN_SCOPES.join(', ')}` : undefined;
     console.error(`error: ${err.message}`);
     for (const [field, messages] of Object.entries(errors)) {
       for (const m of messages) if (m !== err.message) console.error(`  ${field}: ${m}`);
@@ -162,7 +158,12 @@ function positiveInt(value: string): number {
 function table(header: string[], rows: string[][], empty: string): string[] {
   if (!rows.length) return [empty];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  return [header, ...rows].map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+  return [header, ...rows].map((r) =>
+    r
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd(),
+  );
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -171,23 +172,31 @@ const day = (iso: string | null) => iso?.slice(0, 10) ?? '-';
 const shownOnce = (what: string, secret: string) => [`${what}: ${secret}`, `note: the ${what} is not shown again; store it now`];
 const describeUser = (u: AuthUser) => `${u.username} (id ${u.id}${u.isAdmin ? ', admin' : ''}) permissions: ${u.permissions.join(', ') || '-'}`;
 const presentKey = (k: DnsApiKey) => ({
-  id: k.id, name: k.name, prefix: k.prefix, user: k.user?.username ?? null, global: !k.user,
-  created_at: iso(k.createdAt), expires_at: iso(k.expiresAt), last_used_at: iso(k.lastUsedAt), revoked_at: iso(k.revokedAt),
+  id: k.id,
+  name: k.name,
+  prefix: k.prefix,
+  user: k.user?.username ?? null,
+  global: !k.user,
+  created_at: iso(k.createdAt),
+  expires_at: iso(k.expiresAt),
+  last_used_at: iso(k.lastUsedAt),
+  revoked_at: iso(k.revokedAt),
 });
 const presentEntry = (e: DnsIpWhitelistEntry) => ({ id: e.id, cidr: e.cidr, note: e.note, created_at: iso(e.createdAt) });
-const passwordOption = () =>
-  new Option('--password <password>', 'password to set (generated and printed when omitted)').env('SONAR_NEW_PASSWORD');
+const passwordOption = () => new Option('--password <password>', 'password to set (generated and printed when omitted)').env('SONAR_NEW_PASSWORD');
 
 // ---- database ---------------------------------------------------------------------------------
 
 program
   .command('db:migrate')
   .description('apply pending database migrations (needed once on a new database and after an upgrade; the coordinator also applies them when it starts)')
-  .action(runWith((orm) => orm, { migrate: true })(async (orm) => {
-    const { migrate } = await import('./db/orm.js');
-    const applied = await migrate(orm);
-    return { json: { applied }, text: applied.length ? applied.map((name) => `applied ${name}`) : ['the database schema is up to date'] };
-  }));
+  .action(
+    runWith((orm) => orm, { migrate: true })(async (orm) => {
+      const { migrate } = await import('./db/orm.js');
+      const applied = await migrate(orm);
+      return { json: { applied }, text: applied.length ? applied.map((name) => `applied ${name}`) : ['the database schema is up to date'] };
+    }),
+  );
 
 // ---- users ------------------------------------------------------------------------------------
 
@@ -198,74 +207,92 @@ program
   .option('--email <email>', 'e-mail address')
   .option('--admin', 'make the user an administrator')
   .option('--permission <permission...>', `permissions to grant (${PERMISSIONS.join(', ')})`)
-  .action(run(async (svc, username: string, o: { password?: string; email?: string; admin?: boolean; permission?: string[] }) => {
-    const { user, password } = await svc.createUser({ username, password: o.password, email: o.email, isAdmin: !!o.admin, permissions: o.permission });
-    const generated = o.password === undefined;
-    return {
-      json: { user: presentUser(user), ...(generated ? { password } : {}) },
-      text: [`created ${describeUser(user)}`, ...(generated ? shownOnce('password', password) : [])],
-    };
-  }));
+  .action(
+    run(async (svc, username: string, o: { password?: string; email?: string; admin?: boolean; permission?: string[] }) => {
+      const { user, password } = await svc.createUser({ username, password: o.password, email: o.email, isAdmin: !!o.admin, permissions: o.permission });
+      const generated = o.password === undefined;
+      return {
+        json: { user: presentUser(user), ...(generated ? { password } : {}) },
+        text: [`created ${describeUser(user)}`, ...(generated ? shownOnce('password', password) : [])],
+      };
+    }),
+  );
 
 program
   .command('user:list')
   .description('list all users')
-  .action(run(async (svc) => {
-    // AuthUser carries no disabled flag; findActiveUser (null when disabled) is the service's way to ask.
-    const users = await Promise.all((await svc.listUsers()).map(async (u) => ({ ...presentUser(u), disabled: !(await svc.findActiveUser(u.id)) })));
-    return {
-      json: { users },
-      text: table(
-        ['ID', 'USERNAME', 'ADMIN', 'DISABLED', 'EMAIL', 'PERMISSIONS'],
-        users.map((u) => [String(u.id), u.username, u.is_admin ? 'yes' : 'no', u.disabled ? 'yes' : 'no', u.email ?? '-', u.permissions.join(',') || '-']),
-        'no users',
-      ),
-    };
-  }));
+  .action(
+    run(async (svc) => {
+      // AuthUser carries no disabled flag; findActiveUser (null when disabled) is the service's way to ask.
+      const users = await Promise.all((await svc.listUsers()).map(async (u) => ({ ...presentUser(u), disabled: !(await svc.findActiveUser(u.id)) })));
+      return {
+        json: { users },
+        text: table(
+          ['ID', 'USERNAME', 'ADMIN', 'DISABLED', 'EMAIL', 'PERMISSIONS'],
+          users.map((u) => [String(u.id), u.username, u.is_admin ? 'yes' : 'no', u.disabled ? 'yes' : 'no', u.email ?? '-', u.permissions.join(',') || '-']),
+          'no users',
+        ),
+      };
+    }),
+  );
 
 program
   .command('user:password <username>')
   .description("set a user's password (generates and prints one when none is given); ends their sessions")
   .addOption(passwordOption())
-  .action(run(async (svc, username: string, o: { password?: string }) => {
-    const password = o.password ?? generatePassword();
-    await svc.setPassword(username, password);
-    const generated = o.password === undefined;
-    return {
-      json: { username, ...(generated ? { password } : {}) },
-      text: [`password of ${username} changed`, ...(generated ? shownOnce('password', password) : [])],
-    };
-  }));
+  .action(
+    run(async (svc, username: string, o: { password?: string }) => {
+      const password = o.password ?? generatePassword();
+      await svc.setPassword(username, password);
+      const generated = o.password === undefined;
+      return {
+        json: { username, ...(generated ? { password } : {}) },
+        text: [`password of ${username} changed`, ...(generated ? shownOnce('password', password) : [])],
+      };
+    }),
+  );
 
 program
   .command('user:admin <username>')
   .description('grant (--on) or remove (--off) administrator rights')
   .addOption(new Option('--on', 'make the user an administrator').conflicts('off'))
   .addOption(new Option('--off', 'remove administrator rights'))
-  .action(run(async (svc, username: string, o: { on?: boolean; off?: boolean }) => {
-    if (!o.on && !o.off) fail('validation_failed', 'say --on or --off');
-    const user = await svc.setAdmin(username, !!o.on);
-    return { json: { user: presentUser(user) }, text: [`${user.username} is ${user.isAdmin ? 'now' : 'no longer'} an administrator`] };
-  }));
+  .action(
+    run(async (svc, username: string, o: { on?: boolean; off?: boolean }) => {
+      if (!o.on && !o.off) fail('validation_failed', 'say --on or --off');
+      const user = await svc.setAdmin(username, !!o.on);
+      return { json: { user: presentUser(user) }, text: [`${user.username} is ${user.isAdmin ? 'now' : 'no longer'} an administrator`] };
+    }),
+  );
 
-for (const [name, disabled] of [['user:disable', true], ['user:enable', false]] as const) {
+for (const [name, disabled] of [
+  ['user:disable', true],
+  ['user:enable', false],
+] as const) {
   program
     .command(`${name} <username>`)
     .description(disabled ? 'disable a user (ends their sessions; tokens stop working)' : 'enable a disabled user')
-    .action(run(async (svc, username: string) => {
-      const user = await svc.setDisabled(username, disabled);
-      return { json: { user: { ...presentUser(user), disabled } }, text: [`${user.username} ${disabled ? 'disabled' : 'enabled'}`] };
-    }));
+    .action(
+      run(async (svc, username: string) => {
+        const user = await svc.setDisabled(username, disabled);
+        return { json: { user: { ...presentUser(user), disabled } }, text: [`${user.username} ${disabled ? 'disabled' : 'enabled'}`] };
+      }),
+    );
 }
 
-for (const [name, grant] of [['user:grant', true], ['user:revoke', false]] as const) {
+for (const [name, grant] of [
+  ['user:grant', true],
+  ['user:revoke', false],
+] as const) {
   program
     .command(`${name} <username> <permission...>`)
     .description(grant ? `grant permissions (${PERMISSIONS.join(', ')})` : 'revoke permissions')
-    .action(run(async (svc, username: string, permissions: string[]) => {
-      const user = await (grant ? svc.grantPermissions(username, permissions) : svc.revokePermissions(username, permissions));
-      return { json: { user: presentUser(user) }, text: [describeUser(user)] };
-    }));
+    .action(
+      run(async (svc, username: string, permissions: string[]) => {
+        const user = await (grant ? svc.grantPermissions(username, permissions) : svc.revokePermissions(username, permissions));
+        return { json: { user: presentUser(user) }, text: [describeUser(user)] };
+      }),
+    );
 }
 
 // ---- DNS zone rights --------------------------------------------------------------------------
@@ -274,30 +301,40 @@ program
   .command('zone:grant <username> <zone>')
   .description('give a user read access to a DNS zone (read and write with --write)')
   .option('--write', 'also allow changes')
-  .action(run(async (svc, username: string, zone: string, o: { write?: boolean }) => {
-    const rights = await svc.grantZone(username, zone, { read: true, write: !!o.write });
-    return { json: { username, ...rights }, text: [`${username}: ${rights.zone} ${rights.can_write ? 'read/write' : 'read-only'}`] };
-  }));
+  .action(
+    run(async (svc, username: string, zone: string, o: { write?: boolean }) => {
+      const rights = await svc.grantZone(username, zone, { read: true, write: !!o.write });
+      return { json: { username, ...rights }, text: [`${username}: ${rights.zone} ${rights.can_write ? 'read/write' : 'read-only'}`] };
+    }),
+  );
 
 program
   .command('zone:revoke <username> <zone>')
   .description("remove a user's rights on a DNS zone")
-  .action(run(async (svc, username: string, zone: string) => {
-    if (!(await svc.revokeZone(username, zone))) fail('not_found', `${username} has no rights on zone "${zone}"`);
-    return { json: { username, zone }, text: [`${username}: rights on ${zone} removed`] };
-  }));
+  .action(
+    run(async (svc, username: string, zone: string) => {
+      if (!(await svc.revokeZone(username, zone))) fail('not_found', `${username} has no rights on zone "${zone}"`);
+      return { json: { username, zone }, text: [`${username}: rights on ${zone} removed`] };
+    }),
+  );
 
 program
   .command('zone:list <username>')
   .description("list a user's DNS zone rights")
-  .action(run(async (svc, username: string) => {
-    const user = await requireUser(svc, username);
-    const zones = (await svc.zoneRights(user.id)).map((z) => ({ zone: z.zone, can_read: z.canRead, can_write: z.canWrite }));
-    return {
-      json: { username: user.username, zones },
-      text: table(['ZONE', 'ACCESS'], zones.map((z) => [z.zone, z.can_write ? 'read/write' : 'read-only']), `${user.username} has no zone rights`),
-    };
-  }));
+  .action(
+    run(async (svc, username: string) => {
+      const user = await requireUser(svc, username);
+      const zones = (await svc.zoneRights(user.id)).map((z) => ({ zone: z.zone, can_read: z.canRead, can_write: z.canWrite }));
+      return {
+        json: { username: user.username, zones },
+        text: table(
+          ['ZONE', 'ACCESS'],
+          zones.map((z) => [z.zone, z.can_write ? 'read/write' : 'read-only']),
+          `${user.username} has no zone rights`,
+        ),
+      };
+    }),
+  );
 
 // ---- DNS zone registry and maintenance -------------------------------------------------------
 
@@ -317,34 +354,82 @@ program
   .option('--no-invalidate', 'refuse manual cache clears (cache_invalidation_disabled)')
   .option('--invalidate-interval <seconds>', 'treat a cache older than this as expired (0 = never)', nonNegativeInt, 0)
   .option('--protect-from-clear', 'refuse full cache clears (cache_clear_protected)')
-  .action(runDns(async (dns, zone: string, o: { file: string; keyFile: string; server: string; port: number; cacheTtl?: number; invalidate: boolean; invalidateInterval: number; protectFromClear?: boolean }) => {
-    const z = await dns.zones.upsert({
-      zone, file: o.file, keyFile: o.keyFile, server: o.server, port: o.port, cacheTtlSeconds: o.cacheTtl ?? null,
-      invalidateEnabled: o.invalidate, invalidateIntervalSeconds: o.invalidateInterval, protectFromClear: !!o.protectFromClear,
-    });
-    const { checkPaths } = await import('./dns/zone-registry.js');
-    const warn = await checkPaths(z).then(() => [], (e: Error) => [`warning: ${e.message}`]);
-    return { json: { zone: z.zone, file: z.filePath, key: z.keyPath, server: z.server, port: z.port }, text: [`zone ${z.zone} registered (${z.server}:${z.port})`, ...warn] };
-  }));
+  .action(
+    runDns(
+      async (
+        dns,
+        zone: string,
+        o: {
+          file: string;
+          keyFile: string;
+          server: string;
+          port: number;
+          cacheTtl?: number;
+          invalidate: boolean;
+          invalidateInterval: number;
+          protectFromClear?: boolean;
+        },
+      ) => {
+        const z = await dns.zones.upsert({
+          zone,
+          file: o.file,
+          keyFile: o.keyFile,
+          server: o.server,
+          port: o.port,
+          cacheTtlSeconds: o.cacheTtl ?? null,
+          invalidateEnabled: o.invalidate,
+          invalidateIntervalSeconds: o.invalidateInterval,
+          protectFromClear: !!o.protectFromClear,
+        });
+        const { checkPaths } = await import('./dns/zone-registry.js');
+        const warn = await checkPaths(z).then(
+          () => [],
+          (e: Error) => [`warning: ${e.message}`],
+        );
+        return {
+          json: { zone: z.zone, file: z.filePath, key: z.keyPath, server: z.server, port: z.port },
+          text: [`zone ${z.zone} registered (${z.server}:${z.port})`, ...warn],
+        };
+      },
+    ),
+  );
 
 program
   .command('dns:zone:list')
   .description('list the zones the DNS API serves')
-  .action(runDns(async (dns) => {
-    const zones = (await dns.zones.list()).map((z) => ({
-      zone: z.zone, server: z.server, port: z.port, file: z.filePath, key: z.keyPath, cache_ttl_seconds: z.cacheTtlSeconds,
-      invalidate_enabled: z.invalidateEnabled, invalidate_interval_seconds: z.invalidateIntervalSeconds, protect_from_clear: z.protectFromClear,
-    }));
-    return { json: { zones }, text: table(['ZONE', 'MASTER', 'FILE', 'KEY'], zones.map((z) => [z.zone, `${z.server}:${z.port}`, z.file, z.key]), 'no zones registered') };
-  }));
+  .action(
+    runDns(async (dns) => {
+      const zones = (await dns.zones.list()).map((z) => ({
+        zone: z.zone,
+        server: z.server,
+        port: z.port,
+        file: z.filePath,
+        key: z.keyPath,
+        cache_ttl_seconds: z.cacheTtlSeconds,
+        invalidate_enabled: z.invalidateEnabled,
+        invalidate_interval_seconds: z.invalidateIntervalSeconds,
+        protect_from_clear: z.protectFromClear,
+      }));
+      return {
+        json: { zones },
+        text: table(
+          ['ZONE', 'MASTER', 'FILE', 'KEY'],
+          zones.map((z) => [z.zone, `${z.server}:${z.port}`, z.file, z.key]),
+          'no zones registered',
+        ),
+      };
+    }),
+  );
 
 program
   .command('dns:zone:remove <zone>')
   .description('stop serving a zone (its cache rows are dropped; the zone on the master is untouched)')
-  .action(runDns(async (dns, zone: string) => {
-    if (!(await dns.zones.remove(zone))) fail('not_found', `zone "${zone}" is not registered`);
-    return { json: { zone }, text: [`zone ${zone} removed`] };
-  }));
+  .action(
+    runDns(async (dns, zone: string) => {
+      if (!(await dns.zones.remove(zone))) fail('not_found', `zone "${zone}" is not registered`);
+      return { json: { zone }, text: [`zone ${zone} removed`] };
+    }),
+  );
 
 program
   .command('dns:acme:cleanup-stale <domain>')
@@ -352,21 +437,23 @@ program
   .option('--keep <challenge...>', 'challenge values to keep')
   .option('--dry-run', 'only list what would be removed')
   .option('--refresh-zone-cache', 'refresh the zone cache afterwards')
-  .action(runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
-    const [{ acmeOwner }, { checkPaths }] = await Promise.all([import('./dns/dns-service.js'), import('./dns/zone-registry.js')]);
-    const zone = (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`);
-    await checkPaths(zone);
-    const r = await dns.acmeCleanupStale(domain, { keep: o.keep ?? [], dryRun: !!o.dryRun, refreshZoneCache: !!o.refreshZoneCache }, zone);
-    if (r.errors.length) process.exitCode = 1;
-    return {
-      json: { ...r },
-      text: [
-        `${r.owner} (zone ${r.zone})${r.dry_run ? ' [dry run]' : ''}: ${r.dry_run ? 'would remove' : 'removed'} ${r.removed_count}, kept ${r.kept.length}`,
-        ...r.removed.map((v) => `  - ${v}`),
-        ...r.errors.map((e) => `error: ${e}`),
-      ],
-    };
-  }));
+  .action(
+    runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
+      const [{ acmeOwner }, { checkPaths }] = await Promise.all([import('./dns/dns-service.js'), import('./dns/zone-registry.js')]);
+      const zone = (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`);
+      await checkPaths(zone);
+      const r = await dns.acmeCleanupStale(domain, { keep: o.keep ?? [], dryRun: !!o.dryRun, refreshZoneCache: !!o.refreshZoneCache }, zone);
+      if (r.errors.length) process.exitCode = 1;
+      return {
+        json: { ...r },
+        text: [
+          `${r.owner} (zone ${r.zone})${r.dry_run ? ' [dry run]' : ''}: ${r.dry_run ? 'would remove' : 'removed'} ${r.removed_count}, kept ${r.kept.length}`,
+          ...r.removed.map((v) => `  - ${v}`),
+          ...r.errors.map((e) => `error: ${e}`),
+        ],
+      };
+    }),
+  );
 
 // ---- personal access tokens -------------------------------------------------------------------
 
@@ -376,39 +463,45 @@ program
   .requiredOption('--name <name>', 'label for the token')
   .requiredOption('--scope <scope...>', `scopes (${TOKEN_SCOPES.join(', ')})`)
   .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
-  .action(run(async (svc, username: string, o: { name: string; scope: string[]; expiresDays?: number }) => {
-    const user = await requireUser(svc, username);
-    const { token, record, callbackSecret } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
-    return {
-      json: { secret: token, callback_secret: callbackSecret, token: presentToken(record) },
-      text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token), ...shownOnce('callback signing secret', callbackSecret)],
-    };
-  }));
+  .action(
+    run(async (svc, username: string, o: { name: string; scope: string[]; expiresDays?: number }) => {
+      const user = await requireUser(svc, username);
+      const { token, record, callbackSecret } = await svc.createPersonalToken(user.id, { name: o.name, scopes: o.scope, expiresInDays: o.expiresDays });
+      return {
+        json: { secret: token, callback_secret: callbackSecret, token: presentToken(record) },
+        text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token), ...shownOnce('callback signing secret', callbackSecret)],
+      };
+    }),
+  );
 
 program
   .command('token:list <username>')
   .description("list a user's personal access tokens")
-  .action(run(async (svc, username: string) => {
-    const user = await requireUser(svc, username);
-    const tokens = (await svc.listPersonalTokens(user.id)).map(presentToken);
-    return {
-      json: { username: user.username, tokens },
-      text: table(
-        ['ID', 'NAME', 'PREFIX', 'SCOPES', 'EXPIRES', 'LAST USED', 'REVOKED'],
-        tokens.map((t) => [String(t.id), t.name, t.prefix, t.scopes.join(','), day(t.expires_at), day(t.last_used_at), day(t.revoked_at)]),
-        `${user.username} has no tokens`,
-      ),
-    };
-  }));
+  .action(
+    run(async (svc, username: string) => {
+      const user = await requireUser(svc, username);
+      const tokens = (await svc.listPersonalTokens(user.id)).map(presentToken);
+      return {
+        json: { username: user.username, tokens },
+        text: table(
+          ['ID', 'NAME', 'PREFIX', 'SCOPES', 'EXPIRES', 'LAST USED', 'REVOKED'],
+          tokens.map((t) => [String(t.id), t.name, t.prefix, t.scopes.join(','), day(t.expires_at), day(t.last_used_at), day(t.revoked_at)]),
+          `${user.username} has no tokens`,
+        ),
+      };
+    }),
+  );
 
 program
   .command('token:revoke')
   .description('revoke a personal access token by id')
   .argument('<tokenId>', 'id shown by token:list', positiveInt)
-  .action(run(async (svc, tokenId: number) => {
-    if (!(await svc.revokePersonalToken(tokenId))) fail('not_found', `no token with id ${tokenId}`);
-    return { json: { id: tokenId }, text: [`token ${tokenId} revoked`] };
-  }));
+  .action(
+    run(async (svc, tokenId: number) => {
+      if (!(await svc.revokePersonalToken(tokenId))) fail('not_found', `no token with id ${tokenId}`);
+      return { json: { id: tokenId }, text: [`token ${tokenId} revoked`] };
+    }),
+  );
 
 // ---- DNS API keys -----------------------------------------------------------------------------
 
@@ -418,37 +511,43 @@ program
   .requiredOption('--name <name>', 'label for the key')
   .option('--user <username>', 'the key acts as this user instead of globally')
   .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
-  .action(run(async (svc, o: { name: string; user?: string; expiresDays?: number }) => {
-    const created = await svc.createDnsApiKey({ name: o.name, username: o.user, expiresInDays: o.expiresDays });
-    return {
-      json: { secret: created.key, key: { id: created.id, name: o.name, global: created.global, user: o.user ?? null } },
-      text: [`created ${created.global ? 'global ' : ''}DNS API key ${created.id}${o.user ? ` for ${o.user}` : ''}`, ...shownOnce('key', created.key)],
-    };
-  }));
+  .action(
+    run(async (svc, o: { name: string; user?: string; expiresDays?: number }) => {
+      const created = await svc.createDnsApiKey({ name: o.name, username: o.user, expiresInDays: o.expiresDays });
+      return {
+        json: { secret: created.key, key: { id: created.id, name: o.name, global: created.global, user: o.user ?? null } },
+        text: [`created ${created.global ? 'global ' : ''}DNS API key ${created.id}${o.user ? ` for ${o.user}` : ''}`, ...shownOnce('key', created.key)],
+      };
+    }),
+  );
 
 program
   .command('dnskey:list')
   .description('list DNS API keys')
-  .action(run(async (svc) => {
-    const keys = (await svc.listDnsApiKeys()).map(presentKey);
-    return {
-      json: { keys },
-      text: table(
-        ['ID', 'NAME', 'PREFIX', 'USER', 'EXPIRES', 'LAST USED', 'REVOKED'],
-        keys.map((k) => [String(k.id), k.name, k.prefix, k.user ?? '(global)', day(k.expires_at), day(k.last_used_at), day(k.revoked_at)]),
-        'no DNS API keys',
-      ),
-    };
-  }));
+  .action(
+    run(async (svc) => {
+      const keys = (await svc.listDnsApiKeys()).map(presentKey);
+      return {
+        json: { keys },
+        text: table(
+          ['ID', 'NAME', 'PREFIX', 'USER', 'EXPIRES', 'LAST USED', 'REVOKED'],
+          keys.map((k) => [String(k.id), k.name, k.prefix, k.user ?? '(global)', day(k.expires_at), day(k.last_used_at), day(k.revoked_at)]),
+          'no DNS API keys',
+        ),
+      };
+    }),
+  );
 
 program
   .command('dnskey:revoke')
   .description('revoke a DNS API key by id')
   .argument('<keyId>', 'id shown by dnskey:list', positiveInt)
-  .action(run(async (svc, keyId: number) => {
-    if (!(await svc.revokeDnsApiKey(keyId))) fail('not_found', `no DNS API key with id ${keyId}`);
-    return { json: { id: keyId }, text: [`DNS API key ${keyId} revoked`] };
-  }));
+  .action(
+    run(async (svc, keyId: number) => {
+      if (!(await svc.revokeDnsApiKey(keyId))) fail('not_found', `no DNS API key with id ${keyId}`);
+      return { json: { id: keyId }, text: [`DNS API key ${keyId} revoked`] };
+    }),
+  );
 
 // ---- DNS IP whitelist -------------------------------------------------------------------------
 
@@ -456,71 +555,105 @@ program
   .command('whitelist:add <cidr>')
   .description('allow an address or CIDR range to use the DNS API without credentials')
   .option('--note <text>', 'why this range is allowed')
-  .action(run(async (svc, cidr: string, o: { note?: string }) => {
-    const entry = await svc.addWhitelist(cidr, o.note);
-    return { json: { entry: presentEntry(entry) }, text: [`whitelisted ${entry.cidr}${entry.note ? ` (${entry.note})` : ''}`] };
-  }));
+  .action(
+    run(async (svc, cidr: string, o: { note?: string }) => {
+      const entry = await svc.addWhitelist(cidr, o.note);
+      return { json: { entry: presentEntry(entry) }, text: [`whitelisted ${entry.cidr}${entry.note ? ` (${entry.note})` : ''}`] };
+    }),
+  );
 
 program
   .command('whitelist:remove <cidr>')
   .description('remove an address or CIDR range from the DNS whitelist')
-  .action(run(async (svc, cidr: string) => {
-    if (!(await svc.removeWhitelist(cidr))) fail('not_found', `${cidr} is not whitelisted`);
-    return { json: { cidr }, text: [`removed ${cidr}`] };
-  }));
+  .action(
+    run(async (svc, cidr: string) => {
+      if (!(await svc.removeWhitelist(cidr))) fail('not_found', `${cidr} is not whitelisted`);
+      return { json: { cidr }, text: [`removed ${cidr}`] };
+    }),
+  );
 
 program
   .command('whitelist:list')
   .description('list the DNS IP whitelist')
-  .action(run(async (svc) => {
-    const entries = (await svc.listWhitelist()).map(presentEntry);
-    return { json: { entries }, text: table(['ID', 'CIDR', 'NOTE'], entries.map((e) => [String(e.id), e.cidr, e.note ?? '-']), 'the whitelist is empty') };
-  }));
+  .action(
+    run(async (svc) => {
+      const entries = (await svc.listWhitelist()).map(presentEntry);
+      return {
+        json: { entries },
+        text: table(
+          ['ID', 'CIDR', 'NOTE'],
+          entries.map((e) => [String(e.id), e.cidr, e.note ?? '-']),
+          'the whitelist is empty',
+        ),
+      };
+    }),
+  );
 
 // ---- worker agents ----------------------------------------------------------------------------
 
 program
   .command('worker:create <name>')
   .description('register a worker agent and print its secret once (give it to the agent as WORKER_SECRET)')
-  .action(runWorkers(async (workers, name: string) => {
-    const { id, secret } = await workers.createWorker(name);
-    return { json: { worker: { id, name }, secret }, text: [`created worker ${name} (id ${id})`, ...shownOnce('secret', secret)] };
-  }));
+  .action(
+    runWorkers(async (workers, name: string) => {
+      const { id, secret } = await workers.createWorker(name);
+      return { json: { worker: { id, name }, secret }, text: [`created worker ${name} (id ${id})`, ...shownOnce('secret', secret)] };
+    }),
+  );
 
 program
   .command('worker:rotate <name>')
-  .description("issue a new secret for a worker (the old one stops working) and re-enable it if revoked")
-  .action(runWorkers(async (workers, name: string) => {
-    const secret = await workers.rotateSecret(name);
-    return { json: { worker: { name }, secret }, text: [`new secret for ${name}`, ...shownOnce('secret', secret)] };
-  }));
+  .description('issue a new secret for a worker (the old one stops working) and re-enable it if revoked')
+  .action(
+    runWorkers(async (workers, name: string) => {
+      const secret = await workers.rotateSecret(name);
+      return { json: { worker: { name }, secret }, text: [`new secret for ${name}`, ...shownOnce('secret', secret)] };
+    }),
+  );
 
 program
   .command('worker:revoke <name>')
   .description('revoke a worker agent; its calls are refused from now on')
-  .action(runWorkers(async (workers, name: string) => {
-    if (!(await workers.revokeWorker(name))) fail('not_found', `no worker named "${name}"`);
-    return { json: { worker: { name } }, text: [`worker ${name} revoked`] };
-  }));
+  .action(
+    runWorkers(async (workers, name: string) => {
+      if (!(await workers.revokeWorker(name))) fail('not_found', `no worker named "${name}"`);
+      return { json: { worker: { name } }, text: [`worker ${name} revoked`] };
+    }),
+  );
 
 program
   .command('worker:list')
   .description('list worker agents with their last contact and advertised capabilities')
-  .action(runWorkers(async (workers) => {
-    const list = (await workers.listWorkers()).map((w) => ({
-      id: w.id, name: w.name, revoked: w.revoked, last_seen_at: iso(w.lastSeenAt), contract_version: w.contractVersion,
-      agent_version: w.agentVersion, hostname: w.hostname, capabilities: w.capabilities,
-    }));
-    return {
-      json: { workers: list },
-      text: table(
-        ['ID', 'NAME', 'STATE', 'LAST SEEN', 'HOST', 'MODELS', 'ENGINES'],
-        list.map((w) => [String(w.id), w.name, w.revoked ? 'revoked' : 'active', w.last_seen_at?.replace('T', ' ').slice(0, 19) ?? '-', w.hostname ?? '-',
-          w.capabilities?.models.join(',') || '-', w.capabilities?.engines.join(',') || '-']),
-        'no workers',
-      ),
-    };
-  }));
+  .action(
+    runWorkers(async (workers) => {
+      const list = (await workers.listWorkers()).map((w) => ({
+        id: w.id,
+        name: w.name,
+        revoked: w.revoked,
+        last_seen_at: iso(w.lastSeenAt),
+        contract_version: w.contractVersion,
+        agent_version: w.agentVersion,
+        hostname: w.hostname,
+        capabilities: w.capabilities,
+      }));
+      return {
+        json: { workers: list },
+        text: table(
+          ['ID', 'NAME', 'STATE', 'LAST SEEN', 'HOST', 'MODELS', 'ENGINES'],
+          list.map((w) => [
+            String(w.id),
+            w.name,
+            w.revoked ? 'revoked' : 'active',
+            w.last_seen_at?.replace('T', ' ').slice(0, 19) ?? '-',
+            w.hostname ?? '-',
+            w.capabilities?.models.join(',') || '-',
+            w.capabilities?.engines.join(',') || '-',
+          ]),
+          'no workers',
+        ),
+      };
+    }),
+  );
 
 // ---- chat-log archive ------------------------------------------------------------------------
 
@@ -535,20 +668,26 @@ program
   .option('--tz <zone>', 'IANA time zone the log times are in (converted to UTC); lines with their own offset keep it', 'UTC')
   .option('--channel <name>', 'channel (or query nick) of every file, for logs whose file names do not say')
   .option('--date <YYYY-MM-DD>', 'day of the first line, for time-only logs whose file names do not say')
-  .action(runIrc(async (irc, paths: string[], o: { network: string; source: IrcSource; format: string; tz: string; channel?: string; date?: string }) => {
-    const c = await irc.importPaths(paths, {
-      network: o.network, source: o.source, format: o.format, timeZone: o.tz,
-      ...(o.channel !== undefined ? { channel: o.channel } : {}), ...(o.date !== undefined ? { date: o.date } : {}),
-    });
-    return {
-      json: { ...c },
-      text: [
-        `files ${c.files}, lines ${c.lines}, inserted ${c.inserted}, skipped ${c.skipped} (unparsed ${c.unparsed})`,
-        ...Object.entries(c.formats).map(([f, n]) => `format ${f}: ${n} file(s)`),
-        ...c.ignoredFiles.map((f) => `note: ignored ${f.path}: ${f.reason}`),
-      ],
-    };
-  }));
+  .action(
+    runIrc(async (irc, paths: string[], o: { network: string; source: IrcSource; format: string; tz: string; channel?: string; date?: string }) => {
+      const c = await irc.importPaths(paths, {
+        network: o.network,
+        source: o.source,
+        format: o.format,
+        timeZone: o.tz,
+        ...(o.channel !== undefined ? { channel: o.channel } : {}),
+        ...(o.date !== undefined ? { date: o.date } : {}),
+      });
+      return {
+        json: { ...c },
+        text: [
+          `files ${c.files}, lines ${c.lines}, inserted ${c.inserted}, skipped ${c.skipped} (unparsed ${c.unparsed})`,
+          ...Object.entries(c.formats).map(([f, n]) => `format ${f}: ${n} file(s)`),
+          ...c.ignoredFiles.map((f) => `note: ignored ${f.path}: ${f.reason}`),
+        ],
+      };
+    }),
+  );
 
 const runAliases = runWith(async (orm) => new (await import('./irc/alias-service.js')).IrcAliasService(orm));
 const aliasSource = () => new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).default('production');
@@ -558,33 +697,46 @@ program
   .description('link two nicks as one person: the nick filter and nick profiles then cover both (undoes an earlier removal)')
   .requiredOption('--network <name>', 'network name')
   .addOption(aliasSource())
-  .action(runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
-    await svc.add(o.source, o.network, nick, alias);
-    return { json: { network: o.network, nick, alias }, text: [`linked ${nick} and ${alias} on ${o.network} (${o.source})`] };
-  }));
+  .action(
+    runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
+      await svc.add(o.source, o.network, nick, alias);
+      return { json: { network: o.network, nick, alias }, text: [`linked ${nick} and ${alias} on ${o.network} (${o.source})`] };
+    }),
+  );
 
 program
   .command('irc:alias:remove <nick> <alias>')
   .description('unlink two nicks, also a link learnt from a nick change; re-importing logs does not bring it back')
   .requiredOption('--network <name>', 'network name')
   .addOption(aliasSource())
-  .action(runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
-    const removed = await svc.remove(o.source, o.network, nick, alias);
-    return { json: { network: o.network, nick, alias, removed }, text: [removed ? `unlinked ${nick} and ${alias}` : `${nick} and ${alias} were not linked; the pair is now blocked from linking`] };
-  }));
+  .action(
+    runAliases(async (svc, nick: string, alias: string, o: { network: string; source: IrcSource }) => {
+      const removed = await svc.remove(o.source, o.network, nick, alias);
+      return {
+        json: { network: o.network, nick, alias, removed },
+        text: [removed ? `unlinked ${nick} and ${alias}` : `${nick} and ${alias} were not linked; the pair is now blocked from linking`],
+      };
+    }),
+  );
 
 program
   .command('irc:alias:list [nick]')
   .description('nick links of a network (learnt from nick changes or made by admins), optionally only those of one nick')
   .requiredOption('--network <name>', 'network name')
   .addOption(aliasSource())
-  .action(runAliases(async (svc, nick: string | undefined, o: { network: string; source: IrcSource }) => {
-    const links = await svc.list(o.source, o.network, nick);
-    return {
-      json: { links },
-      text: table(['NICK', 'ALIAS', 'ORIGIN', 'STATE'], links.map((l) => [l.nick, l.alias, l.origin, l.blocked ? 'removed' : 'linked']), 'no links'),
-    };
-  }));
+  .action(
+    runAliases(async (svc, nick: string | undefined, o: { network: string; source: IrcSource }) => {
+      const links = await svc.list(o.source, o.network, nick);
+      return {
+        json: { links },
+        text: table(
+          ['NICK', 'ALIAS', 'ORIGIN', 'STATE'],
+          links.map((l) => [l.nick, l.alias, l.origin, l.blocked ? 'removed' : 'linked']),
+          'no links',
+        ),
+      };
+    }),
+  );
 
 program
   .command('irc:logger')
@@ -625,7 +777,9 @@ program
         process.off('SIGTERM', onSignal);
         await irc.stop();
       }
-      const networks = irc.status().map((s) => ({ network: s.network, source: s.source, written: s.written, dropped: s.dropped, registrations: s.registrations }));
+      const networks = irc
+        .status()
+        .map((s) => ({ network: s.network, source: s.source, written: s.written, dropped: s.dropped, registrations: s.registrations }));
       return {
         json: { networks },
         text: networks.map((n) => `${n.network} (${n.source}): ${n.written} row(s) written${n.dropped ? `, ${n.dropped} dropped` : ''}`),

@@ -6,20 +6,19 @@ import { z } from 'zod';
  * README.md and .env.example document each one; keep the three in step.
  */
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const port = z.coerce.number().int().min(0).max(65535);
 
 const cidrList = z
   .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
-  .pipe(
-    z.array(
-      z.string().refine((s) => parseCidr(s) !== null, { message: 'must be an IPv4/IPv6 address or CIDR range' }),
-    ),
-  );
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.string().refine((s) => parseCidr(s) !== null, { message: 'must be an IPv4/IPv6 address or CIDR range' })));
 
 const secret = z.string().min(32, 'must be at least 32 characters');
 
@@ -47,15 +46,30 @@ export const envSchema = z.object({
   SPEECH_LOCAL_MODELS: z
     .string()
     .default('small')
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
   SPEECH_MEDIA_DIR: z.string().min(1).default('.data/media'),
-  SPEECH_UPLOAD_MAX_MB: z.coerce.number().int().min(1).max(1024 * 1024).default(2048),
+  SPEECH_UPLOAD_MAX_MB: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1024 * 1024)
+    .default(2048),
   SPEECH_LEASE_TTL_SECONDS: z.coerce.number().int().min(5).max(86_400).default(180),
   SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce.number().int().min(5).max(86_400).default(90),
   SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   /** Hours an unfinished resumable (tus) upload is kept before the maintenance task removes it. */
-  SPEECH_UPLOAD_EXPIRY_HOURS: z.coerce.number().int().min(1).max(24 * 90).default(24),
+  SPEECH_UPLOAD_EXPIRY_HOURS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 90)
+    .default(24),
   /** HTTP(S) proxy for URL-source downloads on the coordinator (direct media and yt-dlp). */
   SPEECH_DOWNLOAD_PROXY: z
     .url()
@@ -73,14 +87,26 @@ export const envSchema = z.object({
   SPEECH_CALLBACK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
   SPEECH_CALLBACK_BACKOFF_MS: z.coerce.number().int().min(10).max(3_600_000).default(5000),
   /** Completion report e-mails (BullMQ queue speech-reports); unset SMTP_URL disables them. */
-  SMTP_URL: z.url().refine((u) => /^smtps?:/.test(u), 'must be an smtp:// or smtps:// URL').optional(),
+  SMTP_URL: z
+    .url()
+    .refine((u) => /^smtps?:/.test(u), 'must be an smtp:// or smtps:// URL')
+    .optional(),
   MAIL_FROM: z.string().min(3).max(320).optional(),
 
   SESSION_SECRET: secret,
-  SESSION_TTL_SECONDS: z.coerce.number().int().min(60).default(12 * 3600),
+  SESSION_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .default(12 * 3600),
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
   JWT_SECRET: secret,
-  JWT_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86400).default(3600),
+  JWT_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(30 * 86400)
+    .default(3600),
   /** Sign-in attempts per minute per client, POST /login and POST /api/account/login together. */
   LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   /** Personal-token management (list, create, revoke, rotate; API and pages together) per minute per client. */
@@ -95,7 +121,12 @@ export const envSchema = z.object({
   OPENAPI_ENABLED: bool.default(true),
 
   // DNS API
-  DNS_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(30 * 86400).default(300),
+  DNS_CACHE_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86400)
+    .default(300),
   DNS_DEFAULT_TTL: z.coerce.number().int().min(0).max(2147483647).default(3600),
   DNS_ACME_TTL: z.coerce.number().int().min(0).max(86400).default(60),
   DNS_PAGE_SIZE_DEFAULT: z.coerce.number().int().min(1).max(10_000).default(100),
@@ -149,7 +180,10 @@ function parseTrustProxy(value: string): boolean | number | string[] {
   if (value === 'true') return true;
   if (value === 'false') return false;
   if (/^\d+$/.test(value)) return Number(value);
-  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const item of list) {
     if (parseCidr(item) === null) throw new ConfigError([`TRUST_PROXY: "${item}" is not true, false, a hop count or an address/CIDR list`]);
   }

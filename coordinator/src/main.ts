@@ -25,7 +25,10 @@ async function main() {
       process.exit(1);
     }, 30_000);
     force.unref();
-    svc.close().then(() => process.exit(0), () => process.exit(1));
+    svc.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   });
 }
 

@@ -16,7 +16,14 @@ import { resolveRedis } from './infra/redis-runtime.js';
 import { onShutdownSignal } from './infra/shutdown.js';
 import { startCoordinator, type RunningCoordinator } from './service.js';
 import {
-  BIND_INSTALL_HINT, bindInstalled, generateTsigKey, parseKeyClause, startNamedProcess, stopStaleNamed, zoneText, type NamedProcess,
+  BIND_INSTALL_HINT,
+  bindInstalled,
+  generateTsigKey,
+  parseKeyClause,
+  startNamedProcess,
+  stopStaleNamed,
+  zoneText,
+  type NamedProcess,
 } from './dns/named-runtime.js';
 import { ZoneRegistry } from './dns/zone-registry.js';
 
@@ -254,7 +261,14 @@ async function ensureLocalWorkerSecret(svc: RunningCoordinator, secrets: Quickst
  * has finished starting (a changed parent PID is the agent's second sign). The watchdog stops it too.
  * It downloads URL sources with the coordinator's outbound allow-list (it runs on the same host).
  */
-function startLocalWorker(svc: RunningCoordinator, host: string, secret: string, outboundAllowRanges: readonly string[], guard: ChildGuard, logger: pino.Logger) {
+function startLocalWorker(
+  svc: RunningCoordinator,
+  host: string,
+  secret: string,
+  outboundAllowRanges: readonly string[],
+  guard: ChildGuard,
+  logger: pino.Logger,
+) {
   const bin = path.join(repoRoot, 'worker/dist/bin.js');
   let child: ChildProcess | null = null;
   let stopping = false;

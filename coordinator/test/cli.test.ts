@@ -73,9 +73,29 @@ describe('admin CLI', { timeout: TEST_TIMEOUT_MS }, () => {
   it('lists every command in --help', async () => {
     const r = await cli(['--help']);
     expect(r.code).toBe(0);
-    const names = ['user:create', 'user:list', 'user:password', 'user:admin', 'user:disable', 'user:enable', 'user:grant', 'user:revoke',
-      'zone:grant', 'zone:revoke', 'zone:list', 'token:create', 'token:list', 'token:revoke', 'dnskey:create', 'dnskey:list',
-      'dnskey:revoke', 'whitelist:add', 'whitelist:remove', 'whitelist:list', 'db:migrate'];
+    const names = [
+      'user:create',
+      'user:list',
+      'user:password',
+      'user:admin',
+      'user:disable',
+      'user:enable',
+      'user:grant',
+      'user:revoke',
+      'zone:grant',
+      'zone:revoke',
+      'zone:list',
+      'token:create',
+      'token:list',
+      'token:revoke',
+      'dnskey:create',
+      'dnskey:list',
+      'dnskey:revoke',
+      'whitelist:add',
+      'whitelist:remove',
+      'whitelist:list',
+      'db:migrate',
+    ];
     for (const name of names) expect(r.stdout).toMatch(new RegExp(`^\\s+${name}\\b.*\\S`, 'm'));
   });
 

@@ -249,7 +249,9 @@ describe('TSIG', () => {
     expect(() => new TsigVerifier(KEY, Buffer.alloc(32, 1), { now: () => T0 }).verify(signed.message)).toThrow(expect.objectContaining({ code: 'BADSIG' }));
     // Another secret under the same name.
     const otherSecret = { ...KEY, secret: Buffer.alloc(32, 7) };
-    expect(() => new TsigVerifier(otherSecret, hex(REQUEST_MAC), { now: () => T0 }).verify(signed.message)).toThrow(expect.objectContaining({ code: 'BADSIG' }));
+    expect(() => new TsigVerifier(otherSecret, hex(REQUEST_MAC), { now: () => T0 }).verify(signed.message)).toThrow(
+      expect.objectContaining({ code: 'BADSIG' }),
+    );
   });
 
   it('maps key, time, truncation and missing-signature failures to typed errors', () => {
@@ -291,7 +293,12 @@ describe('TSIG', () => {
     const req = hex(REQUEST_MAC);
     // Later messages of a transfer: no question, one record each (distinct, so a swap would show).
     const part = (n: number) =>
-      dnsPacket.encode({ type: 'response', id: 0x1234, flags: dnsPacket.AUTHORITATIVE_ANSWER, answers: [{ type: 'A', name: 'example.org', ttl: 60, data: `192.0.2.${n}` }] });
+      dnsPacket.encode({
+        type: 'response',
+        id: 0x1234,
+        flags: dnsPacket.AUTHORITATIVE_ANSWER,
+        answers: [{ type: 'A', name: 'example.org', ttl: 60, data: `192.0.2.${n}` }],
+      });
     const m1 = signMessage(RESPONSE, KEY, { timeSigned: T0, requestMac: req });
     const u2 = part(2);
     const u3 = part(3);
@@ -451,14 +458,26 @@ describe('TCP client against a scripted server', () => {
       id,
       flags: dnsPacket.AUTHORITATIVE_ANSWER | rcode,
       questions: [{ name: q.name, type: 'SOA', class: 'IN' }],
-      answers: rcode ? [] : [{ name: q.name, type: 'SOA', ttl: 60, data: { mname: 'ns1.example.org', rname: 'h.example.org', serial: 42, refresh: 1, retry: 2, expire: 3, minimum: 4 } }],
+      answers: rcode
+        ? []
+        : [
+            {
+              name: q.name,
+              type: 'SOA',
+              ttl: 60,
+              data: { mname: 'ns1.example.org', rname: 'h.example.org', serial: 42, refresh: 1, retry: 2, expire: 3, minimum: 4 },
+            },
+          ],
     });
   };
 
   it('times out when the server stays silent, and reports a refused connection', async () => {
     const silent = await fakeServer(() => []);
     try {
-      await expect(soaSerial('example.org', { server: '127.0.0.1', port: silent.port, timeoutMs: 200 })).rejects.toMatchObject({ name: 'DnsTimeoutError', code: 'TIMEOUT' });
+      await expect(soaSerial('example.org', { server: '127.0.0.1', port: silent.port, timeoutMs: 200 })).rejects.toMatchObject({
+        name: 'DnsTimeoutError',
+        code: 'TIMEOUT',
+      });
     } finally {
       await silent.close();
     }

@@ -141,45 +141,97 @@ const shape = (events: Array<{ eventType: string; nick: string | null; messageTe
 
 describe('irssi (default theme and log_* settings)', () => {
   it('reads messages, actions and notices, dropping nick mode prefixes', () => {
-    expect(parseIrssiLine('12:34 <@tux3> hello there')).toEqual(
-      { eventType: 'PRIVMSG', time: '12:34:00', nick: 'tux3', messageText: 'hello there', target: null, toNick: null });
+    expect(parseIrssiLine('12:34 <@tux3> hello there')).toEqual({
+      eventType: 'PRIVMSG',
+      time: '12:34:00',
+      nick: 'tux3',
+      messageText: 'hello there',
+      target: null,
+      toNick: null,
+    });
     expect(parseIrssiLine('12:34 < zetok> hi')).toMatchObject({ eventType: 'PRIVMSG', nick: 'zetok', messageText: 'hi' });
     expect(parseIrssiLine('12:34 <+voiced> hi')).toMatchObject({ nick: 'voiced' });
     expect(parseIrssiLine('12:34 <plain> hi')).toMatchObject({ nick: 'plain' });
     expect(parseIrssiLine('12:34:56 <@tux3> with seconds')).toMatchObject({ time: '12:34:56', nick: 'tux3' });
     expect(parseIrssiLine('12:34  * tux3 waves at everyone')).toMatchObject({ eventType: 'ACTION', nick: 'tux3', messageText: 'waves at everyone' });
-    expect(parseIrssiLine('12:34 -NickServ(NickServ@services.)- This nickname is registered.')).toMatchObject(
-      { eventType: 'NOTICE', nick: 'NickServ', messageText: 'This nickname is registered.' });
-    expect(parseIrssiLine('12:34 -qtox-git-spam:#qtox- [qTox] pushed 1 commit')).toMatchObject(
-      { eventType: 'NOTICE', nick: 'qtox-git-spam', messageText: '[qTox] pushed 1 commit', channel: '#qtox' });
+    expect(parseIrssiLine('12:34 -NickServ(NickServ@services.)- This nickname is registered.')).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'NickServ',
+      messageText: 'This nickname is registered.',
+    });
+    expect(parseIrssiLine('12:34 -qtox-git-spam:#qtox- [qTox] pushed 1 commit')).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'qtox-git-spam',
+      messageText: '[qTox] pushed 1 commit',
+      channel: '#qtox',
+    });
   });
 
   it('reads joins, parts, quits (netsplit reasons too), nicks, modes, topics and kicks', () => {
-    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has joined #chan')).toMatchObject({ eventType: 'JOIN', nick: 'alice', messageText: null, channel: '#chan' });
-    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has joined #chan [account alice] [realname [Alice A.]]')).toMatchObject({ eventType: 'JOIN', nick: 'alice', channel: '#chan' });
-    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has left #chan [see you]')).toMatchObject({ eventType: 'PART', nick: 'alice', messageText: 'see you' });
+    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has joined #chan')).toMatchObject({
+      eventType: 'JOIN',
+      nick: 'alice',
+      messageText: null,
+      channel: '#chan',
+    });
+    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has joined #chan [account alice] [realname [Alice A.]]')).toMatchObject({
+      eventType: 'JOIN',
+      nick: 'alice',
+      channel: '#chan',
+    });
+    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has left #chan [see you]')).toMatchObject({
+      eventType: 'PART',
+      nick: 'alice',
+      messageText: 'see you',
+    });
     expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has left #chan []')).toMatchObject({ eventType: 'PART', messageText: null });
-    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has quit [Ping timeout: 240 seconds]')).toMatchObject(
-      { eventType: 'QUIT', nick: 'alice', messageText: 'Ping timeout: 240 seconds' });
-    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has quit [*.net *.split]')).toMatchObject({ eventType: 'NETSPLIT', messageText: '*.net *.split' });
-    expect(parseIrssiLine('12:00 -!- #chan alice [~alice@host.example] has quit [bye]')).toMatchObject({ eventType: 'QUIT', nick: 'alice', messageText: 'bye' });
+    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has quit [Ping timeout: 240 seconds]')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'alice',
+      messageText: 'Ping timeout: 240 seconds',
+    });
+    expect(parseIrssiLine('12:00 -!- alice [~alice@host.example] has quit [*.net *.split]')).toMatchObject({
+      eventType: 'NETSPLIT',
+      messageText: '*.net *.split',
+    });
+    expect(parseIrssiLine('12:00 -!- #chan alice [~alice@host.example] has quit [bye]')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'alice',
+      messageText: 'bye',
+    });
     expect(parseIrssiLine('12:00 -!- alice is now known as alice_')).toMatchObject({ eventType: 'NICK', nick: 'alice', toNick: 'alice_' });
-    expect(parseIrssiLine('12:00 -!- mode/#chan [+o bob] by ChanServ')).toMatchObject({ eventType: 'MODE', nick: 'ChanServ', messageText: '+o bob', target: 'bob' });
+    expect(parseIrssiLine('12:00 -!- mode/#chan [+o bob] by ChanServ')).toMatchObject({
+      eventType: 'MODE',
+      nick: 'ChanServ',
+      messageText: '+o bob',
+      target: 'bob',
+    });
     expect(parseIrssiLine('12:00 -!- mode/#chan [+nt] by alice')).toMatchObject({ eventType: 'MODE', messageText: '+nt', target: null });
     expect(parseIrssiLine('12:00 -!- ServerMode/#chan [+o bob] by irc.example.net')).toMatchObject({ eventType: 'MODE', nick: 'irc.example.net' });
-    expect(parseIrssiLine('12:00 -!- alice changed the topic of #chan to: welcome | rules: be nice')).toMatchObject(
-      { eventType: 'TOPIC', nick: 'alice', messageText: 'welcome | rules: be nice' });
+    expect(parseIrssiLine('12:00 -!- alice changed the topic of #chan to: welcome | rules: be nice')).toMatchObject({
+      eventType: 'TOPIC',
+      nick: 'alice',
+      messageText: 'welcome | rules: be nice',
+    });
     expect(parseIrssiLine('12:00 -!- Topic unset by alice on #chan')).toMatchObject({ eventType: 'TOPIC', nick: 'alice', messageText: '' });
-    expect(parseIrssiLine('12:00 -!- spammer was kicked from #chan by alice [spam [again]]')).toMatchObject(
-      { eventType: 'KICK', nick: 'alice', toNick: 'spammer', messageText: 'spam [again]' });
+    expect(parseIrssiLine('12:00 -!- spammer was kicked from #chan by alice [spam [again]]')).toMatchObject({
+      eventType: 'KICK',
+      nick: 'alice',
+      toNick: 'spammer',
+      messageText: 'spam [again]',
+    });
   });
 
   it("reads irssi's own netsplit summaries as one NETSPLIT / NETMERGE row per line", () => {
-    expect(parseIrssiLine('12:00 -!- Netsplit hub.example.net <-> leaf.example.net quits: a, b, c (+2 more, use /NETSPLIT to show all of them)'))
-      .toMatchObject({ eventType: 'NETSPLIT', nick: null, messageText: 'hub.example.net leaf.example.net', target: 'a, b, c' });
+    expect(parseIrssiLine('12:00 -!- Netsplit hub.example.net <-> leaf.example.net quits: a, b, c (+2 more, use /NETSPLIT to show all of them)')).toMatchObject(
+      { eventType: 'NETSPLIT', nick: null, messageText: 'hub.example.net leaf.example.net', target: 'a, b, c' },
+    );
     expect(parseIrssiLine('12:05 -!- Netsplit over, joins: a, b')).toMatchObject({ eventType: 'NETMERGE', nick: null, target: 'a, b' });
     const f = parseIrssiLog(lines('12:00 -!- Netsplit hub.net <-> leaf.net quits: a, b', '12:05 -!- Netsplit over, joins: a, b'), '2017-01-02');
-    expect(f.events.map((e) => [e.eventType, e.netsplitBurst])).toEqual([['NETSPLIT', 1], ['NETMERGE', 2]]);
+    expect(f.events.map((e) => [e.eventType, e.netsplitBurst])).toEqual([
+      ['NETSPLIT', 1],
+      ['NETMERGE', 2],
+    ]);
   });
 
   it('treats log, day and status lines as bookkeeping, not as unparsed', () => {
@@ -222,22 +274,30 @@ describe('irssi (default theme and log_* settings)', () => {
     expect(f.events.at(-2)!.localTime).toBe('2017-01-02 23:59:00');
     expect(f.events.at(-1)!.localTime).toBe('2017-01-03 00:01:00');
     // The file-name date only places lines before the first Log opened.
-    expect(parseIrssiLog(lines('09:00 <a> before', '--- Log opened Wed Mar 01 10:00:00 2017', '10:00 <a> after'), '2017-02-28').events.map((e) => e.localTime))
-      .toEqual(['2017-02-28 09:00:00', '2017-03-01 10:00:00']);
+    expect(
+      parseIrssiLog(lines('09:00 <a> before', '--- Log opened Wed Mar 01 10:00:00 2017', '10:00 <a> after'), '2017-02-28').events.map((e) => e.localTime),
+    ).toEqual(['2017-02-28 09:00:00', '2017-03-01 10:00:00']);
   });
 
   it('rolls the day over at midnight without a Day changed line, and needs some day', () => {
-    expect(parseIrssiLog(lines('23:58 <a> x', '00:02 <a> y'), '2017-12-31').events.map((e) => e.localTime))
-      .toEqual(['2017-12-31 23:58:00', '2018-01-01 00:02:00']);
+    expect(parseIrssiLog(lines('23:58 <a> x', '00:02 <a> y'), '2017-12-31').events.map((e) => e.localTime)).toEqual([
+      '2017-12-31 23:58:00',
+      '2018-01-01 00:02:00',
+    ]);
     // Day changed first line without a date: lines before it (none here) would be the day before.
     expect(parseIrssiLog(lines('--- Day changed Fri Mar 03 2017', '00:00 <a> x'), null).events[0]!.localTime).toBe('2017-03-03 00:00:00');
-    expect(parseIrssiLog(lines('23:00 <a> x', '--- Day changed Fri Mar 03 2017', '00:00 <a> y'), null).events.map((e) => e.localTime))
-      .toEqual(['2017-03-02 23:00:00', '2017-03-03 00:00:00']);
+    expect(parseIrssiLog(lines('23:00 <a> x', '--- Day changed Fri Mar 03 2017', '00:00 <a> y'), null).events.map((e) => e.localTime)).toEqual([
+      '2017-03-02 23:00:00',
+      '2017-03-03 00:00:00',
+    ]);
     expect(() => parseIrssiLog(lines('12:00 <a> no day anywhere'), null)).toThrow(ParseError);
   });
 
   it('decodes a Windows-1252 line among UTF-8 ones and strips mIRC colours', () => {
-    const f = parseIrssiLog(withCp1252('--- Log opened Mon Jan 02 10:00:00 2017\n10:00 <a> naïve ✓', `10:01 <b> ${CP1252_TEXT}`, '10:02 <c> \x0304,12red\x03 \x02bold\x02'), null);
+    const f = parseIrssiLog(
+      withCp1252('--- Log opened Mon Jan 02 10:00:00 2017\n10:00 <a> naïve ✓', `10:01 <b> ${CP1252_TEXT}`, '10:02 <c> \x0304,12red\x03 \x02bold\x02'),
+      null,
+    );
     expect(f.events.map((e) => e.messageText)).toEqual(['naïve ✓', 'café “quoted”', 'red bold']);
     expect(f.events[1]!.raw.toString('latin1')).toBe(`10:01 <b> ${CP1252_TEXT}`);
   });
@@ -253,8 +313,15 @@ describe('irssi (default theme and log_* settings)', () => {
 
 describe('WeeChat logger (TIME<tab>PREFIX<tab>MESSAGE)', () => {
   it('reads the pre-4.8 local stamps and the 4.8 default UTC stamps with microseconds', () => {
-    expect(parseWeechatLine('2017-01-02 12:34:56\tzetok\thello')).toEqual(
-      { eventType: 'PRIVMSG', nick: 'zetok', messageText: 'hello', target: null, toNick: null, localTime: '2017-01-02 12:34:56', utcOffsetMinutes: null });
+    expect(parseWeechatLine('2017-01-02 12:34:56\tzetok\thello')).toEqual({
+      eventType: 'PRIVMSG',
+      nick: 'zetok',
+      messageText: 'hello',
+      target: null,
+      toNick: null,
+      localTime: '2017-01-02 12:34:56',
+      utcOffsetMinutes: null,
+    });
     // WeeChat 4.8: logger.file.time_format default "%@%F %T.%fZ".
     expect(parseWeechatLine('2025-09-01 22:34:56.123456Z\t@tux3\thi')).toMatchObject({ nick: 'tux3', localTime: '2025-09-01 22:34:56', utcOffsetMinutes: 0 });
     expect(parseWeechatLine('2025-09-01T22:34:56+02:00\tzetok\thi')).toMatchObject({ localTime: '2025-09-01 22:34:56', utcOffsetMinutes: 120 });
@@ -269,19 +336,46 @@ describe('WeeChat logger (TIME<tab>PREFIX<tab>MESSAGE)', () => {
     expect(parseWeechatLine(`${at} *\ttux3 waves`)).toMatchObject({ eventType: 'ACTION', nick: 'tux3', messageText: 'waves' });
     expect(parseWeechatLine(`${at}-->\talice (~alice@host.example) has joined #chan`)).toMatchObject({ eventType: 'JOIN', nick: 'alice', channel: '#chan' });
     expect(parseWeechatLine(`${at}-->\talice has joined #chan`)).toMatchObject({ eventType: 'JOIN', nick: 'alice' });
-    expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has left #chan (bye (really))`)).toMatchObject({ eventType: 'PART', nick: 'alice', messageText: 'bye (really)' });
+    expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has left #chan (bye (really))`)).toMatchObject({
+      eventType: 'PART',
+      nick: 'alice',
+      messageText: 'bye (really)',
+    });
     expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has left #chan`)).toMatchObject({ eventType: 'PART', messageText: null });
-    expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has quit (Remote host closed the connection)`)).toMatchObject(
-      { eventType: 'QUIT', messageText: 'Remote host closed the connection' });
+    expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has quit (Remote host closed the connection)`)).toMatchObject({
+      eventType: 'QUIT',
+      messageText: 'Remote host closed the connection',
+    });
     expect(parseWeechatLine(`${at}<--\talice (~alice@host.example) has quit (irc.a.net irc.b.net)`)).toMatchObject({ eventType: 'NETSPLIT' });
-    expect(parseWeechatLine(`${at}<--\talice has kicked spammer (go away)`)).toMatchObject({ eventType: 'KICK', nick: 'alice', toNick: 'spammer', messageText: 'go away' });
+    expect(parseWeechatLine(`${at}<--\talice has kicked spammer (go away)`)).toMatchObject({
+      eventType: 'KICK',
+      nick: 'alice',
+      toNick: 'spammer',
+      messageText: 'go away',
+    });
     expect(parseWeechatLine(`${at}--\talice is now known as alice_`)).toMatchObject({ eventType: 'NICK', nick: 'alice', toNick: 'alice_' });
-    expect(parseWeechatLine(`${at}--\tMode #chan [+o bob] by ChanServ`)).toMatchObject({ eventType: 'MODE', nick: 'ChanServ', messageText: '+o bob', target: 'bob' });
-    expect(parseWeechatLine(`${at}--\talice has changed topic for #chan from "old" to "new "quoted""`)).toMatchObject({ eventType: 'TOPIC', messageText: 'new "quoted"' });
-    expect(parseWeechatLine(`${at}--\talice has changed topic for #chan to "first"`)).toMatchObject({ eventType: 'TOPIC', nick: 'alice', messageText: 'first' });
+    expect(parseWeechatLine(`${at}--\tMode #chan [+o bob] by ChanServ`)).toMatchObject({
+      eventType: 'MODE',
+      nick: 'ChanServ',
+      messageText: '+o bob',
+      target: 'bob',
+    });
+    expect(parseWeechatLine(`${at}--\talice has changed topic for #chan from "old" to "new "quoted""`)).toMatchObject({
+      eventType: 'TOPIC',
+      messageText: 'new "quoted"',
+    });
+    expect(parseWeechatLine(`${at}--\talice has changed topic for #chan to "first"`)).toMatchObject({
+      eventType: 'TOPIC',
+      nick: 'alice',
+      messageText: 'first',
+    });
     expect(parseWeechatLine(`${at}--\talice has unset topic for #chan`)).toMatchObject({ eventType: 'TOPIC', messageText: '' });
     expect(parseWeechatLine(`${at}--\tNotice(@alice) -> #chan: hello all`)).toMatchObject({ eventType: 'NOTICE', nick: 'alice', messageText: 'hello all' });
-    expect(parseWeechatLine(`${at}--\tPvNotice(ChanServ): [#chan] welcome`)).toMatchObject({ eventType: 'NOTICE', nick: 'ChanServ', messageText: '[#chan] welcome' });
+    expect(parseWeechatLine(`${at}--\tPvNotice(ChanServ): [#chan] welcome`)).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'ChanServ',
+      messageText: '[#chan] welcome',
+    });
     expect(parseWeechatLine(`${at}--\tNotice(NickServ): identify please`)).toMatchObject({ eventType: 'NOTICE', nick: 'NickServ' });
   });
 
@@ -300,7 +394,9 @@ describe('WeeChat logger (TIME<tab>PREFIX<tab>MESSAGE)', () => {
     expect(f.events.map((e) => e.eventType)).toEqual(['JOIN', 'PRIVMSG', 'ACTION', 'MODE', 'TOPIC', 'NICK', 'KICK', 'PART', 'NETSPLIT', 'NOTICE']);
     expect(f.events.every((e) => e.utcOffsetMinutes === 0)).toBe(true);
     expect(f.events.find((e) => e.eventType === 'NETSPLIT')!.netsplitBurst).toBe(10);
-    const mixed = parseWeechatLog(withCp1252('2017-01-02 12:00:00\ta\tnaïve', `2017-01-02 12:00:01\tb\t${CP1252_TEXT}`, '2017-01-02 12:00:02\tc\t\x0303green\x03'));
+    const mixed = parseWeechatLog(
+      withCp1252('2017-01-02 12:00:00\ta\tnaïve', `2017-01-02 12:00:01\tb\t${CP1252_TEXT}`, '2017-01-02 12:00:02\tc\t\x0303green\x03'),
+    );
     expect(mixed.events.map((e) => e.messageText)).toEqual(['naïve', 'café “quoted”', 'green']);
   });
 
@@ -317,22 +413,56 @@ describe('WeeChat logger (TIME<tab>PREFIX<tab>MESSAGE)', () => {
 
 describe('Limnoria ChannelLogger', () => {
   it('reads every event kind in ChannelLogger wording', () => {
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  <zetok> hello  there')).toEqual(
-      { eventType: 'PRIVMSG', nick: 'zetok', messageText: 'hello  there', target: null, toNick: null, localTime: '2017-01-02 12:00:00', utcOffsetMinutes: null });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  <zetok> hello  there')).toEqual({
+      eventType: 'PRIVMSG',
+      nick: 'zetok',
+      messageText: 'hello  there',
+      target: null,
+      toNick: null,
+      localTime: '2017-01-02 12:00:00',
+      utcOffsetMinutes: null,
+    });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  * zetok waves')).toMatchObject({ eventType: 'ACTION', nick: 'zetok', messageText: 'waves' });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  -qtox-bot- build passed')).toMatchObject({ eventType: 'NOTICE', nick: 'qtox-bot', messageText: 'build passed' });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has joined #qtox')).toMatchObject({ eventType: 'JOIN', nick: 'zetok', channel: '#qtox' });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has left #qtox (bye)')).toMatchObject({ eventType: 'PART', messageText: 'bye' });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  -qtox-bot- build passed')).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'qtox-bot',
+      messageText: 'build passed',
+    });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has joined #qtox')).toMatchObject({
+      eventType: 'JOIN',
+      nick: 'zetok',
+      channel: '#qtox',
+    });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has left #qtox (bye)')).toMatchObject({
+      eventType: 'PART',
+      messageText: 'bye',
+    });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has left #qtox')).toMatchObject({ eventType: 'PART', messageText: null });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has quit IRC (Ping timeout: 240 seconds)')).toMatchObject(
-      { eventType: 'QUIT', messageText: 'Ping timeout: 240 seconds' });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has quit IRC (Ping timeout: 240 seconds)')).toMatchObject({
+      eventType: 'QUIT',
+      messageText: 'Ping timeout: 240 seconds',
+    });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has quit IRC (*.net *.split)')).toMatchObject({ eventType: 'NETSPLIT' });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok <zetok!~z@host.example> has quit IRC')).toMatchObject({ eventType: 'QUIT', messageText: null });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** zetok is now known as zetok_')).toMatchObject({ eventType: 'NICK', nick: 'zetok', toNick: 'zetok_' });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** spammer was kicked by tux3 (spam)')).toMatchObject({ eventType: 'KICK', nick: 'tux3', toNick: 'spammer', messageText: 'spam' });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** ChanServ sets mode: +o tux3')).toMatchObject({ eventType: 'MODE', nick: 'ChanServ', messageText: '+o tux3', target: 'tux3' });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** spammer was kicked by tux3 (spam)')).toMatchObject({
+      eventType: 'KICK',
+      nick: 'tux3',
+      toNick: 'spammer',
+      messageText: 'spam',
+    });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** ChanServ sets mode: +o tux3')).toMatchObject({
+      eventType: 'MODE',
+      nick: 'ChanServ',
+      messageText: '+o tux3',
+      target: 'tux3',
+    });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** tux3 sets mode: +nt ')).toMatchObject({ eventType: 'MODE', messageText: '+nt', target: null });
-    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** tux3 changes topic to "qTox | "support""')).toMatchObject({ eventType: 'TOPIC', nick: 'tux3', messageText: 'qTox | "support"' });
+    expect(parseLimnoriaLine('2017-01-02T12:00:00  *** tux3 changes topic to "qTox | "support""')).toMatchObject({
+      eventType: 'TOPIC',
+      nick: 'tux3',
+      messageText: 'qTox | "support"',
+    });
     expect(parseLimnoriaLine('2017-01-02T12:00:00  *** tux3 <tux3!~t@h> invited zetok to #qtox')).toEqual({ marker: 'skip' });
   });
 
@@ -347,7 +477,9 @@ describe('Limnoria ChannelLogger', () => {
     const f = parseLimnoriaLog(LIMNORIA);
     expect(f).toMatchObject({ lines: 11, unparsed: [], channel: '#limnoria' });
     expect(f.events).toHaveLength(10);
-    const mixed = parseLimnoriaLog(withCp1252('2017-01-02T12:00:00  <a> naïve', `2017-01-02T12:00:01  <b> ${CP1252_TEXT}`, '2017-01-02T12:00:02  <c> \x1funder\x1f'));
+    const mixed = parseLimnoriaLog(
+      withCp1252('2017-01-02T12:00:00  <a> naïve', `2017-01-02T12:00:01  <b> ${CP1252_TEXT}`, '2017-01-02T12:00:02  <c> \x1funder\x1f'),
+    );
     expect(mixed.events.map((e) => e.messageText)).toEqual(['naïve', 'café “quoted”', 'under']);
   });
 
@@ -361,20 +493,45 @@ describe('Limnoria ChannelLogger', () => {
 
 describe('HexChat', () => {
   it('reads every event kind in HexChat wording (default text events)', () => {
-    expect(parseHexchatLine('Jan 02 12:34:56 <zetok>\thello')).toEqual(
-      { eventType: 'PRIVMSG', nick: 'zetok', messageText: 'hello', target: null, toNick: null, month: 1, day: 2, time: '12:34:56' });
+    expect(parseHexchatLine('Jan 02 12:34:56 <zetok>\thello')).toEqual({
+      eventType: 'PRIVMSG',
+      nick: 'zetok',
+      messageText: 'hello',
+      target: null,
+      toNick: null,
+      month: 1,
+      day: 2,
+      time: '12:34:56',
+    });
     expect(parseHexchatLine('Jan 02 12:34:56 <@tux3>\thi')).toMatchObject({ nick: 'tux3' });
     expect(parseHexchatLine('Jan 02 12:34:56 *\tzetok waves')).toMatchObject({ eventType: 'ACTION', nick: 'zetok', messageText: 'waves' });
     expect(parseHexchatLine('Jan 02 12:34:56 -NickServ-\tidentify')).toMatchObject({ eventType: 'NOTICE', nick: 'NickServ', messageText: 'identify' });
     expect(parseHexchatLine('Jan 02 12:34:56 -bot/#qtox-\tbuild passed')).toMatchObject({ eventType: 'NOTICE', nick: 'bot', channel: '#qtox' });
-    expect(parseHexchatLine('Jan 02 12:34:56 -->\tzetok (~z@host.example) has joined #qtox')).toMatchObject({ eventType: 'JOIN', nick: 'zetok', channel: '#qtox' });
+    expect(parseHexchatLine('Jan 02 12:34:56 -->\tzetok (~z@host.example) has joined #qtox')).toMatchObject({
+      eventType: 'JOIN',
+      nick: 'zetok',
+      channel: '#qtox',
+    });
     expect(parseHexchatLine('Jan 02 12:34:56 <--\tzetok (~z@host.example) has left #qtox (bye)')).toMatchObject({ eventType: 'PART', messageText: 'bye' });
     expect(parseHexchatLine('Jan 02 12:34:56 <--\tzetok (~z@host.example) has left #qtox')).toMatchObject({ eventType: 'PART', messageText: null });
-    expect(parseHexchatLine('Jan 02 12:34:56 <--\tzetok has quit (Ping timeout: 240 seconds)')).toMatchObject({ eventType: 'QUIT', nick: 'zetok', messageText: 'Ping timeout: 240 seconds' });
+    expect(parseHexchatLine('Jan 02 12:34:56 <--\tzetok has quit (Ping timeout: 240 seconds)')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'zetok',
+      messageText: 'Ping timeout: 240 seconds',
+    });
     expect(parseHexchatLine('Jan 02 12:34:56 <--\tzetok (~z@host.example) has quit (*.net *.split)')).toMatchObject({ eventType: 'NETSPLIT' });
-    expect(parseHexchatLine('Jan 02 12:34:56 <--\ttux3 has kicked spammer from #qtox (spam)')).toMatchObject({ eventType: 'KICK', nick: 'tux3', toNick: 'spammer', messageText: 'spam' });
+    expect(parseHexchatLine('Jan 02 12:34:56 <--\ttux3 has kicked spammer from #qtox (spam)')).toMatchObject({
+      eventType: 'KICK',
+      nick: 'tux3',
+      toNick: 'spammer',
+      messageText: 'spam',
+    });
     expect(parseHexchatLine('Jan 02 12:34:56 ---\tzetok is now known as zetok_')).toMatchObject({ eventType: 'NICK', nick: 'zetok', toNick: 'zetok_' });
-    expect(parseHexchatLine('Jan 02 12:34:56 ---\ttux3 has changed the topic to: qTox support')).toMatchObject({ eventType: 'TOPIC', nick: 'tux3', messageText: 'qTox support' });
+    expect(parseHexchatLine('Jan 02 12:34:56 ---\ttux3 has changed the topic to: qTox support')).toMatchObject({
+      eventType: 'TOPIC',
+      nick: 'tux3',
+      messageText: 'qTox support',
+    });
   });
 
   it('maps the mode phrases to mode strings', () => {
@@ -405,13 +562,16 @@ describe('HexChat', () => {
   });
 
   it('takes the year from BEGIN LOGGING and rolls it over from December to January', () => {
-    const f = parseHexchatLog(lines(
-      '**** BEGIN LOGGING AT Sat Dec 31 23:00:00 2016',
-      'Dec 31 23:59:59 <a>\told year',
-      'Jan 01 00:00:01 <a>\tnew year',
-      '**** BEGIN LOGGING AT Mon Jan  2 12:00:00 2017',
-      'Jan 02 12:00:00 <a>\tnext session',
-    ), null);
+    const f = parseHexchatLog(
+      lines(
+        '**** BEGIN LOGGING AT Sat Dec 31 23:00:00 2016',
+        'Dec 31 23:59:59 <a>\told year',
+        'Jan 01 00:00:01 <a>\tnew year',
+        '**** BEGIN LOGGING AT Mon Jan  2 12:00:00 2017',
+        'Jan 02 12:00:00 <a>\tnext session',
+      ),
+      null,
+    );
     expect(f.events.map((e) => e.localTime)).toEqual(['2016-12-31 23:59:59', '2017-01-01 00:00:01', '2017-01-02 12:00:00']);
     expect(parseHexchatLog(lines('Mar 01 10:00:00 <a>\tx'), '2019-02-27').events[0]!.localTime).toBe('2019-03-01 10:00:00');
     expect(() => parseHexchatLog(lines('Mar 01 10:00:00 <a>\tx'), null)).toThrow(ParseError);
@@ -421,8 +581,19 @@ describe('HexChat', () => {
     const f = parseHexchatLog(HEXCHAT, null);
     expect(f).toMatchObject({ lines: 12, unparsed: [], channel: '#hexchat' });
     expect(f.events.map((e) => e.eventType)).toEqual(['JOIN', 'PRIVMSG', 'ACTION', 'NOTICE', 'MODE', 'TOPIC', 'NICK', 'KICK', 'PART', 'QUIT']);
-    const mixed = parseHexchatLog(withCp1252('**** BEGIN LOGGING AT Mon Jan  2 12:00:00 2017\nJan 02 12:00:00 <a>\tnaïve', `Jan 02 12:00:01 <b>\t${CP1252_TEXT}`, 'Jan 02 12:00:02 <\x0302c\x0f>\t\x0304red'), null);
-    expect(mixed.events.map((e) => [e.nick, e.messageText])).toEqual([['a', 'naïve'], ['b', 'café “quoted”'], ['c', 'red']]);
+    const mixed = parseHexchatLog(
+      withCp1252(
+        '**** BEGIN LOGGING AT Mon Jan  2 12:00:00 2017\nJan 02 12:00:00 <a>\tnaïve',
+        `Jan 02 12:00:01 <b>\t${CP1252_TEXT}`,
+        'Jan 02 12:00:02 <\x0302c\x0f>\t\x0304red',
+      ),
+      null,
+    );
+    expect(mixed.events.map((e) => [e.nick, e.messageText])).toEqual([
+      ['a', 'naïve'],
+      ['b', 'café “quoted”'],
+      ['c', 'red'],
+    ]);
     expect(parseHexchatFileName('/home/u/.config/hexchat/logs/Libera.Chat-#qtox.log')).toEqual({ channel: '#qtox', date: null });
     expect(parseHexchatFileName('my-net-#qtox.log')).toEqual({ channel: '#qtox', date: null });
     expect(parseHexchatFileName('#qtox.log')).toEqual({ channel: '#qtox', date: null });
@@ -432,34 +603,81 @@ describe('HexChat', () => {
 
 describe('EnergyMech', () => {
   it('reads every event kind, and tells EnergyMech-only wording from ZNC-only wording', () => {
-    expect(parseEnergymechLine('[12:00:00] <zetok> hello')).toEqual(
-      { eventType: 'PRIVMSG', nick: 'zetok', messageText: 'hello', target: null, toNick: null, time: '12:00:00' });
+    expect(parseEnergymechLine('[12:00:00] <zetok> hello')).toEqual({
+      eventType: 'PRIVMSG',
+      nick: 'zetok',
+      messageText: 'hello',
+      target: null,
+      toNick: null,
+      time: '12:00:00',
+    });
     expect(parseEnergymechLine('[12:00:00] * zetok waves')).toMatchObject({ eventType: 'ACTION', nick: 'zetok', messageText: 'waves' });
-    expect(parseEnergymechLine('[12:00:00] -qtox-bot:#qtox- build passed')).toMatchObject(
-      { eventType: 'NOTICE', nick: 'qtox-bot', messageText: 'build passed', channel: '#qtox', dialect: 'energymech' });
+    expect(parseEnergymechLine('[12:00:00] -qtox-bot:#qtox- build passed')).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'qtox-bot',
+      messageText: 'build passed',
+      channel: '#qtox',
+      dialect: 'energymech',
+    });
     expect(parseEnergymechLine('[12:00:00] -qtox-bot- build passed')).toMatchObject({ eventType: 'NOTICE', nick: 'qtox-bot' });
     expect(parseEnergymechLine('[12:00:00] *** Joins: zetok (~z@host.example)')).toMatchObject({ eventType: 'JOIN', nick: 'zetok' });
-    expect(parseEnergymechLine('[12:00:00] *** Parts: zetok (~z@host.example)')).toMatchObject({ eventType: 'PART', nick: 'zetok', messageText: null, dialect: 'energymech' });
+    expect(parseEnergymechLine('[12:00:00] *** Parts: zetok (~z@host.example)')).toMatchObject({
+      eventType: 'PART',
+      nick: 'zetok',
+      messageText: null,
+      dialect: 'energymech',
+    });
     expect(parseEnergymechLine('[12:00:00] *** Parts: zetok (~z@host.example) (bye)')).toMatchObject({ eventType: 'PART', messageText: 'bye', dialect: 'znc' });
-    expect(parseEnergymechLine('[12:00:00] *** Quits: zetok (Quit: bye (for now))')).toMatchObject(
-      { eventType: 'QUIT', nick: 'zetok', messageText: 'Quit: bye (for now)', dialect: 'energymech' });
+    expect(parseEnergymechLine('[12:00:00] *** Quits: zetok (Quit: bye (for now))')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'zetok',
+      messageText: 'Quit: bye (for now)',
+      dialect: 'energymech',
+    });
     expect(parseEnergymechLine('[12:00:00] *** Quits: zetok (*.net *.split)')).toMatchObject({ eventType: 'NETSPLIT', messageText: '*.net *.split' });
-    expect(parseEnergymechLine('[12:00:00] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)')).toMatchObject(
-      { eventType: 'QUIT', nick: 'f10', messageText: 'Ping timeout: 240 seconds', dialect: 'znc' });
+    expect(parseEnergymechLine('[12:00:00] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'f10',
+      messageText: 'Ping timeout: 240 seconds',
+      dialect: 'znc',
+    });
     expect(parseEnergymechLine('[12:00:00] *** zetok is now known as zetok_')).toMatchObject({ eventType: 'NICK', nick: 'zetok', toNick: 'zetok_' });
-    expect(parseEnergymechLine('[12:00:00] *** spammer was kicked by tux3 (spam)')).toMatchObject({ eventType: 'KICK', nick: 'tux3', toNick: 'spammer', messageText: 'spam' });
-    expect(parseEnergymechLine('[12:00:00] *** ChanServ sets mode: +o tux3')).toMatchObject({ eventType: 'MODE', nick: 'ChanServ', messageText: '+o tux3', target: 'tux3' });
-    expect(parseEnergymechLine('[12:00:00] *** tux3 changes topic to "qTox"')).toMatchObject({ eventType: 'TOPIC', messageText: 'qTox', dialect: 'energymech' });
+    expect(parseEnergymechLine('[12:00:00] *** spammer was kicked by tux3 (spam)')).toMatchObject({
+      eventType: 'KICK',
+      nick: 'tux3',
+      toNick: 'spammer',
+      messageText: 'spam',
+    });
+    expect(parseEnergymechLine('[12:00:00] *** ChanServ sets mode: +o tux3')).toMatchObject({
+      eventType: 'MODE',
+      nick: 'ChanServ',
+      messageText: '+o tux3',
+      target: 'tux3',
+    });
+    expect(parseEnergymechLine('[12:00:00] *** tux3 changes topic to "qTox"')).toMatchObject({
+      eventType: 'TOPIC',
+      messageText: 'qTox',
+      dialect: 'energymech',
+    });
     expect(parseEnergymechLine("[12:00:00] *** tux3 changes topic to 'qTox'")).toMatchObject({ eventType: 'TOPIC', messageText: 'qTox', dialect: 'znc' });
-    expect(parseEnergymechLine('[Jan 2 2017 12:00:00] <zetok> dated')).toMatchObject({ nick: 'zetok', date: '2017-01-02', time: '12:00:00', dialect: 'energymech' });
+    expect(parseEnergymechLine('[Jan 2 2017 12:00:00] <zetok> dated')).toMatchObject({
+      nick: 'zetok',
+      date: '2017-01-02',
+      time: '12:00:00',
+      dialect: 'energymech',
+    });
     expect(parseEnergymechLine('[12:00:00] *** something else')).toBeNull();
   });
 
   it('needs a day for time-only stamps, rolls over at midnight, and reads dated stamps', () => {
-    expect(parseEnergymechLog(lines('[23:59:00] <a> x', '[00:01:00] <a> y'), '2017-01-02').events.map((e) => e.localTime))
-      .toEqual(['2017-01-02 23:59:00', '2017-01-03 00:01:00']);
-    expect(parseEnergymechLog(lines('[Jan 2 2017 12:00:00] <a> x', '[12:00:05] <a> y'), null).events.map((e) => e.localTime))
-      .toEqual(['2017-01-02 12:00:00', '2017-01-02 12:00:05']);
+    expect(parseEnergymechLog(lines('[23:59:00] <a> x', '[00:01:00] <a> y'), '2017-01-02').events.map((e) => e.localTime)).toEqual([
+      '2017-01-02 23:59:00',
+      '2017-01-03 00:01:00',
+    ]);
+    expect(parseEnergymechLog(lines('[Jan 2 2017 12:00:00] <a> x', '[12:00:05] <a> y'), null).events.map((e) => e.localTime)).toEqual([
+      '2017-01-02 12:00:00',
+      '2017-01-02 12:00:05',
+    ]);
     expect(() => parseEnergymechLog(lines('[12:00:00] <a> x'), null)).toThrow(ParseError);
   });
 
@@ -540,29 +758,47 @@ describe('importing one file of each format into PostgreSQL (auto-detected)', ()
     expect(counts).toMatchObject({ files: 5, lines: totalLines, inserted: totalEvents, unparsed: 0, skipped: totalLines - totalEvents });
 
     const perChannel = await sql<{ name: string; n: string }>(
-      'select c.name, count(e.id) as n from irc_channels c left join irc_events e on e.channel_id = c.id group by c.name order by c.name');
+      'select c.name, count(e.id) as n from irc_channels c left join irc_events e on e.channel_id = c.id group by c.name order by c.name',
+    );
     expect(perChannel.map((r) => [r.name, Number(r.n)])).toEqual([
-      ['#energymech', 10], ['#hexchat', 10], ['#irssi', 13], ['#limnoria', 10], ['#weechat', 10],
+      ['#energymech', 10],
+      ['#hexchat', 10],
+      ['#irssi', 13],
+      ['#limnoria', 10],
+      ['#weechat', 10],
     ]);
 
-    const row = async (channel: string, where: string) => sql<{ event_type: string; nick: string; to_nick: string | null; message_text: string | null; at: string }>(
-      `select e.event_type, e.nick, e.to_nick, e.message_text, to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at
-         from irc_events e join irc_channels c on c.id = e.channel_id where c.name = ? and ${where} order by e.occurred_at, e.id`, [channel]);
+    const row = async (channel: string, where: string) =>
+      sql<{ event_type: string; nick: string; to_nick: string | null; message_text: string | null; at: string }>(
+        `select e.event_type, e.nick, e.to_nick, e.message_text, to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at
+         from irc_events e join irc_channels c on c.id = e.channel_id where c.name = ? and ${where} order by e.occurred_at, e.id`,
+        [channel],
+      );
     // irssi: local wall clock in Europe/Stockholm (CET, +01:00 in January); Day changed moves to the 3rd.
     expect(await row('#irssi', `e.nick = 'bobby' and e.event_type = 'PRIVMSG'`)).toEqual([
       { event_type: 'PRIVMSG', nick: 'bobby', to_nick: null, message_text: 'late', at: '2017-01-02 22:59:00' },
       { event_type: 'PRIVMSG', nick: 'bobby', to_nick: null, message_text: 'early', at: '2017-01-02 23:01:00' },
     ]);
-    expect(await row('#irssi', `e.event_type = 'KICK'`)).toEqual([{ event_type: 'KICK', nick: 'alice', to_nick: 'carol', message_text: 'spam', at: '2017-01-02 09:07:00' }]);
+    expect(await row('#irssi', `e.event_type = 'KICK'`)).toEqual([
+      { event_type: 'KICK', nick: 'alice', to_nick: 'carol', message_text: 'spam', at: '2017-01-02 09:07:00' },
+    ]);
     // WeeChat 4.8 stamps are UTC ("…Z"): the zone given to the import does not move them.
     expect(await row('#weechat', `e.event_type in ('PRIVMSG', 'NETSPLIT')`)).toEqual([
       { event_type: 'PRIVMSG', nick: 'alice', to_nick: null, message_text: 'hello', at: '2017-01-02 11:00:02' },
       { event_type: 'NETSPLIT', nick: 'erin', to_nick: null, message_text: '*.net *.split', at: '2017-01-02 11:00:09' },
     ]);
-    expect(await row('#limnoria', `e.event_type = 'TOPIC'`)).toEqual([{ event_type: 'TOPIC', nick: 'alice', to_nick: null, message_text: 'new topic', at: '2017-01-02 11:00:05' }]);
-    expect(await row('#hexchat', `e.event_type = 'MODE'`)).toEqual([{ event_type: 'MODE', nick: 'alice', to_nick: null, message_text: '+o bob', at: '2017-01-02 11:00:04' }]);
-    expect(await row('#energymech', `e.event_type = 'QUIT'`)).toEqual([{ event_type: 'QUIT', nick: 'erin', to_nick: null, message_text: 'Quit: leaving', at: '2017-01-02 11:00:09' }]);
-    const splits = await sql<{ g: string | null; leader: boolean }>(`select netsplit_group as g, netsplit_leader as leader from irc_events where event_type = 'NETSPLIT'`);
+    expect(await row('#limnoria', `e.event_type = 'TOPIC'`)).toEqual([
+      { event_type: 'TOPIC', nick: 'alice', to_nick: null, message_text: 'new topic', at: '2017-01-02 11:00:05' },
+    ]);
+    expect(await row('#hexchat', `e.event_type = 'MODE'`)).toEqual([
+      { event_type: 'MODE', nick: 'alice', to_nick: null, message_text: '+o bob', at: '2017-01-02 11:00:04' },
+    ]);
+    expect(await row('#energymech', `e.event_type = 'QUIT'`)).toEqual([
+      { event_type: 'QUIT', nick: 'erin', to_nick: null, message_text: 'Quit: leaving', at: '2017-01-02 11:00:09' },
+    ]);
+    const splits = await sql<{ g: string | null; leader: boolean }>(
+      `select netsplit_group as g, netsplit_leader as leader from irc_events where event_type = 'NETSPLIT'`,
+    );
     expect(splits).toHaveLength(1);
     expect(splits[0]!.g).not.toBeNull();
     expect(splits[0]!.leader).toBe(true);

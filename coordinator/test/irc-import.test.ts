@@ -9,49 +9,94 @@ import { localToUtcMs, formatUtc } from '../src/irc/time-zone.js';
 import { useTestOrm } from '../../test/support/harness.js';
 
 const LOGS = '/work/shared/data/irc/znc-qtox';
-const firstLine = (file: string) => { const b = readFileSync(file); return b.subarray(0, b.indexOf(0x0a)); };
+const firstLine = (file: string) => {
+  const b = readFileSync(file);
+  return b.subarray(0, b.indexOf(0x0a));
+};
 const JUNE = path.join(LOGS, '2016/06');
 
 describe('ZNC log parser (lines copied from the #qtox logs)', () => {
   it('reads channel messages, actions and notices', () => {
-    expect(parseZncLine('[16:05:12] <zetok> sudden6: ok')).toEqual(
-      { eventType: 'PRIVMSG', time: '16:05:12', nick: 'zetok', messageText: 'sudden6: ok', target: null, toNick: null });
-    expect(parseZncLine("[16:19:53] * zetok wonders how it'll work")).toMatchObject(
-      { eventType: 'ACTION', nick: 'zetok', messageText: "wonders how it'll work" });
-    expect(parseZncLine('[14:40:01] -qtox-git-spam- [qTox] tux3 pushed 1 new commit to master: https://git.io/vrpmr')).toMatchObject(
-      { eventType: 'NOTICE', nick: 'qtox-git-spam', messageText: '[qTox] tux3 pushed 1 new commit to master: https://git.io/vrpmr' });
+    expect(parseZncLine('[16:05:12] <zetok> sudden6: ok')).toEqual({
+      eventType: 'PRIVMSG',
+      time: '16:05:12',
+      nick: 'zetok',
+      messageText: 'sudden6: ok',
+      target: null,
+      toNick: null,
+    });
+    expect(parseZncLine("[16:19:53] * zetok wonders how it'll work")).toMatchObject({
+      eventType: 'ACTION',
+      nick: 'zetok',
+      messageText: "wonders how it'll work",
+    });
+    expect(parseZncLine('[14:40:01] -qtox-git-spam- [qTox] tux3 pushed 1 new commit to master: https://git.io/vrpmr')).toMatchObject({
+      eventType: 'NOTICE',
+      nick: 'qtox-git-spam',
+      messageText: '[qTox] tux3 pushed 1 new commit to master: https://git.io/vrpmr',
+    });
   });
 
   it('reads joins, parts and quits with their reasons', () => {
-    expect(parseZncLine('[02:12:50] *** Joins: Rowen_Stipe (~rowen_sti@ )')).toMatchObject({ eventType: 'JOIN', time: '02:12:50', nick: 'Rowen_Stipe', messageText: null });
+    expect(parseZncLine('[02:12:50] *** Joins: Rowen_Stipe (~rowen_sti@ )')).toMatchObject({
+      eventType: 'JOIN',
+      time: '02:12:50',
+      nick: 'Rowen_Stipe',
+      messageText: null,
+    });
     expect(parseZncLine('[06:18:11] *** Parts: tdmps (~ray@ ) ()')).toMatchObject({ eventType: 'PART', nick: 'tdmps', messageText: null });
-    expect(parseZncLine('[14:03:56] *** Parts: cisc (~cisc@ ) ("Konversation terminated!")')).toMatchObject(
-      { eventType: 'PART', nick: 'cisc', messageText: '"Konversation terminated!"' });
-    expect(parseZncLine('[02:06:03] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)')).toMatchObject(
-      { eventType: 'QUIT', nick: 'f10', messageText: 'Ping timeout: 240 seconds' });
+    expect(parseZncLine('[14:03:56] *** Parts: cisc (~cisc@ ) ("Konversation terminated!")')).toMatchObject({
+      eventType: 'PART',
+      nick: 'cisc',
+      messageText: '"Konversation terminated!"',
+    });
+    expect(parseZncLine('[02:06:03] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)')).toMatchObject({
+      eventType: 'QUIT',
+      nick: 'f10',
+      messageText: 'Ping timeout: 240 seconds',
+    });
   });
 
   it('reads nick changes, modes and topics', () => {
     expect(parseZncLine('[16:05:00] *** shiva is now known as in1t3r')).toMatchObject({ eventType: 'NICK', nick: 'shiva', toNick: 'in1t3r' });
-    expect(parseZncLine('[11:42:41] *** ChanServ sets mode: +o tux3')).toMatchObject(
-      { eventType: 'MODE', nick: 'ChanServ', messageText: '+o tux3', target: 'tux3' });
-    expect(parseZncLine("[19:38:33] *** zetok changes topic to 'qTox support channel | qTox User Party Hub'")).toMatchObject(
-      { eventType: 'TOPIC', nick: 'zetok', messageText: 'qTox support channel | qTox User Party Hub' });
+    expect(parseZncLine('[11:42:41] *** ChanServ sets mode: +o tux3')).toMatchObject({
+      eventType: 'MODE',
+      nick: 'ChanServ',
+      messageText: '+o tux3',
+      target: 'tux3',
+    });
+    expect(parseZncLine("[19:38:33] *** zetok changes topic to 'qTox support channel | qTox User Party Hub'")).toMatchObject({
+      eventType: 'TOPIC',
+      nick: 'zetok',
+      messageText: 'qTox support channel | qTox User Party Hub',
+    });
   });
 
-  it('reads kicks (no kick occurs in the #qtox logs; this is ZNC\'s kick line shape)', () => {
-    expect(parseZncLine('[12:00:01] *** spammer was kicked by tux3 (spam (again))')).toMatchObject(
-      { eventType: 'KICK', nick: 'tux3', toNick: 'spammer', messageText: 'spam (again)' });
+  it("reads kicks (no kick occurs in the #qtox logs; this is ZNC's kick line shape)", () => {
+    expect(parseZncLine('[12:00:01] *** spammer was kicked by tux3 (spam (again))')).toMatchObject({
+      eventType: 'KICK',
+      nick: 'tux3',
+      toNick: 'spammer',
+      messageText: 'spam (again)',
+    });
   });
 
   it('marks a quit whose reason is two host names as a netsplit, and groups the burst', () => {
-    expect(parseZncLine('[11:16:13] *** Quits: BHR27 (~Bheru27@ ) (*.net *.split)')).toMatchObject({ eventType: 'NETSPLIT', nick: 'BHR27', messageText: '*.net *.split' });
+    expect(parseZncLine('[11:16:13] *** Quits: BHR27 (~Bheru27@ ) (*.net *.split)')).toMatchObject({
+      eventType: 'NETSPLIT',
+      nick: 'BHR27',
+      messageText: '*.net *.split',
+    });
     expect(parseZncLine('[11:16:13] *** Quits: x (~x@ ) (irc.example.net hub.example.org)')?.eventType).toBe('NETSPLIT');
     expect(parseZncLine('[11:16:13] *** Quits: x (~x@ ) (Quit: leaving now)')?.eventType).toBe('QUIT');
     expect(parseZncLine('[11:16:13] *** Quits: x (~x@ ) (Remote host closed the connection)')?.eventType).toBe('QUIT');
     const file = readFileSync(path.join(JUNE, '#qtox_20160616.log.txt'));
     const splits = parseZncLog(file, '2016-06-16').events.filter((e) => e.eventType === 'NETSPLIT');
-    expect(splits.slice(0, 3).map((e) => [e.lineNo, e.nick, e.netsplitBurst])).toEqual([[5, 'rysiek|pl', 5], [6, 'chain', 5], [7, 'Andrew7', 5]]);
+    expect(splits.slice(0, 3).map((e) => [e.lineNo, e.nick, e.netsplitBurst])).toEqual([
+      [5, 'rysiek|pl', 5],
+      [6, 'chain', 5],
+      [7, 'Andrew7', 5],
+    ]);
     const later = parseZncLog('[00:12:55] *** Quits: a (~a@ ) (*.net *.split)\n[03:00:00] *** Quits: b (~b@ ) (*.net *.split)\n', '2016-06-16').events;
     expect(later.map((e) => e.netsplitBurst)).toEqual([1, 2]);
   });
@@ -93,10 +138,18 @@ describe('ZNC log parser (lines copied from the #qtox logs)', () => {
     expect(formatUtc(localToUtcMs('2016-06-01 02:06:03', 'UTC'))).toBe('2016-06-01 02:06:03');
     // Offsets are remembered per local hour; the hours around both changes must still be right.
     const at = (l: string) => formatUtc(localToUtcMs(l, 'Europe/Stockholm'));
-    expect(['2016-03-27 01:59:59', '2016-03-27 03:00:00', '2016-03-27 03:30:00', '2016-03-27 01:00:00'].map(at))
-      .toEqual(['2016-03-27 00:59:59', '2016-03-27 01:00:00', '2016-03-27 01:30:00', '2016-03-27 00:00:00']);
-    expect(['2016-10-30 01:59:59', '2016-10-30 02:59:59', '2016-10-30 03:00:00', '2016-10-30 02:00:00'].map(at))
-      .toEqual(['2016-10-29 23:59:59', '2016-10-30 00:59:59', '2016-10-30 02:00:00', '2016-10-30 00:00:00']);
+    expect(['2016-03-27 01:59:59', '2016-03-27 03:00:00', '2016-03-27 03:30:00', '2016-03-27 01:00:00'].map(at)).toEqual([
+      '2016-03-27 00:59:59',
+      '2016-03-27 01:00:00',
+      '2016-03-27 01:30:00',
+      '2016-03-27 00:00:00',
+    ]);
+    expect(['2016-10-30 01:59:59', '2016-10-30 02:59:59', '2016-10-30 03:00:00', '2016-10-30 02:00:00'].map(at)).toEqual([
+      '2016-10-29 23:59:59',
+      '2016-10-30 00:59:59',
+      '2016-10-30 02:00:00',
+      '2016-10-30 00:00:00',
+    ]);
   });
 });
 
@@ -107,7 +160,14 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
 
   // Expected counts are read independently of the parser: every non-empty line of these files is timestamped.
   const juneFiles = readdirSync(JUNE).filter((f) => f.endsWith('.log.txt'));
-  const juneLines = juneFiles.reduce((n, f) => n + readFileSync(path.join(JUNE, f), 'latin1').split('\n').filter((l) => l.length > 0).length, 0);
+  const juneLines = juneFiles.reduce(
+    (n, f) =>
+      n +
+      readFileSync(path.join(JUNE, f), 'latin1')
+        .split('\n')
+        .filter((l) => l.length > 0).length,
+    0,
+  );
 
   beforeAll(() => {
     svc = new IrcImportService(pg.orm);
@@ -124,20 +184,27 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
     // Line 1 of 2016-06-01: "[02:06:03] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)" at CEST (+02:00).
     const hash = lineHash('#qtox', '2016-06-01 02:06:03', 0, firstLine(path.join(JUNE, '#qtox_20160601.log.txt')));
     const rows = await sql<{ event_type: string; at: string; nick: string; message_text: string }>(
-      `select event_type, to_char(occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at, nick, message_text from irc_events where line_hash = ?`, [hash]);
+      `select event_type, to_char(occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at, nick, message_text from irc_events where line_hash = ?`,
+      [hash],
+    );
     expect(rows).toEqual([{ event_type: 'QUIT', at: '2016-06-01 00:06:03', nick: 'f10', message_text: 'Ping timeout: 240 seconds' }]);
 
     const tm = await sql<{ message_text: string }>(`select message_text from irc_events where nick = 'tux3' and message_text like 'Not Dead%'`);
     expect(tm.map((r) => r.message_text)).toEqual(['Not Dead™']);
     const groups = await sql<{ g: string; n: string }>(
-      `select netsplit_group as g, count(*) as n from irc_events where event_type = 'NETSPLIT' group by 1 order by min(id)`);
+      `select netsplit_group as g, count(*) as n from irc_events where event_type = 'NETSPLIT' group by 1 order by min(id)`,
+    );
     expect(groups.length).toBeGreaterThan(0);
     expect(groups.every((g) => g.g !== null)).toBe(true);
     expect(Number(groups[0]!.n)).toBe(3); // 2016-06-03 lines 34-36, one burst
   });
 
   it('imports nothing the second time, and keeps one network and one channel row', async () => {
-    const again = await svc.importPaths([JUNE, path.join(JUNE, '#qtox_20160601.log.txt')], { network: 'freenode', source: 'production', timeZone: 'Europe/Stockholm' });
+    const again = await svc.importPaths([JUNE, path.join(JUNE, '#qtox_20160601.log.txt')], {
+      network: 'freenode',
+      source: 'production',
+      timeZone: 'Europe/Stockholm',
+    });
     expect(again).toMatchObject({ files: 31, lines: juneLines + 613, inserted: 0, skipped: juneLines + 613 });
     expect(await sql('select source, name from irc_networks')).toEqual([{ source: 'production', name: 'freenode' }]);
     expect((await sql<{ name: string }>('select name from irc_channels')).map((r) => r.name)).toEqual(['#qtox']);
@@ -150,12 +217,15 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
     expect(c).toMatchObject({ files: 1, inserted: 613 });
     expect(Number((await sql<{ n: string }>('select count(*) as n from irc_networks'))[0]!.n)).toBe(2);
     const hits = await sql<{ n: string }>(
-      `select count(*) as n from irc_events where to_tsvector('simple', coalesce(nick,'') || ' ' || coalesce(message_text,'')) @@ plainto_tsquery('simple', 'konversation')`);
+      `select count(*) as n from irc_events where to_tsvector('simple', coalesce(nick,'') || ' ' || coalesce(message_text,'')) @@ plainto_tsquery('simple', 'konversation')`,
+    );
     expect(Number(hits[0]!.n)).toBeGreaterThan(0);
   });
 
   it('refuses unknown formats, sources and zones with a clear message', async () => {
-    await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', format: 'mirc' })).rejects.toThrow(/unknown log format "mirc"; formats: auto, znc/);
+    await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', format: 'mirc' })).rejects.toThrow(
+      /unknown log format "mirc"; formats: auto, znc/,
+    );
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'staging' as never })).rejects.toThrow(/unknown source/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', timeZone: 'Mars/Olympus' })).rejects.toThrow(/unknown time zone/);
   });
@@ -187,10 +257,13 @@ describe('large files are imported in pieces', () => {
     const pieces = await svc.importPaths([file], { network: 'pieces', source: 'production', chunkBytes: 700 });
     expect(whole).toMatchObject({ files: 1, inserted: 936, unparsed: 0 });
     expect(pieces).toMatchObject({ files: 1, lines: whole.lines, inserted: 936, unparsed: 0 });
-    const rowsOf = (network: string) => sql<{ t: string; nick: string; m: string }>(
-      `select to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as t, e.nick, e.message_text as m
+    const rowsOf = (network: string) =>
+      sql<{ t: string; nick: string; m: string }>(
+        `select to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as t, e.nick, e.message_text as m
          from irc_events e join irc_channels c on c.id = e.channel_id join irc_networks n on n.id = c.network_id
-        where n.name = ? order by e.occurred_at, e.id`, [network]);
+        where n.name = ? order by e.occurred_at, e.id`,
+        [network],
+      );
     const a = await rowsOf('whole');
     expect(await rowsOf('pieces')).toEqual(a);
     expect(a.at(-1)).toEqual({ t: '2017-01-04 23:50:13', nick: 'nick5', m: 'day 2 line 299' });

@@ -12,7 +12,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A child that ignores SIGTERM until told, so stopProcess has to escalate. */
 function stubborn() {
-  const child = spawn(process.execPath, ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000); console.log('ready')"], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000); console.log('ready')"], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   return new Promise<typeof child>((resolve) => child.stdout.once('data', () => resolve(child)));
 }
 

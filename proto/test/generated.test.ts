@@ -38,7 +38,8 @@ describe('generated protocol types', () => {
     await mkdir(path.join(repoRoot, 'node_modules/.cache'), { recursive: true });
     const copy = await mkdtemp(path.join(repoRoot, 'node_modules/.cache/proto-gen-'));
     try {
-      for (const f of ['worker.proto', 'index.js', 'package.json', 'scripts', 'generated']) await cp(path.join(protoDir, f), path.join(copy, f), { recursive: true });
+      for (const f of ['worker.proto', 'index.js', 'package.json', 'scripts', 'generated'])
+        await cp(path.join(protoDir, f), path.join(copy, f), { recursive: true });
       const proto = await readFile(path.join(copy, 'worker.proto'), 'utf8');
       await writeFile(path.join(copy, 'worker.proto'), proto.replace('message ProgressAck {\n', 'message ProgressAck {\n  string note = 99;\n'));
       const script = path.join(copy, 'scripts/generate.mjs');
@@ -70,7 +71,11 @@ describe('generated protocol types', () => {
     expect(Object.keys(def).sort()).toEqual(['Claim', 'Complete', 'FetchMedia', 'Heartbeat', 'Hello', 'Release', 'ReportProgress']);
     expect(def.Hello.path).toBe('/sonar.worker.v1.WorkerService/Hello');
 
-    const sent = def.Hello.requestSerialize({ contract_version: 2, held_leases: [{ job_id: 7, attempt: 1, lease_token: 't' }], capabilities: { models: ['m'], model_languages: [{ model: 'm', languages: ['en'] }] } });
+    const sent = def.Hello.requestSerialize({
+      contract_version: 2,
+      held_leases: [{ job_id: 7, attempt: 1, lease_token: 't' }],
+      capabilities: { models: ['m'], model_languages: [{ model: 'm', languages: ['en'] }] },
+    });
     const got: HelloRequest__Output = def.Hello.requestDeserialize(sent);
     expect(got).toEqual({
       contract_version: 2,
@@ -88,7 +93,8 @@ describe('generated protocol types', () => {
     const client = createWorkerServiceClient('127.0.0.1:1', grpc.credentials.createInsecure());
     try {
       expect(client).toBeInstanceOf(grpc.Client);
-      for (const m of ['Hello', 'Heartbeat', 'Claim', 'ReportProgress', 'Complete', 'Release', 'FetchMedia'] as const) expect(typeof client[m]).toBe('function');
+      for (const m of ['Hello', 'Heartbeat', 'Claim', 'ReportProgress', 'Complete', 'Release', 'FetchMedia'] as const)
+        expect(typeof client[m]).toBe('function');
     } finally {
       client.close();
     }

@@ -51,9 +51,7 @@ export interface OpenApiDocument {
 }
 
 /** How a route authenticates, from the coordinator's route table (`config.auth`). */
-export type OperationAuth =
-  | 'public'
-  | { accept: string[]; scope?: string; permissions?: string[]; adminOnly?: boolean; tokenLegacyTransports?: boolean };
+export type OperationAuth = 'public' | { accept: string[]; scope?: string; permissions?: string[]; adminOnly?: boolean; tokenLegacyTransports?: boolean };
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
@@ -66,7 +64,11 @@ const CREDENTIALS: Record<string, string> = {
 };
 
 /** Table cells hold one line; pipes would end the cell. */
-const cell = (text: string) => text.replace(/\r?\n+/g, ' ').replace(/\|/g, '\\|').trim();
+const cell = (text: string) =>
+  text
+    .replace(/\r?\n+/g, ' ')
+    .replace(/\|/g, '\\|')
+    .trim();
 const code = (text: string) => `\`${text}\``;
 
 /** Large integer bounds zod puts on every int (±2^53−1) say nothing; others are shown. */
@@ -181,7 +183,16 @@ function renderOperation(method: string, path: string, op: Operation, auth: Oper
     const ok = responses.find(([status]) => status.startsWith('2'));
     const okRows = fieldRows(ok?.[1].content?.['application/json']?.schema);
     if (ok && okRows.length) {
-      out.push(`<details><summary>${ok[0]} body fields</summary>`, '', '| field | type | always | notes |', '|---|---|---|---|', ...okRows, '', '</details>', '');
+      out.push(
+        `<details><summary>${ok[0]} body fields</summary>`,
+        '',
+        '| field | type | always | notes |',
+        '|---|---|---|---|',
+        ...okRows,
+        '',
+        '</details>',
+        '',
+      );
     }
   }
   return out;
@@ -231,5 +242,8 @@ export function renderApiMarkdown(doc: OpenApiDocument, authOf: (method: string,
     out.push(`## ${tag}`, '');
     for (const { method, path, op } of ops) out.push(...renderOperation(method, path, op, authOf(method, path)));
   }
-  return `${out.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd()}\n`;
+  return `${out
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trimEnd()}\n`;
 }

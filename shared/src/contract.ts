@@ -9,9 +9,5 @@ export const HELD_LEASES_CONTRACT_VERSION = 2;
 export const MIN_SUPPORTED_WORKER_CONTRACT_VERSION = 1;
 
 export function isCompatibleContract(version: number): boolean {
-  return (
-    Number.isInteger(version) &&
-    version >= MIN_SUPPORTED_WORKER_CONTRACT_VERSION &&
-    version <= WORKER_CONTRACT_VERSION
-  );
+  return Number.isInteger(version) && version >= MIN_SUPPORTED_WORKER_CONTRACT_VERSION && version <= WORKER_CONTRACT_VERSION;
 }

@@ -137,10 +137,13 @@ export async function runFfmpeg(args: string[], opts: MediaToolOptions = {}): Pr
 }
 
 // ffprobe -print_format json: numbers of the format and stream sections come as strings.
-const numeric = z.union([z.string(), z.number()]).optional().transform((v) => {
-  const n = v === undefined || v === '' ? NaN : Number(v);
-  return Number.isFinite(n) ? n : null;
-});
+const numeric = z
+  .union([z.string(), z.number()])
+  .optional()
+  .transform((v) => {
+    const n = v === undefined || v === '' ? NaN : Number(v);
+    return Number.isFinite(n) ? n : null;
+  });
 const ffprobeJson = z.object({
   format: z
     .object({

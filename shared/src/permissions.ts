@@ -1,12 +1,5 @@
 /** Permissions a user can be granted. Administrators bypass ordinary permission checks. */
-export const PERMISSIONS = [
-  'speech.use',
-  'speech.manage',
-  'speech.api',
-  'provider_openai',
-  'ai.assistant',
-  'spam.analyze',
-] as const;
+export const PERMISSIONS = ['speech.use', 'speech.manage', 'speech.api', 'provider_openai', 'ai.assistant', 'spam.analyze'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 /** Scopes a personal access token can carry. A scope only works while its owner also holds the matching permission. */

@@ -29,7 +29,4 @@ export const DNS_REASONS = [
 
 export const ACCOUNT_REASONS = ['invalid_credentials', 'account_disabled'] as const;
 
-export type Reason =
-  | (typeof COMMON_REASONS)[number]
-  | (typeof DNS_REASONS)[number]
-  | (typeof ACCOUNT_REASONS)[number];
+export type Reason = (typeof COMMON_REASONS)[number] | (typeof DNS_REASONS)[number] | (typeof ACCOUNT_REASONS)[number];

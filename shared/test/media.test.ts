@@ -25,7 +25,11 @@ afterAll(async () => {
 });
 
 /** Settles `p` and returns what it rejected with (null when it resolved). */
-const rejection = (p: Promise<unknown>) => p.then(() => null, (err: unknown) => err);
+const rejection = (p: Promise<unknown>) =>
+  p.then(
+    () => null,
+    (err: unknown) => err,
+  );
 
 describe('ffprobe', () => {
   it('reads container, duration, streams and MIME type of generated media', async () => {

@@ -24,9 +24,21 @@ describe('OutboundPolicy (SSRF guard)', () => {
 
   it('refuses loopback, private, link-local, metadata and other schemes by default', async () => {
     for (const url of [
-      `http://127.0.0.1:${port}/ok`, 'http://10.0.0.8/', 'http://192.168.1.1/', 'http://172.20.0.1/', 'http://169.254.169.254/latest/',
-      'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://0.0.0.0/', 'http://localhost/',
-      'file:///etc/passwd', 'ftp://example.org/', 'http://user:pw@example.org/', 'not a url',
+      `http://127.0.0.1:${port}/ok`,
+      'http://10.0.0.8/',
+      'http://192.168.1.1/',
+      'http://172.20.0.1/',
+      'http://169.254.169.254/latest/',
+      'http://[::1]/',
+      'http://[fd00::1]/',
+      'http://[fe80::1]/',
+      'http://[::ffff:127.0.0.1]/',
+      'http://0.0.0.0/',
+      'http://localhost/',
+      'file:///etc/passwd',
+      'ftp://example.org/',
+      'http://user:pw@example.org/',
+      'not a url',
     ]) {
       await expect(strict.assertPublic(url), url).rejects.toBeInstanceOf(OutboundRefused);
     }
@@ -50,11 +62,19 @@ describe('OutboundPolicy (SSRF guard)', () => {
 
   it('judges IPv6 forms that carry an IPv4 address by that address', () => {
     const blocked = [
-      '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:169.254.169.254', '::ffff:10.1.2.3', // IPv4-mapped
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:169.254.169.254',
+      '::ffff:10.1.2.3', // IPv4-mapped
       '::ffff:0:7f00:1', // IPv4-translated (SIIT)
-      '64:ff9b::127.0.0.1', '64:ff9b::a9fe:a9fe', '64:ff9b::10.0.0.1', // NAT64 well-known prefix
-      '2002:7f00:1::', '2002:a9fe:a9fe::1', '2002:c0a8:101:1::5', // 6to4 of 127.0.0.1, 169.254.169.254, 192.168.1.1
-      '::127.0.0.1', '::10.0.0.1', // IPv4-compatible (deprecated)
+      '64:ff9b::127.0.0.1',
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b::10.0.0.1', // NAT64 well-known prefix
+      '2002:7f00:1::',
+      '2002:a9fe:a9fe::1',
+      '2002:c0a8:101:1::5', // 6to4 of 127.0.0.1, 169.254.169.254, 192.168.1.1
+      '::127.0.0.1',
+      '::10.0.0.1', // IPv4-compatible (deprecated)
       '64:ff9b:1::8.8.8.8', // local-use NAT64: where its IPv4 part sits is the operator's choice
       '2001:0:4136:e378:8000:63bf:3fff:fdd2', // Teredo
       'fec0::1', // site-local (deprecated, still routed in places)

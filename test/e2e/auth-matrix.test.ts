@@ -47,7 +47,11 @@ async function probes(app: FastifyInstance) {
   });
   await app.register(async (irc) => {
     installDomainErrors(irc, successErrorBody);
-    irc.withTypeProvider<ZodTypeProvider>().get('/probe/irc', { config: { auth: 'public' }, schema: { querystring: z.object({ limit: z.coerce.number().int().min(1).max(1000) }) } }, async () => ({ success: true }));
+    irc
+      .withTypeProvider<ZodTypeProvider>()
+      .get('/probe/irc', { config: { auth: 'public' }, schema: { querystring: z.object({ limit: z.coerce.number().int().min(1).max(1000) }) } }, async () => ({
+        success: true,
+      }));
   });
 }
 
@@ -240,7 +244,8 @@ describe('signed-in API: session or JWT', () => {
     const cookie = jar.header();
     const csrf = extractCsrf((await get('/account', { cookie })).body);
     const out = await t.app.inject({
-      method: 'POST', url: '/logout',
+      method: 'POST',
+      url: '/logout',
       headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
       payload: `_csrf=${encodeURIComponent(csrf)}`,
     });
@@ -317,7 +322,9 @@ describe('personal access tokens (speech token API and assistant policies)', () 
 
   it('stores only a hash: the plaintext is not in the database', async () => {
     const { token, record } = await t.accounts.createPersonalToken(alice.id, { name: 'hash-check', scopes: ['speech.api'] });
-    const rows = await t.orm.em.getConnection().execute<Array<{ token_hash: string; prefix: string }>>('select token_hash, prefix from personal_access_tokens where id = ?', [record.id]);
+    const rows = await t.orm.em
+      .getConnection()
+      .execute<Array<{ token_hash: string; prefix: string }>>('select token_hash, prefix from personal_access_tokens where id = ?', [record.id]);
     expect(rows[0]!.token_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(rows[0]!.token_hash).not.toContain(token.slice(10));
     expect(token.startsWith(rows[0]!.prefix)).toBe(true);
@@ -329,7 +336,12 @@ describe('account token API', () => {
   it('creates a token shown once, lists it without the secret, and revokes it (JWT)', async () => {
     const jwt = await jwtFor(alice.name, alice.password);
     const auth = { authorization: `Bearer ${jwt}` };
-    const created = await t.app.inject({ method: 'POST', url: '/api/account/tokens', headers: auth, payload: { name: 'ci', scopes: ['speech.api'], expires_in_days: 30 } });
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/api/account/tokens',
+      headers: auth,
+      payload: { name: 'ci', scopes: ['speech.api'], expires_in_days: 30 },
+    });
     expect(created.statusCode).toBe(201);
     const { token, token_info } = created.json();
     expect(token).toMatch(/^sonar_pat_/);
@@ -347,7 +359,12 @@ describe('account token API', () => {
     const jwt = await jwtFor(alice.name, alice.password);
     const res = await t.app.inject({ method: 'DELETE', url: `/api/account/tokens/${other.record.id}`, headers: { authorization: `Bearer ${jwt}` } });
     expect(res.statusCode).toBe(404);
-    const bad = await t.app.inject({ method: 'POST', url: '/api/account/tokens', headers: { authorization: `Bearer ${jwt}` }, payload: { name: 'x', scopes: ['root'] } });
+    const bad = await t.app.inject({
+      method: 'POST',
+      url: '/api/account/tokens',
+      headers: { authorization: `Bearer ${jwt}` },
+      payload: { name: 'x', scopes: ['root'] },
+    });
     expect(bad.statusCode).toBe(422);
     expect(bad.json().errors).toHaveProperty(['scopes.0']);
   });
@@ -440,7 +457,12 @@ describe('deny by default: a route must declare config.auth', () => {
     });
     await app.ready();
     expect(app.routeAuthTable.map((r) => `${r.method} ${r.url} ${typeof r.auth === 'string' ? r.auth : 'auth'}`)).toEqual([
-      'GET /open public', 'HEAD /open public', 'GET /closed auth', 'HEAD /closed auth', 'GET /docs-like public', 'HEAD /docs-like public',
+      'GET /open public',
+      'HEAD /open public',
+      'GET /closed auth',
+      'HEAD /closed auth',
+      'GET /docs-like public',
+      'HEAD /docs-like public',
     ]);
     await app.close();
   });
@@ -457,9 +479,21 @@ describe('every real route of the application', () => {
   it('covers the areas of the service (the table is the real one)', () => {
     const names = realRoutes().map(label);
     for (const expected of [
-      'GET /api/platform', 'POST /api/account/login', 'GET /api/account/me', 'POST /api/account/tokens', 'GET /api/speech/jobs',
-      'POST /api/speech/transcribe', 'PATCH /api/speech/uploads/:id', 'POST /api/dns/records/add', 'GET /irc/api/logs',
-      'DELETE /irc/api/admin/aliases', 'GET /shared/speech/transcript/:token', 'GET /login', 'GET /metrics', 'GET /openapi.json', 'GET /docs',
+      'GET /api/platform',
+      'POST /api/account/login',
+      'GET /api/account/me',
+      'POST /api/account/tokens',
+      'GET /api/speech/jobs',
+      'POST /api/speech/transcribe',
+      'PATCH /api/speech/uploads/:id',
+      'POST /api/dns/records/add',
+      'GET /irc/api/logs',
+      'DELETE /irc/api/admin/aliases',
+      'GET /shared/speech/transcript/:token',
+      'GET /login',
+      'GET /metrics',
+      'GET /openapi.json',
+      'GET /docs',
     ]) {
       expect(names).toContain(expected);
     }
@@ -467,10 +501,23 @@ describe('every real route of the application', () => {
   });
 
   it('public routes are exactly the declared ones: sign-in, platform, chat-log reads, shares, docs, metrics, static assets', () => {
-    const publicUrls = [...new Set(realRoutes().filter((r) => r.auth === 'public').map((r) => r.url))];
+    const publicUrls = [
+      ...new Set(
+        realRoutes()
+          .filter((r) => r.auth === 'public')
+          .map((r) => r.url),
+      ),
+    ];
     const allowed = [
-      /^\/login$/, /^\/api\/account\/login$/, /^\/api\/platform$/, /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
-      /^\/shared\/speech\/transcript\/:token$/, /^\/docs(\/.*)?$/, /^\/openapi\.json$/, /^\/metrics$/, /^\/speech\/assets\/tus\.min\.js$/,
+      /^\/login$/,
+      /^\/api\/account\/login$/,
+      /^\/api\/platform$/,
+      /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
+      /^\/shared\/speech\/transcript\/:token$/,
+      /^\/docs(\/.*)?$/,
+      /^\/openapi\.json$/,
+      /^\/metrics$/,
+      /^\/speech\/assets\/tus\.min\.js$/,
     ];
     expect(publicUrls.filter((u) => !allowed.some((re) => re.test(u)))).toEqual([]);
   });
@@ -481,7 +528,8 @@ describe('every real route of the application', () => {
       const url = concrete(r.url);
       const res = await t.app.inject({ method: r.method as 'GET', url, remoteAddress: '203.0.113.10' });
       if (isPage(r.url)) {
-        if (res.statusCode !== 303 || !String(res.headers.location).startsWith('/login?next=')) failures.push(`${label(r)}: ${res.statusCode} ${res.headers.location}`);
+        if (res.statusCode !== 303 || !String(res.headers.location).startsWith('/login?next='))
+          failures.push(`${label(r)}: ${res.statusCode} ${res.headers.location}`);
         continue;
       }
       if (res.statusCode !== 401) {
@@ -499,7 +547,11 @@ describe('every real route of the application', () => {
   });
 
   /** Credentials of `who` that the route accepts (a CSRF header with a session for writes). */
-  async function credentialsFor(r: RouteAuthEntry & { auth: AuthRequirement }, who: { name: string; password: string; id: number }, sessions: Map<string, { jar: CookieJar; csrf: string }>) {
+  async function credentialsFor(
+    r: RouteAuthEntry & { auth: AuthRequirement },
+    who: { name: string; password: string; id: number },
+    sessions: Map<string, { jar: CookieJar; csrf: string }>,
+  ) {
     if (r.auth.accept.includes('jwt')) return { authorization: `Bearer ${await jwtFor(who.name, who.password)}` };
     if (r.auth.accept.includes('personal_token')) return { authorization: `Bearer ${await patFor(who.id, [r.auth.scope ?? 'speech.api'])}` };
     if (r.auth.accept.includes('session')) {

@@ -86,7 +86,12 @@ describe('IP whitelist writes (DNS_WHITELIST_WRITE)', () => {
     expect(w.statusCode).toBe(200);
     expect(w.json()).toMatchObject({ ok: true, record: { name: `wl-on.${Z}`, type: 'A', rdata: '10.5.1.2' } });
     expect(await digRdata(`wl-on.${Z}`, 'A')).toEqual(['10.5.1.2']);
-    const stranger = await tw.app.inject({ method: 'POST', url: '/api/dns/records/add', remoteAddress: '198.51.100.9', payload: { domain: `wl-x.${Z}`, type: 'A', target: '10.5.1.3' } });
+    const stranger = await tw.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      remoteAddress: '198.51.100.9',
+      payload: { domain: `wl-x.${Z}`, type: 'A', target: '10.5.1.3' },
+    });
     expect(stranger.statusCode).toBe(401);
     expect(await digRdata(`wl-x.${Z}`, 'A')).toEqual([]);
   });
@@ -124,10 +129,10 @@ describe('browser session writes need the CSRF token', () => {
 async function ageCache(zone: string, seconds: number) {
   await t.orm.em
     .getConnection()
-    .execute(
-      `update dns_zone_cache_state set cached_at = cached_at - make_interval(secs => ?) where zone_id = (select id from dns_zones where zone = ?)`,
-      [seconds, zone],
-    );
+    .execute(`update dns_zone_cache_state set cached_at = cached_at - make_interval(secs => ?) where zone_id = (select id from dns_zones where zone = ?)`, [
+      seconds,
+      zone,
+    ]);
 }
 
 describe('time-based cache expiry (invalidate_interval_seconds)', () => {
@@ -210,7 +215,7 @@ describe('dns:zone:add / list / remove (CLI child process)', () => {
     const add = await run(['dns:zone:add', zone, '--file', ns.zoneFile(Z), '--key-file', ns.keyFile, '--port', String(ns.port), '--invalidate-interval', '30']);
     expect(add.code, add.err).toBe(0);
     expect(JSON.parse(add.out)).toMatchObject({ zone, file: ns.zoneFile(Z), key: ns.keyFile, server: '127.0.0.1', port: ns.port });
-    expect((await zones.get(zone))).toMatchObject({ zone, port: ns.port, invalidateIntervalSeconds: 30 });
+    expect(await zones.get(zone)).toMatchObject({ zone, port: ns.port, invalidateIntervalSeconds: 30 });
     expect((await get('/api/dns/zones')).json().zones.map((z: { zone: string }) => z.zone)).toContain(zone);
 
     const list = await run(['dns:zone:list']);

@@ -77,10 +77,9 @@ async function digRecords(name: string, type: string): Promise<DnsRecord[]> {
 const digRdata = async (name: string, type: string) => (await digRecords(name, type)).map((r) => r.rdata).sort();
 
 async function cacheRows(zone: string) {
-  const res = await zones.knex().raw(
-    `select c.id, c.name, c.type, c.rdata, c.ttl from dns_record_cache c join dns_zones z on z.id = c.zone_id where z.zone = ? order by c.id`,
-    [zone],
-  );
+  const res = await zones
+    .knex()
+    .raw(`select c.id, c.name, c.type, c.rdata, c.ttl from dns_record_cache c join dns_zones z on z.id = c.zone_id where z.zone = ? order by c.id`, [zone]);
   return res.rows as Array<{ id: string; name: string; type: string; rdata: string; ttl: number }>;
 }
 
@@ -394,7 +393,9 @@ describe('cache clear policy and paths', () => {
 
   it('a stale cache is served as from_database_stale', async () => {
     await get(`/api/dns/zones/${B}/axfr`);
-    await zones.knex().raw(`update dns_zone_cache_state set cached_at = now() - interval '1 hour' where zone_id = (select id from dns_zones where zone = ?)`, [B]);
+    await zones
+      .knex()
+      .raw(`update dns_zone_cache_state set cached_at = now() - interval '1 hour' where zone_id = (select id from dns_zones where zone = ?)`, [B]);
     const c = (await get(`/api/dns/zones/${B}/cache`)).json();
     expect(c).toMatchObject({ source: 'from_database_stale', cache_is_stale: true });
     expect(c.cache_age).toBeGreaterThanOrEqual(3600);

@@ -64,8 +64,7 @@ function bigZoneRecords(): ZoneRecordSpec[] {
   return out;
 }
 
-const sortRecords = (rs: DnsRecord[]) =>
-  rs.map((r) => `${r.name} ${r.ttl} ${r.class} ${r.type} ${r.rdata}`).sort();
+const sortRecords = (rs: DnsRecord[]) => rs.map((r) => `${r.name} ${r.ttl} ${r.class} ${r.type} ${r.rdata}`).sort();
 
 /** dig's view: records of the answer sections, TSIG lines dropped. */
 function digRecords(text: string): DnsRecord[] {
@@ -318,13 +317,23 @@ describe('UPDATE', () => {
   });
 
   it('maps other prerequisite failures and zone errors to their RCODEs', async () => {
-    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameNotInUse', name: `www.${EDIT}` }])).rejects.toMatchObject({
+    await expect(
+      client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameNotInUse', name: `www.${EDIT}` }]),
+    ).rejects.toMatchObject({
       code: 'YXDOMAIN',
     });
-    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'rrsetExists', name: `www.${EDIT}`, type: 'MX' }])).rejects.toMatchObject({
+    await expect(
+      client.update(
+        EDIT,
+        [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }],
+        [{ require: 'rrsetExists', name: `www.${EDIT}`, type: 'MX' }],
+      ),
+    ).rejects.toMatchObject({
       code: 'NXRRSET',
     });
-    await expect(client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameInUse', name: `nothing.${EDIT}` }])).rejects.toMatchObject({
+    await expect(
+      client.update(EDIT, [{ op: 'add', name: `x.${EDIT}`, type: 'A', ttl: 60, rdata: '192.0.2.1' }], [{ require: 'nameInUse', name: `nothing.${EDIT}` }]),
+    ).rejects.toMatchObject({
       code: 'NXDOMAIN',
       prerequisiteFailed: true,
     });
@@ -336,7 +345,9 @@ describe('UPDATE', () => {
     await expect(refused).rejects.toMatchObject({ name: 'DnsRcodeError', code: 'REFUSED', prerequisiteFailed: false });
     expect(await digShort(`r.${EDIT}`, 'TXT')).toEqual([]);
     // A zone this server does not serve.
-    await expect(client.update('nowhere.test', [{ op: 'add', name: 'a.nowhere.test', type: 'A', ttl: 60, rdata: '192.0.2.1' }])).rejects.toMatchObject({ code: 'NOTAUTH' });
+    await expect(client.update('nowhere.test', [{ op: 'add', name: 'a.nowhere.test', type: 'A', ttl: 60, rdata: '192.0.2.1' }])).rejects.toMatchObject({
+      code: 'NOTAUTH',
+    });
     expect(await digShort(`x.${EDIT}`, 'A')).toEqual([]);
   });
 
@@ -351,7 +362,10 @@ describe('UPDATE', () => {
     expect(await digShort(name, 'A')).toEqual(['192.0.2.10']);
 
     // Without verify the same update "succeeds": the server said NOERROR.
-    await expect(client.update(EDIT, [{ op: 'add', name, type: 'CNAME', ttl: 60, rdata: `elsewhere.${EDIT}` }])).resolves.toMatchObject({ rcode: 'NOERROR', verified: false });
+    await expect(client.update(EDIT, [{ op: 'add', name, type: 'CNAME', ttl: 60, rdata: `elsewhere.${EDIT}` }])).resolves.toMatchObject({
+      rcode: 'NOERROR',
+      verified: false,
+    });
     // And the other direction: data beside an existing CNAME.
     const cnameSide = client.update(EDIT, [{ op: 'add', name: `cn.${EDIT}`, type: 'TXT', ttl: 60, rdata: 'beside a cname' }], [], { verify: true });
     await expect(cnameSide).rejects.toMatchObject({ name: 'UpdateNotAppliedError' });

@@ -37,7 +37,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
   t = await createTestApp({ env: { DNS_TIMEOUT_MS: '300' } });
   const zones = new ZoneRegistry(t.orm);
-  for (const [zone, port] of [[DOWN, await freePort()], [SILENT, (silent.address() as { port: number }).port]] as const) {
+  for (const [zone, port] of [
+    [DOWN, await freePort()],
+    [SILENT, (silent.address() as { port: number }).port],
+  ] as const) {
     const file = path.join(dir, `db.${zone}`);
     await writeFile(file, zoneText({ name: zone, records: [{ name: `www.${zone}`, type: 'A', rdata: '10.7.0.1' }] }));
     await zones.upsert({ zone, file, keyFile, server: '127.0.0.1', port });
@@ -82,12 +85,18 @@ describe.each([
   it('a TXT add, a delete and an update are 503', async () => {
     expectUnavailable(await call('POST', '/api/dns/records/add', { domain: `txt.${zone}`, type: 'TXT', target: '"hello"' }), zone);
     expectUnavailable(await call('POST', '/api/dns/records/delete', { domain: `www.${zone}`, type: 'A', target: '10.7.0.1' }), zone);
-    expectUnavailable(await call('POST', '/api/dns/records/update', { domain: `www.${zone}`, type: 'A', old_target: '10.7.0.1', new_target: '10.7.0.3' }), zone);
+    expectUnavailable(
+      await call('POST', '/api/dns/records/update', { domain: `www.${zone}`, type: 'A', old_target: '10.7.0.1', new_target: '10.7.0.3' }),
+      zone,
+    );
     expectUnavailable(await call('POST', '/api/dns/records/update', { domain: `mx.${zone}`, type: 'MX', new_target: `10 mail.${zone}.` }), zone);
   });
 
   it('a bulk write is 503', async () => {
-    expectUnavailable(await call('POST', '/api/dns/records/bulk', { operations: [{ action: 'add', domain: `b.${zone}`, type: 'A', target: '10.7.0.4' }] }), zone);
+    expectUnavailable(
+      await call('POST', '/api/dns/records/bulk', { operations: [{ action: 'add', domain: `b.${zone}`, type: 'A', target: '10.7.0.4' }] }),
+      zone,
+    );
   });
 
   it('the ACME helpers are 503', async () => {

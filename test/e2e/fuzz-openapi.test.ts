@@ -41,7 +41,10 @@ const t = await createTestApp({
 });
 const statuses = new Map<number, number>();
 afterAll(async () => {
-  const counts = [...statuses].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`).join(' ');
+  const counts = [...statuses]
+    .sort(([a], [b]) => a - b)
+    .map(([status, n]) => `${status}×${n}`)
+    .join(' ');
   console.log(`fuzz: ${requestNumber} requests over ${operations.length} operations (FUZZ_RUNS=${RUNS}): ${counts}`);
   await t.close();
   await ns.stop();
@@ -73,7 +76,11 @@ interface JsonSchema {
   format?: string;
   required?: string[];
 }
-interface Parameter { name: string; in: 'path' | 'query' | 'header' | 'cookie'; schema?: JsonSchema }
+interface Parameter {
+  name: string;
+  in: 'path' | 'query' | 'header' | 'cookie';
+  schema?: JsonSchema;
+}
 interface Operation {
   method: string;
   path: string;
@@ -83,7 +90,13 @@ interface Operation {
 }
 
 const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
-  paths: Record<string, Record<string, { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema?: JsonSchema }> }; security?: Array<Record<string, string[]>> }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema?: JsonSchema }> }; security?: Array<Record<string, string[]>> }
+    >
+  >;
 };
 const operations: Operation[] = Object.entries(spec.paths).flatMap(([p, ops]) =>
   Object.entries(ops).map(([method, op]) => ({
@@ -99,19 +112,74 @@ const operations: Operation[] = Object.entries(spec.paths).flatMap(([p, ops]) =>
 
 const HUGE = 300_000;
 const oddStrings = [
-  '', ' ', '\u0000', 'a\u0000b', '\u0000'.repeat(8), '\u0001\u0008\u001f\u007f', '\t\n\r', '\u001b[31mred', '\r\nX-Injected: 1',
-  '💥', 'ünïcødé', 'Ω≈ç√', '日本語', '\u202eevil', '\u200b', '\ufeff', '\ud800', '\udfff', '\uffff', 'e\u0301',
-  "'; drop table users; --", '" or 1=1 --', '%00', '%', '%ZZ', '../../etc/passwd', '<script>x</script>', '${jndi:ldap://x}',
-  '-1', '0', '1', '2147483648', '-2147483649', '1e309', '1.5', 'NaN', 'Infinity', 'null', 'true', '[]', '{}', '__proto__', 'constructor',
-  `www.${ZONE}`, ZONE, `_acme-challenge.${ZONE}`, '*.' + ZONE, 'A', 'TXT', 'CNAME', '10.9.0.2', '::1', '"txt"', 'http://127.0.0.1:1/a.mp3',
-  'production', 'sandbox', 'small', 'en', '2024-01-01', '2024-02-30 25:61:61', '2024-01-01 00:00:00',
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\u0000'.repeat(8),
+  '\u0001\u0008\u001f\u007f',
+  '\t\n\r',
+  '\u001b[31mred',
+  '\r\nX-Injected: 1',
+  '💥',
+  'ünïcødé',
+  'Ω≈ç√',
+  '日本語',
+  '\u202eevil',
+  '\u200b',
+  '\ufeff',
+  '\ud800',
+  '\udfff',
+  '\uffff',
+  'e\u0301',
+  "'; drop table users; --",
+  '" or 1=1 --',
+  '%00',
+  '%',
+  '%ZZ',
+  '../../etc/passwd',
+  '<script>x</script>',
+  '${jndi:ldap://x}',
+  '-1',
+  '0',
+  '1',
+  '2147483648',
+  '-2147483649',
+  '1e309',
+  '1.5',
+  'NaN',
+  'Infinity',
+  'null',
+  'true',
+  '[]',
+  '{}',
+  '__proto__',
+  'constructor',
+  `www.${ZONE}`,
+  ZONE,
+  `_acme-challenge.${ZONE}`,
+  '*.' + ZONE,
+  'A',
+  'TXT',
+  'CNAME',
+  '10.9.0.2',
+  '::1',
+  '"txt"',
+  'http://127.0.0.1:1/a.mp3',
+  'production',
+  'sandbox',
+  'small',
+  'en',
+  '2024-01-01',
+  '2024-02-30 25:61:61',
+  '2024-01-01 00:00:00',
 ];
 const nastyString: fc.Arbitrary<string> = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom(...oddStrings) },
   { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
   { weight: 2, arbitrary: fc.string({ unit: 'binary-ascii', maxLength: 40 }) },
   { weight: 1, arbitrary: fc.tuple(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 })).map(([a, b]) => `${a}\u0000${b}`) },
-  { weight: 1, arbitrary: fc.constantFrom('x', 'ü', '\u0000', 'a.') .map((s) => s.repeat(Math.ceil(HUGE / s.length))) },
+  { weight: 1, arbitrary: fc.constantFrom('x', 'ü', '\u0000', 'a.').map((s) => s.repeat(Math.ceil(HUGE / s.length))) },
   { weight: 1, arbitrary: fc.integer().map(String) },
 );
 const anyJson: fc.Arbitrary<unknown> = fc.oneof(
@@ -202,7 +270,16 @@ function valid(s: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknown> {
 
 /** What replaces one valid field: a NUL or other control character inside text, or anything odd. */
 const mutant: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 3, arbitrary: fc.tuple(fc.string({ unit: 'grapheme-ascii', maxLength: 6 }), fc.constantFrom('\u0000', '\u0001', '\u001b', '\u007f', '\u0000\u0000'), fc.string({ unit: 'grapheme-ascii', maxLength: 6 })).map(([a, c, b]) => `${a}${c}${b}`) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(
+        fc.string({ unit: 'grapheme-ascii', maxLength: 6 }),
+        fc.constantFrom('\u0000', '\u0001', '\u001b', '\u007f', '\u0000\u0000'),
+        fc.string({ unit: 'grapheme-ascii', maxLength: 6 }),
+      )
+      .map(([a, c, b]) => `${a}${c}${b}`),
+  },
   { weight: 3, arbitrary: anyJson },
   { weight: 1, arbitrary: fc.constant(undefined) }, // the field goes missing
 );
@@ -211,7 +288,11 @@ const mutant: fc.Arbitrary<unknown> = fc.oneof(
 function mutatedObject(s: JsonSchema): fc.Arbitrary<Record<string, unknown>> {
   const keys = Object.keys(s.properties ?? {});
   return fc
-    .tuple(valid({ ...s, type: 'object' }) as fc.Arbitrary<Record<string, unknown>>, keys.length ? fc.oneof(fc.constantFrom(...keys), nastyString) : nastyString, mutant)
+    .tuple(
+      valid({ ...s, type: 'object' }) as fc.Arbitrary<Record<string, unknown>>,
+      keys.length ? fc.oneof(fc.constantFrom(...keys), nastyString) : nastyString,
+      mutant,
+    )
     .map(([base, key, value]) => {
       // Without the key, or with it set to the mutant value.
       const out = Object.fromEntries(Object.entries(base).filter(([k]) => k !== key));
@@ -233,9 +314,39 @@ const wellFormed = (s: string) => s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|
 const encodeURIComponentSafe = (s: string) => encodeURIComponent(wellFormed(s));
 
 const oddPathSegments = [
-  'a%00b', '%00', '-1', '0', '1', '2', '3', '2147483647', '2147483648', '99999999999999999999', '1.5', '1e3', 'NaN', '%20', '%ZZ', '%',
-  '%C3%BC', '%F0%9F%92%A5', '%FF%FE', '%E2%80%AE', '..', '%2e%2e', '%2F', 'a%2Fb', '%0A', '%7F', 'x'.repeat(3000), '9'.repeat(400),
-  ZONE, 'FUZZ.TEST.', `www.${ZONE}`, 'example.org', 'abc_DEF-123',
+  'a%00b',
+  '%00',
+  '-1',
+  '0',
+  '1',
+  '2',
+  '3',
+  '2147483647',
+  '2147483648',
+  '99999999999999999999',
+  '1.5',
+  '1e3',
+  'NaN',
+  '%20',
+  '%ZZ',
+  '%',
+  '%C3%BC',
+  '%F0%9F%92%A5',
+  '%FF%FE',
+  '%E2%80%AE',
+  '..',
+  '%2e%2e',
+  '%2F',
+  'a%2Fb',
+  '%0A',
+  '%7F',
+  'x'.repeat(3000),
+  '9'.repeat(400),
+  ZONE,
+  'FUZZ.TEST.',
+  `www.${ZONE}`,
+  'example.org',
+  'abc_DEF-123',
 ];
 const pathSegment: fc.Arbitrary<string> = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom(...oddPathSegments) },
@@ -243,10 +354,9 @@ const pathSegment: fc.Arbitrary<string> = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: -5, max: 20 }).map(String) },
 );
 
-
 const queryValue = (schema: JsonSchema | undefined) =>
   fc.oneof(
-    { weight: 3, arbitrary: valueOf(schema).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')) },
+    { weight: 3, arbitrary: valueOf(schema).map((v) => (typeof v === 'string' ? v : (JSON.stringify(v) ?? ''))) },
     { weight: 2, arbitrary: nastyString },
     { weight: 1, arbitrary: fc.array(nastyString, { minLength: 2, maxLength: 3 }) }, // a repeated parameter
   );
@@ -270,7 +380,7 @@ function bodyOf(op: Operation): fc.Arbitrary<BodyChoice> {
   const form = (v: unknown) => {
     const params = new URLSearchParams();
     if (v && typeof v === 'object' && !Array.isArray(v)) {
-      for (const [k, x] of Object.entries(v)) params.append(wellFormed(k), wellFormed(typeof x === 'string' ? x : JSON.stringify(x) ?? ''));
+      for (const [k, x] of Object.entries(v)) params.append(wellFormed(k), wellFormed(typeof x === 'string' ? x : (JSON.stringify(x) ?? '')));
     }
     return { kind: 'raw' as const, contentType: 'application/x-www-form-urlencoded', payload: params.toString() };
   };
@@ -278,7 +388,10 @@ function bodyOf(op: Operation): fc.Arbitrary<BodyChoice> {
     const boundary = '----sonarfuzzboundary';
     const parts = v && typeof v === 'object' && !Array.isArray(v) ? Object.entries(v) : [];
     const text = parts
-      .map(([k, x]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k.replace(/["\r\n]/g, '')}"\r\n\r\n${typeof x === 'string' ? x : JSON.stringify(x)}\r\n`)
+      .map(
+        ([k, x]) =>
+          `--${boundary}\r\nContent-Disposition: form-data; name="${k.replace(/["\r\n]/g, '')}"\r\n\r\n${typeof x === 'string' ? x : JSON.stringify(x)}\r\n`,
+      )
       .join('');
     const file = `--${boundary}\r\nContent-Disposition: form-data; name="media_file"; filename="f\u0000.mp3"\r\nContent-Type: audio/mpeg\r\n\r\nnot audio\r\n`;
     return { kind: 'raw' as const, contentType: `multipart/form-data; boundary=${boundary}`, payload: Buffer.from(`${text}${file}--${boundary}--\r\n`) };
@@ -362,7 +475,13 @@ function requestOf(op: Operation, identity: Built['identity']): fc.Arbitrary<Bui
           Object.fromEntries(Object.entries(q).map(([k, v]) => [k, typeof v === 'string' ? v : (JSON.stringify(v) ?? '')])),
         ),
       ),
-      extraQuery: fc.option(fc.oneof(fc.constantFrom(...rawQueries), fc.tuple(nastyString, nastyString).map(([k, v]) => `${encodeURIComponentSafe(k)}=${encodeURIComponentSafe(v)}`)), { nil: undefined }),
+      extraQuery: fc.option(
+        fc.oneof(
+          fc.constantFrom(...rawQueries),
+          fc.tuple(nastyString, nastyString).map(([k, v]) => `${encodeURIComponentSafe(k)}=${encodeURIComponentSafe(v)}`),
+        ),
+        { nil: undefined },
+      ),
       body: bodyOf(op),
       headers: extraHeaders,
       auth: identity === 'admin' ? fc.constant(credentialsOf(op)) : bogusAuth,
@@ -371,7 +490,8 @@ function requestOf(op: Operation, identity: Built['identity']): fc.Arbitrary<Bui
       const p = op.path.replace(/\{([^}]+)\}/g, (_, name: string) => (segments as Record<string, string>)[name] ?? 'x');
       const qs: string[] = [];
       for (const [k, v] of Object.entries(query as Record<string, string | string[] | undefined>)) {
-        for (const one of ([] as Array<string | undefined>).concat(v)) if (one !== undefined) qs.push(`${encodeURIComponentSafe(k)}=${encodeURIComponentSafe(one)}`);
+        for (const one of ([] as Array<string | undefined>).concat(v))
+          if (one !== undefined) qs.push(`${encodeURIComponentSafe(k)}=${encodeURIComponentSafe(one)}`);
       }
       if (extraQuery) qs.push(extraQuery);
       const h: Record<string, string> = { ...headers, ...auth };
@@ -399,7 +519,10 @@ function describeRequest(r: Built): string {
 const INTERNALS: Array<[string, RegExp]> = [
   ['stack trace', /\bat (?:async )?[\w$.<>[\] ]{0,200}\(?(?:file:\/\/|node:|\/)[^\s)]{0,300}:\d+:\d+\)?/],
   ['error class', /\b(?:TypeError|ReferenceError|RangeError|SyntaxError|EvalError|AggregateError|DriverException|KnexTimeoutError|ValidationError|ZodError)\b/],
-  ['SQL', /\b(?:syntax error at or near|invalid byte sequence for encoding|invalid input syntax for|violates (?:not-null|unique|foreign key|check) constraint|relation "[^"]*" does not exist|column "[^"]*" does not exist|SQLSTATE|pg_catalog)\b/i],
+  [
+    'SQL',
+    /\b(?:syntax error at or near|invalid byte sequence for encoding|invalid input syntax for|violates (?:not-null|unique|foreign key|check) constraint|relation "[^"]*" does not exist|column "[^"]*" does not exist|SQLSTATE|pg_catalog)\b/i,
+  ],
   ['SQL statement', /\b(?:select\s[^"]{1,200}?\sfrom|insert\s+into|delete\s+from|update\s+\w{1,64}\s+set)\s/i],
   ['file path', /(?:\/(?:home|root|work|usr|opt|srv|app|proc)\/[\w.-]{1,100}|node_modules|file:\/\/|\b[\w-]{1,100}\.(?:ts|js|mjs|cjs):\d+)/],
 ];
@@ -435,7 +558,7 @@ function shapeProblem(r: Built, status: number, body: string, contentType: strin
 let requestNumber = 0;
 const nextAddress = () => {
   const n = ++requestNumber;
-  return `127.${(n >> 16) & 255}.${(n >> 8) & 255}.${(n & 255) || 1}`;
+  return `127.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255 || 1}`;
 };
 
 async function check(r: Built): Promise<void> {
@@ -484,12 +607,17 @@ describe('fuzz: every operation of /openapi.json answers below 500 without inter
   for (const identity of identities) {
     describe(identity, () => {
       for (const op of operations) {
-        it(`${op.method} ${op.path}`, async () => {
-          await fc.assert(
-            fc.asyncProperty(requestOf(op, identity).map(withToString), check),
-            { numRuns: RUNS, ...(SEED !== undefined ? { seed: SEED } : {}), interruptAfterTimeLimit: perPropertyMs },
-          );
-        }, perPropertyMs * 4 + 30_000);
+        it(
+          `${op.method} ${op.path}`,
+          async () => {
+            await fc.assert(fc.asyncProperty(requestOf(op, identity).map(withToString), check), {
+              numRuns: RUNS,
+              ...(SEED !== undefined ? { seed: SEED } : {}),
+              interruptAfterTimeLimit: perPropertyMs,
+            });
+          },
+          perPropertyMs * 4 + 30_000,
+        );
       }
     });
   }
@@ -554,7 +682,11 @@ describe('control characters are refused at validation, naming the field', () =>
   it('tus requests with a control character in a header (422, not a 500 from the tus server)', async () => {
     const res = await send('HEAD', '/api/speech/uploads/abc', undefined, { 'tus-resumable': '1.0.0', 'upload-metadata': 'filename \u0000' });
     expect(res.statusCode).toBe(422);
-    const post = await send('POST', '/api/speech/uploads', undefined, { 'tus-resumable': '1.0.0', 'upload-length': '10', 'upload-metadata': 'filename \u0001' });
+    const post = await send('POST', '/api/speech/uploads', undefined, {
+      'tus-resumable': '1.0.0',
+      'upload-length': '10',
+      'upload-metadata': 'filename \u0001',
+    });
     expect(post.statusCode).toBe(422);
     expect(post.json()).toMatchObject({ ok: false, reason: 'validation_failed', errors: { 'upload-metadata': [expect.any(String)] } });
   });

@@ -32,7 +32,13 @@ let base: string;
 
 beforeAll(async () => {
   t = await createTestApp({
-    env: { PUBLIC_BASE_URL, LOGIN_RATE_LIMIT_PER_MINUTE: '3', DNS_RATE_LIMIT_PER_MINUTE: '4', TOKEN_RATE_LIMIT_PER_MINUTE: '2', ADMIN_RATE_LIMIT_PER_MINUTE: '2' },
+    env: {
+      PUBLIC_BASE_URL,
+      LOGIN_RATE_LIMIT_PER_MINUTE: '3',
+      DNS_RATE_LIMIT_PER_MINUTE: '4',
+      TOKEN_RATE_LIMIT_PER_MINUTE: '2',
+      ADMIN_RATE_LIMIT_PER_MINUTE: '2',
+    },
     logger: { level: 'info', stream: log },
     beforeReady: async (app) => {
       // Failing queries with a secret among their parameters, the way a product query would fail.
@@ -119,7 +125,10 @@ describe('SQL in error logs', () => {
     const before = log.lines.length;
     const res = await t.app.inject({ method: 'GET', url: `/probe/duplicate-key?secret=${secret}` });
     expect(res.statusCode).toBe(500);
-    const error = log.entries().slice(before).find((e) => e.msg === 'unhandled error') as { err: { detail?: string; message: string } } | undefined;
+    const error = log
+      .entries()
+      .slice(before)
+      .find((e) => e.msg === 'unhandled error') as { err: { detail?: string; message: string } } | undefined;
     expect(error?.err.message).toMatch(/duplicate key value violates unique constraint/);
     expect(error?.err.detail).toBe('Key (v)=(?) already exists.');
     expect(log.lines.slice(before).join('\n')).not.toContain(secret);
@@ -129,7 +138,10 @@ describe('SQL in error logs', () => {
     const capture = new LogCapture();
     const logger = pino(loggerOptions('info'), capture);
     const secret = 'hash_0123456789abcdef0123456789abcdef';
-    const err = await t.orm.em.getConnection().execute(`select * from users where username = ? and id = 'x'`, [secret]).catch((e: unknown) => e);
+    const err = await t.orm.em
+      .getConnection()
+      .execute(`select * from users where username = ? and id = 'x'`, [secret])
+      .catch((e: unknown) => e);
     logger.error({ err }, 'query failed');
     expect(capture.text).toContain('query failed');
     expect(capture.text).not.toContain(secret);
@@ -145,7 +157,9 @@ describe('rate limits', () => {
     const csrf = extractCsrf(jar.store(await t.app.inject({ method: 'GET', url: '/login', remoteAddress })).body);
     const form = (password: string) =>
       t.app.inject({
-        method: 'POST', url: '/login', remoteAddress,
+        method: 'POST',
+        url: '/login',
+        remoteAddress,
         headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
         payload: new URLSearchParams({ _csrf: csrf, username: 'nobody', password }).toString(),
       });
@@ -162,7 +176,10 @@ describe('rate limits', () => {
     expect(limitedApi.statusCode).toBe(429);
     expect(limitedApi.json()).toMatchObject({ ok: false, reason: 'rate_limited' });
     // Another client keeps its own budget.
-    expect((await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.71', payload: { username: 'nobody', password: 'x-password' } })).statusCode).toBe(401);
+    expect(
+      (await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.71', payload: { username: 'nobody', password: 'x-password' } }))
+        .statusCode,
+    ).toBe(401);
   });
 
   it('the DNS API shares one budget across its routes', async () => {
@@ -172,7 +189,12 @@ describe('rate limits', () => {
       statuses.push((await t.app.inject({ method: 'GET', url, remoteAddress })).statusCode);
     }
     expect(statuses).toEqual([401, 401, 401, 401]);
-    const limited = await t.app.inject({ method: 'POST', url: '/api/dns/records/add', remoteAddress, payload: { domain: 'a.example.org', type: 'A', target: '192.0.2.1' } });
+    const limited = await t.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      remoteAddress,
+      payload: { domain: 'a.example.org', type: 'A', target: '192.0.2.1' },
+    });
     expect(limited.statusCode).toBe(429);
     expect(limited.json()).toMatchObject({ ok: false, reason: 'rate_limited', message: expect.any(String) });
     expect(limited.headers['retry-after']).toBeDefined();
@@ -198,7 +220,9 @@ describe('socket.io handshakes', () => {
   beforeAll(async () => {
     user = { name: randomName('live'), password: 'live-password-123' };
     await t.accounts.createUser({ username: user.name, password: user.password, permissions: ['speech.use'] });
-    token = (await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.100', payload: { username: user.name, password: user.password } })).json().token;
+    token = (
+      await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.100', payload: { username: user.name, password: user.password } })
+    ).json().token;
   });
 
   /** Resolves 'connected' or the connect_error message. */
@@ -206,7 +230,13 @@ describe('socket.io handshakes', () => {
     const headers: Record<string, string> = {};
     if (opts.origin) headers.origin = opts.origin;
     if (opts.cookie) headers.cookie = opts.cookie;
-    const socket = io(base, { transports: [opts.transport], auth: opts.token ? { token: opts.token } : {}, extraHeaders: headers, reconnection: false, timeout: 5_000 });
+    const socket = io(base, {
+      transports: [opts.transport],
+      auth: opts.token ? { token: opts.token } : {},
+      extraHeaders: headers,
+      reconnection: false,
+      timeout: 5_000,
+    });
     sockets.push(socket);
     return new Promise((resolve) => {
       socket.on('connect', () => {
@@ -238,7 +268,9 @@ describe('socket.io handshakes', () => {
   it('a JWT stops opening sockets once the user’s password changes', async () => {
     const name = randomName('live');
     await t.accounts.createUser({ username: name, password: 'first-password-1', permissions: ['speech.use'] });
-    const jwt = (await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.101', payload: { username: name, password: 'first-password-1' } })).json().token;
+    const jwt = (
+      await t.app.inject({ method: 'POST', url: '/api/account/login', remoteAddress: '192.0.2.101', payload: { username: name, password: 'first-password-1' } })
+    ).json().token;
     expect(await handshake({ transport: 'websocket', token: jwt })).toBe('connected');
     await t.accounts.setPassword(name, 'second-password-2');
     expect(await handshake({ transport: 'websocket', token: jwt })).toBe('refused: unauthenticated');

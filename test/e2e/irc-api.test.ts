@@ -56,7 +56,11 @@ beforeAll(async () => {
   await importer.importPaths([QTOX_JUNE], { network: 'freenode', source: 'production', timeZone: 'Europe/London' });
   const k = t.orm.em.getConnection().getKnex();
   const nets = (await k.raw('select id, name, source from irc_networks')).rows as Array<{ id: number; name: string; source: string }>;
-  const chans = (await k.raw('select c.id, c.name, n.source from irc_channels c join irc_networks n on n.id = c.network_id')).rows as Array<{ id: number; name: string; source: string }>;
+  const chans = (await k.raw('select c.id, c.name, n.source from irc_channels c join irc_networks n on n.id = c.network_id')).rows as Array<{
+    id: number;
+    name: string;
+    source: string;
+  }>;
   ids = {
     freenode: nets.find((n) => n.name === 'freenode')!.id,
     testnet: nets.find((n) => n.name === 'testnet' && n.source === 'production')!.id,
@@ -74,15 +78,25 @@ afterAll(async () => {
 describe('networks and channels', () => {
   it('lists the networks of each archive separately', async () => {
     expect((await get('/irc/api/networks')).body).toEqual({
-      success: true, source: 'production', networks: [{ id: ids.freenode, name: 'freenode' }, { id: ids.testnet, name: 'testnet' }],
+      success: true,
+      source: 'production',
+      networks: [
+        { id: ids.freenode, name: 'freenode' },
+        { id: ids.testnet, name: 'testnet' },
+      ],
     });
-    expect((await get('/irc/api/networks?source=sandbox')).body).toEqual({ success: true, source: 'sandbox', networks: [{ id: ids.sandboxNet, name: 'testnet' }] });
+    expect((await get('/irc/api/networks?source=sandbox')).body).toEqual({
+      success: true,
+      source: 'sandbox',
+      networks: [{ id: ids.sandboxNet, name: 'testnet' }],
+    });
   });
 
   it('lists channels with first and last event time (UTC) and event count, from counters kept at import', async () => {
     const r = await get(`/irc/api/networks/${ids.testnet}/channels`);
     expect(r.body).toEqual({
-      success: true, source: 'production',
+      success: true,
+      source: 'production',
       channels: [
         { id: ids.lab, name: '#lab', first_date: '2024-03-10 10:00:00', last_date: '2024-03-11 09:30:00', event_count: 16 },
         { id: ids.query, name: 'bob', first_date: '2024-03-10 11:00:00', last_date: '2024-03-10 11:00:10', event_count: 2 },
@@ -90,7 +104,9 @@ describe('networks and channels', () => {
     });
     // The real month: 7291 lines, times converted from BST. Line 1 of 2016-06-01 is 02:06:03 BST.
     const q = await get(`/irc/api/networks/${ids.freenode}/channels`);
-    expect(q.body.channels).toEqual([{ id: expect.any(Number), name: '#qtox', first_date: '2016-06-01 01:06:03', last_date: expect.stringMatching(/^2016-06-30 /), event_count: 7291 }]);
+    expect(q.body.channels).toEqual([
+      { id: expect.any(Number), name: '#qtox', first_date: '2016-06-01 01:06:03', last_date: expect.stringMatching(/^2016-06-30 /), event_count: 7291 },
+    ]);
   });
 
   it('answers 422 naming networkId for a network of the other archive or a bad id', async () => {
@@ -111,10 +127,23 @@ describe('GET /irc/api/logs', () => {
     const b = await logs(`${lab()}&limit=3`);
     expect(b).toMatchObject({ success: true, source: 'production', total: 13, limit: 3, offset: 0, nick_profile: null });
     expect(b.results[0]).toEqual({
-      id: expect.any(Number), event_type: 'JOIN', occurred_at: '2024-03-10 10:00:00', nick: 'alice', message_text: null, target: null, to_nick: null,
-      channel_id: ids.lab, channel_name: '#lab', network_id: ids.testnet,
+      id: expect.any(Number),
+      event_type: 'JOIN',
+      occurred_at: '2024-03-10 10:00:00',
+      nick: 'alice',
+      message_text: null,
+      target: null,
+      to_nick: null,
+      channel_id: ids.lab,
+      channel_name: '#lab',
+      network_id: ids.testnet,
     });
-    expect(b.results[2]).toMatchObject({ event_type: 'PRIVMSG', nick: 'bob', to_nick: 'alice', message_text: 'alice: see https://example.org/docs and foo_bar() in C++.' });
+    expect(b.results[2]).toMatchObject({
+      event_type: 'PRIVMSG',
+      nick: 'bob',
+      to_nick: 'alice',
+      message_text: 'alice: see https://example.org/docs and foo_bar() in C++.',
+    });
     const page2 = await logs(`${lab()}&limit=3&offset=3`);
     expect(page2.results.map((r) => r.event_type)).toEqual(['ACTION', 'NICK', 'PRIVMSG']);
     const all = await logs(`${lab()}&limit=1000`);
@@ -164,14 +193,24 @@ describe('GET /irc/api/logs', () => {
     expect(inLab.results.every((r) => r.channel_name === '#lab')).toBe(true);
   });
 
-  it('filters by nick with aliases from nick changes, and returns the person\'s profile', async () => {
+  it("filters by nick with aliases from nick changes, and returns the person's profile", async () => {
     const b = await logs(`${lab()}&nick=alice`);
     expect(b.results.map((r) => [r.nick, r.event_type])).toEqual([
-      ['alice', 'JOIN'], ['alice', 'PRIVMSG'], ['alice', 'ACTION'], ['alice', 'NICK'], ['alice_away', 'PRIVMSG'], ['alice', 'PRIVMSG'],
+      ['alice', 'JOIN'],
+      ['alice', 'PRIVMSG'],
+      ['alice', 'ACTION'],
+      ['alice', 'NICK'],
+      ['alice_away', 'PRIVMSG'],
+      ['alice', 'PRIVMSG'],
     ]);
     expect(b.nick_profile).toEqual({
-      nick: 'alice', aliases: ['alice_away'], first_seen: '2024-03-10 10:00:00', last_seen: '2024-03-11 09:00:00',
-      message_count: 4, event_count: 6, networks: [{ id: ids.testnet, name: 'testnet' }],
+      nick: 'alice',
+      aliases: ['alice_away'],
+      first_seen: '2024-03-10 10:00:00',
+      last_seen: '2024-03-11 09:00:00',
+      message_count: 4,
+      event_count: 6,
+      networks: [{ id: ids.testnet, name: 'testnet' }],
     });
     expect((await logs(`${lab()}&nick=ALICE_AWAY`)).total).toBe(6);
     const nobody = await logs(`${lab()}&nick=zed`);
@@ -188,14 +227,19 @@ describe('GET /irc/api/logs', () => {
     expect((await logs(`${lab()}&nick=alice`)).total).toBe(5);
     await aliases.add('production', 'testnet', 'alice', 'alice_away');
     expect((await logs(`${lab()}&nick=alice`)).total).toBe(6);
-    expect(await aliases.list('production', 'testnet', 'alice')).toEqual([{ network: 'testnet', nick: 'alice', alias: 'alice_away', origin: 'admin', blocked: false }]);
+    expect(await aliases.list('production', 'testnet', 'alice')).toEqual([
+      { network: 'testnet', nick: 'alice', alias: 'alice_away', origin: 'admin', blocked: false },
+    ]);
   });
 
   it('filters by recipient (to_nick or target) and private rows', async () => {
     expect(texts(await logs(`${lab()}&recipient=alice`))).toEqual(['alice: see https://example.org/docs and foo_bar() in C++.']);
     expect(texts(await logs(`network_id=${ids.testnet}&recipient=BOB`))).toEqual(['hi bob, secret plan']);
     const priv = await logs(`network_id=${ids.testnet}&private_only=1`);
-    expect(priv.results.map((r) => [r.channel_name, r.nick, r.target])).toEqual([['bob', 'me', 'bob'], ['bob', 'bob', null]]);
+    expect(priv.results.map((r) => [r.channel_name, r.nick, r.target])).toEqual([
+      ['bob', 'me', 'bob'],
+      ['bob', 'bob', null],
+    ]);
   });
 
   it('applies date precedence: date, else datetime_from/to, else date_from/date_to', async () => {
@@ -210,7 +254,9 @@ describe('GET /irc/api/logs', () => {
     expect(inverted.status).toBe(422);
     expect(inverted.body.error).toBe('date_to: the time range ends before it starts (date_to is before date_from)');
     // Also where no channel is in scope.
-    expect((await get(`/irc/api/logs?source=sandbox&private_only=1&datetime_from=2024-03-12 00:00:00&datetime_to=2024-03-11 00:00:00`)).body.error).toMatch(/^datetime_to: /);
+    expect((await get(`/irc/api/logs?source=sandbox&private_only=1&datetime_from=2024-03-12 00:00:00&datetime_to=2024-03-11 00:00:00`)).body.error).toMatch(
+      /^datetime_to: /,
+    );
   });
 
   it('shows netsplits when asked, one row per burst unless bulk_netsplit=0', async () => {
@@ -218,7 +264,14 @@ describe('GET /irc/api/logs', () => {
     expect(bulk.total).toBe(15);
     const splits = bulk.results.filter((r) => r.event_type === 'NETSPLIT' || r.event_type === 'NETMERGE');
     expect(splits).toEqual([
-      expect.objectContaining({ event_type: 'NETSPLIT', nick: 'carol', message_text: '*.net *.split', netsplit_count: 3, netsplit_nicks: ['carol', 'dave', 'erin'], netsplit_last_at: '2024-03-10 10:03:02' }),
+      expect.objectContaining({
+        event_type: 'NETSPLIT',
+        nick: 'carol',
+        message_text: '*.net *.split',
+        netsplit_count: 3,
+        netsplit_nicks: ['carol', 'dave', 'erin'],
+        netsplit_last_at: '2024-03-10 10:03:02',
+      }),
       expect.objectContaining({ event_type: 'NETMERGE', nick: 'carol', netsplit_count: 2, netsplit_nicks: ['carol', 'dave'] }),
     ]);
     const each = await logs(`${lab()}&include_netsplit=true&bulk_netsplit=0`);
@@ -229,7 +282,15 @@ describe('GET /irc/api/logs', () => {
 
   it('aggregates distinct dates and their span', async () => {
     expect((await get(`/irc/api/logs?${lab()}&q=world&aggregate=dates`)).body).toEqual({
-      success: true, source: 'production', aggregate: 'dates', total: 2, date_count: 2, first_date: '2024-03-10', last_date: '2024-03-11', span_days: 2, nick_profile: null,
+      success: true,
+      source: 'production',
+      aggregate: 'dates',
+      total: 2,
+      date_count: 2,
+      first_date: '2024-03-10',
+      last_date: '2024-03-11',
+      span_days: 2,
+      nick_profile: null,
     });
     const none = (await get(`/irc/api/logs?q=nosuchwordanywhere&aggregate=dates`)).body;
     expect(none).toMatchObject({ total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 });

@@ -80,7 +80,16 @@ class TestUser {
 
   async connect(port: number) {
     const registered = this.next('registered');
-    this.client.connect({ host: '127.0.0.1', port, nick: this.nick, username: this.nick, gecos: this.nick, auto_reconnect: false, ping_interval: 0, ping_timeout: 0 });
+    this.client.connect({
+      host: '127.0.0.1',
+      port,
+      nick: this.nick,
+      username: this.nick,
+      gecos: this.nick,
+      auto_reconnect: false,
+      ping_interval: 0,
+      ping_timeout: 0,
+    });
     await registered;
     return this;
   }
@@ -134,10 +143,14 @@ async function rows(network: string): Promise<Row[]> {
 
 /** Waits until the network has a row matching `match` (all given fields equal) and returns it. */
 function row(network: string, match: Partial<Row>, timeoutMs = 15_000): Promise<Row> {
-  return until(`row ${JSON.stringify(match)} in ${network}`, async () => {
-    const all = await rows(network);
-    return all.find((r) => Object.entries(match).every(([k, v]) => r[k as keyof Row] === v));
-  }, timeoutMs);
+  return until(
+    `row ${JSON.stringify(match)} in ${network}`,
+    async () => {
+      const all = await rows(network);
+      return all.find((r) => Object.entries(match).every(([k, v]) => r[k as keyof Row] === v));
+    },
+    timeoutMs,
+  );
 }
 
 /** Rows of one channel as [type, nick, message_text, to_nick, target]. */
@@ -165,7 +178,7 @@ describe('live IRC logger on a real IRC server (ngIRCd)', () => {
   let logger: IrcLiveLogger;
   let alice: TestUser;
 
-  it('logs channel and private events with the importer\'s row conventions, counters and nick links', async () => {
+  it("logs channel and private events with the importer's row conventions, counters and nick links", async () => {
     // alice is first in both channels, so ngIRCd makes her operator there.
     alice = await user('alice');
     await alice.join(A);
@@ -249,19 +262,27 @@ describe('live IRC logger on a real IRC server (ngIRCd)', () => {
     expect(new Set(all.map((r) => r.channel))).toEqual(new Set([A, B, 'carol']));
 
     const knex = store.knex();
-    const channels = (await knex.raw(
-      `select c.name, c.is_private, c.event_count::int as events, n.source from irc_channels c join irc_networks n on n.id = c.network_id where n.name = ? order by c.name`,
-      [NET],
-    )).rows;
-    expect(channels).toEqual([
-      { name: B, is_private: false, events: 5, source: 'sandbox' },
-      { name: A, is_private: false, events: 12, source: 'sandbox' },
-      { name: 'carol', is_private: true, events: 2, source: 'sandbox' },
-    ].sort((x, y) => (x.name < y.name ? -1 : 1)));
-    const nicks = Object.fromEntries((await knex.raw(
-      `select k.nick_key, k.message_count::int as messages, k.event_count::int as events from irc_nicks k join irc_networks n on n.id = k.network_id where n.name = ?`,
-      [NET],
-    )).rows.map((r: { nick_key: string; messages: number; events: number }) => [r.nick_key, [r.messages, r.events]]));
+    const channels = (
+      await knex.raw(
+        `select c.name, c.is_private, c.event_count::int as events, n.source from irc_channels c join irc_networks n on n.id = c.network_id where n.name = ? order by c.name`,
+        [NET],
+      )
+    ).rows;
+    expect(channels).toEqual(
+      [
+        { name: B, is_private: false, events: 5, source: 'sandbox' },
+        { name: A, is_private: false, events: 12, source: 'sandbox' },
+        { name: 'carol', is_private: true, events: 2, source: 'sandbox' },
+      ].sort((x, y) => (x.name < y.name ? -1 : 1)),
+    );
+    const nicks = Object.fromEntries(
+      (
+        await knex.raw(
+          `select k.nick_key, k.message_count::int as messages, k.event_count::int as events from irc_nicks k join irc_networks n on n.id = k.network_id where n.name = ?`,
+          [NET],
+        )
+      ).rows.map((r: { nick_key: string; messages: number; events: number }) => [r.nick_key, [r.messages, r.events]]),
+    );
     expect(nicks).toEqual({
       alice: [1, 5], // PRIVMSG (counted), NOTICE, TOPIC, MODE, PART
       bob: [1, 5], // JOIN and NICK in both channels, ACTION
@@ -269,10 +290,9 @@ describe('live IRC logger on a real IRC server (ngIRCd)', () => {
       carol: [1, 2],
       sonarlog: [2, 4],
     });
-    const links = (await knex.raw(
-      `select l.nick_key, l.other_key, l.origin from irc_nick_links l join irc_networks n on n.id = l.network_id where n.name = ?`,
-      [NET],
-    )).rows;
+    const links = (
+      await knex.raw(`select l.nick_key, l.other_key, l.origin from irc_nick_links l join irc_networks n on n.id = l.network_id where n.name = ?`, [NET])
+    ).rows;
     expect(links).toEqual([{ nick_key: 'bob', other_key: 'bobby', origin: 'log' }]);
   }, 45_000);
 
@@ -284,10 +304,14 @@ describe('live IRC logger on a real IRC server (ngIRCd)', () => {
     await ircd.stop();
     await until('the bot to notice the disconnect', async () => !logger.status()[0]!.registered, 10_000);
     await ircd.start();
-    await until('the bot to register again and rejoin both channels', async () => {
-      const s = logger.status()[0]!;
-      return s.registrations === 2 && s.channels.length === 2;
-    }, 25_000);
+    await until(
+      'the bot to register again and rejoin both channels',
+      async () => {
+        const s = logger.status()[0]!;
+        return s.registrations === 2 && s.channels.length === 2;
+      },
+      25_000,
+    );
 
     const dave = await user('dave');
     await dave.join(A);
@@ -420,8 +444,11 @@ describe('wiring', () => {
 
     await writeFile(file, JSON.stringify({ networks: [{ name: 'x', host: 'h', nick: '9lives', channels: ['nochannel'] }] }));
     const bad = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      execFile(process.execPath, [cli, 'irc:logger', '--config', file], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url } }, (err, _out, stderr) =>
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }),
+      execFile(
+        process.execPath,
+        [cli, 'irc:logger', '--config', file],
+        { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url } },
+        (err, _out, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr }),
       );
     });
     expect(bad.code).toBe(78);
@@ -483,7 +510,20 @@ describe('logger configuration', () => {
 
   it('fills in defaults', () => {
     expect(parseIrcLoggerConfig({ networks: [base] })).toEqual({
-      networks: [{ ...base, source: 'production', port: 6697, tls: true, tlsVerify: true, realname: 'sonar archive', password: null, sasl: null, channels: [], reconnectMaxWaitMs: 300_000 }],
+      networks: [
+        {
+          ...base,
+          source: 'production',
+          port: 6697,
+          tls: true,
+          tlsVerify: true,
+          realname: 'sonar archive',
+          password: null,
+          sasl: null,
+          channels: [],
+          reconnectMaxWaitMs: 300_000,
+        },
+      ],
       quitMessage: 'sonar archive logger stopping',
     });
   });
@@ -506,13 +546,15 @@ describe('logger configuration', () => {
         { ...base, nick: 'has space' },
       ],
     });
-    expect(many.map((i) => i.split(':').slice(0, 2).join(':'))).toEqual(expect.arrayContaining([
-      'IRC_LOGGER_CONFIG: networks[0].port',
-      'IRC_LOGGER_CONFIG: networks[0].source',
-      'IRC_LOGGER_CONFIG: networks[0].sasl.password',
-      'IRC_LOGGER_CONFIG: networks[0]',
-      'IRC_LOGGER_CONFIG: networks[1].nick',
-    ]));
+    expect(many.map((i) => i.split(':').slice(0, 2).join(':'))).toEqual(
+      expect.arrayContaining([
+        'IRC_LOGGER_CONFIG: networks[0].port',
+        'IRC_LOGGER_CONFIG: networks[0].source',
+        'IRC_LOGGER_CONFIG: networks[0].sasl.password',
+        'IRC_LOGGER_CONFIG: networks[0]',
+        'IRC_LOGGER_CONFIG: networks[1].nick',
+      ]),
+    );
     expect(many.join('\n')).toContain('"extra"');
     expect(issues({ networks: [{ ...base, channels: ['#a', '#b', '#A'] }] })).toEqual(['IRC_LOGGER_CONFIG: networks[0].channels[2]: "#A" is listed twice']);
     expect(issues({ networks: [base, { ...base, name: 'LIBERA' }] })).toEqual(['IRC_LOGGER_CONFIG: networks[1].name: network "LIBERA" is configured twice']);

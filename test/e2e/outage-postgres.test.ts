@@ -50,11 +50,16 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
     const name = `sonar_outage_${randomName('pg')}`;
     const url = await pg.createDatabase(name);
     mediaDir = await mkdtemp(path.join(os.tmpdir(), 'sonar-outage-media-'));
-    coordinator = await startCoordinatorProcess(testEnv({ name, url, drop: async () => undefined }, {
-      SPEECH_MEDIA_DIR: mediaDir,
-      // Maintenance (the stale-lease sweep) runs during the outage too and must fail harmlessly.
-      SPEECH_STALE_SWEEP_SECONDS: '1',
-    }));
+    coordinator = await startCoordinatorProcess(
+      testEnv(
+        { name, url, drop: async () => undefined },
+        {
+          SPEECH_MEDIA_DIR: mediaDir,
+          // Maintenance (the stale-lease sweep) runs during the outage too and must fail harmlessly.
+          SPEECH_STALE_SWEEP_SECONDS: '1',
+        },
+      ),
+    );
 
     const orm = await openOrm({ databaseUrl: url, poolMax: 1 });
     try {
@@ -91,19 +96,19 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
     const seen: Array<{ name: string; status: number }> = [];
     for (const p of probes()) {
       await expect
-        .poll(async () => {
-          const res = await p.send();
-          seen.push({ name: p.name, status: res.status });
-          if (res.status !== 503) return { status: res.status };
-          return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
-        }, { timeout: 15_000, interval: 200 })
+        .poll(
+          async () => {
+            const res = await p.send();
+            seen.push({ name: p.name, status: res.status });
+            if (res.status !== 503) return { status: res.status };
+            return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
+          },
+          { timeout: 15_000, interval: 200 },
+        )
         .toEqual({
           status: 503,
           retryAfter: expect.stringMatching(/^[1-9]\d*$/),
-          body:
-            p.shape === 'ok'
-              ? { ok: false, reason: 'service_unavailable', message: expect.any(String) }
-              : { success: false, error: expect.any(String) },
+          body: p.shape === 'ok' ? { ok: false, reason: 'service_unavailable', message: expect.any(String) } : { success: false, error: expect.any(String) },
         });
     }
     expect(seen.filter((s) => s.status >= 500 && s.status !== 503)).toEqual([]);
@@ -143,7 +148,15 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
     expect(claimed.has_job && claimed.job?.lease.job_id).toBe(jobId);
     const lease = claimed.job!.lease;
     const stream = client.progress(lease);
-    stream.send({ stage: 'transcribing', stage_detail: '', audio_position_seconds: 2, segments: [{ seq: 0, start: 0, end: 2, text: 'after the outage' }], duration_seconds: 2, engine: 'test', engine_model: 'small' });
+    stream.send({
+      stage: 'transcribing',
+      stage_detail: '',
+      audio_position_seconds: 2,
+      segments: [{ seq: 0, start: 0, end: 2, text: 'after the outage' }],
+      duration_seconds: 2,
+      engine: 'test',
+      engine_model: 'small',
+    });
     await stream.end();
     await client.complete({ lease, success: true, error: '', cancelled: false, segment_count: 1, duration_seconds: 2, engine: 'test', engine_model: 'small' });
     await expect

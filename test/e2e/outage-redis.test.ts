@@ -109,16 +109,25 @@ describe('Redis restarted empty', () => {
 
     // A route that needs Redis (where a finished upload's job is remembered) answers 503, never 500.
     await expect
-      .poll(async () => {
-        const res = await api('GET', '/api/speech/uploads/no-such-upload/job');
-        return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
-      }, { timeout: 15_000, interval: 200 })
-      .toEqual({ status: 503, retryAfter: expect.stringMatching(/^[1-9]\d*$/), body: { ok: false, reason: 'service_unavailable', message: expect.any(String) } });
+      .poll(
+        async () => {
+          const res = await api('GET', '/api/speech/uploads/no-such-upload/job');
+          return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
+        },
+        { timeout: 15_000, interval: 200 },
+      )
+      .toEqual({
+        status: 503,
+        retryAfter: expect.stringMatching(/^[1-9]\d*$/),
+        body: { ok: false, reason: 'service_unavailable', message: expect.any(String) },
+      });
 
     // Worker calls that need Redis (session presence) are refused as retryable.
     const { secret } = await b.workers.createWorker(randomName('rw'));
     client = new CoordinatorClient(`127.0.0.1:${b.grpcPort}`, secret);
-    await expect(client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 'test', hostname: 'test', capabilities, local: false })).rejects.toMatchObject({
+    await expect(
+      client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 'test', hostname: 'test', capabilities, local: false }),
+    ).rejects.toMatchObject({
       code: grpc.status.UNAVAILABLE,
     });
     expect(a.alive).toBe(true);
@@ -132,7 +141,10 @@ describe('Redis restarted empty', () => {
     const probe = new Redis(redis.url);
     try {
       // One pattern subscription per coordinator's adapter (PUBSUB NUMPAT counts distinct patterns).
-      const patternSubscribers = async () => String(await probe.call('client', 'list')).split('\n').filter((l) => / psub=1 /.test(l)).length;
+      const patternSubscribers = async () =>
+        String(await probe.call('client', 'list'))
+          .split('\n')
+          .filter((l) => / psub=1 /.test(l)).length;
       await expect.poll(patternSubscribers, { timeout: 20_000, interval: 100 }).toBe(2);
     } finally {
       probe.disconnect();
@@ -144,7 +156,15 @@ describe('Redis restarted empty', () => {
     expect(claimed.has_job && claimed.job?.lease.job_id).toBe(jobId);
     const lease = claimed.job!.lease;
     const stream = client.progress(lease);
-    stream.send({ stage: 'transcribing', stage_detail: '', audio_position_seconds: 2, segments: [{ seq: 0, start: 0, end: 2, text: 'after redis came back' }], duration_seconds: 2, engine: 'test', engine_model: 'small' });
+    stream.send({
+      stage: 'transcribing',
+      stage_detail: '',
+      audio_position_seconds: 2,
+      segments: [{ seq: 0, start: 0, end: 2, text: 'after redis came back' }],
+      duration_seconds: 2,
+      engine: 'test',
+      engine_model: 'small',
+    });
     await stream.end();
     await expect.poll(() => segments.map((s) => [s.job_id, s.seq, s.text]), { timeout: 10_000 }).toEqual([[jobId, 0, 'after redis came back']]);
     await client.complete({ lease, success: true, error: '', cancelled: false, segment_count: 1, duration_seconds: 2, engine: 'test', engine_model: 'small' });

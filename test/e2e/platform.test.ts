@@ -70,9 +70,19 @@ describe('GET /metrics', () => {
     const denied = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5' });
     expect(denied.statusCode).toBe(403);
     expect(denied.body).not.toContain('http_request_duration_seconds');
-    const wrong = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5', headers: { authorization: 'Bearer metrics-token-0123456788' } });
+    const wrong = await t.app.inject({
+      method: 'GET',
+      url: '/metrics',
+      remoteAddress: '203.0.113.5',
+      headers: { authorization: 'Bearer metrics-token-0123456788' },
+    });
     expect(wrong.statusCode).toBe(403);
-    const ok = await t.app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.5', headers: { authorization: 'Bearer metrics-token-0123456789' } });
+    const ok = await t.app.inject({
+      method: 'GET',
+      url: '/metrics',
+      remoteAddress: '203.0.113.5',
+      headers: { authorization: 'Bearer metrics-token-0123456789' },
+    });
     expect(ok.statusCode).toBe(200);
   });
 });

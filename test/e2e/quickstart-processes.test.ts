@@ -41,18 +41,34 @@ async function startQuickstart(): Promise<Proc> {
     WHISPER_MODELS_DIR: path.join(dataDir, 'models'),
     LOG_LEVEL: 'warn',
   };
-  const proc = new Proc(spawn(process.execPath, [path.join(repoRoot, 'coordinator/dist/quickstart.js')], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const proc = new Proc(
+    spawn(process.execPath, [path.join(repoRoot, 'coordinator/dist/quickstart.js')], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
   started.push(proc);
   return proc;
 }
 
 const readState = (): State => JSON.parse(readFileSync(stateFile, 'utf8')) as State;
 const child = (s: State, name: string) => s.children.find((c) => c.name === name)!;
-const running = (records: ProcessRecord[]) => records.filter(isSameProcess).map((r) => r.name).sort();
+const running = (records: ProcessRecord[]) =>
+  records
+    .filter(isSameProcess)
+    .map((r) => r.name)
+    .sort();
 
 /** The state once every child has been recorded (the worker is recorded when it has spawned). */
 async function fullState(): Promise<State> {
-  await expect.poll(() => (existsSync(stateFile) ? readState().children.map((c) => c.name).sort() : []), { timeout: 15_000 }).toEqual(expected);
+  await expect
+    .poll(
+      () =>
+        existsSync(stateFile)
+          ? readState()
+              .children.map((c) => c.name)
+              .sort()
+          : [],
+      { timeout: 15_000 },
+    )
+    .toEqual(expected);
   return readState();
 }
 

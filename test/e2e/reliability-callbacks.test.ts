@@ -77,10 +77,14 @@ interface CallbackRow {
 }
 
 const callbackRow = async (orm: Orm, id: number) =>
-  (await orm.em.getConnection().execute<CallbackRow[]>(
-    'select callback_status, callback_http_status, callback_error, callback_attempts, callback_delivered_at from speech_jobs where id = ?',
-    [id],
-  ))[0]!;
+  (
+    await orm.em
+      .getConnection()
+      .execute<CallbackRow[]>(
+        'select callback_status, callback_http_status, callback_error, callback_attempts, callback_delivered_at from speech_jobs where id = ?',
+        [id],
+      )
+  )[0]!;
 
 /** POST /api/speech/transcribe with a personal token, as an integrator would. */
 async function submitApiJob(baseUrl: string, token: string, callbackUrl: string): Promise<number> {
@@ -107,13 +111,17 @@ describe('callback receiver down (connection refused), then up', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    svc = await startCoordinator(loadConfig(testEnv(db, {
-      PUBLIC_BASE_URL: 'https://speech.example.org',
-      OUTBOUND_ALLOW_RANGES: '127.0.0.0/8',
-      // Short backoff so the retries come quickly; enough attempts that they cannot run out while the receiver is down.
-      SPEECH_CALLBACK_BACKOFF_MS: '100',
-      SPEECH_CALLBACK_MAX_ATTEMPTS: '30',
-    })));
+    svc = await startCoordinator(
+      loadConfig(
+        testEnv(db, {
+          PUBLIC_BASE_URL: 'https://speech.example.org',
+          OUTBOUND_ALLOW_RANGES: '127.0.0.0/8',
+          // Short backoff so the retries come quickly; enough attempts that they cannot run out while the receiver is down.
+          SPEECH_CALLBACK_BACKOFF_MS: '100',
+          SPEECH_CALLBACK_MAX_ATTEMPTS: '30',
+        }),
+      ),
+    );
   });
   afterAll(async () => {
     await receiver.close();
@@ -147,10 +155,9 @@ describe('callback receiver down (connection refused), then up', () => {
       const delivery = await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1));
       expect(delivery).toBeTruthy();
       await expect.poll(() => delivery!.getState(), { timeout: 10_000 }).toBe('completed');
-      const [note] = await svc.orm.em.getConnection().execute<Array<{ dispatched: boolean }>>(
-        'select dispatched_at is not null as dispatched from speech_notifications where job_id = ?',
-        [id],
-      );
+      const [note] = await svc.orm.em
+        .getConnection()
+        .execute<Array<{ dispatched: boolean }>>('select dispatched_at is not null as dispatched from speech_notifications where job_id = ?', [id]);
       expect(note).toEqual({ dispatched: true });
       expect(await svc.notifications.outbox.drain()).toBe(0);
       expect(await svc.notifications.callbacks.enqueue(id, 1, 'completed')).toBeNull();
@@ -170,10 +177,9 @@ describe('callback receiver down (connection refused), then up', () => {
       const traces = fresh.stacktrace ?? [];
       expect(traces).toHaveLength(final.callback_attempts - 1);
       for (const trace of traces) expect(trace).toMatch(/ECONNREFUSED/);
-      const log = await svc.orm.em.getConnection().execute<Array<{ event: string }>>(
-        `select event from speech_job_events where job_id = ? and event like 'callback%'`,
-        [id],
-      );
+      const log = await svc.orm.em
+        .getConnection()
+        .execute<Array<{ event: string }>>(`select event from speech_job_events where job_id = ? and event like 'callback%'`, [id]);
       expect(log.map((e) => e.event)).toEqual(['callback_delivered']);
     } finally {
       worker.close();
@@ -241,7 +247,10 @@ describe('coordinator SIGKILLed after the job completed, before its notification
       stage: 'transcribing',
       stage_detail: '',
       audio_position_seconds: 4,
-      segments: [{ seq: 0, start: 0, end: 2, text: 'Minutes of the' }, { seq: 1, start: 2, end: 4, text: 'board meeting.' }],
+      segments: [
+        { seq: 0, start: 0, end: 2, text: 'Minutes of the' },
+        { seq: 1, start: 2, end: 4, text: 'board meeting.' },
+      ],
       duration_seconds: 4,
       engine: 'test',
       engine_model: 'small',
@@ -251,14 +260,27 @@ describe('coordinator SIGKILLed after the job completed, before its notification
     // Redis goes away just before the completion: the terminal transition (PostgreSQL) commits with its
     // outbox row, but the dispatcher cannot move the row into the callback queue.
     await redis.kill();
-    const done = await client.complete({ lease, success: true, error: '', cancelled: false, segment_count: 2, duration_seconds: 4, engine: 'test', engine_model: 'small' });
+    const done = await client.complete({
+      lease,
+      success: true,
+      error: '',
+      cancelled: false,
+      segment_count: 2,
+      duration_seconds: 4,
+      engine: 'test',
+      engine_model: 'small',
+    });
     expect(done).toMatchObject({ duplicate: false, status: 'completed' });
     await coordinator.proc.waitFor(/speech notifications not dispatched yet; will retry/, 30_000);
     const notification = async () =>
-      (await orm.em.getConnection().execute<Array<{ status: string; dispatched: boolean }>>(
-        'select status, dispatched_at is not null as dispatched from speech_notifications where job_id = ? and cycle = 1',
-        [id],
-      ))[0];
+      (
+        await orm.em
+          .getConnection()
+          .execute<Array<{ status: string; dispatched: boolean }>>(
+            'select status, dispatched_at is not null as dispatched from speech_notifications where job_id = ? and cycle = 1',
+            [id],
+          )
+      )[0];
     expect(await notification()).toEqual({ status: 'completed', dispatched: false });
 
     // Killed with the notification still waiting in the outbox.
@@ -282,7 +304,13 @@ describe('coordinator SIGKILLed after the job completed, before its notification
       const delivery = await queue.getJob(deliveryJobId(id, 1));
       expect(delivery).toBeTruthy();
       await expect.poll(() => delivery!.getState(), { timeout: 10_000 }).toBe('completed');
-      expect(await queue.getJobCounts('waiting', 'delayed', 'active', 'completed', 'failed')).toEqual({ waiting: 0, delayed: 0, active: 0, completed: 1, failed: 0 });
+      expect(await queue.getJobCounts('waiting', 'delayed', 'active', 'completed', 'failed')).toEqual({
+        waiting: 0,
+        delayed: 0,
+        active: 0,
+        completed: 1,
+        failed: 0,
+      });
     } finally {
       await queue.close();
       await connection.quit();
@@ -292,7 +320,9 @@ describe('coordinator SIGKILLed after the job completed, before its notification
     expect(got).toHaveLength(1);
     expectSignedCompleted(got[0]!, token.callbackSecret, id, 'Minutes of the board meeting.');
     expect(await callbackRow(orm, id)).toMatchObject({ callback_status: 'delivered', callback_http_status: 200, callback_attempts: 1, callback_error: null });
-    const events = (await orm.em.getConnection().execute<Array<{ event: string }>>('select event from speech_job_events where job_id = ? order by id', [id])).map((e) => e.event);
+    const events = (
+      await orm.em.getConnection().execute<Array<{ event: string }>>('select event from speech_job_events where job_id = ? order by id', [id])
+    ).map((e) => e.event);
     expect(events.filter((e) => e === 'completed')).toHaveLength(1);
     expect(events.filter((e) => e.startsWith('callback_'))).toEqual(['callback_delivered']);
     expect(coordinator.alive).toBe(true);

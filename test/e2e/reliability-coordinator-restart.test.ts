@@ -105,12 +105,14 @@ describe('coordinator SIGKILLed mid-stream and restarted', () => {
 
     const stored = async () => Number((await sql<{ n: string }>('select count(*) as n from speech_segments where job_id = ?', [jobId]))[0]!.n);
     const jobRow = async () =>
-      (await sql<{ status: string; attempt: number; segment_count: number; stage_detail: string | null; transcript_text: string | null }>(
-        `select j.status, j.attempt, j.stage_detail, j.transcript_text,
+      (
+        await sql<{ status: string; attempt: number; segment_count: number; stage_detail: string | null; transcript_text: string | null }>(
+          `select j.status, j.attempt, j.stage_detail, j.transcript_text,
                 (select count(*)::int from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as segment_count
            from speech_jobs j where j.id = ?`,
-        [jobId],
-      ))[0]!;
+          [jobId],
+        )
+      )[0]!;
 
     // Segments are flowing: some are stored, the job is still being transcribed.
     await expect.poll(stored, { timeout: 60_000, interval: 50 }).toBeGreaterThanOrEqual(2);
@@ -148,7 +150,12 @@ describe('coordinator SIGKILLed mid-stream and restarted', () => {
     expect(new Set(segs.map((s) => s.pass))).toEqual(new Set([1]));
     for (let i = 1; i < segs.length; i++) expect(Number(segs[i]!.start_seconds)).toBeGreaterThan(Number(segs[i - 1]!.start_seconds));
     // The transcript is all of them, in order.
-    expect(done.transcript_text).toBe(segs.map((s) => s.text.trim()).filter(Boolean).join(' '));
+    expect(done.transcript_text).toBe(
+      segs
+        .map((s) => s.text.trim())
+        .filter(Boolean)
+        .join(' '),
+    );
     const text = String(done.transcript_text).toLowerCase();
     for (const word of ['coffee', 'tomorrow', 'morning']) expect(text).toContain(word);
 

@@ -100,28 +100,52 @@ async function setup(env: Record<string, string>) {
     return job.id;
   }
   const row = async (id: number) =>
-    (await sql<CallbackRow>(
-      `select callback_status, callback_http_status, callback_last_attempt_at, callback_delivered_at, callback_error,
+    (
+      await sql<CallbackRow>(
+        `select callback_status, callback_http_status, callback_last_attempt_at, callback_delivered_at, callback_error,
               callback_attempts, callback_cycle, share_token from speech_jobs where id = ?`,
-      [id],
-    ))[0]!;
+        [id],
+      )
+    )[0]!;
   /** The outbox row of (job, cycle) was dispatched and its BullMQ delivery (if any) finished: nothing more will be sent. */
   const finished = async (id: number, cycle = 1) => {
     // A job with nobody to notify has no row (it is written with the terminal state, or never).
     await expect
-      .poll(async () => (await sql<{ dispatched: boolean }>('select dispatched_at is not null as dispatched from speech_notifications where job_id = ? and cycle = ?', [id, cycle]))[0]?.dispatched ?? 'no row', { timeout: 20_000 })
+      .poll(
+        async () =>
+          (
+            await sql<{ dispatched: boolean }>('select dispatched_at is not null as dispatched from speech_notifications where job_id = ? and cycle = ?', [
+              id,
+              cycle,
+            ])
+          )[0]?.dispatched ?? 'no row',
+        { timeout: 20_000 },
+      )
       .not.toBe(false);
     const job = await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, cycle));
     if (job) await expect.poll(() => job.getState(), { timeout: 20_000 }).toMatch(/^(completed|failed)$/);
     return job ?? null;
   };
   const settled = (id: number) =>
-    waitFor(async () => {
-      const r = await row(id);
-      return r.callback_status === 'delivered' || r.callback_status === 'failed' ? r : null;
-    }, 20_000, `callback of job ${id} to settle`);
+    waitFor(
+      async () => {
+        const r = await row(id);
+        return r.callback_status === 'delivered' || r.callback_status === 'failed' ? r : null;
+      },
+      20_000,
+      `callback of job ${id} to settle`,
+    );
   return {
-    db, svc, owner, token, worker, sql, apiJob, row, settled, finished,
+    db,
+    svc,
+    owner,
+    token,
+    worker,
+    sql,
+    apiJob,
+    row,
+    settled,
+    finished,
     async close() {
       worker.close();
       await svc.close();
@@ -220,7 +244,15 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     const body = JSON.parse(r!.body) as CallbackEnvelope;
     expect(body.ok).toBe(false);
     expect(body.event).toBe('speech.job.failed');
-    expect(body.job).toMatchObject({ job_id: id, status: 'failed', status_label: 'Failed', failure_error: 'decoder exploded', share: null, share_url: null, transcript_text: null });
+    expect(body.job).toMatchObject({
+      job_id: id,
+      status: 'failed',
+      status_label: 'Failed',
+      failure_error: 'decoder exploded',
+      share: null,
+      share_url: null,
+      transcript_text: null,
+    });
     expect(body.job.job_url).toBe(`https://speech.example.org/speech/jobs/${id}`);
   });
 
@@ -247,7 +279,13 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
       const r = await ctx.row(id);
       return r.callback_status !== 'pending' ? r : null;
     });
-    expect(retrying).toMatchObject({ callback_status: 'retrying', callback_http_status: 502, callback_error: 'HTTP 502', callback_attempts: 1, callback_delivered_at: null });
+    expect(retrying).toMatchObject({
+      callback_status: 'retrying',
+      callback_http_status: 502,
+      callback_error: 'HTTP 502',
+      callback_attempts: 1,
+      callback_delivered_at: null,
+    });
     const final = await ctx.settled(id);
     expect(final).toMatchObject({ callback_status: 'delivered', callback_http_status: 200, callback_attempts: 2, callback_error: null });
   });
@@ -270,12 +308,16 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
     await ctx.sql('update personal_access_tokens set callback_secret = null where id = ?', [ctx.token.record.id]);
     await ctx.worker.run(id, { segments: ['w'] });
     expect((await ctx.settled(id)).callback_status).toBe('delivered');
-    const [{ callback_secret }] = (await ctx.sql<{ callback_secret: string | null }>('select callback_secret from personal_access_tokens where id = ?', [ctx.token.record.id])) as [{ callback_secret: string | null }];
+    const [{ callback_secret }] = (await ctx.sql<{ callback_secret: string | null }>('select callback_secret from personal_access_tokens where id = ?', [
+      ctx.token.record.id,
+    ])) as [{ callback_secret: string | null }];
     expect(callback_secret).toMatch(/^[0-9a-f]{64}$/);
     expect(callback_secret).not.toBe(ctx.token.callbackSecret);
     const [r] = receiver.at(url);
     expectSigned(r!, callback_secret!);
-    expect(verifyCallbackSignature(ctx.token.callbackSecret, String(r!.headers['x-sonar-timestamp']), r!.body, r!.headers['x-sonar-signature'] as string)).toBe(false);
+    expect(verifyCallbackSignature(ctx.token.callbackSecret, String(r!.headers['x-sonar-timestamp']), r!.body, r!.headers['x-sonar-signature'] as string)).toBe(
+      false,
+    );
     ctx.token.callbackSecret = callback_secret!;
   });
 
@@ -290,7 +332,13 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
 
     await ctx.svc.speech.jobs.restart(ctx.owner, id);
     const reset = await ctx.row(id);
-    expect(reset).toMatchObject({ callback_status: 'pending', callback_cycle: 2, callback_attempts: 0, callback_http_status: null, callback_delivered_at: null });
+    expect(reset).toMatchObject({
+      callback_status: 'pending',
+      callback_cycle: 2,
+      callback_attempts: 0,
+      callback_http_status: null,
+      callback_delivered_at: null,
+    });
     await ctx.worker.run(id, { segments: ['second pass'] });
     const final = await ctx.settled(id);
     // Two coordinators dispatching the same outbox row: one BullMQ job, one request.

@@ -164,7 +164,12 @@ describe('authentication and permissions', () => {
     expect(refused.statusCode).toBe(403);
     expect(refused.json().reason).toBe('csrf_invalid');
     expect(await listDir(path.join(mediaDir, 'incoming'))).toEqual(incomingBefore);
-    const uploaded = await t.app.inject({ method: 'POST', url: '/api/speech/jobs', headers: { cookie, 'x-csrf-token': csrf, 'content-type': contentType }, payload });
+    const uploaded = await t.app.inject({
+      method: 'POST',
+      url: '/api/speech/jobs',
+      headers: { cookie, 'x-csrf-token': csrf, 'content-type': contentType },
+      payload,
+    });
     expect(uploaded.statusCode).toBe(201);
     expect(uploaded.json().job).toMatchObject({ source_type: 'upload', source_filename: 'session.wav' });
     // Without the token a session cannot delete either.
@@ -235,7 +240,8 @@ describe('POST /api/speech/jobs', () => {
   });
 
   it('accepts urlencoded forms with translation_target_languages[] repeated and disable_diarization', async () => {
-    const body = 'source_url=https%3A%2F%2Fexample.org%2Fa.mp3&translation_target_languages%5B%5D=sv&translation_target_languages%5B%5D=de&disable_diarization=1';
+    const body =
+      'source_url=https%3A%2F%2Fexample.org%2Fa.mp3&translation_target_languages%5B%5D=sv&translation_target_languages%5B%5D=de&disable_diarization=1';
     const res = await post('/api/speech/jobs', { ...alice.auth, 'content-type': 'application/x-www-form-urlencoded' }, body);
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().job.translation_target_languages).toEqual(['sv', 'de']);
@@ -252,7 +258,16 @@ describe('POST /api/speech/jobs', () => {
   });
 
   it('keeps diarization for absent and false-like disable_diarization values, skips it for truthy ones', async () => {
-    const cases: Array<[unknown, boolean]> = [[undefined, true], [false, true], ['0', true], ['false', true], ['', true], [true, false], ['true', false], ['yes', false]];
+    const cases: Array<[unknown, boolean]> = [
+      [undefined, true],
+      [false, true],
+      ['0', true],
+      ['false', true],
+      ['', true],
+      [true, false],
+      ['true', false],
+      ['yes', false],
+    ];
     for (const [value, requested] of cases) {
       const job = await createUrlJob(bob, value === undefined ? {} : { disable_diarization: value });
       const d = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${job.id}`, headers: bob.auth })).json().job;
@@ -288,7 +303,11 @@ describe('POST /api/speech/jobs', () => {
 
     const stored = path.join(mediaDir, 'jobs', String(job.id), 'source.wav');
     expect(sha256(await readFile(stored))).toBe(sha256(speechWav));
-    const row = (await t.orm.em.getConnection().execute<Array<{ media_path: string; media_sha256: string }>>('select media_path, media_sha256 from speech_jobs where id = ?', [job.id]))[0]!;
+    const row = (
+      await t.orm.em
+        .getConnection()
+        .execute<Array<{ media_path: string; media_sha256: string }>>('select media_path, media_sha256 from speech_jobs where id = ?', [job.id])
+    )[0]!;
     expect(row.media_path).toBe(stored);
     expect(row.media_sha256).toBe(sha256(speechWav));
     expect(await listDir(path.join(mediaDir, 'incoming'))).toEqual([]);
@@ -304,7 +323,11 @@ describe('POST /api/speech/jobs', () => {
     const jobsBefore = await listDir(path.join(mediaDir, 'jobs'));
     const res = await upload(alice, [{ name: 'media_file', filename: 'notes.wav', contentType: 'audio/wav', data: textFile }]);
     expect(res.statusCode).toBe(422);
-    expect(res.json()).toMatchObject({ ok: false, reason: 'validation_failed', errors: { media_file: [expect.stringContaining('not readable audio or video')] } });
+    expect(res.json()).toMatchObject({
+      ok: false,
+      reason: 'validation_failed',
+      errors: { media_file: [expect.stringContaining('not readable audio or video')] },
+    });
     expect(await jobCount(t)).toBe(before);
     expect(await listDir(path.join(mediaDir, 'incoming'))).toEqual([]);
     expect(await listDir(path.join(mediaDir, 'jobs'))).toEqual(jobsBefore);
@@ -314,8 +337,14 @@ describe('POST /api/speech/jobs', () => {
     const before = await jobCount(t);
     for (const parts of [
       // URL field before the file (refused before the file is read) and after it.
-      [{ name: 'source_url', value: 'https://example.org/x.mp3' }, { name: 'media_file', filename: 'a.wav', data: speechWav }],
-      [{ name: 'media_file', filename: 'a.wav', data: speechWav }, { name: 'source_url', value: 'https://example.org/x.mp3' }],
+      [
+        { name: 'source_url', value: 'https://example.org/x.mp3' },
+        { name: 'media_file', filename: 'a.wav', data: speechWav },
+      ],
+      [
+        { name: 'media_file', filename: 'a.wav', data: speechWav },
+        { name: 'source_url', value: 'https://example.org/x.mp3' },
+      ],
     ] satisfies FormPart[][]) {
       const both = await upload(alice, parts);
       expect(both.statusCode).toBe(422);
@@ -333,7 +362,11 @@ describe('POST /api/speech/jobs', () => {
       await upload(alice, [{ name: 'media_file', filename: '', data: Buffer.alloc(0) }]),
     ]) {
       expect(res.statusCode).toBe(422);
-      expect(res.json()).toMatchObject({ ok: false, reason: 'validation_failed', errors: { source_url: [expect.any(String)], media_file: [expect.any(String)] } });
+      expect(res.json()).toMatchObject({
+        ok: false,
+        reason: 'validation_failed',
+        errors: { source_url: [expect.any(String)], media_file: [expect.any(String)] },
+      });
     }
     // A file is never accepted inside JSON.
     const inJson = await post('/api/speech/jobs', alice.auth, { media_file: 'aGVsbG8=' });
@@ -364,15 +397,27 @@ describe('POST /api/speech/jobs', () => {
     }
     const model = await post('/api/speech/jobs', alice.auth, { source_url: 'https://example.org/a.mp3', model: 'gigantic' });
     expect(model.statusCode).toBe(422);
-    expect(model.json()).toMatchObject({ reason: 'validation_failed', errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] } });
-    const lang = await post('/api/speech/jobs', alice.auth, { source_url: 'https://example.org/a.mp3', translation_target_languages: ['sv', 'not a language'] });
+    expect(model.json()).toMatchObject({
+      reason: 'validation_failed',
+      errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] },
+    });
+    const lang = await post('/api/speech/jobs', alice.auth, {
+      source_url: 'https://example.org/a.mp3',
+      translation_target_languages: ['sv', 'not a language'],
+    });
     expect(lang.statusCode).toBe(422);
     expect(lang.json().errors).toHaveProperty('translation_target_languages');
     // The same rules for multipart fields; the uploaded file is discarded.
-    const badModel = await upload(alice, [{ name: 'model', value: 'gigantic' }, { name: 'media_file', filename: 'a.wav', data: speechWav }]);
+    const badModel = await upload(alice, [
+      { name: 'model', value: 'gigantic' },
+      { name: 'media_file', filename: 'a.wav', data: speechWav },
+    ]);
     expect(badModel.statusCode).toBe(422);
     expect(badModel.json().errors).toEqual({ model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] });
-    const badLang = await upload(alice, [{ name: 'media_file', filename: 'a.wav', data: speechWav }, { name: 'language', value: '12' }]);
+    const badLang = await upload(alice, [
+      { name: 'media_file', filename: 'a.wav', data: speechWav },
+      { name: 'language', value: '12' },
+    ]);
     expect(badLang.statusCode).toBe(422);
     expect(badLang.json().errors).toHaveProperty('language');
     expect(await jobCount(t)).toBe(before);
@@ -490,12 +535,23 @@ describe('upload limit', () => {
 
   it('computes the effective limit as the lowest of the configured and host limits', () => {
     const fileMb = HOST_UPLOAD_LIMITS.multipartFileBytes / 1024 / 1024;
-    expect(uploadLimits({ SPEECH_UPLOAD_MAX_MB: 512 })).toMatchObject({ effective_max_mb: 512, effective_max_label: '512 MB', limited_by_php: false, effectiveBytes: 512 * 1024 * 1024 });
+    expect(uploadLimits({ SPEECH_UPLOAD_MAX_MB: 512 })).toMatchObject({
+      effective_max_mb: 512,
+      effective_max_label: '512 MB',
+      limited_by_php: false,
+      effectiveBytes: 512 * 1024 * 1024,
+    });
     const capped = uploadLimits({ SPEECH_UPLOAD_MAX_MB: fileMb * 2 });
     expect(capped).toMatchObject({ configured_mb: fileMb * 2, php_upload_max_mb: fileMb, effective_max_mb: fileMb, limited_by_php: true });
     expect(capped.php_post_max_mb).toBeGreaterThan(fileMb);
     const tinyHost = uploadLimits({ SPEECH_UPLOAD_MAX_MB: 2048 }, { multipartFileBytes: 100 * 1024 * 1024, formOverheadBytes: 1024 * 1024 });
-    expect(tinyHost).toMatchObject({ php_upload_max_mb: 100, php_post_max_mb: 101, effective_max_mb: 100, effective_max_label: '100 MB', limited_by_php: true });
+    expect(tinyHost).toMatchObject({
+      php_upload_max_mb: 100,
+      php_post_max_mb: 101,
+      effective_max_mb: 100,
+      effective_max_label: '100 MB',
+      limited_by_php: true,
+    });
     expect([megabytesLabel(2048), megabytesLabel(1536), megabytesLabel(1023)]).toEqual(['2 GB', '1.5 GB', '1023 MB']);
   });
 });
@@ -617,7 +673,9 @@ describe('job actions', () => {
     const failed = await post(`/api/speech/jobs/${job.id}/restart`, alice.auth);
     expect(failed.statusCode).toBe(200);
     expect(failed.json().job).toMatchObject({ status: 'queued', attempt: 3, failure_error: null, stage_label: 'Waiting for a worker' });
-    expect((await t.orm.em.getConnection().execute<Array<{ max_attempts: number }>>('select max_attempts from speech_jobs where id = ?', [job.id]))[0]!.max_attempts).toBe(6);
+    expect(
+      (await t.orm.em.getConnection().execute<Array<{ max_attempts: number }>>('select max_attempts from speech_jobs where id = ?', [job.id]))[0]!.max_attempts,
+    ).toBe(6);
     const log = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${job.id}`, headers: alice.auth })).json().job.runtime_log;
     expect(log.map((e: { event: string }) => e.event)).toEqual(['queued', 'restarted', 'restarted']);
 
@@ -651,7 +709,12 @@ describe('job actions', () => {
     const res = await t.app.inject({ method: 'PUT', url: `/api/speech/jobs/${job.id}/target`, headers: root.auth, payload: { mode: 'local' } });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ ok: true, job: { id: job.id, execution_target: { mode: 'local', worker: null } } });
-    const missing = await t.app.inject({ method: 'PUT', url: `/api/speech/jobs/${job.id}/target`, headers: root.auth, payload: { mode: 'worker', worker: 'nobody' } });
+    const missing = await t.app.inject({
+      method: 'PUT',
+      url: `/api/speech/jobs/${job.id}/target`,
+      headers: root.auth,
+      payload: { mode: 'worker', worker: 'nobody' },
+    });
     expect(missing.statusCode).toBe(422);
     expect(missing.json().errors).toHaveProperty('worker');
     const bad = await t.app.inject({ method: 'PUT', url: `/api/speech/jobs/${job.id}/target`, headers: root.auth, payload: { mode: 'elsewhere' } });
@@ -741,7 +804,18 @@ describe('throttle and OpenAPI', () => {
     expect(Object.keys(create.requestBody.content).sort()).toEqual(['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']);
     const props = create.requestBody.content['multipart/form-data'].schema.properties;
     expect(props.media_file).toMatchObject({ type: 'string', format: 'binary' });
-    expect(Object.keys(props)).toEqual(expect.arrayContaining(['source_url', 'source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages[]', 'disable_diarization']));
+    expect(Object.keys(props)).toEqual(
+      expect.arrayContaining([
+        'source_url',
+        'source_label',
+        'source_note',
+        'model',
+        'language',
+        'analysis_language',
+        'translation_target_languages[]',
+        'disable_diarization',
+      ]),
+    );
     expect(create.responses['201'].content['application/json'].schema.properties.job.properties).toHaveProperty('queue_channel_label');
     const status = doc.paths['/api/speech/status'].get.responses['200'].content['application/json'].schema;
     expect(status.properties.config.properties.upload_limit.required).toEqual(

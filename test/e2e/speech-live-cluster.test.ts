@@ -38,7 +38,11 @@ describe('live segments across coordinators', () => {
   it('delivers segments published on one coordinator to a subscriber on another', async () => {
     const created = await new AccountService(a.orm).createUser({ username: randomName('watch'), permissions: ['speech.use'] });
     const job = await a.speech.jobs.create(created.user, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/talk.mp3' } });
-    const login = await fetch(`${b.url}/api/account/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: created.user.username, password: created.password }) });
+    const login = await fetch(`${b.url}/api/account/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: created.user.username, password: created.password }),
+    });
     const { token } = (await login.json()) as { token: string };
 
     socket = io(b.url, { transports: ['websocket'], auth: { token }, reconnection: false });
@@ -50,12 +54,26 @@ describe('live segments across coordinators', () => {
 
     const { secret } = await a.workers.createWorker('cluster-worker');
     client = new CoordinatorClient(`127.0.0.1:${a.grpcPort}`, secret);
-    const hello = await client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities: { models: ['small'], engines: ['t'], diarization: false, can_fetch_urls: true, device: 'cpu' }, local: false });
+    const hello = await client.hello({
+      contract_version: WORKER_CONTRACT_VERSION,
+      agent_version: 't',
+      hostname: 'h',
+      capabilities: { models: ['small'], engines: ['t'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      local: false,
+    });
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 0 });
     const lease = claimed.job!.lease;
     const stream = client.progress(lease);
     for (let seq = 0; seq < 20; seq++) {
-      stream.send({ stage: 'transcribing', stage_detail: '', audio_position_seconds: seq + 1, segments: [{ seq, start: seq, end: seq + 1, text: `part ${seq}` }], duration_seconds: 20, engine: 't', engine_model: 'small' });
+      stream.send({
+        stage: 'transcribing',
+        stage_detail: '',
+        audio_position_seconds: seq + 1,
+        segments: [{ seq, start: seq, end: seq + 1, text: `part ${seq}` }],
+        duration_seconds: 20,
+        engine: 't',
+        engine_model: 'small',
+      });
     }
     await stream.end();
     await client.complete({ lease, success: true, error: '', segment_count: 20, duration_seconds: 20, engine: 't', engine_model: 'small', cancelled: false });
@@ -74,7 +92,11 @@ describe('live segments across coordinators', () => {
     const owner = await new AccountService(a.orm).createUser({ username: randomName('own'), permissions: ['speech.use'] });
     const stranger = await new AccountService(a.orm).createUser({ username: randomName('str'), permissions: ['speech.use'] });
     const job = await a.speech.jobs.create(owner.user, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/x.mp3' } });
-    const res = await fetch(`${b.url}/api/account/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: stranger.user.username, password: stranger.password }) });
+    const res = await fetch(`${b.url}/api/account/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: stranger.user.username, password: stranger.password }),
+    });
     const s = io(b.url, { transports: ['websocket'], auth: { token: ((await res.json()) as { token: string }).token }, reconnection: false });
     expect(await s.timeout(5_000).emitWithAck('subscribe', { jobId: job.id })).toEqual({ ok: false, reason: 'not_found' });
     s.close();

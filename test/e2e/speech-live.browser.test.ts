@@ -74,7 +74,9 @@ describe('speech pages in a browser', () => {
       new MutationObserver((records) => {
         for (const r of records) r.addedNodes.forEach((n) => w.timeline.push({ kind: 'segment', at: performance.now(), value: n.textContent ?? '' }));
       }).observe(list, { childList: true });
-      new MutationObserver(() => w.timeline.push({ kind: 'status', at: performance.now(), value: status.dataset.status ?? '' })).observe(status, { attributes: true });
+      new MutationObserver(() => w.timeline.push({ kind: 'status', at: performance.now(), value: status.dataset.status ?? '' })).observe(status, {
+        attributes: true,
+      });
     });
     await page.waitForSelector('#job-status[data-status="completed"]', { timeout: 90_000 });
 

@@ -119,7 +119,12 @@ describe('model catalog', () => {
     expect((await get(`/api/speech/jobs/${job.id}`)).json().job.stage_detail).toBe(reason);
 
     // Pinned to a worker that is not connected: that is the reason.
-    const pinned = await t.app.inject({ method: 'PUT', url: `/api/speech/jobs/${job.id}/target`, headers: admin.auth, payload: { mode: 'worker', worker: 'gpu-box' } });
+    const pinned = await t.app.inject({
+      method: 'PUT',
+      url: `/api/speech/jobs/${job.id}/target`,
+      headers: admin.auth,
+      payload: { mode: 'worker', worker: 'gpu-box' },
+    });
     expect(pinned.statusCode).toBe(200);
     expect(pinned.json().job.execution_target).toEqual({ mode: 'worker', worker: 'gpu-box' });
     expect((await get(`/api/speech/jobs/${job.id}`)).json().job).toMatchObject({
@@ -167,7 +172,12 @@ describe('unreadable upload', () => {
   it('422 names the uploaded file and gives ffprobe’s reason, never the temporary path', async () => {
     const { payload, contentType } = multipartForm([
       { name: 'model', value: 'pocketsphinx-en-us' },
-      { name: 'media_file', filename: 'Quarterly notes.mp3', contentType: 'audio/mpeg', data: Buffer.from('Minutes of the meeting: not audio at all.\n'.repeat(100)) },
+      {
+        name: 'media_file',
+        filename: 'Quarterly notes.mp3',
+        contentType: 'audio/mpeg',
+        data: Buffer.from('Minutes of the meeting: not audio at all.\n'.repeat(100)),
+      },
     ]);
     const before = await jobCount();
     const res = await t.app.inject({ method: 'POST', url: '/api/speech/jobs', headers: { ...alice.auth, 'content-type': contentType }, payload });

@@ -49,7 +49,13 @@ async function submit(file: string) {
   return svc.speech.jobs.create(owner, {
     channel: 'web',
     model: MODEL,
-    source: { type: 'upload', tempPath: temp, filename: path.basename(file), sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
+    source: {
+      type: 'upload',
+      tempPath: temp,
+      filename: path.basename(file),
+      sizeBytes: bytes.length,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+    },
   });
 }
 
@@ -65,7 +71,11 @@ let cachedJwt: string | null = null;
 /** One sign-in for the whole file: sign-ins are rate limited (LOGIN_RATE_LIMIT_PER_MINUTE). */
 async function jwt(): Promise<string> {
   if (cachedJwt) return cachedJwt;
-  const res = await fetch(`${svc.url}/api/account/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: owner.username, password }) });
+  const res = await fetch(`${svc.url}/api/account/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: owner.username, password }),
+  });
   cachedJwt = ((await res.json()) as { token: string }).token;
   return cachedJwt;
 }
@@ -105,12 +115,16 @@ async function job(id: number) {
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  svc = await startCoordinator(loadConfig(testEnv(db, {
-    SPEECH_MEDIA_DIR: path.join(dir, 'media'),
-    SPEECH_LEASE_TTL_SECONDS: '6',
-    SPEECH_STALE_SWEEP_SECONDS: '1',
-    WORKER_HEARTBEAT_INTERVAL_MS: '1000',
-  })));
+  svc = await startCoordinator(
+    loadConfig(
+      testEnv(db, {
+        SPEECH_MEDIA_DIR: path.join(dir, 'media'),
+        SPEECH_LEASE_TTL_SECONDS: '6',
+        SPEECH_STALE_SWEEP_SECONDS: '1',
+        WORKER_HEARTBEAT_INTERVAL_MS: '1000',
+      }),
+    ),
+  );
   const created = await new AccountService(svc.orm).createUser({ username: randomName('speaker'), permissions: ['speech.use'] });
   owner = created.user;
   password = created.password;
@@ -151,10 +165,11 @@ describe('speech pipeline end to end', () => {
   it('a silent or empty recording completes saying "No speech detected", not with a bare empty transcript', async () => {
     const agent = await startAgent('pipeline-quiet');
     // The agent advertises what its engine hears: pocketsphinx-en-us is English only, so "de" is refused.
-    const [row] = await svc.orm.em.getConnection().execute<Array<{ capabilities: { modelLanguages?: Record<string, string[]> } }>>(
-      'select capabilities from speech_workers where name = ?',
-      ['pipeline-quiet'],
-    );
+    const [row] = await svc.orm.em
+      .getConnection()
+      .execute<Array<{ capabilities: { modelLanguages?: Record<string, string[]> } }>>('select capabilities from speech_workers where name = ?', [
+        'pipeline-quiet',
+      ]);
     expect(row!.capabilities.modelLanguages).toEqual({ [MODEL]: ['en'] });
     const refused = await fetch(`${svc.url}/api/speech/jobs`, {
       method: 'POST',
@@ -187,7 +202,12 @@ describe('speech pipeline end to end', () => {
 
   it('recovers a job whose worker was SIGKILLed mid-job and completes it exactly once', async () => {
     const a = await startAgent('doomed');
-    const sentences = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
+    const sentences = Array.from({ length: 3 }, () => [
+      'hello world',
+      'i would like a cup of coffee',
+      'please call me tomorrow morning',
+      'good morning everyone',
+    ]).flat();
     const j = await submit(speech('long', sentences));
     const seen = await watch(j.id);
     await expect.poll(() => seen.segments.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
@@ -215,7 +235,12 @@ describe('speech pipeline end to end', () => {
   it('on SIGTERM a worker hands its running job back after the grace period, and it completes elsewhere', async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL'))); // no other worker may pick the job up meanwhile
     const a = await startAgent('stopping', ['--shutdown-grace-ms', '300']);
-    const sentences = Array.from({ length: 3 }, () => ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone']).flat();
+    const sentences = Array.from({ length: 3 }, () => [
+      'hello world',
+      'i would like a cup of coffee',
+      'please call me tomorrow morning',
+      'good morning everyone',
+    ]).flat();
     const j = await submit(speech('handback', sentences));
     const seen = await watch(j.id);
     await expect.poll(() => seen.segments.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);

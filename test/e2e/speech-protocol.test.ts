@@ -30,7 +30,13 @@ const mediaDir = mkdtempSync(path.join(tmpdir(), 'sonar-media-'));
 const clients: CoordinatorClient[] = [];
 
 const caps = (models: string[], extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
-  models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu', model_languages: [], ...extra,
+  models,
+  engines: ['test'],
+  diarization: false,
+  can_fetch_urls: true,
+  device: 'cpu',
+  model_languages: [],
+  ...extra,
 });
 
 async function worker(name: string, capabilities: CapabilitiesMsg, local = false) {
@@ -63,13 +69,25 @@ async function queueLeft() {
 }
 
 async function jobRow(id: number) {
-  const rows = await svc.orm.em.getConnection().execute<Array<{ status: string; attempt: number; failure_error: string | null; transcript_text: string | null; worker_id: number | null }>>(
-    'select status, attempt, failure_error, transcript_text, worker_id from speech_jobs where id = ?', [id]);
+  const rows = await svc.orm.em
+    .getConnection()
+    .execute<Array<{ status: string; attempt: number; failure_error: string | null; transcript_text: string | null; worker_id: number | null }>>(
+      'select status, attempt, failure_error, transcript_text, worker_id from speech_jobs where id = ?',
+      [id],
+    );
   return rows[0]!;
 }
 
 const done = (job: JobAssignmentMsg, extra: Partial<Parameters<CoordinatorClient['complete']>[0]> = {}) => ({
-  lease: job.lease, success: true, error: '', segment_count: 0, duration_seconds: 1, engine: 'test', engine_model: job.model, cancelled: false, ...extra,
+  lease: job.lease,
+  success: true,
+  error: '',
+  segment_count: 0,
+  duration_seconds: 1,
+  engine: 'test',
+  engine_model: job.model,
+  cancelled: false,
+  ...extra,
 });
 
 /** Breaks state on purpose instead of waiting for the TTL: the job's open lease expired a second ago (database clock). */
@@ -78,7 +96,10 @@ async function expireLease(jobId: number) {
 }
 
 async function expectStale(p: Promise<unknown>) {
-  const err = (await p.then(() => null, (e: unknown) => e)) as grpc.ServiceError | null;
+  const err = (await p.then(
+    () => null,
+    (e: unknown) => e,
+  )) as grpc.ServiceError | null;
   expect(err, 'expected a stale-lease refusal').not.toBeNull();
   expect(err!.code).toBe(grpc.status.ABORTED);
   expect(workerErrorReason(err)).toBe('stale_lease');
@@ -86,14 +107,18 @@ async function expectStale(p: Promise<unknown>) {
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  svc = await startCoordinator(loadConfig(testEnv(db, {
-    SPEECH_MEDIA_DIR: mediaDir,
-    SPEECH_LEASE_TTL_SECONDS: '5',
-    SPEECH_MAX_ATTEMPTS: '2',
-    SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
-    WORKER_PRESENCE_TTL_MS: '3000',
-    OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', // the staging test serves its source from loopback
-  })));
+  svc = await startCoordinator(
+    loadConfig(
+      testEnv(db, {
+        SPEECH_MEDIA_DIR: mediaDir,
+        SPEECH_LEASE_TTL_SECONDS: '5',
+        SPEECH_MAX_ATTEMPTS: '2',
+        SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
+        WORKER_PRESENCE_TTL_MS: '3000',
+        OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', // the staging test serves its source from loopback
+      }),
+    ),
+  );
   accounts = new AccountService(svc.orm);
   admin = (await accounts.createUser({ username: randomName('adm'), isAdmin: true })).user;
   alice = (await accounts.createUser({ username: randomName('alice'), permissions: ['speech.use'] })).user;
@@ -162,8 +187,27 @@ describe('lease fencing', () => {
     expect(got.lease.attempt).toBe(1);
 
     const stream = w.client.progress(got.lease);
-    stream.send({ stage: 'transcribing', stage_detail: 'x', audio_position_seconds: 1.5, segments: [{ seq: 0, start: 0, end: 1.5, text: 'hello there' }], duration_seconds: 3, engine: 'test', engine_model: 'small' });
-    stream.send({ stage: 'transcribing', stage_detail: 'x', audio_position_seconds: 3, segments: [{ seq: 1, start: 1.5, end: 3, text: 'general' }, { seq: 0, start: 0, end: 1.5, text: 'dup' }], duration_seconds: 3, engine: 'test', engine_model: 'small' });
+    stream.send({
+      stage: 'transcribing',
+      stage_detail: 'x',
+      audio_position_seconds: 1.5,
+      segments: [{ seq: 0, start: 0, end: 1.5, text: 'hello there' }],
+      duration_seconds: 3,
+      engine: 'test',
+      engine_model: 'small',
+    });
+    stream.send({
+      stage: 'transcribing',
+      stage_detail: 'x',
+      audio_position_seconds: 3,
+      segments: [
+        { seq: 1, start: 1.5, end: 3, text: 'general' },
+        { seq: 0, start: 0, end: 1.5, text: 'dup' },
+      ],
+      duration_seconds: 3,
+      engine: 'test',
+      engine_model: 'small',
+    });
     expect((await stream.end()).segments_stored).toBe(2); // the repeated seq 0 is stored once
 
     // A wrong token, another worker, or a wrong attempt are all stale.
@@ -252,7 +296,12 @@ describe('heartbeats, cancellation and stale recovery', () => {
     for (const [i, g] of got.entries()) await ws[i]!.client.complete(done(g!));
     // The two left over go to whoever asks next.
     const rest = [(await claim(ws[0]!))!, (await claim(ws[1]!))!];
-    expect(rest.map((r) => r.lease.job_id).sort()).toEqual(jobs.map((j) => j.id).filter((id) => !ids.includes(id)).sort());
+    expect(rest.map((r) => r.lease.job_id).sort()).toEqual(
+      jobs
+        .map((j) => j.id)
+        .filter((id) => !ids.includes(id))
+        .sort(),
+    );
     for (const [i, r] of rest.entries()) await ws[i]!.client.complete(done(r));
     expect(await queueLeft()).toEqual([]);
   });
@@ -288,7 +337,12 @@ describe('heartbeats, cancellation and stale recovery', () => {
     expect([k.lease.job_id, l.lease.job_id]).toEqual([kept.id, lost.id]);
     // The agent restarted (new session) and still runs only `kept`.
     const hello = await w.client.hello({
-      contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities: caps(['small']), local: false, held_leases: [k.lease],
+      contract_version: WORKER_CONTRACT_VERSION,
+      agent_version: 't',
+      hostname: 'h',
+      capabilities: caps(['small']),
+      local: false,
+      held_leases: [k.lease],
     });
     w.session = hello.session_id;
     expect(await jobRow(lost.id)).toMatchObject({ status: 'queued' });
@@ -307,7 +361,13 @@ describe('heartbeats, cancellation and stale recovery', () => {
     const got = (await claim(w))!;
     const seg = (seq: number) => ({ seq, start: seq, end: seq + 1, text: `word${seq}` });
     const msg = (segments: ReturnType<typeof seg>[]) => ({
-      stage: 'transcribing' as const, stage_detail: 'test', audio_position_seconds: segments.at(-1)?.end ?? 0, segments, duration_seconds: 10, engine: 'test', engine_model: 'small',
+      stage: 'transcribing' as const,
+      stage_detail: 'test',
+      audio_position_seconds: segments.at(-1)?.end ?? 0,
+      segments,
+      duration_seconds: 10,
+      engine: 'test',
+      engine_model: 'small',
     });
     const first = w.client.progress(got.lease);
     for (let i = 0; i < 5; i++) first.send(msg([seg(i)]));
@@ -367,7 +427,9 @@ describe('execution targets', () => {
     // w-remote is fresh: the local runner stands by even for a small job.
     expect(await claim(local)).toBeNull();
     // The remote workers' presence goes stale (as if they had been silent past the presence TTL).
-    await svc.orm.em.getConnection().execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where coalesce((capabilities->>'local')::boolean, false) = false`);
+    await svc.orm.em
+      .getConnection()
+      .execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where coalesce((capabilities->>'local')::boolean, false) = false`);
     const got = (await claim(local))!;
     expect(got.lease.job_id).toBe(smallJob.id); // never the large one: not on the local allowlist
     await local.client.complete(done(got));
@@ -391,7 +453,10 @@ describe('media', () => {
     const sha = createHash('sha256').update(bytes).digest('hex');
     const temp = path.join(dir, 'upload.part');
     writeFileSync(temp, bytes);
-    const job = await svc.speech.jobs.create(alice, { channel: 'web', source: { type: 'upload', tempPath: temp, filename: 'tone.wav', sizeBytes: bytes.length, sha256: sha } });
+    const job = await svc.speech.jobs.create(alice, {
+      channel: 'web',
+      source: { type: 'upload', tempPath: temp, filename: 'tone.wav', sizeBytes: bytes.length, sha256: sha },
+    });
     expect(job.sourceDurationSeconds).toBeCloseTo(3, 0);
     await urlJob(alice); // a URL job this worker cannot fetch must not be handed to it
     const got = (await claim(w))!;

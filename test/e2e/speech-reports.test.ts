@@ -71,7 +71,13 @@ async function reportsSettled(ids: number[], cycle = 1) {
   for (const id of ids) {
     // waitFor, not expect.poll: this also runs in beforeAll.
     // A job with nobody to notify (Bob has no address) has no row: it is written with the terminal state, or never.
-    await waitFor(async () => (await sql<{ d: boolean }>('select dispatched_at is not null as d from speech_notifications where job_id = ? and cycle = ?', [id, cycle]))[0]?.d ?? 'no row', 20_000, `job ${id}'s notification dispatched`);
+    await waitFor(
+      async () =>
+        (await sql<{ d: boolean }>('select dispatched_at is not null as d from speech_notifications where job_id = ? and cycle = ?', [id, cycle]))[0]?.d ??
+        'no row',
+      20_000,
+      `job ${id}'s notification dispatched`,
+    );
     const job = await svc.notifications.reports!.queue.getJob(deliveryJobId(id, cycle));
     if (job) await waitFor(async () => ['completed', 'failed'].includes(await job.getState()), 20_000, `job ${id}'s report finished`);
   }
@@ -89,7 +95,13 @@ beforeAll(async () => {
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
         const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-        mails.push(parseMail(Buffer.concat(chunks).toString('utf8'), from, session.envelope.rcptTo.map((r) => r.address)));
+        mails.push(
+          parseMail(
+            Buffer.concat(chunks).toString('utf8'),
+            from,
+            session.envelope.rcptTo.map((r) => r.address),
+          ),
+        );
         callback();
       });
     },
@@ -173,13 +185,19 @@ describe('completion reports', () => {
     expect(mailsFor(completedId)).toHaveLength(1);
     expect(mailsFor(failedId)).toHaveLength(1);
     expect(mailsFor(silentId)).toHaveLength(0);
-    const sent = await sql<{ id: number; report_sent_at: Date | null }>('select id, report_sent_at from speech_jobs where id in (?, ?, ?) order by id', [completedId, failedId, silentId]);
+    const sent = await sql<{ id: number; report_sent_at: Date | null }>('select id, report_sent_at from speech_jobs where id in (?, ?, ?) order by id', [
+      completedId,
+      failedId,
+      silentId,
+    ]);
     expect(sent.map((r) => r.report_sent_at !== null)).toEqual([true, true, false]);
   });
 
   it('a completed report has the job link, share link, status, model and the diarization summary', async () => {
     const [m] = mailsFor(completedId);
-    const [{ share_token }] = (await sql<{ share_token: string }>('select share_token from speech_jobs where id = ?', [completedId])) as [{ share_token: string }];
+    const [{ share_token }] = (await sql<{ share_token: string }>('select share_token from speech_jobs where id = ?', [completedId])) as [
+      { share_token: string },
+    ];
     expect(m!.subject).toBe('Transcription completed: Interview with the mayor');
     expect(lines(m!)).toEqual(
       expect.arrayContaining([

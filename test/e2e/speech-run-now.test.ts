@@ -21,7 +21,12 @@ async function sql<T>(query: string, params: unknown[] = []): Promise<T[]> {
 
 /** A failed job submitted `minutesAgo` minutes ago. */
 async function failedJob(owner: TestUser, minutesAgo: number, extra = '') {
-  const res = await t.app.inject({ method: 'POST', url: '/api/speech/jobs', headers: owner.auth, payload: { source_url: `https://media.example.org/${minutesAgo}.mp3` } });
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/api/speech/jobs',
+    headers: owner.auth,
+    payload: { source_url: `https://media.example.org/${minutesAgo}.mp3` },
+  });
   expect(res.statusCode, res.body).toBe(201);
   const id = res.json().job.id as number;
   await sql(

@@ -54,7 +54,14 @@ async function completedJob(owner: TestUser, label = 'Board meeting') {
     [TRANSCRIPT, id],
   );
   for (const [seq, [start, end, text, speaker]] of SEGMENTS.entries()) {
-    await sql('insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, speaker) values (?, 1, ?, ?, ?, ?, ?)', [id, seq, start, end, text, speaker]);
+    await sql('insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, speaker) values (?, 1, ?, ?, ?, ?, ?)', [
+      id,
+      seq,
+      start,
+      end,
+      text,
+      speaker,
+    ]);
   }
   return id;
 }

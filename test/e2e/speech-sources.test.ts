@@ -73,7 +73,13 @@ async function startForwardProxy(): Promise<{ url: string; seen: string[]; close
     seen.push(`${req.method} ${req.url}`);
     const target = new URL(req.url ?? '');
     const upstream = http.request(
-      { host: target.hostname, port: target.port || 80, method: req.method, path: `${target.pathname}${target.search}`, headers: { ...req.headers, host: target.host } },
+      {
+        host: target.hostname,
+        port: target.port || 80,
+        method: req.method,
+        path: `${target.pathname}${target.search}`,
+        headers: { ...req.headers, host: target.host },
+      },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);
@@ -153,7 +159,10 @@ interface Row {
 async function row(a: App, id: number): Promise<Row> {
   const rows = await a.t.orm.em
     .getConnection()
-    .execute<Row[]>('select status, failure_error, media_path, media_sha256, source_size_bytes, source_duration_seconds, stage_label from speech_jobs where id = ?', [id]);
+    .execute<Row[]>(
+      'select status, failure_error, media_path, media_sha256, source_size_bytes, source_duration_seconds, stage_label from speech_jobs where id = ?',
+      [id],
+    );
   return rows[0]!;
 }
 
@@ -222,7 +231,10 @@ describe('submission: the outbound policy (SSRF guard)', () => {
     // The callback URL of a token-API job is checked the same way.
     const err = await a.speech.jobs
       .create(a.user, { channel: 'api', source: { type: 'url', url: 'https://media.example.org/x.mp3' }, callbackUrl: 'http://169.254.169.254/hook' })
-      .then(() => null, (e: unknown) => e as { details?: { errors?: Record<string, string[]> } });
+      .then(
+        () => null,
+        (e: unknown) => e as { details?: { errors?: Record<string, string[]> } },
+      );
     expect(err?.details?.errors?.callback_url?.[0]).toMatch(/not allowed: the address 169\.254\.169\.254/);
   });
 
@@ -269,7 +281,10 @@ describe('staging direct media (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
   });
 
   it('fails the job when a redirect points at a blocked address, without following it', async () => {
-    for (const [p, address] of [['/to-metadata', '169.254.169.254'], ['/to-private', '10.20.30.40']] as const) {
+    for (const [p, address] of [
+      ['/to-metadata', '169.254.169.254'],
+      ['/to-private', '10.20.30.40'],
+    ] as const) {
       const id = await urlJob(a, `${site.base}${p}`);
       await a.speech.stager.stage(id);
       const r = await row(a, id);

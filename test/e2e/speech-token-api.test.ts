@@ -193,7 +193,11 @@ describe('authentication (401) and authorization (403)', () => {
     expect(viaQuery.json()).toMatchObject({ ok: true, jobs: [] });
     const created = await submit({ 'x-api-key': alice.token }, { callback_url: CALLBACK, source_url: 'https://media.example.org/legacy.mp3' });
     expect(created.statusCode, created.body).toBe(201);
-    const viaQueryPost = await submit({}, { callback_url: CALLBACK, source_url: 'https://media.example.org/legacy2.mp3' }, `/api/speech/transcribe?apikey=${alice.token}`);
+    const viaQueryPost = await submit(
+      {},
+      { callback_url: CALLBACK, source_url: 'https://media.example.org/legacy2.mp3' },
+      `/api/speech/transcribe?apikey=${alice.token}`,
+    );
     expect(viaQueryPost.statusCode, viaQueryPost.body).toBe(201);
     for (const id of [created.json().job.id, viaQueryPost.json().job.id]) {
       const rows = await sql<{ owner_id: number; api_token_id: number }>('select owner_id, api_token_id from speech_jobs where id = ?', [id]);
@@ -311,7 +315,10 @@ describe('POST /api/speech/transcribe', () => {
     const res = await upload(alice.bearer, [{ name: 'media_file', filename: 'f.wav', data: wav }]);
     expect(res.statusCode).toBe(422);
     expect(res.json().errors.callback_url).toEqual(['callback_url is required']);
-    const invalid = await upload(alice.bearer, [{ name: 'callback_url', value: 'javascript:alert(1)' }, { name: 'media_file', filename: 'f.wav', data: wav }]);
+    const invalid = await upload(alice.bearer, [
+      { name: 'callback_url', value: 'javascript:alert(1)' },
+      { name: 'media_file', filename: 'f.wav', data: wav },
+    ]);
     expect(invalid.statusCode).toBe(422);
     expect(invalid.json().errors.callback_url).toEqual(['must be an http:// or https:// URL']);
     expect(await incomingFiles()).toEqual(incoming);
@@ -325,7 +332,10 @@ describe('POST /api/speech/transcribe', () => {
     expect(neither.statusCode).toBe(422);
     expect(Object.keys(neither.json().errors).sort()).toEqual(['media_file', 'source_url']);
 
-    const neitherMultipart = await upload(alice.bearer, [{ name: 'callback_url', value: CALLBACK }, { name: 'source_label', value: 'x' }]);
+    const neitherMultipart = await upload(alice.bearer, [
+      { name: 'callback_url', value: CALLBACK },
+      { name: 'source_label', value: 'x' },
+    ]);
     expect(neitherMultipart.statusCode).toBe(422);
     expect(Object.keys(neitherMultipart.json().errors).sort()).toEqual(['media_file', 'source_url']);
 
@@ -382,7 +392,10 @@ describe('POST /api/speech/transcribe', () => {
     }
     for (const [value, requested] of cases) {
       if (typeof value === 'boolean') continue;
-      const parts: FormPart[] = [{ name: 'callback_url', value: CALLBACK }, { name: 'media_file', filename: 'f.wav', data: wav }];
+      const parts: FormPart[] = [
+        { name: 'callback_url', value: CALLBACK },
+        { name: 'media_file', filename: 'f.wav', data: wav },
+      ];
       if (value !== undefined) parts.unshift({ name: 'disable_diarization', value });
       const res = await upload(bob.bearer, parts);
       expect(res.statusCode, res.body).toBe(201);
@@ -455,7 +468,10 @@ describe('API-channel visibility (GET routes)', () => {
     await webJob(alice); // not counted
 
     const count = async (where: string, params: unknown[]) => {
-      const rows = await sql<{ status: string; n: string }>(`select status, count(*) as n from speech_jobs where queue_channel = 'api' ${where} group by status`, params);
+      const rows = await sql<{ status: string; n: string }>(
+        `select status, count(*) as n from speech_jobs where queue_channel = 'api' ${where} group by status`,
+        params,
+      );
       const n = (s: string[]) => rows.filter((r) => s.includes(r.status)).reduce((a, r) => a + Number(r.n), 0);
       return { queued: n(['queued']), processing: n(['downloading', 'transcribing', 'finalizing']), completed: n(['completed']), failed: n(['failed']) };
     };
@@ -476,7 +492,13 @@ describe('API-channel visibility (GET routes)', () => {
   });
 
   it('validates limit and job ids (422)', async () => {
-    for (const url of ['/api/speech/transcribe/jobs?limit=0', '/api/speech/transcribe/jobs?limit=501', '/api/speech/transcribe/jobs?limit=x', '/api/speech/transcribe/jobs/abc', '/api/speech/transcribe/jobs/0']) {
+    for (const url of [
+      '/api/speech/transcribe/jobs?limit=0',
+      '/api/speech/transcribe/jobs?limit=501',
+      '/api/speech/transcribe/jobs?limit=x',
+      '/api/speech/transcribe/jobs/abc',
+      '/api/speech/transcribe/jobs/0',
+    ]) {
       const res = await get(url, alice.bearer);
       expect(res.statusCode, url).toBe(422);
       expect(res.json()).toMatchObject({ ok: false, reason: 'validation_failed' });
@@ -491,7 +513,10 @@ describe('throttle and OpenAPI', () => {
       // Requests are counted before authentication, so unauthenticated ones exhaust the budget cheaply.
       const statuses: number[] = [];
       for (let i = 0; i < 120; i++) statuses.push((await call(r, {}, address)).statusCode);
-      expect(statuses.every((s) => s === 401), `${r.method} ${r.url}`).toBe(true);
+      expect(
+        statuses.every((s) => s === 401),
+        `${r.method} ${r.url}`,
+      ).toBe(true);
       const limited = await call(r, alice.bearer, address);
       expect(limited.statusCode, `${r.method} ${r.url}`).toBe(429);
       expect(limited.json()).toMatchObject({ ok: false, reason: 'rate_limited' });
@@ -518,7 +543,17 @@ describe('throttle and OpenAPI', () => {
     expect(schema.required).toContain('callback_url');
     expect(schema.properties.media_file).toMatchObject({ type: 'string', format: 'binary' });
     expect(Object.keys(schema.properties)).toEqual(
-      expect.arrayContaining(['callback_url', 'source_url', 'source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages[]', 'disable_diarization']),
+      expect.arrayContaining([
+        'callback_url',
+        'source_url',
+        'source_label',
+        'source_note',
+        'model',
+        'language',
+        'analysis_language',
+        'translation_target_languages[]',
+        'disable_diarization',
+      ]),
     );
     const job = create.responses['201'].content['application/json'].schema.properties.job;
     expect(Object.keys(job.properties)).toEqual(expect.arrayContaining(['id', 'queue_channel', 'queue_channel_label', 'status', 'callback', 'share']));

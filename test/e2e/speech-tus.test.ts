@@ -71,10 +71,12 @@ async function head(url: string, headers: Record<string, string> = {}) {
 }
 
 async function jobRow(id: number) {
-  const rows = await t.orm.em.getConnection().execute<Array<{ media_path: string | null; media_sha256: string | null; source_size_bytes: string; owner_id: number }>>(
-    'select media_path, media_sha256, source_size_bytes, owner_id from speech_jobs where id = ?',
-    [id],
-  );
+  const rows = await t.orm.em
+    .getConnection()
+    .execute<Array<{ media_path: string | null; media_sha256: string | null; source_size_bytes: string; owner_id: number }>>(
+      'select media_path, media_sha256, source_size_bytes, owner_id from speech_jobs where id = ?',
+      [id],
+    );
   return rows[0]!;
 }
 
@@ -289,8 +291,15 @@ describe('resumable uploads (tus)', () => {
     expect(badModel.outcome).toBe('error');
     const res = (badModel.error as tus.DetailedError).originalResponse!;
     expect(res.getStatus()).toBe(422);
-    expect(JSON.parse(res.getBody())).toMatchObject({ ok: false, reason: 'validation_failed', errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] } });
-    const badLanguage = await runUpload(wavBytes.subarray(0, 1024), { headers: alice.auth, metadata: { filename: 'a.wav', translation_target_languages: 'sv,not a language' } });
+    expect(JSON.parse(res.getBody())).toMatchObject({
+      ok: false,
+      reason: 'validation_failed',
+      errors: { model: ['no registered worker serves model "gigantic"; served models: large, small, turbo'] },
+    });
+    const badLanguage = await runUpload(wavBytes.subarray(0, 1024), {
+      headers: alice.auth,
+      metadata: { filename: 'a.wav', translation_target_languages: 'sv,not a language' },
+    });
     expect((badLanguage.error as tus.DetailedError).originalResponse!.getStatus()).toBe(422);
     expect(JSON.parse((badLanguage.error as tus.DetailedError).originalResponse!.getBody()).errors).toHaveProperty('translation_target_languages');
 
@@ -316,7 +325,10 @@ describe('resumable uploads (tus)', () => {
     expect(await asset.text()).toContain('tus');
     const without = await fetch(endpoint, { method: 'POST', headers: { cookie: jar.header(), 'tus-resumable': '1.0.0', 'upload-length': '100' } });
     expect(without.status).toBe(403);
-    const withToken = await fetch(endpoint, { method: 'POST', headers: { cookie: jar.header(), 'x-csrf-token': csrf, 'tus-resumable': '1.0.0', 'upload-length': '100' } });
+    const withToken = await fetch(endpoint, {
+      method: 'POST',
+      headers: { cookie: jar.header(), 'x-csrf-token': csrf, 'tus-resumable': '1.0.0', 'upload-length': '100' },
+    });
     expect(withToken.status).toBe(201);
     const location = new URL(withToken.headers.get('location')!, endpoint).toString();
     // HEAD is a safe method: the session alone is enough.

@@ -50,7 +50,13 @@ function agentUnderParent(stdin: 'pipe' | 'ignore') {
     console.log('agent pid ' + c.pid);
     setInterval(() => undefined, 60000);`;
   const args = [path.join(repoRoot, 'worker/dist/bin.js'), '--coordinator', `127.0.0.1:${grpcPort}`, '--secret-file', file, '--exit-with-parent'];
-  const p = new Proc(spawn(process.execPath, ['-e', parentScript, '--', ...args], { cwd: repoRoot, env: { ...process.env, AGENT_STDIN: stdin }, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const p = new Proc(
+    spawn(process.execPath, ['-e', parentScript, '--', ...args], {
+      cwd: repoRoot,
+      env: { ...process.env, AGENT_STDIN: stdin },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   procs.push(p);
   return p;
 }
@@ -177,7 +183,11 @@ describe('worker agent over gRPC', () => {
     // Without the pipe, a changed parent PID is the sign.
     const late = agentUnderParent('ignore');
     await late.waitFor(/connected to coordinator/);
-    const second = recordProcess(Number(/agent pid (\d+)/.exec(late.lines.join('\n'))![1]), { name: 'worker', signal: 'SIGTERM', match: ['worker/dist/bin.js'] })!;
+    const second = recordProcess(Number(/agent pid (\d+)/.exec(late.lines.join('\n'))![1]), {
+      name: 'worker',
+      signal: 'SIGTERM',
+      match: ['worker/dist/bin.js'],
+    })!;
     try {
       late.child.kill('SIGKILL');
       await late.exited;

@@ -60,9 +60,7 @@ interface Row {
 }
 
 async function row(id: number): Promise<Row> {
-  const rows = await svc.orm.em
-    .getConnection()
-    .execute<Row[]>('select status, failure_error, transcript_text, media_path from speech_jobs where id = ?', [id]);
+  const rows = await svc.orm.em.getConnection().execute<Row[]>('select status, failure_error, transcript_text, media_path from speech_jobs where id = ?', [id]);
   return rows[0]!;
 }
 
@@ -156,7 +154,9 @@ describe('worker agent downloads under the outbound policy', () => {
 
   it('refuses to start with a malformed allow-list (exit code 78)', async () => {
     const { secret } = await svc.workers.createWorker('misconfigured');
-    const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--outbound-allow-ranges', '127.0.0.2/33'], { WORKER_SECRET: secret });
+    const p = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--outbound-allow-ranges', '127.0.0.2/33'], {
+      WORKER_SECRET: secret,
+    });
     procs.push(p);
     expect(await p.exited).toBe(78);
     expect(p.lines.join('\n')).toMatch(/--outbound-allow-ranges \/ SONAR_OUTBOUND_ALLOW_RANGES: not an address or CIDR range: 127\.0\.0\.2\/33/);

@@ -142,7 +142,11 @@ export interface TestUser {
   auth: { authorization: string };
 }
 
-export async function createJwtUser(t: Pick<TestApp, 'app' | 'accounts'>, permissions: string[], opts: { isAdmin?: boolean; prefix?: string } = {}): Promise<TestUser> {
+export async function createJwtUser(
+  t: Pick<TestApp, 'app' | 'accounts'>,
+  permissions: string[],
+  opts: { isAdmin?: boolean; prefix?: string } = {},
+): Promise<TestUser> {
   const name = randomName(opts.prefix);
   const { user, password } = await t.accounts.createUser({ username: name, permissions, isAdmin: opts.isAdmin ?? false });
   const token = t.app.jwt.sign({ sub: String(user.id), typ: 'access' });

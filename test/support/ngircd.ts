@@ -38,7 +38,9 @@ export interface NgircdServer {
 /** uid/gid of "nobody" from /etc/passwd (65534 when it cannot be read). */
 function nobody(): { uid: number; gid: number } {
   try {
-    const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('nobody:'));
+    const line = readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('nobody:'));
     const f = line?.split(':');
     if (f && f[2] && f[3]) return { uid: Number(f[2]), gid: Number(f[3]) };
   } catch {

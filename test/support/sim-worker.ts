@@ -29,10 +29,7 @@ export class SimWorker {
    * Claims `jobId` (it must be the next eligible job), sends `segments` as progress, runs
    * `beforeComplete`, then completes it (success, or failure with `error`).
    */
-  async run(
-    jobId: number,
-    opts: { success?: boolean; error?: string; segments?: string[]; beforeComplete?: () => Promise<unknown> } = {},
-  ): Promise<void> {
+  async run(jobId: number, opts: { success?: boolean; error?: string; segments?: string[]; beforeComplete?: () => Promise<unknown> } = {}): Promise<void> {
     const res = await this.client.claim({ session_id: this.session, wait_ms: 2000 });
     const job = res.has_job ? res.job : null;
     if (!job) throw new Error(`no job to claim (expected ${jobId})`);

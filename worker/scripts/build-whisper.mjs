@@ -138,8 +138,10 @@ function main() {
   const started = Date.now();
   log(`building whisper.cpp ${config.version} (${cuda ? 'CUDA' : 'CPU'}, ${jobs} jobs) into ${buildDir}`);
   const configure = [
-    '-S', sourceDir,
-    '-B', buildDir,
+    '-S',
+    sourceDir,
+    '-B',
+    buildDir,
     '-DCMAKE_BUILD_TYPE=Release',
     '-DBUILD_SHARED_LIBS=OFF', // one self-contained binary
     '-DWHISPER_BUILD_TESTS=OFF',

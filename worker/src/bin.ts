@@ -24,17 +24,25 @@ const program = new Command()
   .addOption(new Option('--device <name>', 'compute device to advertise (cpu, cuda:0, ...)').env('WORKER_DEVICE').default('cpu'))
   .addOption(new Option('--no-fetch-urls', 'do not download external source URLs; ask the coordinator for media').env('WORKER_NO_FETCH_URLS'))
   .addOption(
-    new Option('--outbound-allow-ranges <cidrs>', 'comma-separated CIDRs that source downloads may reach although private, loopback or link-local (like the coordinator\'s OUTBOUND_ALLOW_RANGES)')
-      .env('SONAR_OUTBOUND_ALLOW_RANGES'),
+    new Option(
+      '--outbound-allow-ranges <cidrs>',
+      "comma-separated CIDRs that source downloads may reach although private, loopback or link-local (like the coordinator's OUTBOUND_ALLOW_RANGES)",
+    ).env('SONAR_OUTBOUND_ALLOW_RANGES'),
   )
   .addOption(new Option('--tls', 'use TLS to reach the coordinator').env('COORDINATOR_TLS'))
-  .addOption(new Option('--local', 'this is the coordinator host\'s own local runner').env('WORKER_LOCAL'))
+  .addOption(new Option('--local', "this is the coordinator host's own local runner").env('WORKER_LOCAL'))
   .addOption(new Option('--work-dir <path>', 'folder for temporary media while a job runs').env('WORKER_WORK_DIR'))
-  .addOption(new Option('--shutdown-grace-ms <ms>', 'on SIGTERM, how long the running job may finish before it is handed back').env('WORKER_SHUTDOWN_GRACE_MS').default('60000'))
+  .addOption(
+    new Option('--shutdown-grace-ms <ms>', 'on SIGTERM, how long the running job may finish before it is handed back')
+      .env('WORKER_SHUTDOWN_GRACE_MS')
+      .default('60000'),
+  )
   .addOption(new Option('--presence-only', 'connect and keep presence but claim no jobs').env('WORKER_PRESENCE_ONLY'))
   .addOption(
-    new Option('--exit-with-parent', 'stop at once when the process that started this one exits (the quick start\'s local runner; give it a pipe as stdin that the parent keeps open)')
-      .env('WORKER_EXIT_WITH_PARENT'),
+    new Option(
+      '--exit-with-parent',
+      "stop at once when the process that started this one exits (the quick start's local runner; give it a pipe as stdin that the parent keeps open)",
+    ).env('WORKER_EXIT_WITH_PARENT'),
   )
   .parse();
 
@@ -67,8 +75,10 @@ function pickEngine(engines: TranscriptionEngine[], model: string, forced: boole
 }
 
 /** One JSON object per line, like the coordinator's pino logs. */
-const log = (level: string): ((obj: object, msg: string) => void) => (obj, msg) =>
-  process.stderr.write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...obj }) + '\n');
+const log =
+  (level: string): ((obj: object, msg: string) => void) =>
+  (obj, msg) =>
+    process.stderr.write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...obj }) + '\n');
 const logger: AgentLogger = { info: log('info'), warn: log('warn'), error: log('error') };
 
 async function main() {
@@ -79,7 +89,12 @@ async function main() {
   }
   let outbound: OutboundPolicy;
   try {
-    outbound = new OutboundPolicy((opts.outboundAllowRanges ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+    outbound = new OutboundPolicy(
+      (opts.outboundAllowRanges ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
   } catch (err) {
     logger.error({}, `--outbound-allow-ranges / SONAR_OUTBOUND_ALLOW_RANGES: ${(err as Error).message}`);
     process.exit(78);

@@ -88,17 +88,25 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     // A silent or empty recording: say so rather than finishing with an empty transcript.
     send('finalizing', seq === 0 ? NO_SPEECH_DETAIL : 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
     await Promise.race([progress.end(REPORT_GIVE_UP_MS), progress.lost]);
-    const res = await retryTransient(() => client.complete({
-      lease,
-      success: true,
-      error: '',
-      segment_count: seq,
-      duration_seconds: duration,
-      engine: picked.engine.name,
-      engine_model: picked.model,
-      cancelled: false,
-    }), REPORT_GIVE_UP_MS);
-    deps.log('info', { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate }, seq === 0 ? 'job completed: no speech detected' : 'job completed');
+    const res = await retryTransient(
+      () =>
+        client.complete({
+          lease,
+          success: true,
+          error: '',
+          segment_count: seq,
+          duration_seconds: duration,
+          engine: picked.engine.name,
+          engine_model: picked.model,
+          cancelled: false,
+        }),
+      REPORT_GIVE_UP_MS,
+    );
+    deps.log(
+      'info',
+      { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate },
+      seq === 0 ? 'job completed: no speech detected' : 'job completed',
+    );
     return 'completed';
   } catch (err) {
     progress.cancel();
@@ -115,16 +123,20 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     const cancelled = reason === 'cancel';
     const message = cancelled ? 'cancelled on request' : err instanceof Error ? err.message : String(err);
     try {
-      await retryTransient(() => client.complete({
-        lease,
-        success: false,
-        error: message.slice(0, 2000),
-        segment_count: seq,
-        duration_seconds: duration,
-        engine: picked?.engine.name ?? '',
-        engine_model: picked?.model ?? '',
-        cancelled,
-      }), REPORT_GIVE_UP_MS);
+      await retryTransient(
+        () =>
+          client.complete({
+            lease,
+            success: false,
+            error: message.slice(0, 2000),
+            segment_count: seq,
+            duration_seconds: duration,
+            engine: picked?.engine.name ?? '',
+            engine_model: picked?.model ?? '',
+            cancelled,
+          }),
+        REPORT_GIVE_UP_MS,
+      );
     } catch (e) {
       if (workerErrorReason(e) === 'stale_lease') return 'lost';
       throw e;

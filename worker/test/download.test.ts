@@ -82,7 +82,9 @@ describe('worker source download (outbound policy)', () => {
       expect(existsSync(file), p).toBe(false);
     }
     // Whether "localhost." resolves depends on the host's resolver; either way it is not reached.
-    await expect(get(`${site.base}/to-localhost-dot.wav`).done).rejects.toThrow(/^(refused by the outbound policy: localhost\. resolves to a blocked address|download failed: ENOTFOUND)/);
+    await expect(get(`${site.base}/to-localhost-dot.wav`).done).rejects.toThrow(
+      /^(refused by the outbound policy: localhost\. resolves to a blocked address|download failed: ENOTFOUND)/,
+    );
     expect(secret.hits).toEqual([]);
   });
 

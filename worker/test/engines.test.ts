@@ -101,7 +101,26 @@ beforeAll(async () => {
 
   // Other containers, made with the ffmpeg CLI: an MP4 with a video track and AAC audio, and Ogg Vorbis.
   mp4 = path.join(dir, 'speech.mp4');
-  await runFfmpeg(['-i', speech.wavPath, '-f', 'lavfi', '-i', 'color=c=black:s=64x64:r=5', '-map', '1:v', '-map', '0:a', '-shortest', '-c:v', 'mpeg4', '-c:a', 'aac', '-b:a', '128k', mp4]);
+  await runFfmpeg([
+    '-i',
+    speech.wavPath,
+    '-f',
+    'lavfi',
+    '-i',
+    'color=c=black:s=64x64:r=5',
+    '-map',
+    '1:v',
+    '-map',
+    '0:a',
+    '-shortest',
+    '-c:v',
+    'mpeg4',
+    '-c:a',
+    'aac',
+    '-b:a',
+    '128k',
+    mp4,
+  ]);
   ogg = path.join(dir, 'speech.ogg');
   await runFfmpeg(['-i', speech.wavPath, '-c:a', 'libvorbis', '-q:a', '5', ogg]);
 
@@ -151,7 +170,9 @@ describe('media decoding (ffmpeg)', () => {
     await expect(decodeToWav(junk, path.join(dir, 'junk.wav'))).rejects.toThrow(/junk\.bin.*Invalid data found/);
     await expect(probeMedia(path.join(dir, 'missing.mp3'))).rejects.toThrow(/missing\.mp3.*No such file/);
     // ffmpeg itself failing (here: cannot write the output) goes through the same reporting.
-    await expect(decodeToWav(speech.wavPath, path.join(dir, 'no-such-dir', 'out.wav'))).rejects.toThrow(/Cannot decode .*speech\.wav: .*No such file or directory/);
+    await expect(decodeToWav(speech.wavPath, path.join(dir, 'no-such-dir', 'out.wav'))).rejects.toThrow(
+      /Cannot decode .*speech\.wav: .*No such file or directory/,
+    );
     const videoOnly = path.join(dir, 'video-only.mp4');
     await runFfmpeg(['-f', 'lavfi', '-i', 'color=c=black:s=64x64:r=5', '-t', '1', '-c:v', 'mpeg4', videoOnly]);
     await expect(decodeToWav(videoOnly, path.join(dir, 'v.wav'))).rejects.toThrow(/video-only\.mp4.*no audio stream/);
@@ -176,7 +197,10 @@ describe('media decoding (ffmpeg)', () => {
         abort.abort();
       }
     }, 2);
-    const error = await decoding.then(() => null, (err: unknown) => err);
+    const error = await decoding.then(
+      () => null,
+      (err: unknown) => err,
+    );
     clearInterval(watcher);
     await rm(hour);
     expect(abort.signal.aborted).toBe(true);
@@ -225,8 +249,18 @@ describe('pocketsphinx engine', () => {
 
     // The words are placed where they were spoken.
     const within = (seg: Segment | undefined, s: SpokenSentence) => !!seg && (seg.start + seg.end) / 2 > s.start && (seg.start + seg.end) / 2 < s.end;
-    expect(within(result.segments.find((s) => hasWord(s.text, 'coffee')), speech.sentences[1]!)).toBe(true);
-    expect(within(result.segments.find((s) => hasWord(s.text, 'tomorrow')), speech.sentences[2]!)).toBe(true);
+    expect(
+      within(
+        result.segments.find((s) => hasWord(s.text, 'coffee')),
+        speech.sentences[1]!,
+      ),
+    ).toBe(true);
+    expect(
+      within(
+        result.segments.find((s) => hasWord(s.text, 'tomorrow')),
+        speech.sentences[2]!,
+      ),
+    ).toBe(true);
 
     expect(progress.length).toBe(result.segments.length);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!).toBeGreaterThan(progress[i - 1]!);
@@ -285,9 +319,9 @@ describe('pocketsphinx engine', () => {
   it('does not start a process when the signal is already aborted', async () => {
     const controller = new AbortController();
     controller.abort();
-    await expect(
-      engine.transcribe({ wavPath: wav16, model: POCKETSPHINX_MODEL, signal: controller.signal, onSegment: () => {} }),
-    ).rejects.toBeInstanceOf(TranscriptionCancelled);
+    await expect(engine.transcribe({ wavPath: wav16, model: POCKETSPHINX_MODEL, signal: controller.signal, onSegment: () => {} })).rejects.toBeInstanceOf(
+      TranscriptionCancelled,
+    );
   });
 });
 
@@ -386,7 +420,16 @@ describe('engine output parsers', () => {
 
   it('groups pocketsphinx_continuous -time output into utterances', () => {
     const p = new ContinuousOutputParser();
-    const lines = ['i would like coffee', '<s> 4.850 4.950 1.000000', 'i 4.960 5.140 0.998701', '<sil> 5.150 5.200 0.98', 'would 5.210 5.390 0.28', 'like 5.400 5.690 0.62', 'coffee(2) 6.170 6.670 0.03', '</s> 6.680 7.140 1.000000'];
+    const lines = [
+      'i would like coffee',
+      '<s> 4.850 4.950 1.000000',
+      'i 4.960 5.140 0.998701',
+      '<sil> 5.150 5.200 0.98',
+      'would 5.210 5.390 0.28',
+      'like 5.400 5.690 0.62',
+      'coffee(2) 6.170 6.670 0.03',
+      '</s> 6.680 7.140 1.000000',
+    ];
     const out = lines.map((l) => p.push(l));
     expect(out.slice(0, -1).every((s) => s === null)).toBe(true);
     expect(out.at(-1)).toEqual({ start: 4.96, end: 6.67, text: 'i would like coffee' });
@@ -400,7 +443,11 @@ describe('engine output parsers', () => {
   });
 
   it('parses PocketSphinx 5 JSON utterances', () => {
-    expect(parsePs5Line('{"b":1.230,"d":0.870,"p":0.912,"t":"hello world","w":[{"b":1.230,"d":0.400,"p":0.9,"t":"hello"}]}')).toEqual({ start: 1.23, end: 2.1, text: 'hello world' });
+    expect(parsePs5Line('{"b":1.230,"d":0.870,"p":0.912,"t":"hello world","w":[{"b":1.230,"d":0.400,"p":0.9,"t":"hello"}]}')).toEqual({
+      start: 1.23,
+      end: 2.1,
+      text: 'hello world',
+    });
     expect(parsePs5Line('{"b":0.000,"d":0.500,"p":1.000,"t":"","w":[]}')).toBeNull();
     expect(parsePs5Line('INFO: something')).toBeNull();
   });

@@ -1,11 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import {
-  DnsApiKey,
-  DnsIpWhitelistEntry,
-  DnsZonePermission,
-  PersonalAccessToken,
-  User,
-} from './entities.js';
+import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 
 /** Queries over account tables. Each method takes the unit of work (EntityManager) it runs in. */
 export class AccountRepository {
@@ -14,11 +8,7 @@ export class AccountRepository {
   }
 
   findUserByUsername(em: EntityManager, username: string) {
-    return em
-      .createQueryBuilder(User, 'u')
-      .select('*')
-      .where('lower(u.username) = lower(?)', [username])
-      .getSingleResult();
+    return em.createQueryBuilder(User, 'u').select('*').where('lower(u.username) = lower(?)', [username]).getSingleResult();
   }
 
   listUsers(em: EntityManager) {
@@ -73,9 +63,6 @@ export class AccountRepository {
   async touchToken(em: EntityManager, table: 'personal_access_tokens' | 'dns_api_keys', id: number) {
     await em
       .getConnection()
-      .execute(
-        `update ${table} set last_used_at = now() where id = ? and (last_used_at is null or last_used_at < now() - interval '60 seconds')`,
-        [id],
-      );
+      .execute(`update ${table} set last_used_at = now() where id = ? and (last_used_at is null or last_used_at < now() - interval '60 seconds')`, [id]);
   }
 }

@@ -6,13 +6,7 @@ import { AppError } from '../http/errors.js';
 import { IpRangeSet } from '../http/ip-ranges.js';
 import { canonicalCidr } from '../http/cidr.js';
 import { AccountRepository } from './account-repository.js';
-import {
-  DnsApiKey,
-  DnsIpWhitelistEntry,
-  DnsZonePermission,
-  PersonalAccessToken,
-  User,
-} from './entities.js';
+import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 import { dummyPasswordHash, generatePassword, hashPassword, verifyPassword } from './password.js';
 import { DNS_KEY_PREFIX, PERSONAL_TOKEN_PREFIX, newSecret, sha256Hex } from './secrets.js';
 import type { AuthUser } from './types.js';

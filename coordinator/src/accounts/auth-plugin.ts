@@ -116,9 +116,7 @@ export function enforceRouteAuth(app: FastifyInstance) {
     const auth = route.config?.auth;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (auth === undefined) {
-      throw new Error(
-        `Route ${methods.join(',')} ${route.url} declares no config.auth: give it an auth requirement or mark it config: { auth: 'public' }.`,
-      );
+      throw new Error(`Route ${methods.join(',')} ${route.url} declares no config.auth: give it an auth requirement or mark it config: { auth: 'public' }.`);
     }
     if (auth !== 'public' && (typeof auth !== 'object' || !Array.isArray(auth.accept) || auth.accept.length === 0)) {
       throw new Error(`Route ${methods.join(',')} ${route.url} has an invalid config.auth.`);

@@ -167,11 +167,4 @@ export const WebSessionSchema = new EntitySchema<WebSession>({
   },
 });
 
-export const accountSchemas = [
-  UserSchema,
-  DnsZonePermissionSchema,
-  PersonalAccessTokenSchema,
-  DnsApiKeySchema,
-  DnsIpWhitelistSchema,
-  WebSessionSchema,
-];
+export const accountSchemas = [UserSchema, DnsZonePermissionSchema, PersonalAccessTokenSchema, DnsApiKeySchema, DnsIpWhitelistSchema, WebSessionSchema];

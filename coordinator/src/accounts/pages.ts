@@ -20,7 +20,12 @@ function safeNext(value: unknown): string {
 
 // Form bodies as browsers send them (every field a string, repeated fields an array).
 const csrfField = { _csrf: z.string().max(200).optional() };
-const loginBody = z.object({ ...csrfField, username: safeString().max(200).default(''), password: z.string().max(1024).default(''), next: z.string().max(2000).optional() });
+const loginBody = z.object({
+  ...csrfField,
+  username: safeString().max(200).default(''),
+  password: z.string().max(1024).default(''),
+  next: z.string().max(2000).optional(),
+});
 const tokenBody = z.object({
   ...csrfField,
   name: safeString().max(200).default(''),
@@ -44,7 +49,9 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     return reply
       .code(e.status)
       .type('text/html; charset=utf-8')
-      .send(page(reply, 'Error', html`<div class="card"><h1>Something went wrong</h1><p class="error">${e.message}</p><p><a href="/">Back</a></p></div>`, null));
+      .send(
+        page(reply, 'Error', html`<div class="card"><h1>Something went wrong</h1><p class="error">${e.message}</p><p><a href="/">Back</a></p></div>`, null),
+      );
   });
 
   function page(reply: FastifyReply, title: string, body: ReturnType<typeof html>, user: AuthUser | null): string {
@@ -75,36 +82,42 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   const loginLimit = sharedRateLimit(base, 'login', config.LOGIN_RATE_LIMIT_PER_MINUTE);
   const tokenLimit = sharedRateLimit(base, 'tokens', config.TOKEN_RATE_LIMIT_PER_MINUTE);
 
-  app.get('/login', { schema: { ...hidden, querystring: z.object({ next: z.string().max(2000).optional() }) }, config: { auth: 'public' } }, async (request, reply) => {
-    const next = safeNext(request.query.next);
-    if (await app.sessionUser(request)) return reply.redirect(next, 303);
-    return reply.type('text/html; charset=utf-8').send(loginForm(reply, next));
-  });
-
-  app.post(
+  app.get(
     '/login',
-    { schema: { ...hidden, body: loginBody }, config: { auth: 'public' }, onRequest: loginLimit },
+    { schema: { ...hidden, querystring: z.object({ next: z.string().max(2000).optional() }) }, config: { auth: 'public' } },
     async (request, reply) => {
-      const { username, password } = request.body;
-      const next = safeNext(request.body.next);
-      try {
-        app.verifyCsrf(request);
-      } catch {
-        return reply.code(403).type('text/html; charset=utf-8').send(loginForm(reply, next, 'Your sign-in form expired; please try again.'));
-      }
-      try {
-        const user = await accounts.authenticatePassword(username, password);
-        // A new session id on sign-in: a session planted before login is worth nothing after it.
-        await request.session.regenerate();
-        request.session.userId = user.id;
-        request.log.info({ userId: user.id }, 'web sign-in');
-        return reply.redirect(next, 303);
-      } catch (err) {
-        if (!(err instanceof AppError)) throw err;
-        return reply.code(401).type('text/html; charset=utf-8').send(loginForm(reply, next, err.message, username));
-      }
+      const next = safeNext(request.query.next);
+      if (await app.sessionUser(request)) return reply.redirect(next, 303);
+      return reply.type('text/html; charset=utf-8').send(loginForm(reply, next));
     },
   );
+
+  app.post('/login', { schema: { ...hidden, body: loginBody }, config: { auth: 'public' }, onRequest: loginLimit }, async (request, reply) => {
+    const { username, password } = request.body;
+    const next = safeNext(request.body.next);
+    try {
+      app.verifyCsrf(request);
+    } catch {
+      return reply
+        .code(403)
+        .type('text/html; charset=utf-8')
+        .send(loginForm(reply, next, 'Your sign-in form expired; please try again.'));
+    }
+    try {
+      const user = await accounts.authenticatePassword(username, password);
+      // A new session id on sign-in: a session planted before login is worth nothing after it.
+      await request.session.regenerate();
+      request.session.userId = user.id;
+      request.log.info({ userId: user.id }, 'web sign-in');
+      return reply.redirect(next, 303);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      return reply
+        .code(401)
+        .type('text/html; charset=utf-8')
+        .send(loginForm(reply, next, err.message, username));
+    }
+  });
 
   app.post('/logout', { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
     await request.session.destroy();
@@ -127,13 +140,21 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     const rows = tokens.map(
       (t) => html`<tr><td>${t.name}</td><td><code>${t.prefix}…</code></td><td>${t.scopes.join(', ')}</td>
         <td>${t.createdAt.toISOString().slice(0, 10)}</td><td>${t.expiresAt ? t.expiresAt.toISOString().slice(0, 10) : 'never'}</td>
-        <td>${t.revokedAt ? 'revoked' : html`<form class="inline" method="post" action="/account/tokens/${t.id}/revoke">
-          <input type="hidden" name="_csrf" value="${csrf}"><button class="link" type="submit">Revoke</button></form>`}</td></tr>`,
+        <td>${
+          t.revokedAt
+            ? 'revoked'
+            : html`<form class="inline" method="post" action="/account/tokens/${t.id}/revoke">
+          <input type="hidden" name="_csrf" value="${csrf}"><button class="link" type="submit">Revoke</button></form>`
+        }</td></tr>`,
     );
     const body = html`
-      ${created ? html`<div class="card" role="status"><h2>Token “${created.name}” created</h2>
+      ${
+        created
+          ? html`<div class="card" role="status"><h2>Token “${created.name}” created</h2>
         <p>Copy it now; it will not be shown again.</p><p class="secret" data-testid="new-token">${created.token}</p>
-        <p>Callback signing secret (verifies the <code>X-Sonar-Signature</code> of terminal callbacks):</p><p class="secret" data-testid="callback-secret">${created.callbackSecret}</p></div>` : ''}
+        <p>Callback signing secret (verifies the <code>X-Sonar-Signature</code> of terminal callbacks):</p><p class="secret" data-testid="callback-secret">${created.callbackSecret}</p></div>`
+          : ''
+      }
       <div class="card"><h1>Personal access tokens</h1>
         ${rows.length ? html`<table><thead><tr><th>Name</th><th>Token</th><th>Scopes</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>` : html`<p class="muted">No tokens yet.</p>`}
       </div>
@@ -167,8 +188,12 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   });
 
   const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });
-  app.post('/account/tokens/:tokenId/revoke', { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly }, onRequest: tokenLimit }, async (request, reply) => {
-    await accounts.revokePersonalToken(request.params.tokenId, { ownerId: userOf(request).id });
-    return reply.redirect('/account', 303);
-  });
+  app.post(
+    '/account/tokens/:tokenId/revoke',
+    { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly }, onRequest: tokenLimit },
+    async (request, reply) => {
+      await accounts.revokePersonalToken(request.params.tokenId, { ownerId: userOf(request).id });
+      return reply.redirect('/account', 303);
+    },
+  );
 }

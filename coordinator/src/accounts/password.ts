@@ -11,9 +11,7 @@ const P = 1;
 const KEY_LEN = 32;
 
 function scrypt(password: string, salt: Buffer, keyLen: number, opts: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scryptCb(password, salt, keyLen, opts, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+  return new Promise((resolve, reject) => scryptCb(password, salt, keyLen, opts, (err, key) => (err ? reject(err) : resolve(key))));
 }
 
 function options(logN: number, r: number, p: number): ScryptOptions {

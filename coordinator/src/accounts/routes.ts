@@ -1,14 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import {
-  createTokenRequestSchema,
-  errorBodySchema,
-  loginRequestSchema,
-  loginResponseSchema,
-  tokenSummarySchema,
-  userSummarySchema,
-} from '@sonar/shared';
+import { createTokenRequestSchema, errorBodySchema, loginRequestSchema, loginResponseSchema, tokenSummarySchema, userSummarySchema } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { notFound } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
@@ -34,8 +27,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
     schema: {
       tags: ['accounts'],
       summary: 'Exchange a username and password for a JWT bearer token',
-      description:
-        'The token is accepted as `Authorization: Bearer <JWT>` wherever the API says "session or JWT". It expires after JWT_TTL_SECONDS.',
+      description: 'The token is accepted as `Authorization: Bearer <JWT>` wherever the API says "session or JWT". It expires after JWT_TTL_SECONDS.',
       body: loginRequestSchema,
       response: { 200: loginResponseSchema, ...errors },
     },

@@ -34,12 +34,10 @@ export class PgSessionStore implements SessionStore {
   }
 
   get(sessionId: string, callback: (err: unknown, session?: Session | null) => void): void {
-    this.conn
-      .execute<Array<{ data: Session }>>(
-        'select data from web_sessions where id_hash = ? and expires_at > now()',
-        [sha256Hex(sessionId)],
-      )
-      .then((rows) => callback(null, rows[0]?.data ?? null), (err) => callback(err));
+    this.conn.execute<Array<{ data: Session }>>('select data from web_sessions where id_hash = ? and expires_at > now()', [sha256Hex(sessionId)]).then(
+      (rows) => callback(null, rows[0]?.data ?? null),
+      (err) => callback(err),
+    );
   }
 
   destroy(sessionId: string, callback: Callback): void {

@@ -128,14 +128,23 @@ export class DnsService {
         ok: true as const,
         source: 'needs_axfr' as const,
         zone: z.zone,
-        message: state ? 'The cache expired under the zone policy; call the refresh endpoint (/axfr).' : 'No cache exists for this zone yet; call the refresh endpoint (/axfr).',
+        message: state
+          ? 'The cache expired under the zone policy; call the refresh endpoint (/axfr).'
+          : 'No cache exists for this zone yet; call the refresh endpoint (/axfr).',
         cache_ttl_seconds: this.ttlOf(z),
         cache_policy: cachePolicyOf(z),
       };
     }
     const meta = this.meta(z, state.cachedAt);
     const p = await this.cache.page(z.id, state.recordCount, page, perPage);
-    return { ok: true as const, method: 'CACHE' as const, source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const), ...this.pageBody(z, p), serial: state.serial, ...meta };
+    return {
+      ok: true as const,
+      method: 'CACHE' as const,
+      source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const),
+      ...this.pageBody(z, p),
+      serial: state.serial,
+      ...meta,
+    };
   }
 
   async refresh(z: ZoneRow, page: number, perPage: number) {
@@ -149,7 +158,15 @@ export class DnsService {
     const { mode, term } = detectSearch(q);
     const meta = this.meta(z, state.cachedAt);
     const p = await this.cache.search(z.id, mode, term, page, perPage);
-    return { ok: true as const, method: 'CACHE' as const, source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const), ...this.pageBody(z, p), ...meta, query: q, search_mode: mode };
+    return {
+      ok: true as const,
+      method: 'CACHE' as const,
+      source: meta.cache_is_stale ? ('from_database_stale' as const) : ('from_database' as const),
+      ...this.pageBody(z, p),
+      ...meta,
+      query: q,
+      search_mode: mode,
+    };
   }
 
   async clearCache(z: ZoneRow) {
@@ -157,7 +174,12 @@ export class DnsService {
     if (z.protectFromClear) throw new AppError('cache_clear_protected', `The cache of zone ${z.zone} is protected from a full clear.`);
     await this.cache.clear(z.id);
     const fresh = (await this.zones.get(z.zone))!;
-    return { ok: true as const, zone: z.zone, message: `Cache of ${z.zone} cleared; the next read transfers the zone again.`, cache_policy: cachePolicyOf(fresh) };
+    return {
+      ok: true as const,
+      zone: z.zone,
+      message: `Cache of ${z.zone} cleared; the next read transfers the zone again.`,
+      cache_policy: cachePolicyOf(fresh),
+    };
   }
 
   // ---- writes ---------------------------------------------------------------------------------
@@ -199,18 +221,29 @@ export class DnsService {
     await this.assertNoCname(client, r);
     const prereqs = r.type === 'A' || r.type === 'AAAA' ? [noCname(r.name)] : [];
     await this.send(z, client, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], prereqs, [{ name: r.name, type: r.type }]);
-    return { ok: true as const, message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata } };
+    return {
+      ok: true as const,
+      message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.`,
+      zone: z.zone,
+      record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata },
+    };
   }
 
   async delete(body: { domain?: unknown; type?: unknown; target?: unknown; zone: ZoneRow }) {
     const z = body.zone;
-    if (body.target === undefined || body.target === null || body.target === '') throw validationFailed({ target: ['is required (the whole RRset is never deleted implicitly)'] });
+    if (body.target === undefined || body.target === null || body.target === '')
+      throw validationFailed({ target: ['is required (the whole RRset is never deleted implicitly)'] });
     const r = this.validate(z, body, '', true);
     const client = await this.cache.client(z);
     const existing = (await client.query(r.name, r.type)).answers.some((a) => a.name === r.name && a.type === r.type && a.rdata === r.rdata);
     if (!existing) throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
     await this.send(z, client, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
-    return { ok: true as const, message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.`, zone: z.zone, record: { name: r.name, class: 'IN', type: r.type, rdata: r.rdata } };
+    return {
+      ok: true as const,
+      message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.`,
+      zone: z.zone,
+      record: { name: r.name, class: 'IN', type: r.type, rdata: r.rdata },
+    };
   }
 
   async update(body: { domain?: unknown; type?: unknown; old_target?: unknown; new_target?: unknown; ttl?: unknown; zone: ZoneRow }) {
@@ -264,7 +297,10 @@ export class DnsService {
       }
       const v = validateRecord(
         { domain: op.domain, type: op.type, target: op.target, ttl: op.action === 'ADD' ? op.ttl : undefined },
-        { zone: z.zone, fields: { domain: `operations.${i}.domain`, type: `operations.${i}.type`, target: `operations.${i}.target`, ttl: `operations.${i}.ttl` } },
+        {
+          zone: z.zone,
+          fields: { domain: `operations.${i}.domain`, type: `operations.${i}.type`, target: `operations.${i}.target`, ttl: `operations.${i}.ttl` },
+        },
       );
       if (!v.ok) errors.push(...v.errors);
       else valid.push({ i, action: op.action, r: v.value, z });
@@ -298,7 +334,9 @@ export class DnsService {
       }
       if (!sendable.length) continue;
       const toOp = (v: (typeof mine)[number]): UpdateOperation =>
-        v.action === 'ADD' ? { op: 'add', name: v.r.name, type: v.r.type, ttl: v.r.ttl ?? this.config.DNS_DEFAULT_TTL, rdata: v.r.data } : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
+        v.action === 'ADD'
+          ? { op: 'add', name: v.r.name, type: v.r.type, ttl: v.r.ttl ?? this.config.DNS_DEFAULT_TTL, rdata: v.r.data }
+          : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
       const prereqOf = (v: (typeof mine)[number]): Prerequisite[] =>
         v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA') && !deletedCnames.has(v.r.name) ? [noCname(v.r.name)] : [];
       const pairs = sendable.map((v) => ({ name: v.r.name, type: v.r.type }));
@@ -323,7 +361,8 @@ export class DnsService {
     const failed = results.filter((r) => !r.ok).length;
     return {
       ok: failed === 0,
-      message: failed === 0 ? `${results.length} operation(s) applied.` : `${results.length - failed} of ${results.length} operation(s) applied; ${failed} failed.`,
+      message:
+        failed === 0 ? `${results.length} operation(s) applied.` : `${results.length - failed} of ${results.length} operation(s) applied; ${failed} failed.`,
       results,
       operation_count: results.length,
       update_messages: messages,
@@ -347,7 +386,16 @@ export class DnsService {
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value) }, '', true);
     const present = (await client.query(owner, 'TXT')).answers.some((a) => a.name === owner && a.type === 'TXT' && a.rdata === r.rdata);
     if (present) await this.send(z, client, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
-    return { ok: true as const, message: present ? `Challenge removed from ${owner}.` : `No such challenge at ${owner}; nothing to remove.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, removed: present };
+    return {
+      ok: true as const,
+      message: present ? `Challenge removed from ${owner}.` : `No such challenge at ${owner}; nothing to remove.`,
+      owner,
+      fqdn: `${owner}.`,
+      zone: z.zone,
+      value,
+      challenge: value,
+      removed: present,
+    };
   }
 
   /** Removes every `_acme-challenge` TXT value at the owner except `keep`. */
@@ -376,7 +424,16 @@ export class DnsService {
         errors.push(`cache refresh: ${(err as Error).message}`);
       }
     }
-    return { ok: errors.length === 0, owner, zone: z.zone, dry_run: dryRun, removed: errors.length && !dryRun ? [] : removed, removed_count: errors.length && !dryRun ? 0 : removed.length, kept, errors };
+    return {
+      ok: errors.length === 0,
+      owner,
+      zone: z.zone,
+      dry_run: dryRun,
+      removed: errors.length && !dryRun ? [] : removed,
+      removed_count: errors.length && !dryRun ? 0 : removed.length,
+      kept,
+      errors,
+    };
   }
 }
 
@@ -390,7 +447,8 @@ function mapWriteError(err: unknown, ops: UpdateOperation[]): AppError {
   if (err instanceof InvalidUpdateError) return validationFailed(fieldErrorsToRecord(err.errors));
   if (err instanceof DnsRcodeError && err.prerequisiteFailed) {
     const add = ops.find((o) => o.op === 'add' && (o.type === 'A' || o.type === 'AAAA'));
-    if (err.code === 'YXRRSET' && add) return new AppError('cname_conflict', `${add.name} has a CNAME (added concurrently); remove that CNAME first. Nothing was changed.`);
+    if (err.code === 'YXRRSET' && add)
+      return new AppError('cname_conflict', `${add.name} has a CNAME (added concurrently); remove that CNAME first. Nothing was changed.`);
     return new AppError('conflict', `The zone changed concurrently: ${err.message}. Nothing was changed.`);
   }
   if (err instanceof UpdateNotAppliedError) return new AppError('conflict', err.message);

@@ -110,31 +110,33 @@ export interface NamedConfOptions {
 
 /** A primary-only named.conf: loopback, no recursion, no rndc, transfers and updates by the key. */
 export function namedConf(o: NamedConfOptions): string {
-  return [
-    `include "${o.keyFile}";`,
-    'options {',
-    `  directory "${o.dir}";`,
-    `  pid-file "${path.join(o.dir, 'named.pid')}";`,
-    `  session-keyfile "${path.join(o.dir, 'session.key')}";`,
-    `  listen-on port ${o.port} { 127.0.0.1; };`,
-    '  listen-on-v6 { none; };',
-    '  recursion no;',
-    '  dnssec-validation no;',
-    '  notify no;',
-    '};',
-    // No rndc channel: parallel servers would fight over port 953.
-    'controls { };',
-    ...o.zones.map((z) =>
-      [
-        `zone "${z.name}" {`,
-        '  type primary;',
-        `  file "${z.file}";`,
-        `  allow-transfer { key ${o.keyName}; };`,
-        `  update-policy { grant ${o.keyName} zonesub ANY; };`,
-        '};',
-      ].join('\n'),
-    ),
-  ].join('\n') + '\n';
+  return (
+    [
+      `include "${o.keyFile}";`,
+      'options {',
+      `  directory "${o.dir}";`,
+      `  pid-file "${path.join(o.dir, 'named.pid')}";`,
+      `  session-keyfile "${path.join(o.dir, 'session.key')}";`,
+      `  listen-on port ${o.port} { 127.0.0.1; };`,
+      '  listen-on-v6 { none; };',
+      '  recursion no;',
+      '  dnssec-validation no;',
+      '  notify no;',
+      '};',
+      // No rndc channel: parallel servers would fight over port 953.
+      'controls { };',
+      ...o.zones.map((z) =>
+        [
+          `zone "${z.name}" {`,
+          '  type primary;',
+          `  file "${z.file}";`,
+          `  allow-transfer { key ${o.keyName}; };`,
+          `  update-policy { grant ${o.keyName} zonesub ANY; };`,
+          '};',
+        ].join('\n'),
+      ),
+    ].join('\n') + '\n'
+  );
 }
 
 /** True once named answers a TCP SOA query for `zone` with NOERROR and AA. */
@@ -159,8 +161,6 @@ export function soaAnswers(port: number, zone: string, host = '127.0.0.1'): Prom
     });
   });
 }
-
-
 
 /**
  * Stops a named that an earlier run left running with `dir`'s named.conf (its pid file names it;

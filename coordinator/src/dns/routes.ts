@@ -64,24 +64,28 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     return zone;
   }
 
-  r.get('/api/dns/zones', { config: { auth: AUTH }, schema: { ...doc, summary: 'Zones the caller can read', response: ok(zoneListResponseSchema) } }, async (req) => {
-    const a = await access(req);
-    const zones = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
-    return {
-      ok: true as const,
-      count: zones.length,
-      zones: zones.map((zone) => ({
-        zone: zone.zone,
-        file: zone.filePath,
-        key: zone.keyPath,
-        server: zone.server,
-        port: zone.port,
-        can_write: canWrite(a, zone.zone),
-      })),
-      is_admin: a.isAdmin,
-      access_type: a.accessType,
-    };
-  });
+  r.get(
+    '/api/dns/zones',
+    { config: { auth: AUTH }, schema: { ...doc, summary: 'Zones the caller can read', response: ok(zoneListResponseSchema) } },
+    async (req) => {
+      const a = await access(req);
+      const zones = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
+      return {
+        ok: true as const,
+        count: zones.length,
+        zones: zones.map((zone) => ({
+          zone: zone.zone,
+          file: zone.filePath,
+          key: zone.keyPath,
+          server: zone.server,
+          port: zone.port,
+          can_write: canWrite(a, zone.zone),
+        })),
+        is_admin: a.isAdmin,
+        access_type: a.accessType,
+      };
+    },
+  );
 
   r.get(
     '/api/dns/zones/:zone',
@@ -98,38 +102,72 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     async (req) => dns.read(await readableZone(req, req.params.zone), req.query.method, req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/cache', { config: { auth: AUTH }, schema: { ...doc, summary: 'A page of the zone cache, never a transfer', params: zoneParams, querystring: paging, response: ok(zoneCacheResponseSchema) } }, async (req) =>
-    dns.cacheHelper(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
+  r.get(
+    '/api/dns/zones/:zone/cache',
+    {
+      config: { auth: AUTH },
+      schema: { ...doc, summary: 'A page of the zone cache, never a transfer', params: zoneParams, querystring: paging, response: ok(zoneCacheResponseSchema) },
+    },
+    async (req) => dns.cacheHelper(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
 
-  r.get('/api/dns/zones/:zone/axfr', { config: { auth: AUTH }, schema: { ...doc, summary: 'Transfer the zone again and answer a page', params: zoneParams, querystring: paging, response: ok(zoneReadResponseSchema) } }, async (req) =>
-    dns.refresh(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
+  r.get(
+    '/api/dns/zones/:zone/axfr',
+    {
+      config: { auth: AUTH },
+      schema: { ...doc, summary: 'Transfer the zone again and answer a page', params: zoneParams, querystring: paging, response: ok(zoneReadResponseSchema) },
+    },
+    async (req) => dns.refresh(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
 
   r.get(
     '/api/dns/zones/:zone/search',
     {
       config: { auth: AUTH },
-      schema: { ...doc, summary: 'Search the zone cache', params: zoneParams, querystring: paging.extend({ q: safeString().max(500).optional() }), response: ok(zoneSearchResponseSchema) },
-    }, async (req) =>
-    dns.search(await readableZone(req, req.params.zone), req.query.q, req.query.page, req.query.limit),
+      schema: {
+        ...doc,
+        summary: 'Search the zone cache',
+        params: zoneParams,
+        querystring: paging.extend({ q: safeString().max(500).optional() }),
+        response: ok(zoneSearchResponseSchema),
+      },
+    },
+    async (req) => dns.search(await readableZone(req, req.params.zone), req.query.q, req.query.page, req.query.limit),
   );
 
-  r.post('/api/dns/zones/:zone/cache/clear', { config: { auth: AUTH }, schema: { ...doc, summary: 'Drop the zone cache', params: zoneParams, response: ok(cacheClearResponseSchema) } }, async (req) =>
-    dns.clearCache(await readableZone(req, req.params.zone, true)),
+  r.post(
+    '/api/dns/zones/:zone/cache/clear',
+    { config: { auth: AUTH }, schema: { ...doc, summary: 'Drop the zone cache', params: zoneParams, response: ok(cacheClearResponseSchema) } },
+    async (req) => dns.clearCache(await readableZone(req, req.params.zone, true)),
   );
 
-  const recordBody = z.looseObject({ domain: z.unknown().optional(), type: z.unknown().optional(), target: z.unknown().optional(), ttl: z.unknown().optional() });
-
-  r.post('/api/dns/records/add', { config: { auth: AUTH }, schema: { ...doc, summary: 'Add a record', body: recordBody, response: ok(recordWriteResponseSchema) } }, async (req) => {
-    const zone = await writableZoneOf(await access(req), req.body.domain);
-    return dns.add({ ...req.body, zone });
+  const recordBody = z.looseObject({
+    domain: z.unknown().optional(),
+    type: z.unknown().optional(),
+    target: z.unknown().optional(),
+    ttl: z.unknown().optional(),
   });
 
-  r.post('/api/dns/records/delete', { config: { auth: AUTH }, schema: { ...doc, summary: 'Delete one record (name, type and value)', body: recordBody, response: ok(recordDeleteResponseSchema) } }, async (req) => {
-    const zone = await writableZoneOf(await access(req), req.body.domain);
-    return dns.delete({ ...req.body, zone });
-  });
+  r.post(
+    '/api/dns/records/add',
+    { config: { auth: AUTH }, schema: { ...doc, summary: 'Add a record', body: recordBody, response: ok(recordWriteResponseSchema) } },
+    async (req) => {
+      const zone = await writableZoneOf(await access(req), req.body.domain);
+      return dns.add({ ...req.body, zone });
+    },
+  );
+
+  r.post(
+    '/api/dns/records/delete',
+    {
+      config: { auth: AUTH },
+      schema: { ...doc, summary: 'Delete one record (name, type and value)', body: recordBody, response: ok(recordDeleteResponseSchema) },
+    },
+    async (req) => {
+      const zone = await writableZoneOf(await access(req), req.body.domain);
+      return dns.delete({ ...req.body, zone });
+    },
+  );
 
   r.post(
     '/api/dns/records/update',
@@ -138,7 +176,13 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
       schema: {
         ...doc,
         summary: 'Replace one record (old_target) or the whole RRset',
-        body: z.looseObject({ domain: z.unknown().optional(), type: z.unknown().optional(), old_target: z.unknown().optional(), new_target: z.unknown().optional(), ttl: z.unknown().optional() }),
+        body: z.looseObject({
+          domain: z.unknown().optional(),
+          type: z.unknown().optional(),
+          old_target: z.unknown().optional(),
+          new_target: z.unknown().optional(),
+          ttl: z.unknown().optional(),
+        }),
         response: ok(recordUpdateResponseSchema),
       },
     },
@@ -149,7 +193,10 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
   );
 
   const bulkOp = z.object({
-    action: z.string().transform((s) => s.toUpperCase()).pipe(z.enum(['ADD', 'DELETE'])),
+    action: z
+      .string()
+      .transform((s) => s.toUpperCase())
+      .pipe(z.enum(['ADD', 'DELETE'])),
     domain: safeString().min(1),
     type: safeString().min(1),
     target: safeString().min(1),
@@ -159,11 +206,18 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     '/api/dns/records/bulk',
     {
       config: { auth: AUTH },
-      schema: { ...doc, summary: '1 to 100 adds and deletes in one UPDATE per zone', body: z.object({ operations: z.array(bulkOp).min(1).max(100) }), response: ok(bulkResponseSchema) },
-    }, async (req) => {
-    const a = await access(req);
-    return dns.bulk(req.body.operations as WriteOp[], (zone) => requireWrite(a, zone.zone));
-  });
+      schema: {
+        ...doc,
+        summary: '1 to 100 adds and deletes in one UPDATE per zone',
+        body: z.object({ operations: z.array(bulkOp).min(1).max(100) }),
+        response: ok(bulkResponseSchema),
+      },
+    },
+    async (req) => {
+      const a = await access(req);
+      return dns.bulk(req.body.operations as WriteOp[], (zone) => requireWrite(a, zone.zone));
+    },
+  );
 
   // ACME DNS-01: `{domain, challenge, ttl}` or the `{fqdn, value}` body that lego's httpreq provider and similar hooks send.
   const acmeBody = z.looseObject({
@@ -186,15 +240,23 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     return { domain: domain!, value: value ?? '', zone };
   }
 
-  r.post('/api/dns/acme/present', { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: publish a challenge', body: acmeBody, response: ok(acmePresentResponseSchema) } }, async (req) => {
-    const t = await acmeTarget(req, req.body, true);
-    return { ...(await dns.acmePresent(t.domain, t.value, req.body.ttl, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
-  });
+  r.post(
+    '/api/dns/acme/present',
+    { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: publish a challenge', body: acmeBody, response: ok(acmePresentResponseSchema) } },
+    async (req) => {
+      const t = await acmeTarget(req, req.body, true);
+      return { ...(await dns.acmePresent(t.domain, t.value, req.body.ttl, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
+    },
+  );
 
-  r.post('/api/dns/acme/cleanup', { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: remove a challenge', body: acmeBody, response: ok(acmeCleanupResponseSchema) } }, async (req) => {
-    const t = await acmeTarget(req, req.body, true);
-    return { ...(await dns.acmeCleanup(t.domain, t.value, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
-  });
+  r.post(
+    '/api/dns/acme/cleanup',
+    { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: remove a challenge', body: acmeBody, response: ok(acmeCleanupResponseSchema) } },
+    async (req) => {
+      const t = await acmeTarget(req, req.body, true);
+      return { ...(await dns.acmeCleanup(t.domain, t.value, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
+    },
+  );
 
   r.post(
     '/api/dns/acme/cleanup-stale',
@@ -214,7 +276,11 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     },
     async (req) => {
       const zone = await writableZoneOf(await access(req), acmeOwner(req.body.domain));
-      return dns.acmeCleanupStale(req.body.domain, { keep: req.body.keep_challenges, dryRun: req.body.dry_run, refreshZoneCache: req.body.refresh_zone_cache }, zone);
+      return dns.acmeCleanupStale(
+        req.body.domain,
+        { keep: req.body.keep_challenges, dryRun: req.body.dry_run, refreshZoneCache: req.body.refresh_zone_cache },
+        zone,
+      );
     },
   );
 }

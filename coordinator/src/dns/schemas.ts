@@ -25,9 +25,7 @@ export const dnsRecordSchema = z.object({ name: z.string(), ttl: z.number(), cla
 export const zoneListResponseSchema = z.object({
   ok: z.literal(true),
   count: z.number(),
-  zones: z.array(
-    z.object({ zone: z.string(), file: z.string(), key: z.string(), server: z.string(), port: z.number(), can_write: z.boolean() }),
-  ),
+  zones: z.array(z.object({ zone: z.string(), file: z.string(), key: z.string(), server: z.string(), port: z.number(), can_write: z.boolean() })),
   is_admin: z.boolean(),
   access_type: z.enum(['authenticated', 'api_key_global', 'ip_whitelist']),
 });
@@ -115,7 +113,15 @@ export const bulkResponseSchema = z.object({
   update_messages: z.number(),
 });
 
-const acmeFields = { ok: z.literal(true), message: z.string(), owner: z.string(), fqdn: z.string(), zone: z.string(), value: z.string(), challenge: z.string() };
+const acmeFields = {
+  ok: z.literal(true),
+  message: z.string(),
+  owner: z.string(),
+  fqdn: z.string(),
+  zone: z.string(),
+  value: z.string(),
+  challenge: z.string(),
+};
 export const acmePresentResponseSchema = z.object({ ...acmeFields, ttl: z.number() });
 export const acmeCleanupResponseSchema = z.object({ ...acmeFields, removed: z.boolean() });
 export const acmeCleanupStaleResponseSchema = z.object({

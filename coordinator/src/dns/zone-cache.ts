@@ -59,7 +59,8 @@ export function detectSearch(q: string): { mode: SearchMode; term: string } {
   const t = q.trim();
   const forced = /^(ip|type|name|data):(.*)$/i.exec(t);
   if (forced) return { mode: forced[1]!.toLowerCase() as SearchMode, term: forced[2]!.trim() };
-  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,}$/i.test(t)) return { mode: 'ip', term: t.toLowerCase() };
+  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,}$/i.test(t))
+    return { mode: 'ip', term: t.toLowerCase() };
   if (TYPES.has(t.toUpperCase()) && /^[A-Za-z]+$/.test(t)) return { mode: 'type', term: t.toUpperCase() };
   if (/^[A-Za-z0-9_*.-]+$/.test(t)) return { mode: 'name', term: normalizeName(t) || t.toLowerCase() };
   return { mode: 'data', term: t };
@@ -123,14 +124,16 @@ export class ZoneCache {
     const state = await this.state(z.id);
     if (!state) return;
     const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
-    const answers = await Promise.all(unique.map(async (p) => ({ ...p, rows: (await client.query(p.name, p.type)).answers.filter((r) => r.name === p.name && r.type === p.type) })));
+    const answers = await Promise.all(
+      unique.map(async (p) => ({ ...p, rows: (await client.query(p.name, p.type)).answers.filter((r) => r.name === p.name && r.type === p.type) })),
+    );
     const serialAfter = await client.soaSerial(z.zone).catch(() => null);
     await this.knex().transaction(async (trx) => {
       for (const a of answers) {
         await trx.raw(`delete from dns_record_cache where zone_id = ? and name = ? and type = ?`, [z.id, a.name, a.type]);
         await insertRows(trx, z.id, a.rows);
       }
-      const advance = serialBefore !== null && serialAfter !== null && state.serial === serialBefore && serialAfter === ((serialBefore + 1) >>> 0);
+      const advance = serialBefore !== null && serialAfter !== null && state.serial === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
       await trx.raw(
         `update dns_zone_cache_state set record_count = (select count(*) from dns_record_cache where zone_id = ?)${advance ? ', serial = ?' : ''} where zone_id = ?`,
         advance ? [z.id, serialAfter, z.id] : [z.id, z.id],

@@ -157,7 +157,10 @@ export class ZoneRegistry {
 /** Both server-side paths readable, else 404 required_paths_missing_or_unreadable. */
 export async function checkPaths(z: ZoneRow): Promise<void> {
   const bad: string[] = [];
-  for (const [what, p] of [['zone file', z.filePath], ['key file', z.keyPath]] as const) {
+  for (const [what, p] of [
+    ['zone file', z.filePath],
+    ['key file', z.keyPath],
+  ] as const) {
     try {
       await access(p, constants.R_OK);
     } catch {

@@ -14,12 +14,7 @@ export interface GrpcServer {
  * The gRPC listener that worker agents talk to. Services are added by their domains through
  * `register`; the standard grpc.health.v1 service reports SERVING until shutdown starts.
  */
-export async function startGrpcServer(opts: {
-  host: string;
-  port: number;
-  logger: Logger;
-  register?: (server: grpc.Server) => void;
-}): Promise<GrpcServer> {
+export async function startGrpcServer(opts: { host: string; port: number; logger: Logger; register?: (server: grpc.Server) => void }): Promise<GrpcServer> {
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,

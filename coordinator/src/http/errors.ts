@@ -72,11 +72,7 @@ export interface NormalizedError {
 }
 
 /** Turns anything thrown in a route into a documented reason (never leaking internals on 5xx). */
-export function normalizeError(
-  error: unknown,
-  request: FastifyRequest,
-  statusOverrides: Partial<Record<Reason, number>> = {},
-): NormalizedError {
+export function normalizeError(error: unknown, request: FastifyRequest, statusOverrides: Partial<Record<Reason, number>> = {}): NormalizedError {
   const statusOf = (reason: Reason) => statusOverrides[reason] ?? DEFAULT_STATUS[reason];
 
   if (error instanceof AppError) {
@@ -155,10 +151,6 @@ export function sendError(reply: FastifyReply, e: NormalizedError, shape: ErrorB
 }
 
 /** Installs the error and not-found handlers of one domain (call inside the domain's plugin). */
-export function installDomainErrors(
-  app: FastifyInstance,
-  shape: ErrorBodyShape,
-  statusOverrides: Partial<Record<Reason, number>> = {},
-) {
+export function installDomainErrors(app: FastifyInstance, shape: ErrorBodyShape, statusOverrides: Partial<Record<Reason, number>> = {}) {
   app.setErrorHandler((error, request, reply) => sendError(reply, normalizeError(error, request, statusOverrides), shape));
 }

@@ -81,29 +81,29 @@ export class Metrics {
 }
 
 /** Records request latency and serves GET /metrics to allowed addresses or a bearer token. */
-export const metricsPlugin = fp(async function metricsRoutes(app: FastifyInstance, opts: { config: Config; metrics: Metrics }) {
-  const { config, metrics } = opts;
+export const metricsPlugin = fp(
+  async function metricsRoutes(app: FastifyInstance, opts: { config: Config; metrics: Metrics }) {
+    const { config, metrics } = opts;
 
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    if (route === '/metrics') return;
-    metrics.httpDuration.observe(
-      { method: request.method, route, status_code: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
-  });
+    app.addHook('onResponse', async (request, reply) => {
+      const route = request.routeOptions.url ?? 'unmatched';
+      if (route === '/metrics') return;
+      metrics.httpDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    });
 
-  if (!config.METRICS_ENABLED) return;
-  const allowed = new IpRangeSet(config.METRICS_ALLOW);
-  const token = config.METRICS_TOKEN ? Buffer.from(`Bearer ${config.METRICS_TOKEN}`) : null;
+    if (!config.METRICS_ENABLED) return;
+    const allowed = new IpRangeSet(config.METRICS_ALLOW);
+    const token = config.METRICS_TOKEN ? Buffer.from(`Bearer ${config.METRICS_TOKEN}`) : null;
 
-  // Public for the auth plugin: the handler admits METRICS_ALLOW addresses or METRICS_TOKEN itself.
-  app.get('/metrics', { schema: { hide: true }, config: { auth: 'public' } }, async (request, reply) => {
-    const header = Buffer.from(request.headers.authorization ?? '');
-    const tokenOk = token !== null && header.length === token.length && timingSafeEqual(header, token);
-    if (!tokenOk && !allowed.has(request.ip)) {
-      return reply.code(403).send({ ok: false, reason: 'forbidden', message: 'Metrics are not available to this client.' });
-    }
-    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
-}, { name: 'sonar-metrics' });
+    // Public for the auth plugin: the handler admits METRICS_ALLOW addresses or METRICS_TOKEN itself.
+    app.get('/metrics', { schema: { hide: true }, config: { auth: 'public' } }, async (request, reply) => {
+      const header = Buffer.from(request.headers.authorization ?? '');
+      const tokenOk = token !== null && header.length === token.length && timingSafeEqual(header, token);
+      if (!tokenOk && !allowed.has(request.ip)) {
+        return reply.code(403).send({ ok: false, reason: 'forbidden', message: 'Metrics are not available to this client.' });
+      }
+      return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    });
+  },
+  { name: 'sonar-metrics' },
+);

@@ -34,28 +34,45 @@ export async function ircAdminRoutes(app: FastifyInstance, opts: { aliases: IrcA
   const { aliases } = opts;
   app.addHook('onRequest', sharedRateLimit(app, 'admin', opts.rateLimitMax));
 
-  r.get('/irc/api/admin/aliases', {
-    config: { auth: admin },
-    schema: {
-      tags, security, summary: 'Nick links of a network (learnt and admin-made, blocked ones included)',
-      querystring: z.object({ source: z.enum(IRC_SOURCES).default('production'), network: safeString().trim().min(1).max(255), nick: nickName.optional() }),
-      response: { 200: z.object({ success: z.literal(true), links: z.array(link) }), ...errors },
+  r.get(
+    '/irc/api/admin/aliases',
+    {
+      config: { auth: admin },
+      schema: {
+        tags,
+        security,
+        summary: 'Nick links of a network (learnt and admin-made, blocked ones included)',
+        querystring: z.object({ source: z.enum(IRC_SOURCES).default('production'), network: safeString().trim().min(1).max(255), nick: nickName.optional() }),
+        response: { 200: z.object({ success: z.literal(true), links: z.array(link) }), ...errors },
+      },
     },
-  }, async (req) => ({ success: true as const, links: await aliases.list(req.query.source, req.query.network, req.query.nick) }));
+    async (req) => ({ success: true as const, links: await aliases.list(req.query.source, req.query.network, req.query.nick) }),
+  );
 
-  r.post('/irc/api/admin/aliases', {
-    config: { auth: admin },
-    schema: { tags, security, summary: 'Link two nicks as one person', body: linkBody, response: { 200: z.object({ success: z.literal(true) }), ...errors } },
-  }, async (req) => {
-    await aliases.add(req.body.source, req.body.network, req.body.nick, req.body.alias);
-    return { success: true as const };
-  });
-
-  r.delete('/irc/api/admin/aliases', {
-    config: { auth: admin },
-    schema: {
-      tags, security, summary: 'Unlink two nicks (and keep them unlinked on re-import)', body: linkBody,
-      response: { 200: z.object({ success: z.literal(true), removed: z.boolean() }), ...errors },
+  r.post(
+    '/irc/api/admin/aliases',
+    {
+      config: { auth: admin },
+      schema: { tags, security, summary: 'Link two nicks as one person', body: linkBody, response: { 200: z.object({ success: z.literal(true) }), ...errors } },
     },
-  }, async (req) => ({ success: true as const, removed: await aliases.remove(req.body.source, req.body.network, req.body.nick, req.body.alias) }));
+    async (req) => {
+      await aliases.add(req.body.source, req.body.network, req.body.nick, req.body.alias);
+      return { success: true as const };
+    },
+  );
+
+  r.delete(
+    '/irc/api/admin/aliases',
+    {
+      config: { auth: admin },
+      schema: {
+        tags,
+        security,
+        summary: 'Unlink two nicks (and keep them unlinked on re-import)',
+        body: linkBody,
+        response: { 200: z.object({ success: z.literal(true), removed: z.boolean() }), ...errors },
+      },
+    },
+    async (req) => ({ success: true as const, removed: await aliases.remove(req.body.source, req.body.network, req.body.nick, req.body.alias) }),
+  );
 }

@@ -75,7 +75,16 @@ export class IrcAliasService {
         order by k.last_at desc`,
       [networkIds, keys],
     );
-    const rows = res.rows as Array<{ nick: string; nick_key: string; network_id: number; network_name: string; first_seen: string; last_seen: string; message_count: string; event_count: string }>;
+    const rows = res.rows as Array<{
+      nick: string;
+      nick_key: string;
+      network_id: number;
+      network_name: string;
+      first_seen: string;
+      last_seen: string;
+      message_count: string;
+      event_count: string;
+    }>;
     if (!rows.length) return null;
     const key = nick.toLowerCase();
     const own = rows.find((r) => r.nick_key === key);
@@ -143,7 +152,11 @@ export class IrcAliasService {
       key ? [id, key, key] : [id],
     );
     return (res.rows as Array<{ nick_key: string; other_key: string; origin: 'log' | 'admin'; blocked: boolean }>).map((r) => ({
-      network, nick: r.nick_key, alias: r.other_key, origin: r.origin, blocked: r.blocked,
+      network,
+      nick: r.nick_key,
+      alias: r.other_key,
+      origin: r.origin,
+      blocked: r.blocked,
     }));
   }
 }

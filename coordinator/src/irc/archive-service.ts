@@ -149,7 +149,10 @@ export class IrcArchiveService {
     }
     const nickKeys = s.nick ? await this.aliases.resolve(s.nick, networkIds) : null;
     const filter: LogFilter = {
-      ...channelScope(scope.map((c) => Number(c.id)), allChannels),
+      ...channelScope(
+        scope.map((c) => Number(c.id)),
+        allChannels,
+      ),
       include: s.include,
       exclude: s.exclude,
       nickKeys,
@@ -182,9 +185,7 @@ export class IrcArchiveService {
 
   async search(s: LogSearch): Promise<LogPage> {
     const built = await this.buildFilter(s);
-    const nickProfile = s.nick
-      ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s))
-      : null;
+    const nickProfile = s.nick ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s)) : null;
     if (!built) return { total: 0, results: [], nickProfile };
     const { filter, scope } = built;
     const where = whereClause(filter);
@@ -196,7 +197,10 @@ export class IrcArchiveService {
       // the page walks the time index, where nearly every row qualifies.
       const base = whereClause({ ...filter, exclude: [] });
       const neg = anyTermClause(filter.exclude);
-      const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${base.sql} and ${neg.sql}`, [...base.bindings, ...neg.bindings]);
+      const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${base.sql} and ${neg.sql}`, [
+        ...base.bindings,
+        ...neg.bindings,
+      ]);
       total = counterTotal(scope, filter) - Number(row!.n);
       ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
     } else if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
@@ -241,10 +245,11 @@ export class IrcArchiveService {
       return rows.map((r) => Number(r.id));
     }
     const where = whereClause(filter);
-    const rows = await this.rows<{ id: string }>(
-      `select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`,
-      [...where.bindings, limit, offset],
-    );
+    const rows = await this.rows<{ id: string }>(`select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`, [
+      ...where.bindings,
+      limit,
+      offset,
+    ]);
     return rows.map((r) => Number(r.id));
   }
 
@@ -290,8 +295,16 @@ export class IrcArchiveService {
       const r = byId.get(id);
       if (!r) return [];
       const row: LogRow = {
-        id: Number(r.id), event_type: r.event_type, occurred_at: r.occurred_at, nick: r.nick, message_text: r.message_text,
-        target: r.target, to_nick: r.to_nick, channel_id: Number(r.channel_id), channel_name: r.channel_name, network_id: Number(r.network_id),
+        id: Number(r.id),
+        event_type: r.event_type,
+        occurred_at: r.occurred_at,
+        nick: r.nick,
+        message_text: r.message_text,
+        target: r.target,
+        to_nick: r.to_nick,
+        channel_id: Number(r.channel_id),
+        channel_name: r.channel_name,
+        network_id: Number(r.network_id),
       };
       const burst = r.netsplit_group !== null ? bursts.get(String(r.netsplit_group)) : undefined;
       if (burst) Object.assign(row, { netsplit_count: Number(burst.n), netsplit_nicks: burst.nicks.filter(Boolean), netsplit_last_at: burst.last_at });
@@ -319,6 +332,11 @@ function channelScope(inScope: number[], all: number[]): Pick<LogFilter, 'channe
 
 /** Rows in scope from the counters kept at write time, less the netsplit rows the filter hides. */
 function counterTotal(scope: ScopeChannel[], filter: LogFilter): number {
-  return scope.reduce((n, c) => n + Number(c.event_count)
-    - (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)), 0);
+  return scope.reduce(
+    (n, c) =>
+      n +
+      Number(c.event_count) -
+      (filter.includeNetsplit ? (filter.bulkNetsplit ? Number(c.netsplit_count) - Number(c.netsplit_leader_count) : 0) : Number(c.netsplit_count)),
+    0,
+  );
 }

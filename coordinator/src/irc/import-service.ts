@@ -66,7 +66,8 @@ export class IrcImportService {
     const network = opts.network.trim();
     if (!network) throw new AppError('validation_failed', 'network name is empty');
     if (opts.date !== undefined && !isValidDate(opts.date)) throw new AppError('validation_failed', `date "${opts.date}" is not a day (YYYY-MM-DD)`);
-    if (opts.channel !== undefined && !/^\S{1,255}$/.test(opts.channel)) throw new AppError('validation_failed', `channel "${opts.channel}" is not a channel or nick name`);
+    if (opts.channel !== undefined && !/^\S{1,255}$/.test(opts.channel))
+      throw new AppError('validation_failed', `channel "${opts.channel}" is not a channel or nick name`);
     const zone = opts.timeZone ?? 'UTC';
     try {
       assertTimeZone(zone);
@@ -87,9 +88,17 @@ export class IrcImportService {
    * an interrupted import resumes where it stopped. Each chunk starts on the day the previous one
    * ended on; a netsplit burst that straddles a cut is stored as two bursts.
    */
-  private async importFile(file: string, c: {
-    networkId: number; channelIds: Map<string, number>; counts: IrcImportCounts; forced: LogFormat | null | undefined; zone: string; opts: IrcImportOptions;
-  }): Promise<void> {
+  private async importFile(
+    file: string,
+    c: {
+      networkId: number;
+      channelIds: Map<string, number>;
+      counts: IrcImportCounts;
+      forced: LogFormat | null | undefined;
+      zone: string;
+      opts: IrcImportOptions;
+    },
+  ): Promise<void> {
     const { counts, opts } = c;
     let format: LogFormat | null = c.forced ?? null;
     let named: FileNameInfo | null = null;
@@ -182,7 +191,8 @@ export function toRows(channel: string, events: ParsedEvent[], zone: string, see
 }
 
 const wallMs = (local: string) => Date.parse(`${local.replace(' ', 'T')}Z`);
-const offsetSuffix = (min: number) => `${min < 0 ? '-' : '+'}${String(Math.floor(Math.abs(min) / 60)).padStart(2, '0')}:${String(Math.abs(min) % 60).padStart(2, '0')}`;
+const offsetSuffix = (min: number) =>
+  `${min < 0 ? '-' : '+'}${String(Math.floor(Math.abs(min) / 60)).padStart(2, '0')}:${String(Math.abs(min) % 60).padStart(2, '0')}`;
 
 /** The local time as the key sees it: with the line's own UTC offset where it carries one. */
 const stampOf = (e: ParsedEvent) => (e.utcOffsetMinutes === null ? e.localTime : `${e.localTime}${offsetSuffix(e.utcOffsetMinutes)}`);

@@ -44,9 +44,7 @@ export class IrcLiveLogger {
   }
 
   stop(): Promise<void> {
-    this.stopping ??= Promise.all(
-      this.networks.map((n) => n.stop(this.opts.config.quitMessage, this.opts.flushTimeoutMs ?? 10_000)),
-    ).then(() => undefined);
+    this.stopping ??= Promise.all(this.networks.map((n) => n.stop(this.opts.config.quitMessage, this.opts.flushTimeoutMs ?? 10_000))).then(() => undefined);
     return this.stopping;
   }
 

@@ -62,8 +62,15 @@ export function anyTermClause(terms: SearchTerm[]): Fragment {
  * keeps almost every row, so it is counted as everything in scope less the rows that match.
  */
 export function isExclusionOnly(f: LogFilter): boolean {
-  return f.include.length === 0 && f.exclude.length > 0 && f.nickKeys === null && f.recipient === null && f.from === null && f.to === null
-    && f.exclude.every((t) => t.kind !== 'substring' && !f.channelsByTerm.has(t));
+  return (
+    f.include.length === 0 &&
+    f.exclude.length > 0 &&
+    f.nickKeys === null &&
+    f.recipient === null &&
+    f.from === null &&
+    f.to === null &&
+    f.exclude.every((t) => t.kind !== 'substring' && !f.channelsByTerm.has(t))
+  );
 }
 
 /** True when the filter narrows rows beyond channel scope and netsplit handling. */
@@ -113,7 +120,9 @@ export function whereClause(f: LogFilter): Fragment {
   }
   if (merged.length) {
     const pos = join(merged, ' && ');
-    const tsq = negatives.length ? { sql: `(${pos.sql}) && !!(${join(negatives, ' || ').sql})`, bindings: [...pos.bindings, ...join(negatives, '').bindings] } : pos;
+    const tsq = negatives.length
+      ? { sql: `(${pos.sql}) && !!(${join(negatives, ' || ').sql})`, bindings: [...pos.bindings, ...join(negatives, '').bindings] }
+      : pos;
     conds.push({ sql: `e.search_vector @@ (${tsq.sql})`, bindings: tsq.bindings });
   } else if (negatives.length) {
     const neg = join(negatives, ' || ');

@@ -20,20 +20,23 @@ const intParam = (name: string, min: number, max: number) =>
 
 const idParam = (name: string) => intParam(name, 1, 2_147_483_647);
 
-const boolParam = (name: string) =>
-  one(name, '1/0 or true/false').regex(/^(1|0|true|false|yes|no|on|off)$/i, { error: 'must be 1/0 or true/false' });
+const boolParam = (name: string) => one(name, '1/0 or true/false').regex(/^(1|0|true|false|yes|no|on|off)$/i, { error: 'must be 1/0 or true/false' });
 
-const dateParam = (name: string) =>
-  one(name, 'a date YYYY-MM-DD').refine(isValidDate, { error: 'must be a date YYYY-MM-DD' });
+const dateParam = (name: string) => one(name, 'a date YYYY-MM-DD').refine(isValidDate, { error: 'must be a date YYYY-MM-DD' });
 
 const DATETIME = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
 const datetimeParam = (name: string) =>
-  one(name, 'a date-time YYYY-MM-DD HH:MM:SS').refine((v) => {
-    const m = DATETIME.exec(v);
-    return Boolean(m && isValidDate(m[1]!) && +m[2]! < 24 && +m[3]! < 60 && +m[4]! < 60);
-  }, { error: 'must be a date-time YYYY-MM-DD HH:MM:SS (UTC)' });
+  one(name, 'a date-time YYYY-MM-DD HH:MM:SS').refine(
+    (v) => {
+      const m = DATETIME.exec(v);
+      return Boolean(m && isValidDate(m[1]!) && +m[2]! < 24 && +m[3]! < 60 && +m[4]! < 60);
+    },
+    { error: 'must be a date-time YYYY-MM-DD HH:MM:SS (UTC)' },
+  );
 
-const sourceParam = z.enum(IRC_SOURCES, { error: `must be ${IRC_SOURCES.join(' or ')}` }).optional()
+const sourceParam = z
+  .enum(IRC_SOURCES, { error: `must be ${IRC_SOURCES.join(' or ')}` })
+  .optional()
   .describe('`production` (default) or `sandbox`: two separate archives');
 
 const textParam = (_name: string, max: number) => safeString({ error: 'give one value, text' }).max(max, { error: `must be at most ${max} characters` });
@@ -41,7 +44,9 @@ const textParam = (_name: string, max: number) => safeString({ error: 'give one 
 export const logsQuery = z.object({
   network_id: idParam('network_id').optional().describe('Filter by network'),
   channel_id: idParam('channel_id').optional().describe('Filter by channel'),
-  q: textParam('q', 500).optional().describe('Free text over message, nick, channel, target and to_nick: words, `+word`, `-word`, `"quoted phrases"`, `prefix*`, `*substring`'),
+  q: textParam('q', 500)
+    .optional()
+    .describe('Free text over message, nick, channel, target and to_nick: words, `+word`, `-word`, `"quoted phrases"`, `prefix*`, `*substring`'),
   include_terms: textParam('include_terms', 500).optional().describe('Space- or comma-separated terms that must all match'),
   exclude_terms: textParam('exclude_terms', 500).optional().describe('Space- or comma-separated terms; matching rows are left out'),
   nick: textParam('nick', 64).optional().describe('Nick or person (all their known aliases)'),
@@ -94,25 +99,58 @@ const errors = { 422: errorBody, 429: errorBody, 500: errorBody };
 
 const network = z.object({ id: z.number().int(), name: z.string() });
 const channel = z.object({
-  id: z.number().int(), name: z.string(), first_date: z.string().nullable(), last_date: z.string().nullable(), event_count: z.number().int(),
+  id: z.number().int(),
+  name: z.string(),
+  first_date: z.string().nullable(),
+  last_date: z.string().nullable(),
+  event_count: z.number().int(),
 });
 const logRow = z.object({
-  id: z.number().int(), event_type: z.string(), occurred_at: z.string(), nick: z.string().nullable(), message_text: z.string().nullable(),
-  target: z.string().nullable(), to_nick: z.string().nullable(), channel_id: z.number().int(), channel_name: z.string(), network_id: z.number().int(),
-  netsplit_count: z.number().int().optional(), netsplit_nicks: z.array(z.string()).optional(), netsplit_last_at: z.string().optional(),
+  id: z.number().int(),
+  event_type: z.string(),
+  occurred_at: z.string(),
+  nick: z.string().nullable(),
+  message_text: z.string().nullable(),
+  target: z.string().nullable(),
+  to_nick: z.string().nullable(),
+  channel_id: z.number().int(),
+  channel_name: z.string(),
+  network_id: z.number().int(),
+  netsplit_count: z.number().int().optional(),
+  netsplit_nicks: z.array(z.string()).optional(),
+  netsplit_last_at: z.string().optional(),
 });
-const nickProfile = z.object({
-  nick: z.string(), aliases: z.array(z.string()), first_seen: z.string(), last_seen: z.string(),
-  message_count: z.number().int(), event_count: z.number().int(), networks: z.array(network),
-}).nullable();
+const nickProfile = z
+  .object({
+    nick: z.string(),
+    aliases: z.array(z.string()),
+    first_seen: z.string(),
+    last_seen: z.string(),
+    message_count: z.number().int(),
+    event_count: z.number().int(),
+    networks: z.array(network),
+  })
+  .nullable();
 const logsResponse = z.union([
   z.object({
-    success: z.literal(true), source: z.string(), total: z.number().int(), limit: z.number().int(), offset: z.number().int(),
-    results: z.array(logRow), nick_profile: nickProfile,
+    success: z.literal(true),
+    source: z.string(),
+    total: z.number().int(),
+    limit: z.number().int(),
+    offset: z.number().int(),
+    results: z.array(logRow),
+    nick_profile: nickProfile,
   }),
   z.object({
-    success: z.literal(true), source: z.string(), aggregate: z.literal('dates'), total: z.number().int(), date_count: z.number().int(),
-    first_date: z.string().nullable(), last_date: z.string().nullable(), span_days: z.number().int(), nick_profile: nickProfile,
+    success: z.literal(true),
+    source: z.string(),
+    aggregate: z.literal('dates'),
+    total: z.number().int(),
+    date_count: z.number().int(),
+    first_date: z.string().nullable(),
+    last_date: z.string().nullable(),
+    span_days: z.number().int(),
+    nick_profile: nickProfile,
   }),
 ]);
 
@@ -143,47 +181,67 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
     };
     const common = { tags, deprecated: legacy, ...(legacy ? { description: `Legacy alias of /irc/api; answers with a Deprecation header.` } : {}) };
 
-    r.get(`${prefix}/networks`, {
-      config: { auth: 'public' },
-      onRequest: limiter,
-      schema: { ...common, summary: 'Networks of an archive', querystring: sourceQuery, response: { 200: z.object({ success: z.literal(true), networks: z.array(network), source: z.string() }), ...errors } },
-    }, async (req, reply) => {
-      deprecate(reply, '/networks');
-      const source = req.query.source ?? 'production';
-      return { success: true as const, networks: await archive.networks(source), source };
-    });
-
-    r.get(`${prefix}/networks/:networkId/channels`, {
-      config: { auth: 'public' },
-      onRequest: limiter,
-      schema: {
-        ...common, summary: 'Channels of a network, with first/last event time (UTC) and event count', params: channelsParams, querystring: sourceQuery,
-        response: { 200: z.object({ success: z.literal(true), channels: z.array(channel), source: z.string() }), ...errors },
+    r.get(
+      `${prefix}/networks`,
+      {
+        config: { auth: 'public' },
+        onRequest: limiter,
+        schema: {
+          ...common,
+          summary: 'Networks of an archive',
+          querystring: sourceQuery,
+          response: { 200: z.object({ success: z.literal(true), networks: z.array(network), source: z.string() }), ...errors },
+        },
       },
-    }, async (req, reply) => {
-      deprecate(reply, `/networks/${req.params.networkId}/channels`);
-      const source = req.query.source ?? 'production';
-      return { success: true as const, channels: await archive.channels(source, Number(req.params.networkId)), source };
-    });
-
-    r.get(`${prefix}/logs`, {
-      config: { auth: 'public' },
-      onRequest: limiter,
-      schema: {
-        ...common,
-        summary: 'Search log rows',
-        description: 'Rows in (occurred_at, id) order; times are UTC. `nick_profile` describes the person the `nick` filter names, or is null.',
-        querystring: logsQuery,
-        response: { 200: logsResponse, ...errors },
+      async (req, reply) => {
+        deprecate(reply, '/networks');
+        const source = req.query.source ?? 'production';
+        return { success: true as const, networks: await archive.networks(source), source };
       },
-    }, async (req, reply) => {
-      deprecate(reply, '/logs');
-      const search = toSearch(req.query);
-      if (req.query.aggregate === 'dates') {
-        const [dates, profile] = await Promise.all([archive.aggregateDates(search), archive.nickProfile(search)]);
-        return presentDates(search, dates, profile);
-      }
-      return presentLogPage(search, await archive.search(search));
-    });
+    );
+
+    r.get(
+      `${prefix}/networks/:networkId/channels`,
+      {
+        config: { auth: 'public' },
+        onRequest: limiter,
+        schema: {
+          ...common,
+          summary: 'Channels of a network, with first/last event time (UTC) and event count',
+          params: channelsParams,
+          querystring: sourceQuery,
+          response: { 200: z.object({ success: z.literal(true), channels: z.array(channel), source: z.string() }), ...errors },
+        },
+      },
+      async (req, reply) => {
+        deprecate(reply, `/networks/${req.params.networkId}/channels`);
+        const source = req.query.source ?? 'production';
+        return { success: true as const, channels: await archive.channels(source, Number(req.params.networkId)), source };
+      },
+    );
+
+    r.get(
+      `${prefix}/logs`,
+      {
+        config: { auth: 'public' },
+        onRequest: limiter,
+        schema: {
+          ...common,
+          summary: 'Search log rows',
+          description: 'Rows in (occurred_at, id) order; times are UTC. `nick_profile` describes the person the `nick` filter names, or is null.',
+          querystring: logsQuery,
+          response: { 200: logsResponse, ...errors },
+        },
+      },
+      async (req, reply) => {
+        deprecate(reply, '/logs');
+        const search = toSearch(req.query);
+        if (req.query.aggregate === 'dates') {
+          const [dates, profile] = await Promise.all([archive.aggregateDates(search), archive.nickProfile(search)]);
+          return presentDates(search, dates, profile);
+        }
+        return presentLogPage(search, await archive.search(search));
+      },
+    );
   }
 }

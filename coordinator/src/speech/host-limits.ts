@@ -95,4 +95,3 @@ export function resolveYtdlp(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>): Promis
 export async function ytdlpConfigured(config?: Pick<Config, 'SPEECH_YTDLP_PATH'>): Promise<boolean> {
   return (await resolveYtdlp(config)) !== null;
 }
-

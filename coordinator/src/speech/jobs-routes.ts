@@ -27,8 +27,7 @@ const tags = ['speech'];
 const errors = { 401: errorBodySchema, 403: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 const jobErrors = { ...errors, 404: errorBodySchema };
 const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` header (urlencoded forms may send `_csrf`).';
-const visibilityNote =
-  'The owner sees the job; users with `speech.manage` (and administrators) see every job. Jobs the caller cannot see answer 404.';
+const visibilityNote = 'The owner sees the job; users with `speech.manage` (and administrators) see every job. Jobs the caller cannot see answer 404.';
 
 /** Signed-in speech API (session or JWT with `speech.use`): status, queue, jobs and their actions. */
 export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
@@ -56,12 +55,15 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
     },
     handler: async (request) => {
       const caller = userOf(request);
-      const [{ summary, canManageAll }, snapshot, statusConfig] = await Promise.all([
-        jobs.summary(caller),
-        catalog.snapshot(),
-        speechStatusConfig(config),
-      ]);
-      return { ok: true as const, summary, can_manage_all: canManageAll, config: statusConfig, models: snapshot.served(), connected_models: snapshot.connected() };
+      const [{ summary, canManageAll }, snapshot, statusConfig] = await Promise.all([jobs.summary(caller), catalog.snapshot(), speechStatusConfig(config)]);
+      return {
+        ok: true as const,
+        summary,
+        can_manage_all: canManageAll,
+        config: statusConfig,
+        models: snapshot.served(),
+        connected_models: snapshot.connected(),
+      };
     },
   });
 

@@ -35,13 +35,19 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const e = normalizeError(error, request);
     if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.reason === 'unauthenticated') return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
-    return reply.code(e.status).type('text/html; charset=utf-8').send(layout({ title: 'Error', body: html`<div class="card"><h1>${e.status === 404 ? 'Not found' : 'Something went wrong'}</h1><p class="error">${e.message}</p><p><a href="/speech">Back to the queue</a></p></div>` }));
+    return reply
+      .code(e.status)
+      .type('text/html; charset=utf-8')
+      .send(
+        layout({
+          title: 'Error',
+          body: html`<div class="card"><h1>${e.status === 404 ? 'Not found' : 'Something went wrong'}</h1><p class="error">${e.message}</p><p><a href="/speech">Back to the queue</a></p></div>`,
+        }),
+      );
   });
 
   const page = (reply: FastifyReply, title: string, user: AuthUser, body: SafeHtml, script = '') =>
-    reply.type('text/html; charset=utf-8').send(
-      layout({ title, user, csrf: reply.generateCsrf(), body: html`${body}${script ? new SafeHtml(script) : ''}` }),
-    );
+    reply.type('text/html; charset=utf-8').send(layout({ title, user, csrf: reply.generateCsrf(), body: html`${body}${script ? new SafeHtml(script) : ''}` }));
 
   // tus-js-client's browser build for the upload script of /speech (public, like any static asset).
   let tusClient: Promise<Buffer> | null = null;
@@ -50,7 +56,10 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       tusClient = null;
       throw err;
     });
-    return reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=86400').send(await tusClient);
+    return reply
+      .type('text/javascript; charset=utf-8')
+      .header('cache-control', 'public, max-age=86400')
+      .send(await tusClient);
   });
 
   r.get('/speech', { schema: hidden, config: { auth: speechUser } }, async (request, reply) => {
@@ -80,20 +89,24 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     return page(reply, 'Speech queue', user, body, QUEUE_SCRIPT);
   });
 
-  r.get('/speech/jobs/:jobId', { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } }, async (request, reply) => {
-    const user = userOf(request);
-    const job = await jobs.getVisible(user, request.params.jobId);
-    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
-    const segments = await jobs.segments(job.id, job.currentPass);
-    const body = html`<div class="card"><h1>${p.source_label}</h1>
+  r.get(
+    '/speech/jobs/:jobId',
+    { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } },
+    async (request, reply) => {
+      const user = userOf(request);
+      const job = await jobs.getVisible(user, request.params.jobId);
+      const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
+      const segments = await jobs.segments(job.id, job.currentPass);
+      const body = html`<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
       <p class="muted">Model ${p.model}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}${p.failure_error ? '' : ''}</p>
       ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
       <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
         ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
       </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>`;
-    return page(reply, p.source_label, user, body, JOB_SCRIPT);
-  });
+      return page(reply, p.source_label, user, body, JOB_SCRIPT);
+    },
+  );
 }
 
 /** Live updates: subscribe, then apply each segment once by its seq (snapshot and live events may overlap). */

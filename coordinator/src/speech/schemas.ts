@@ -76,15 +76,10 @@ export const jobSchema = z.object({
 export const jobDetailSchema = jobSchema.extend({
   transcript_text: z.string().nullable(),
   segment_count: z.number().int(),
-  runtime_log: z.array(
-    z.object({ at: timestamp, level: z.enum(['info', 'warn', 'error']), event: z.string(), message: z.string() }),
-  ),
+  runtime_log: z.array(z.object({ at: timestamp, level: z.enum(['info', 'warn', 'error']), event: z.string(), message: z.string() })),
   liveness: z.object({
     state: z.enum(LIVENESS_STATES),
-    reason: z
-      .string()
-      .nullable()
-      .describe('Why the state is `suspect` (e.g. a queued job no connected worker can take); null otherwise'),
+    reason: z.string().nullable().describe('Why the state is `suspect` (e.g. a queued job no connected worker can take); null otherwise'),
     worker: z.string().nullable(),
     attempt: z.number().int().nullable(),
     last_heartbeat_at: timestamp.nullable(),
@@ -152,8 +147,7 @@ const blank = (v: string | undefined) => {
 };
 /** Optional text, trimmed, blank as absent; control characters refused (tab and line breaks too unless `multiline`). */
 const text = (max: number, multiline = false) => safeString({ multiline }).max(max).optional().transform(blank);
-const language = () =>
-  text(16).refine((v) => v === undefined || LANGUAGE_CODE.test(v), { message: languageMessage });
+const language = () => text(16).refine((v) => v === undefined || LANGUAGE_CODE.test(v), { message: languageMessage });
 
 function isHttpUrl(value: string) {
   try {
@@ -182,10 +176,7 @@ const createJobFieldsObject = z.object({
   source_url: text(2048)
     .refine((v) => v === undefined || isHttpUrl(v), { message: 'must be an http:// or https:// URL' })
     .describe('Media URL (http or https). Send either source_url or media_file.'),
-  media_file: z
-    .string()
-    .optional()
-    .meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
+  media_file: z.string().optional().meta({ format: 'binary', description: 'The media file (multipart/form-data only; one file per request)' }),
   source_label: text(300).describe('Title; defaults to the file name for uploads'),
   source_note: text(5000, true).describe('Free-text note'),
   model: text(60).describe('Model name, for example small, large or turbo (see GET /api/speech/status)'),
@@ -201,10 +192,15 @@ const createJobFieldsObject = z.object({
 
 /** Trims, merges the language lists and reads disable_diarization (shared by the web and token APIs). */
 function normalizeFields(body: z.output<typeof createJobFieldsObject>, ctx: z.RefinementCtx) {
-  const raw = [body.translation_target_languages, body['translation_target_languages[]']].flatMap((v) =>
-    v === undefined ? [] : Array.isArray(v) ? v : [v],
-  );
-  const languages = [...new Set(raw.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean))];
+  const raw = [body.translation_target_languages, body['translation_target_languages[]']].flatMap((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]));
+  const languages = [
+    ...new Set(
+      raw
+        .flatMap((v) => v.split(','))
+        .map((v) => v.trim())
+        .filter(Boolean),
+    ),
+  ];
   const bad = languages.filter((l) => !LANGUAGE_CODE.test(l) || l.length > 16);
   if (bad.length > 0) {
     ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: `${languageMessage}; got "${bad[0]}"` });

@@ -216,6 +216,11 @@ function uploadError(err: unknown, request: FastifyRequest, tooLarge: string): A
 /** The client's file name without directories or control characters, as a label and extension source. */
 export function cleanFilename(name: string | null | undefined): string {
   const base = path.posix.basename((name ?? '').replace(/\\/g, '/'));
-  // eslint-disable-next-line no-control-regex
-  return base.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 300);
+  return (
+    base
+      // eslint-disable-next-line no-control-regex
+      .replace(/[\u0000-\u001f\u007f]/g, '')
+      .trim()
+      .slice(0, 300)
+  );
 }

@@ -9,14 +9,7 @@ import { unauthenticated } from '../http/errors.js';
 import { uploadLimits } from './host-limits.js';
 import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
 import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
-import {
-  apiCreateJobFieldsSchema,
-  jobDetailSchema,
-  jobIdParams,
-  jobMessageResponseSchema,
-  jobSchema,
-  statusResponseSchema,
-} from './schemas.js';
+import { apiCreateJobFieldsSchema, jobDetailSchema, jobIdParams, jobMessageResponseSchema, jobSchema, statusResponseSchema } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 
 /** Spec Authentication "Speech transcription", 3: an active personal token with scope speech.api. */
@@ -65,11 +58,7 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
       response: { 200: apiStatusResponseSchema, ...errors },
     },
     handler: async (request) => {
-      const [{ summary }, snapshot, statusConfig] = await Promise.all([
-        jobs.summary(userOf(request), 'api'),
-        catalog.snapshot(),
-        speechStatusConfig(config),
-      ]);
+      const [{ summary }, snapshot, statusConfig] = await Promise.all([jobs.summary(userOf(request), 'api'), catalog.snapshot(), speechStatusConfig(config)]);
       return { ok: true as const, summary, config: statusConfig, models: snapshot.served(), connected_models: snapshot.connected() };
     },
   });

@@ -8,11 +8,10 @@ export { type WhisperCppOptions } from './whisper-cpp.js';
 export { decodeToWav } from '../media/decode.js';
 
 /** Every engine this worker knows, configured; ask each for `models()` to see what really runs here. */
-export function createEngines(opts: { modelsDir?: string | undefined; whisper?: WhisperCppOptions; pocketsphinx?: PocketsphinxOptions } = {}): TranscriptionEngine[] {
-  return [
-    new WhisperCppEngine({ ...(opts.modelsDir ? { modelsDir: opts.modelsDir } : {}), ...opts.whisper }),
-    new PocketsphinxEngine(opts.pocketsphinx),
-  ];
+export function createEngines(
+  opts: { modelsDir?: string | undefined; whisper?: WhisperCppOptions; pocketsphinx?: PocketsphinxOptions } = {},
+): TranscriptionEngine[] {
+  return [new WhisperCppEngine({ ...(opts.modelsDir ? { modelsDir: opts.modelsDir } : {}), ...opts.whisper }), new PocketsphinxEngine(opts.pocketsphinx)];
 }
 
 /** The engine that can run `model` on this host, or null. */

@@ -96,7 +96,9 @@ export class WhisperCppEngine implements TranscriptionEngine {
     const modelPath = this.modelFile(input.model);
     if (!modelPath) {
       const where = this.modelsDir() ?? '(no models folder configured)';
-      throw new Error(`whisper.cpp: model "${input.model}" is not available (looked for ${WHISPER_MODEL_FILES[input.model as SpeechModel]?.join(', ') ?? 'that file'} in ${where})`);
+      throw new Error(
+        `whisper.cpp: model "${input.model}" is not available (looked for ${WHISPER_MODEL_FILES[input.model as SpeechModel]?.join(', ') ?? 'that file'} in ${where})`,
+      );
     }
     let language = 'auto';
     if (input.language && input.language.trim().toLowerCase() !== 'auto') {

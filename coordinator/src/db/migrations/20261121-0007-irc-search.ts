@@ -36,7 +36,9 @@ export class Migration20261121000700IrcSearch extends Migration {
     this.addSql('create index irc_events_occurred_at_idx on irc_events (occurred_at, id) include (channel_id, event_type, netsplit_leader);');
     // `nick` itself is included so the planner may answer nick counts from the index alone (it
     // does not consider index-only scans of an expression index otherwise).
-    this.addSql('create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) include (nick, channel_id, event_type, netsplit_leader) where nick is not null;');
+    this.addSql(
+      'create index irc_events_nick_idx on irc_events (lower(nick), occurred_at, id) include (nick, channel_id, event_type, netsplit_leader) where nick is not null;',
+    );
     this.addSql('create index irc_events_target_idx on irc_events (lower(target)) where target is not null;');
     this.addSql('create index irc_events_to_nick_idx on irc_events (lower(to_nick)) where to_nick is not null;');
     this.addSql('create index irc_events_netsplit_idx on irc_events (netsplit_group) where netsplit_group is not null;');
@@ -108,8 +110,12 @@ export class Migration20261121000700IrcSearch extends Migration {
   override async down(): Promise<void> {
     this.addSql('drop table if exists irc_nick_links;');
     this.addSql('drop table if exists irc_nicks;');
-    this.addSql('alter table irc_channels drop column if exists is_private, drop column if exists first_at, drop column if exists last_at, drop column if exists event_count, drop column if exists netsplit_count, drop column if exists netsplit_leader_count;');
-    this.addSql('drop index if exists irc_events_netsplit_idx, irc_events_to_nick_idx, irc_events_target_idx, irc_events_nick_idx, irc_events_search_idx, irc_events_channel_time_idx, irc_events_occurred_at_idx;');
+    this.addSql(
+      'alter table irc_channels drop column if exists is_private, drop column if exists first_at, drop column if exists last_at, drop column if exists event_count, drop column if exists netsplit_count, drop column if exists netsplit_leader_count;',
+    );
+    this.addSql(
+      'drop index if exists irc_events_netsplit_idx, irc_events_to_nick_idx, irc_events_target_idx, irc_events_nick_idx, irc_events_search_idx, irc_events_channel_time_idx, irc_events_occurred_at_idx;',
+    );
     this.addSql('create index irc_events_channel_time_idx on irc_events (channel_id, occurred_at, id);');
     this.addSql('create index irc_events_occurred_at_idx on irc_events (occurred_at, id);');
     this.addSql('alter table irc_events drop column if exists search_vector, drop column if exists netsplit_leader;');

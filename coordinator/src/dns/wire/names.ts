@@ -226,7 +226,13 @@ export function ipv6ToBytes(text: string): Buffer | null {
     if (s.endsWith(':') && !s.endsWith('::')) s = s.slice(0, -1);
   }
   const [head, rest] = s.includes('::') ? s.split('::') : [s, undefined];
-  const parse = (part: string | undefined) => (part ? part.split(':').filter((x) => x !== '').map((h) => parseInt(h, 16)) : []);
+  const parse = (part: string | undefined) =>
+    part
+      ? part
+          .split(':')
+          .filter((x) => x !== '')
+          .map((h) => parseInt(h, 16))
+      : [];
   const left = parse(head);
   const right = [...parse(rest), ...tail];
   const fill = 8 - left.length - right.length;

@@ -18,13 +18,53 @@ interface RdataCodec {
 const dnsPacketRecord = (dnsPacket as unknown as { record(type: string): RdataCodec }).record;
 
 const TYPE_LIST: Array<[string, number]> = [
-  ['A', 1], ['NS', 2], ['CNAME', 5], ['SOA', 6], ['PTR', 12], ['HINFO', 13], ['MX', 15], ['TXT', 16],
-  ['RP', 17], ['AFSDB', 18], ['SIG', 24], ['KEY', 25], ['AAAA', 28], ['LOC', 29], ['SRV', 33],
-  ['NAPTR', 35], ['KX', 36], ['CERT', 37], ['DNAME', 39], ['OPT', 41], ['APL', 42], ['DS', 43],
-  ['SSHFP', 44], ['IPSECKEY', 45], ['RRSIG', 46], ['NSEC', 47], ['DNSKEY', 48], ['DHCID', 49],
-  ['NSEC3', 50], ['NSEC3PARAM', 51], ['TLSA', 52], ['SMIMEA', 53], ['HIP', 55], ['CDS', 59],
-  ['CDNSKEY', 60], ['OPENPGPKEY', 61], ['CSYNC', 62], ['ZONEMD', 63], ['SVCB', 64], ['HTTPS', 65],
-  ['SPF', 99], ['TKEY', 249], ['TSIG', 250], ['IXFR', 251], ['AXFR', 252], ['ANY', 255], ['URI', 256],
+  ['A', 1],
+  ['NS', 2],
+  ['CNAME', 5],
+  ['SOA', 6],
+  ['PTR', 12],
+  ['HINFO', 13],
+  ['MX', 15],
+  ['TXT', 16],
+  ['RP', 17],
+  ['AFSDB', 18],
+  ['SIG', 24],
+  ['KEY', 25],
+  ['AAAA', 28],
+  ['LOC', 29],
+  ['SRV', 33],
+  ['NAPTR', 35],
+  ['KX', 36],
+  ['CERT', 37],
+  ['DNAME', 39],
+  ['OPT', 41],
+  ['APL', 42],
+  ['DS', 43],
+  ['SSHFP', 44],
+  ['IPSECKEY', 45],
+  ['RRSIG', 46],
+  ['NSEC', 47],
+  ['DNSKEY', 48],
+  ['DHCID', 49],
+  ['NSEC3', 50],
+  ['NSEC3PARAM', 51],
+  ['TLSA', 52],
+  ['SMIMEA', 53],
+  ['HIP', 55],
+  ['CDS', 59],
+  ['CDNSKEY', 60],
+  ['OPENPGPKEY', 61],
+  ['CSYNC', 62],
+  ['ZONEMD', 63],
+  ['SVCB', 64],
+  ['HTTPS', 65],
+  ['SPF', 99],
+  ['TKEY', 249],
+  ['TSIG', 250],
+  ['IXFR', 251],
+  ['AXFR', 252],
+  ['ANY', 255],
+  ['URI', 256],
   ['CAA', 257],
 ];
 const TYPE_BY_NAME = new Map(TYPE_LIST);
@@ -84,7 +124,7 @@ export function ipv6ToText(bytes: Buffer): string {
   }
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -197,7 +237,10 @@ export function decodeRdata(type: number, msg: Buffer, offset: number, length: n
       return {
         type: 'CAA',
         flags: rd[0]!,
-        tag: rd.subarray(2, 2 + tagLen).toString('latin1').toLowerCase(),
+        tag: rd
+          .subarray(2, 2 + tagLen)
+          .toString('latin1')
+          .toLowerCase(),
         value: Buffer.from(rd.subarray(2 + tagLen)),
       };
     }

@@ -192,7 +192,15 @@ async function exchange(request: Buffer, opts: ServerOptions, operation: string,
  * (a server may refuse before it looks at the key) is still reported as that RCODE, since it is
  * a failure either way; a success must be signed.
  */
-function checkAnswer(raw: Buffer, id: number, opcode: number, verifier: TsigVerifier | null, operation: string, okRcodes: number[], last: boolean): WireMessage {
+function checkAnswer(
+  raw: Buffer,
+  id: number,
+  opcode: number,
+  verifier: TsigVerifier | null,
+  operation: string,
+  okRcodes: number[],
+  last: boolean,
+): WireMessage {
   if (raw.length < 12) throw new DnsProtocolError(`${operation}: answer of ${raw.length} bytes`);
   const rawId = raw.readUInt16BE(0);
   const flags = raw.readUInt16BE(2);
@@ -288,7 +296,8 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
       try {
         raw = await conn.read(Math.min(s.timeoutMs, left));
       } catch (err) {
-        if (err instanceof DnsConnectionError) throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${records.length} records read)`);
+        if (err instanceof DnsConnectionError)
+          throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${records.length} records read)`);
         throw err;
       }
       messages++;
@@ -388,7 +397,9 @@ export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOp
       }
       for (const r of e.absent) if (have.has(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after an acknowledged delete' });
       if (e.exhaustive) {
-        for (const r of have) if (!e.present.includes(r) && !e.absent.includes(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after its RRset was deleted' });
+        for (const r of have)
+          if (!e.present.includes(r) && !e.absent.includes(r))
+            out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after its RRset was deleted' });
       }
     }),
   );
@@ -414,4 +425,3 @@ export class DnsMasterClient {
     return verifyUpdate(operations, this.opts);
   }
 }
-

@@ -179,7 +179,15 @@ export function signMessage(message: Buffer, key: TsigKey, opts: SignOptions = {
 export function appendTsigError(message: Buffer, keyName: string, error: number, timeSigned = nowSeconds()): Buffer {
   return appendRR(
     message,
-    tsigRR(keyName, { algorithm: HMAC_SHA256, timeSigned, fudge: DEFAULT_FUDGE, mac: Buffer.alloc(0), originalId: message.readUInt16BE(0), error, otherData: Buffer.alloc(0) }),
+    tsigRR(keyName, {
+      algorithm: HMAC_SHA256,
+      timeSigned,
+      fudge: DEFAULT_FUDGE,
+      mac: Buffer.alloc(0),
+      originalId: message.readUInt16BE(0),
+      error,
+      otherData: Buffer.alloc(0),
+    }),
   );
 }
 

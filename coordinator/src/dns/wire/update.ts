@@ -209,7 +209,8 @@ export function buildUpdate(zone: string, operations: UpdateOperation[], prerequ
   message.writeUInt16BE(prereqRRs.length, 6); // PRCOUNT (ANCOUNT)
   message.writeUInt16BE(updateRRs.length, 8); // UPCOUNT (NSCOUNT)
   // Leave room for the TSIG RR (~ 100 bytes) within the 65535-byte TCP frame.
-  if (message.length > 65000) throw new InvalidUpdateError([{ field: 'operations', message: `update of ${message.length} bytes is too large for one message` }]);
+  if (message.length > 65000)
+    throw new InvalidUpdateError([{ field: 'operations', message: `update of ${message.length} bytes is too large for one message` }]);
   return { message, id };
 }
 

@@ -4,9 +4,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../config.js';
 import { IRC_SOURCES } from '../event-store.js';
 
-const channelName = z
-  .string()
-  .regex(/^[#&+!][^\s,\x07]{1,199}$/, 'must be a channel name such as "#name" (no spaces or commas)');
+const channelName = z.string().regex(/^[#&+!][^\s,\x07]{1,199}$/, 'must be a channel name such as "#name" (no spaces or commas)');
 const nickName = z
   .string()
   .regex(/^[A-Za-z[\]\\`_^{|}][A-Za-z0-9[\]\\`_^{|}-]{0,31}$/, 'must be an IRC nick (letters, digits, [ ] \\ ` _ ^ { | } -; not starting with a digit or -)');
@@ -23,11 +21,17 @@ export const ircLoggerNetworkSchema = z
     tlsVerify: z.boolean().default(true),
     nick: nickName,
     /** Ident; the nick when omitted. */
-    username: z.string().regex(/^[^\s@:]{1,32}$/, 'must be 1–32 characters without spaces, "@" or ":"').optional(),
+    username: z
+      .string()
+      .regex(/^[^\s@:]{1,32}$/, 'must be 1–32 characters without spaces, "@" or ":"')
+      .optional(),
     realname: z.string().min(1).max(200).default('sonar archive'),
     /** Server password (PASS). */
     password: z.string().min(1).nullable().default(null),
-    sasl: z.strictObject({ account: z.string().min(1), password: z.string().min(1) }).nullable().default(null),
+    sasl: z
+      .strictObject({ account: z.string().min(1), password: z.string().min(1) })
+      .nullable()
+      .default(null),
     channels: z.array(channelName).max(500).default([]),
     /** Upper bound of the reconnect backoff. */
     reconnectMaxWaitMs: z.number().int().min(1000).max(3_600_000).default(300_000),

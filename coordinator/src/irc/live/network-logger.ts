@@ -1,6 +1,17 @@
 /** One network's bot: IRC client, channel membership, event → row mapping and the write queue. */
 import { createHash, randomUUID } from 'node:crypto';
-import { Client, type JoinEvent, type KickEvent, type MessageEvent, type ModeEvent, type NickEvent, type PartEvent, type QuitEvent, type TopicEvent, type UserlistEvent } from 'irc-framework';
+import {
+  Client,
+  type JoinEvent,
+  type KickEvent,
+  type MessageEvent,
+  type ModeEvent,
+  type NickEvent,
+  type PartEvent,
+  type QuitEvent,
+  type TopicEvent,
+  type UserlistEvent,
+} from 'irc-framework';
 import type { Logger } from 'pino';
 import type { IrcEventStore, IrcSource, NewIrcEvent } from '../event-store.js';
 import { isChannelName, stripFormatting } from '../parsers/common.js';
@@ -201,71 +212,133 @@ export class NetworkLogger {
 
   private bind() {
     const c = this.client;
-    const guard = <A extends unknown[]>(what: string, fn: (...args: A) => void) => (...args: A) => {
-      try {
-        fn(...args);
-      } catch (err) {
-        this.log.error({ err, event: what }, 'irc logger: event handling failed');
-      }
-    };
-    c.on('socket connected', guard('socket connected', () => this.log.debug('irc logger: socket connected')));
-    c.on('registered', guard('registered', (e) => {
-      this.nick = e.nick;
-      this.registered = true;
-      this.registrations += 1;
-      this.nickAttempts = 0;
-      this.fallbackAttempts = 0;
-      this.log.info({ nick: e.nick, registrations: this.registrations }, 'irc logger: registered');
-      for (const ch of this.cfg.channels) c.join(ch);
-    }));
-    c.on('reconnecting', guard('reconnecting', (e) => this.log.warn({ attempt: e.attempt, waitMs: e.wait }, 'irc logger: reconnecting')));
-    c.on('socket error', guard('socket error', (err) => this.log.warn({ err: { message: err.message, code: (err as NodeJS.ErrnoException).code } }, 'irc logger: socket error')));
-    c.on('socket close', guard('socket close', () => {
-      const wasRegistered = this.registered;
-      this.registered = false;
-      for (const s of this.channels.values()) {
-        s.joined = false;
-        s.members.clear();
-      }
-      if (!this.stopping && wasRegistered) this.log.warn('irc logger: disconnected');
-    }));
-    c.on('close', guard('close', () => {
-      const waiters = this.closeWaiters;
-      this.closeWaiters = [];
-      for (const w of waiters) w();
-      if (this.stopping) return;
-      // irc-framework gave up (first connection failed, or dropped right after registering).
-      const wait = backoff(this.fallbackAttempts++, this.cfg.reconnectMaxWaitMs);
-      this.log.warn({ waitMs: wait, attempt: this.fallbackAttempts }, 'irc logger: connection closed; reconnecting');
-      this.later(wait, () => {
-        if (!this.stopping && !this.client.connected) this.client.connect();
-      });
-    }));
-    c.on('irc error', guard('irc error', (e) => {
-      // The server answers our QUIT with ERROR; that one is expected.
-      const level = this.stopping && e.error === 'irc' ? 'debug' : 'warn';
-      this.log[level]({ error: e.error, channel: e.channel, nick: e.nick, reason: e.reason }, 'irc logger: server error reply');
-    }));
-    c.on('sasl failed', guard('sasl failed', (e) => this.log.error({ reason: e.reason, message: e.message }, 'irc logger: SASL authentication failed')));
-    c.on('nick in use', guard('nick in use', () => {
-      if (this.registered) return;
-      this.nickAttempts += 1;
-      const alt = `${this.cfg.nick.slice(0, 28)}${'_'.repeat(Math.min(this.nickAttempts, 3))}${this.nickAttempts > 3 ? this.nickAttempts : ''}`;
-      this.log.warn({ nick: alt }, 'irc logger: nick in use; trying another');
-      c.changeNick(alt);
-    }));
+    const guard =
+      <A extends unknown[]>(what: string, fn: (...args: A) => void) =>
+      (...args: A) => {
+        try {
+          fn(...args);
+        } catch (err) {
+          this.log.error({ err, event: what }, 'irc logger: event handling failed');
+        }
+      };
+    c.on(
+      'socket connected',
+      guard('socket connected', () => this.log.debug('irc logger: socket connected')),
+    );
+    c.on(
+      'registered',
+      guard('registered', (e) => {
+        this.nick = e.nick;
+        this.registered = true;
+        this.registrations += 1;
+        this.nickAttempts = 0;
+        this.fallbackAttempts = 0;
+        this.log.info({ nick: e.nick, registrations: this.registrations }, 'irc logger: registered');
+        for (const ch of this.cfg.channels) c.join(ch);
+      }),
+    );
+    c.on(
+      'reconnecting',
+      guard('reconnecting', (e) => this.log.warn({ attempt: e.attempt, waitMs: e.wait }, 'irc logger: reconnecting')),
+    );
+    c.on(
+      'socket error',
+      guard('socket error', (err) => this.log.warn({ err: { message: err.message, code: (err as NodeJS.ErrnoException).code } }, 'irc logger: socket error')),
+    );
+    c.on(
+      'socket close',
+      guard('socket close', () => {
+        const wasRegistered = this.registered;
+        this.registered = false;
+        for (const s of this.channels.values()) {
+          s.joined = false;
+          s.members.clear();
+        }
+        if (!this.stopping && wasRegistered) this.log.warn('irc logger: disconnected');
+      }),
+    );
+    c.on(
+      'close',
+      guard('close', () => {
+        const waiters = this.closeWaiters;
+        this.closeWaiters = [];
+        for (const w of waiters) w();
+        if (this.stopping) return;
+        // irc-framework gave up (first connection failed, or dropped right after registering).
+        const wait = backoff(this.fallbackAttempts++, this.cfg.reconnectMaxWaitMs);
+        this.log.warn({ waitMs: wait, attempt: this.fallbackAttempts }, 'irc logger: connection closed; reconnecting');
+        this.later(wait, () => {
+          if (!this.stopping && !this.client.connected) this.client.connect();
+        });
+      }),
+    );
+    c.on(
+      'irc error',
+      guard('irc error', (e) => {
+        // The server answers our QUIT with ERROR; that one is expected.
+        const level = this.stopping && e.error === 'irc' ? 'debug' : 'warn';
+        this.log[level]({ error: e.error, channel: e.channel, nick: e.nick, reason: e.reason }, 'irc logger: server error reply');
+      }),
+    );
+    c.on(
+      'sasl failed',
+      guard('sasl failed', (e) => this.log.error({ reason: e.reason, message: e.message }, 'irc logger: SASL authentication failed')),
+    );
+    c.on(
+      'nick in use',
+      guard('nick in use', () => {
+        if (this.registered) return;
+        this.nickAttempts += 1;
+        const alt = `${this.cfg.nick.slice(0, 28)}${'_'.repeat(Math.min(this.nickAttempts, 3))}${this.nickAttempts > 3 ? this.nickAttempts : ''}`;
+        this.log.warn({ nick: alt }, 'irc logger: nick in use; trying another');
+        c.changeNick(alt);
+      }),
+    );
 
-    c.on('privmsg', guard('privmsg', (e) => this.onMessage('PRIVMSG', e)));
-    c.on('action', guard('action', (e) => this.onMessage('ACTION', e)));
-    c.on('notice', guard('notice', (e) => this.onMessage('NOTICE', e)));
-    c.on('join', guard('join', (e) => this.onJoin(e)));
-    c.on('part', guard('part', (e) => this.onPart(e)));
-    c.on('kick', guard('kick', (e) => this.onKick(e)));
-    c.on('quit', guard('quit', (e) => this.onQuit(e)));
-    c.on('nick', guard('nick', (e) => this.onNick(e)));
-    c.on('mode', guard('mode', (e) => this.onMode(e)));
-    c.on('topic', guard('topic', (e) => this.onTopic(e)));
-    c.on('userlist', guard('userlist', (e) => this.onUserlist(e)));
+    c.on(
+      'privmsg',
+      guard('privmsg', (e) => this.onMessage('PRIVMSG', e)),
+    );
+    c.on(
+      'action',
+      guard('action', (e) => this.onMessage('ACTION', e)),
+    );
+    c.on(
+      'notice',
+      guard('notice', (e) => this.onMessage('NOTICE', e)),
+    );
+    c.on(
+      'join',
+      guard('join', (e) => this.onJoin(e)),
+    );
+    c.on(
+      'part',
+      guard('part', (e) => this.onPart(e)),
+    );
+    c.on(
+      'kick',
+      guard('kick', (e) => this.onKick(e)),
+    );
+    c.on(
+      'quit',
+      guard('quit', (e) => this.onQuit(e)),
+    );
+    c.on(
+      'nick',
+      guard('nick', (e) => this.onNick(e)),
+    );
+    c.on(
+      'mode',
+      guard('mode', (e) => this.onMode(e)),
+    );
+    c.on(
+      'topic',
+      guard('topic', (e) => this.onTopic(e)),
+    );
+    c.on(
+      'userlist',
+      guard('userlist', (e) => this.onUserlist(e)),
+    );
   }
 
   private isSelf(nick: string | undefined | null) {
@@ -322,7 +395,12 @@ export class NetworkLogger {
     }
     s.members.set(lower(e.nick), e.nick);
     const mark = self ? null : s.splits.join(e.nick, at);
-    this.record(s.name, at, { eventType: mark?.eventType ?? 'JOIN', nick: e.nick, netsplitGroup: mark?.netsplitGroup ?? null, netsplitLeader: mark?.netsplitLeader ?? false });
+    this.record(s.name, at, {
+      eventType: mark?.eventType ?? 'JOIN',
+      nick: e.nick,
+      netsplitGroup: mark?.netsplitGroup ?? null,
+      netsplitLeader: mark?.netsplitLeader ?? false,
+    });
   }
 
   private onPart(e: PartEvent) {
@@ -336,7 +414,12 @@ export class NetworkLogger {
   private onKick(e: KickEvent) {
     if (!e.channel || !e.kicked) return;
     const s = this.channel(e.channel);
-    this.record(s.name, e.time ?? Date.now(), { eventType: 'KICK', nick: e.nick || null, toNick: e.kicked, messageText: orNull(stripFormatting(e.message ?? '')) });
+    this.record(s.name, e.time ?? Date.now(), {
+      eventType: 'KICK',
+      nick: e.nick || null,
+      toNick: e.kicked,
+      messageText: orNull(stripFormatting(e.message ?? '')),
+    });
     s.members.delete(lower(e.kicked));
     if (this.isSelf(e.kicked)) {
       this.leave(s);
@@ -364,7 +447,13 @@ export class NetworkLogger {
     for (const s of this.channels.values()) {
       if (!s.members.has(key)) continue;
       const mark = s.splits.quit(e.nick, reason, at);
-      this.record(s.name, at, { eventType: mark.eventType, nick: e.nick, messageText: reason, netsplitGroup: mark.netsplitGroup, netsplitLeader: mark.netsplitLeader });
+      this.record(s.name, at, {
+        eventType: mark.eventType,
+        nick: e.nick,
+        messageText: reason,
+        netsplitGroup: mark.netsplitGroup,
+        netsplitLeader: mark.netsplitLeader,
+      });
       s.members.delete(key);
     }
   }
@@ -386,7 +475,12 @@ export class NetworkLogger {
     if (!e.target || !isChannelName(e.target)) return; // user modes
     const args = (e.raw_params ?? []).filter(Boolean).join(' ');
     const s = this.channel(e.target);
-    this.record(s.name, e.time ?? Date.now(), { eventType: 'MODE', nick: e.nick || null, messageText: args ? `${e.raw_modes} ${args}` : e.raw_modes, target: orNull(args) });
+    this.record(s.name, e.time ?? Date.now(), {
+      eventType: 'MODE',
+      nick: e.nick || null,
+      messageText: args ? `${e.raw_modes} ${args}` : e.raw_modes,
+      target: orNull(args),
+    });
   }
 
   private onTopic(e: TopicEvent) {
@@ -428,7 +522,9 @@ export class NetworkLogger {
       netsplitLeader: f.netsplitLeader ?? false,
       // Random per row: live rows have no file line to be idempotent on, but a retried write of
       // a queued row keeps its key and cannot be stored twice.
-      lineHash: createHash('sha256').update(`live\n${this.cfg.source}\n${this.cfg.name}\n${lower(channel)}\n${randomUUID()}`).digest(),
+      lineHash: createHash('sha256')
+        .update(`live\n${this.cfg.source}\n${this.cfg.name}\n${lower(channel)}\n${randomUUID()}`)
+        .digest(),
     };
     if (this.queue.length >= MAX_QUEUED || this.abandon) {
       this.dropped += 1;

@@ -8,7 +8,6 @@ import type { IrcEventType, ParsedEvent, ParsedFile, ParsedLine } from './types.
 
 export { isNetsplitReason, NETMERGE_WINDOW_S } from './netsplit.js';
 
- 
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
 
 /** Removes mIRC colour (^C fg[,bg], ^D hex) and format codes (bold, italic, underline, reverse, …). */
@@ -18,8 +17,9 @@ export function stripFormatting(text: string): string {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Windows-1252 for 0x80–0x9F (Node's 'windows-1252' decoder is plain ISO-8859-1 there); undefined bytes stay as C1 code points. */
-const CP1252_HIGH = '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f'
-  + '\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
+const CP1252_HIGH =
+  '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f' +
+  '\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
 
 function decodeCp1252(bytes: Uint8Array): string {
   let out = '';
@@ -117,7 +117,10 @@ export function monthNumber(name: string): number {
 export class DayClock {
   private lastSeconds: number;
   /** `lastTime`: the time of day of the line before the first one (a file read in pieces). */
-  constructor(public date: string | null, lastTime?: string | null) {
+  constructor(
+    public date: string | null,
+    lastTime?: string | null,
+  ) {
     this.lastSeconds = lastTime ? secondsOfDay(lastTime) : -1;
   }
 

@@ -27,8 +27,18 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, dateFromParts, DayClock, finishEvents, inChannel, isValidDate, modeLine, normalizeTime, parsedLine, quitLine,
-  splitLines, stripFormatting,
+  type ChannelLine,
+  dateFromParts,
+  DayClock,
+  finishEvents,
+  inChannel,
+  isValidDate,
+  modeLine,
+  normalizeTime,
+  parsedLine,
+  quitLine,
+  splitLines,
+  stripFormatting,
 } from './common.js';
 import { ParseError, type FileNameInfo, type LogFormat, type ParsedEvent, type ParsedFile } from './types.js';
 

@@ -25,8 +25,19 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, dateFromParts, finishEvents, inChannel, isValidDate, monthNumber, modeLine, normalizeTime, parsedLine, quitLine,
-  splitLines, stripFormatting, stripNickMode,
+  type ChannelLine,
+  dateFromParts,
+  finishEvents,
+  inChannel,
+  isValidDate,
+  monthNumber,
+  modeLine,
+  normalizeTime,
+  parsedLine,
+  quitLine,
+  splitLines,
+  stripFormatting,
+  stripNickMode,
 } from './common.js';
 import { ParseError, type FileNameInfo, type LogFormat, type ParsedEvent, type ParsedFile } from './types.js';
 
@@ -117,8 +128,14 @@ const MODE_PHRASES: Array<[RegExp, string]> = [
 ];
 
 const SKIP_SERVER = [
-  /^You are now known as /, /^Topic for \S+ (?:is|set by) /, /^Users on \S+:/, /^Channel \S+ (?:created on|modes:) /,
-  /^You have left channel /, /^You have been kicked from /, /^Disconnected \(/, /^Connect(?:ing|ed)\b/,
+  /^You are now known as /,
+  /^Topic for \S+ (?:is|set by) /,
+  /^Users on \S+:/,
+  /^Channel \S+ (?:created on|modes:) /,
+  /^You have left channel /,
+  /^You have been kicked from /,
+  /^Disconnected \(/,
+  /^Connect(?:ing|ed)\b/,
 ];
 
 function parseServer(msg: string): Body | null {

@@ -25,8 +25,20 @@
  */
 import path from 'node:path';
 import {
-  addDays, type ChannelLine, dateFromParts, DayClock, finishEvents, inChannel, isValidDate, modeLine, normalizeTime, parsedLine, quitLine,
-  splitLines, stripFormatting, stripNickMode,
+  addDays,
+  type ChannelLine,
+  dateFromParts,
+  DayClock,
+  finishEvents,
+  inChannel,
+  isValidDate,
+  modeLine,
+  normalizeTime,
+  parsedLine,
+  quitLine,
+  splitLines,
+  stripFormatting,
+  stripNickMode,
 } from './common.js';
 import { ParseError, type FileNameInfo, type LogFormat, type ParsedEvent, type ParsedFile, type ParsedLine } from './types.js';
 
@@ -85,10 +97,19 @@ function parseBody(rest: string): Body | null {
 
 /** fe-common/core and fe-common/irc formats that are not channel events (join info, account and away notes). */
 const SKIP_STATUS = [
-  /^Irssi: /, /^Topic for \S+:/, /^No topic set for /, /^Topic set by /, /^Channel \S+ created /, /^Home page for \S+:/,
-  /^mode\/\S+ \[.*\]$/, /^You're now known as /, /^You are now talking in /, /^Your nickname is /,
+  /^Irssi: /,
+  /^Topic for \S+:/,
+  /^No topic set for /,
+  /^Topic set by /,
+  /^Channel \S+ created /,
+  /^Home page for \S+:/,
+  /^mode\/\S+ \[.*\]$/,
+  /^You're now known as /,
+  /^You are now talking in /,
+  /^Your nickname is /,
   /^\S+ \[[^\]]*\] has (?:changed host|logged out of their account|logged in to account .*)$/,
-  /^\S+ has been invited to \S+ by \S+$/, /^\S+ \[[^\]]*\] is (?:now away: .*|no longer away)$/,
+  /^\S+ has been invited to \S+ by \S+$/,
+  /^\S+ \[[^\]]*\] is (?:now away: .*|no longer away)$/,
 ];
 
 function parseStatus(s: string): Body | null {

@@ -20,8 +20,18 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, parseSelfDatedLog, dateFromParts, inChannel, isValidDate, type LineStamp, modeLine, normalizeTime, parsedLine,
-  parseIsoStamp, quitLine, stripFormatting,
+  type ChannelLine,
+  parseSelfDatedLog,
+  dateFromParts,
+  inChannel,
+  isValidDate,
+  type LineStamp,
+  modeLine,
+  normalizeTime,
+  parsedLine,
+  parseIsoStamp,
+  quitLine,
+  stripFormatting,
 } from './common.js';
 import type { FileNameInfo, LogFormat, ParsedFile } from './types.js';
 

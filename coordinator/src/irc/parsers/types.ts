@@ -4,9 +4,7 @@
  * offset; the importer converts to UTC with the import's time zone.
  */
 
-export const IRC_EVENT_TYPES = [
-  'PRIVMSG', 'ACTION', 'NOTICE', 'JOIN', 'PART', 'QUIT', 'NICK', 'KICK', 'MODE', 'TOPIC', 'NETSPLIT', 'NETMERGE',
-] as const;
+export const IRC_EVENT_TYPES = ['PRIVMSG', 'ACTION', 'NOTICE', 'JOIN', 'PART', 'QUIT', 'NICK', 'KICK', 'MODE', 'TOPIC', 'NETSPLIT', 'NETMERGE'] as const;
 export type IrcEventType = (typeof IRC_EVENT_TYPES)[number];
 
 /** One line's meaning, without its position in the file. */

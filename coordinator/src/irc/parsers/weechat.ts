@@ -26,8 +26,17 @@
  */
 import path from 'node:path';
 import {
-  type ChannelLine, parseSelfDatedLog, inChannel, isValidDate, type LineStamp, modeLine, parsedLine, parseIsoStamp, quitLine,
-  stripFormatting, stripNickMode,
+  type ChannelLine,
+  parseSelfDatedLog,
+  inChannel,
+  isValidDate,
+  type LineStamp,
+  modeLine,
+  parsedLine,
+  parseIsoStamp,
+  quitLine,
+  stripFormatting,
+  stripNickMode,
 } from './common.js';
 import type { FileNameInfo, LogFormat, ParsedFile } from './types.js';
 
@@ -82,8 +91,14 @@ function kick(msg: string): ChannelLine | null {
 }
 
 const SKIP_NETWORK = [
-  /^You are now known as /, /^Topic for \S+ is /, /^Topic set by /, /^Channel \S+: \d+ nicks? /, /^Nicks \S+: /,
-  /^Channel created on /, /^Mode \S+ \[[^\]]*\]$/, /^URL for \S+: /,
+  /^You are now known as /,
+  /^Topic for \S+ is /,
+  /^Topic set by /,
+  /^Channel \S+: \d+ nicks? /,
+  /^Nicks \S+: /,
+  /^Channel created on /,
+  /^Mode \S+ \[[^\]]*\]$/,
+  /^URL for \S+: /,
 ];
 
 function parseNetwork(msg: string): Body | null {

@@ -43,8 +43,15 @@ export function parseLogFileName(filePath: string): { channel: string; date: str
 
 const LINE = /^\[(\d{2}):(\d{2}):(\d{2})\] (.*)$/s;
 
-const ev = (eventType: IrcEventType, time: string, nick: string | null, messageText: string | null, extra: Partial<ParsedLine> = {}): TimedLine =>
-  ({ eventType, time, nick, messageText, target: null, toNick: null, ...extra });
+const ev = (eventType: IrcEventType, time: string, nick: string | null, messageText: string | null, extra: Partial<ParsedLine> = {}): TimedLine => ({
+  eventType,
+  time,
+  nick,
+  messageText,
+  target: null,
+  toNick: null,
+  ...extra,
+});
 
 /** Parses one decoded line; null when it is not in a known shape. Formatting codes are removed. */
 export function parseZncLine(line: string): TimedLine | null {

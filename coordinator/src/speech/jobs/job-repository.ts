@@ -256,9 +256,20 @@ export class JobRepository {
     await trx.raw(`insert into speech_job_events (job_id, event, message) values (?, 'queued', ?)`, [jobId, message]);
   }
 
-  async log(jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null, trx: Knex | Knex.Transaction = this.knex) {
+  async log(
+    jobId: number,
+    event: string,
+    message: string,
+    level: EventLevel = 'info',
+    data: Record<string, unknown> | null = null,
+    trx: Knex | Knex.Transaction = this.knex,
+  ) {
     await trx.raw('insert into speech_job_events (job_id, event, message, level, data) values (?, ?, ?, ?, ?::jsonb)', [
-      jobId, event, message, level, data ? JSON.stringify(data) : null,
+      jobId,
+      event,
+      message,
+      level,
+      data ? JSON.stringify(data) : null,
     ]);
   }
 
@@ -284,7 +295,9 @@ export class JobRepository {
             report_sent_at = case when j.status = 'failed' then null else j.report_sent_at end
           where j.id = any(:ids::int[]) and j.status = any(:from::text[])
             and not (j.source_type = 'upload' and j.media_path is null)
-          returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}
+          returning ${STATUS_COLUMNS.split(', ')
+            .map((c) => `j.${c}`)
+            .join(', ')}
        ), ev as (
          insert into speech_job_events (job_id, event, message) select id, 'restarted', :message from moved
        )
@@ -434,13 +447,16 @@ export class JobRepository {
 
   /** Why a fence check failed, for the worker's error message (read only after the fenced statement matched nothing). */
   private async staleReason(workerId: number, ref: LeaseRefMsg): Promise<{ message: string; outcome: string | null }> {
-    const { rows } = await this.knex.raw<{ rows: Array<{ worker_id: number; token_hash: string; ended_at: unknown; outcome: string | null; expired: boolean }> }>(
-      `select worker_id, token_hash, ended_at, outcome, (expires_at <= now()) as expired from speech_leases where job_id = ? and attempt = ?`,
-      [ref.job_id, ref.attempt],
-    );
+    const { rows } = await this.knex.raw<{
+      rows: Array<{ worker_id: number; token_hash: string; ended_at: unknown; outcome: string | null; expired: boolean }>;
+    }>(`select worker_id, token_hash, ended_at, outcome, (expires_at <= now()) as expired from speech_leases where job_id = ? and attempt = ?`, [
+      ref.job_id,
+      ref.attempt,
+    ]);
     const r = rows[0];
     const what = `job ${ref.job_id} attempt ${ref.attempt}`;
-    if (!r || r.worker_id !== workerId || r.token_hash !== hashLeaseToken(ref.lease_token)) return { message: `no lease for ${what} with this token`, outcome: null };
+    if (!r || r.worker_id !== workerId || r.token_hash !== hashLeaseToken(ref.lease_token))
+      return { message: `no lease for ${what} with this token`, outcome: null };
     if (r.ended_at) return { message: `the lease of ${what} ended (${r.outcome})`, outcome: r.outcome };
     return { message: `the lease of ${what} expired`, outcome: null };
   }
@@ -450,7 +466,10 @@ export class JobRepository {
   }
 
   /** The pass and cancel flag of a live lease; StaleLeaseError otherwise. */
-  async liveLease(workerId: number, ref: LeaseRefMsg): Promise<{ pass: number; cancelRequested: boolean; mediaPath: string | null; mediaSha256: string | null }> {
+  async liveLease(
+    workerId: number,
+    ref: LeaseRefMsg,
+  ): Promise<{ pass: number; cancelRequested: boolean; mediaPath: string | null; mediaSha256: string | null }> {
     const rows = await this.prepared<{ current_pass: number; cancel: boolean; media_path: string | null; media_sha256: string | null }>(
       'speech_live_lease',
       `select j.current_pass, (j.cancel_requested_at is not null) as cancel, j.media_path, j.media_sha256
@@ -636,7 +655,10 @@ export class JobRepository {
     );
     if (rows.length) {
       this.publish(rows);
-      this.terminal(rows, rows.some((r) => r.notified));
+      this.terminal(
+        rows,
+        rows.some((r) => r.notified),
+      );
     }
     const ended = new Map(rows.map((r) => [Number(r.id), r]));
     return Promise.all(
@@ -664,7 +686,9 @@ export class JobRepository {
          update speech_jobs j set status = 'queued', max_attempts = j.max_attempts + 1, stage_label = 'Waiting for a worker',
             stage_detail = :detail, audio_position_seconds = 0, transcript_text = null, updated_at = now()
            from l where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
-         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}
+         returning ${STATUS_COLUMNS.split(', ')
+           .map((c) => `j.${c}`)
+           .join(', ')}
        ), ev as (
          insert into speech_job_events (job_id, event, message, level) select id, 'released', 'Attempt ' || attempt || ' handed back: ' || :reason, 'warn' from job
        )
@@ -710,7 +734,9 @@ export class JobRepository {
                      else 'worker ' || e.worker || ' restarted without this job (attempt ' || e.attempt || ' of ' || jj.max_attempts || ')' end as why
                    from ended e join speech_jobs jj on jj.id = e.job_id) ended
           where j.id = ended.job_id and j.attempt = ended.attempt and j.status = any(:from::text[])
-         returning ${STATUS_COLUMNS.split(', ').map((c) => `j.${c}`).join(', ')}, j.callback_cycle, j.failure_error, j.stage_detail as detail, (j.status = 'queued') as requeued,
+         returning ${STATUS_COLUMNS.split(', ')
+           .map((c) => `j.${c}`)
+           .join(', ')}, j.callback_cycle, j.failure_error, j.stage_detail as detail, (j.status = 'queued') as requeued,
                    j.queue_channel, j.callback_url, j.owner_id
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
@@ -773,7 +799,10 @@ export class JobRepository {
   }
 
   /** The staged media is in place: the job waits for a worker again. False when the job is gone. */
-  async staged(jobId: number, media: { path: string; sha256: string; sizeBytes: number; mime: string | null; durationSeconds: number | null; retainedUntil: Date | null }): Promise<boolean> {
+  async staged(
+    jobId: number,
+    media: { path: string; sha256: string; sizeBytes: number; mime: string | null; durationSeconds: number | null; retainedUntil: Date | null },
+  ): Promise<boolean> {
     const { rows } = await this.knex.raw<{ rows: StatusRow[] }>(
       `update speech_jobs set media_path = ?, media_sha256 = ?, source_size_bytes = ?, source_mime = coalesce(?, source_mime),
           source_duration_seconds = coalesce(?, source_duration_seconds), media_retained_until = ?,

@@ -289,7 +289,12 @@ export class JobService {
       if (!worker || worker.revokedAt) throw businessRule('worker', `no active worker named "${target.worker ?? ''}"`);
       workerId = worker.id;
     }
-    await this.repo.setTarget(job.id, target.mode, workerId, `Execution target set to ${target.mode === 'worker' ? `worker ${target.worker}` : target.mode} by ${user.username}.`);
+    await this.repo.setTarget(
+      job.id,
+      target.mode,
+      workerId,
+      `Execution target set to ${target.mode === 'worker' ? `worker ${target.worker}` : target.mode} by ${user.username}.`,
+    );
     this.work.notify();
     return this.getVisible(user, jobId);
   }

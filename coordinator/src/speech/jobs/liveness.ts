@@ -30,7 +30,11 @@ export const QUIET_AFTER_SECONDS = 120;
  */
 export function computeLiveness(input: LivenessInput): Liveness {
   const { status, lease, now } = input;
-  const state = (s: LivenessState, secondsSinceHeartbeat: number | null = null, reason: string | null = null): Liveness => ({ state: s, secondsSinceHeartbeat, reason });
+  const state = (s: LivenessState, secondsSinceHeartbeat: number | null = null, reason: string | null = null): Liveness => ({
+    state: s,
+    secondsSinceHeartbeat,
+    reason,
+  });
   if (status === 'queued' && input.waitingReason) return state('suspect', null, input.waitingReason);
   if (!isProcessing(status)) return state('inactive');
   if (!lease) return state('suspect', null, 'The job is processing without a live lease');

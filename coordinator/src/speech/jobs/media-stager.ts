@@ -204,9 +204,24 @@ export class MediaStager {
       });
       const maxBytes = this.maxBytes();
       const args = [
-        '--ignore-config', '--no-playlist', '--no-progress', '--no-mtime', '--no-cache-dir', '--newline',
-        '--socket-timeout', '30', '--max-filesize', String(maxBytes), '--proxy', via,
-        '-f', 'bestaudio/best', '-o', path.join(dir, 'source.%(ext)s'), '--', url,
+        '--ignore-config',
+        '--no-playlist',
+        '--no-progress',
+        '--no-mtime',
+        '--no-cache-dir',
+        '--newline',
+        '--socket-timeout',
+        '30',
+        '--max-filesize',
+        String(maxBytes),
+        '--proxy',
+        via,
+        '-f',
+        'bestaudio/best',
+        '-o',
+        path.join(dir, 'source.%(ext)s'),
+        '--',
+        url,
       ];
       const result = await run(exe, args, DOWNLOAD_TIMEOUT_MS);
       const refused = guard?.refusals.length ? ` (refused by the outbound policy: ${guard.refusals.slice(0, 3).join('; ')})` : '';
@@ -238,7 +253,6 @@ export class MediaStager {
   private log(jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null) {
     return this.repo.log(jobId, event, message, level, data);
   }
-
 }
 
 /** fetch's "fetch failed" with the reason underneath (refusals of the outbound policy come through as they are). */
@@ -247,12 +261,16 @@ function describeFetchError(err: unknown): Error {
   if (e?.name === 'OutboundRefused') return new Error(`refused by the outbound policy: ${e.message}`);
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return new Error('the download timed out');
   const cause = e?.cause;
-  if (cause && (cause.code || cause.message)) return new Error(`${e.message}: ${cause.code ?? ''}${cause.code && cause.message ? ' ' : ''}${cause.message ?? ''}`.trim());
+  if (cause && (cause.code || cause.message))
+    return new Error(`${e.message}: ${cause.code ?? ''}${cause.code && cause.message ? ' ' : ''}${cause.message ?? ''}`.trim());
   return e instanceof Error ? e : new Error(String(err));
 }
 
 function lastLines(text: string, max = 600): string {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const tail = lines.slice(-3).join(' | ');
   return (tail.length > max ? `…${tail.slice(-max)}` : tail) || 'no output';
 }

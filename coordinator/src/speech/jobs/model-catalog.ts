@@ -159,14 +159,12 @@ export class ModelCatalog {
   ) {}
 
   async snapshot(): Promise<ModelCatalogSnapshot> {
-    const rows = await this.orm.em
-      .getConnection()
-      .execute<WorkerRow[]>(
-        `select id, name, capabilities,
+    const rows = await this.orm.em.getConnection().execute<WorkerRow[]>(
+      `select id, name, capabilities,
                 coalesce(last_seen_at > now() - make_interval(secs => ?), false) as present
            from speech_workers where revoked_at is null and capabilities is not null order by id`,
-        [this.config.WORKER_PRESENCE_TTL_MS / 1000],
-      );
+      [this.config.WORKER_PRESENCE_TTL_MS / 1000],
+    );
     const allow = new Set(this.config.SPEECH_LOCAL_MODELS);
     return new ModelCatalogSnapshot(
       rows.map((row) => {

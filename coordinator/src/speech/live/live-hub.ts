@@ -58,13 +58,11 @@ export class LiveHub implements JobEventSink {
     this.io = io;
 
     io.use((socket, next) => {
-      deps
-        .authenticate(socket.handshake.headers, socket.handshake.auth ?? {})
-        .then((user) => {
-          if (!user) return next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
-          socket.data.user = user;
-          next();
-        }, next);
+      deps.authenticate(socket.handshake.headers, socket.handshake.auth ?? {}).then((user) => {
+        if (!user) return next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
+        socket.data.user = user;
+        next();
+      }, next);
     });
 
     io.on('connection', (socket: Socket) => {

@@ -281,9 +281,7 @@ export class CallbackService {
     );
     if (outcome.status !== 'retrying') {
       const message =
-        outcome.status === 'delivered'
-          ? `Callback delivered (HTTP ${outcome.httpStatus}).`
-          : `Callback not delivered: ${outcome.error ?? 'unknown error'}.`;
+        outcome.status === 'delivered' ? `Callback delivered (HTTP ${outcome.httpStatus}).` : `Callback not delivered: ${outcome.error ?? 'unknown error'}.`;
       await this.deps.repo
         .log(jobId, outcome.status === 'delivered' ? 'callback_delivered' : 'callback_failed', message, outcome.status === 'delivered' ? 'info' : 'warn')
         .catch(() => undefined);

@@ -23,9 +23,7 @@ export class NotificationOutbox {
   private again = false;
   private closed = false;
 
-  constructor(
-    private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger },
-  ) {}
+  constructor(private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger }) {}
 
   private get knex(): Knex {
     return this.deps.orm.em.getConnection().getKnex();

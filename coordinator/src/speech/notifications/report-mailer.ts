@@ -64,8 +64,11 @@ interface ReportRow {
 /** Text a report may show: one line, no control characters, bounded. */
 export function safeText(value: string | null | undefined, max = 500): string | null {
   if (!value) return null;
-  // eslint-disable-next-line no-control-regex
-  const clean = value.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
+  const clean = value
+    // eslint-disable-next-line no-control-regex
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
   if (!clean) return null;
   return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
 }
@@ -123,7 +126,9 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
     '',
   ].join('\n');
   const rows = (list: Array<[string, string]>) =>
-    list.map(([k, v]) => html`<tr><th align="left" style="padding-right:12px">${k}</th><td>${/^https?:\/\//.test(v) ? html`<a href="${v}">${v}</a>` : v}</td></tr>`);
+    list.map(
+      ([k, v]) => html`<tr><th align="left" style="padding-right:12px">${k}</th><td>${/^https?:\/\//.test(v) ? html`<a href="${v}">${v}</a>` : v}</td></tr>`,
+    );
   const body = html`<!doctype html><html><body style="font-family:sans-serif">
 <h2>${heading}</h2>
 <table>${rows(facts)}</table>

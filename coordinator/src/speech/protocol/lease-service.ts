@@ -91,7 +91,16 @@ export class LeaseService {
    */
   async complete(
     workerId: number,
-    req: { lease: LeaseRefMsg; success: boolean; error: string; cancelled: boolean; segmentCount: number; durationSeconds: number; engine: string; engineModel: string },
+    req: {
+      lease: LeaseRefMsg;
+      success: boolean;
+      error: string;
+      cancelled: boolean;
+      segmentCount: number;
+      durationSeconds: number;
+      engine: string;
+      engineModel: string;
+    },
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     await this.progressWriter.flushAttempt(req.lease);
     const { lease, ...outcome } = req;

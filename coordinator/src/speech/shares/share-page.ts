@@ -75,7 +75,11 @@ export function paragraphsOf(t: Pick<PublicTranscript, 'segments' | 'transcriptT
     return out;
   }
   for (const block of (t.transcriptText ?? '').split(/\n\s*\n/)) {
-    const sentences = block.trim().replace(/\s+/g, ' ').split(/(?<=[.!?…])\s+/).filter(Boolean);
+    const sentences = block
+      .trim()
+      .replace(/\s+/g, ' ')
+      .split(/(?<=[.!?…])\s+/)
+      .filter(Boolean);
     let text = '';
     for (const sentence of sentences) {
       text = text ? `${text} ${sentence}` : sentence;
@@ -107,8 +111,13 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
       .send(layout({ title, head: html`${NOINDEX}${PAGE_STYLE}`, body }));
 
   const notFound = (reply: FastifyReply) =>
-    send(reply, 404, 'Transcript not found', html`<div class="card"><h1>Transcript not found</h1>
-      <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`);
+    send(
+      reply,
+      404,
+      'Transcript not found',
+      html`<div class="card"><h1>Transcript not found</h1>
+      <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`,
+    );
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
@@ -130,11 +139,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
         return notFound(reply);
       }
       if (asText) {
-        return reply
-          .header('x-robots-tag', 'noindex')
-          .header('cache-control', 'no-store')
-          .type('text/plain; charset=utf-8')
-          .send(plainText(t));
+        return reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(plainText(t));
       }
       const full = request.query.full !== undefined;
       return send(reply, 200, t.title, full ? detailed(t, token) : reading(t, token));
@@ -164,23 +169,28 @@ function reading(t: PublicTranscript, token: string): SafeHtml {
     ${facts(t)}${notice(t)}
     <nav class="views muted"><a href="?full">Show timestamps and speakers</a><a href="${token}.txt">Plain text</a></nav>
     <hr>
-    <div class="text" data-testid="transcript">${paragraphs.length
-      ? paragraphs.map((p) => html`<p>${p.speaker ? html`<span class="speaker">${p.speaker}</span>` : ''}${p.text}</p>`)
-      : html`<p class="muted">The transcript is empty.</p>`}</div>
+    <div class="text" data-testid="transcript">${
+      paragraphs.length
+        ? paragraphs.map((p) => html`<p>${p.speaker ? html`<span class="speaker">${p.speaker}</span>` : ''}${p.text}</p>`)
+        : html`<p class="muted">The transcript is empty.</p>`
+    }</div>
   </article>`;
 }
 
 function detailed(t: PublicTranscript, token: string): SafeHtml {
   const speakers = t.segments.some((s) => s.speaker);
   const rows = t.segments.map(
-    (s) => html`<tr><td class="time"><time>${clock(s.start)}</time>–<time>${clock(s.end)}</time></td>${speakers ? html`<td class="who">${s.speaker ?? ''}</td>` : ''}<td>${s.text.trim()}</td></tr>`,
+    (s) =>
+      html`<tr><td class="time"><time>${clock(s.start)}</time>–<time>${clock(s.end)}</time></td>${speakers ? html`<td class="who">${s.speaker ?? ''}</td>` : ''}<td>${s.text.trim()}</td></tr>`,
   );
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
     <nav class="views muted"><a href="${token}">Reading view</a><a href="${token}.txt">Plain text</a></nav>
-    ${rows.length
-      ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`
-      : html`<hr><div class="text" data-testid="transcript">${paragraphsOf(t).map((p) => html`<p>${p.text}</p>`)}</div>`}
+    ${
+      rows.length
+        ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`
+        : html`<hr><div class="text" data-testid="transcript">${paragraphsOf(t).map((p) => html`<p>${p.text}</p>`)}</div>`
+    }
   </article>`;
 }

@@ -16,7 +16,12 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt:
 const tags = ['speech'];
 /** PATCH and HEAD carry an upload's data in chunks: a looser throttle than the API's 120 per minute. */
 const CHUNK_RATE_LIMIT = { max: 1200, timeWindow: 60_000 } as const;
-const uploadIdParams = z.object({ id: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/).describe('Upload id (last segment of the upload URL)') });
+const uploadIdParams = z.object({
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,128}$/)
+    .describe('Upload id (last segment of the upload URL)'),
+});
 
 const tusNote =
   'tus 1.0 resumable upload protocol (creation, termination and expiration extensions; `Tus-Resumable: 1.0.0`). ' +

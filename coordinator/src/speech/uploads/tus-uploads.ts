@@ -24,9 +24,7 @@ const OWNER_KEY = 'sonar_owner_id';
 /** How long a finished upload remembers its job (for `GET /api/speech/uploads/{id}/job` and a resuming HEAD). */
 const FINISHED_TTL_SECONDS = 7 * 86400;
 /** Metadata entries that carry job settings, as in a multipart submission. */
-const SETTING_KEYS = [
-  'source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages', 'disable_diarization',
-] as const;
+const SETTING_KEYS = ['source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages', 'disable_diarization'] as const;
 
 export interface FinishedUpload {
   jobId: number;

@@ -232,7 +232,10 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         engine: r.engine,
         engineModel: r.engine_model,
       });
-      logger.info({ worker: worker.name, job: r.lease.job_id, attempt: r.lease.attempt, status: res.status, duplicate: res.duplicate }, 'job attempt completed');
+      logger.info(
+        { worker: worker.name, job: r.lease.job_id, attempt: r.lease.attempt, status: res.status, duplicate: res.duplicate },
+        'job attempt completed',
+      );
       return { duplicate: res.duplicate, status: res.status };
     }),
 

@@ -57,10 +57,13 @@ export class WorkerRegistry extends WorkerDirectory {
     await this.redis.set(this.sessionKey(session.sessionId), JSON.stringify(session), 'PX', this.config.WORKER_PRESENCE_TTL_MS);
     await this.db.em
       .getConnection()
-      .execute(
-        'update speech_workers set last_seen_at = now(), capabilities = ?::jsonb, contract_version = ?, agent_version = ?, hostname = ? where id = ?',
-        [JSON.stringify({ ...info.capabilities, local: info.local }), info.contractVersion, info.agentVersion.slice(0, 50), info.hostname.slice(0, 255), worker.id],
-      );
+      .execute('update speech_workers set last_seen_at = now(), capabilities = ?::jsonb, contract_version = ?, agent_version = ?, hostname = ? where id = ?', [
+        JSON.stringify({ ...info.capabilities, local: info.local }),
+        info.contractVersion,
+        info.agentVersion.slice(0, 50),
+        info.hostname.slice(0, 255),
+        worker.id,
+      ]);
     this.local.set(session.sessionId, { workerId: worker.id, lastSeen: Date.now() });
     this.sessions.set(session.sessionId, { session, at: Date.now() });
     this.presenceWritten.set(worker.id, Date.now());
