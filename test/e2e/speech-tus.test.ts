@@ -1,13 +1,13 @@
 import type {} from '@fastify/jwt';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createReadStream, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { browserLogin, createJwtUser, createTestApp, type TestApp, type TestUser } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 
@@ -68,6 +68,20 @@ async function tusFiles(): Promise<string[]> {
 
 async function head(url: string, headers: Record<string, string> = {}) {
   return fetch(url, { method: 'HEAD', headers: { 'tus-resumable': '1.0.0', ...headers } });
+}
+
+/**
+ * Runs `fn` with the clock (Date only: timers stay real) moved past SPEECH_UPLOAD_EXPIRY_HOURS (24),
+ * the clock @tus/file-store's deleteExpired reads.
+ */
+async function afterExpiry(fn: () => Promise<void>) {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  vi.setSystemTime(Date.now() + 25 * 3600_000);
+  try {
+    await fn();
+  } finally {
+    vi.useRealTimers();
+  }
 }
 
 async function jobRow(id: number) {
@@ -342,10 +356,55 @@ describe('resumable uploads (tus)', () => {
     const id = partial.upload.url!.split('/').pop()!;
     expect(await tusFiles()).toEqual(expect.arrayContaining([id, `${id}.json`]));
     const uploads = t.app.deps.speech.uploads;
+    const libraryPass = vi.spyOn(uploads.server, 'cleanUpExpiredUploads');
     expect(await uploads.cleanupExpired()).toBe(0); // not expired yet
     expect(await tusFiles()).toEqual(expect.arrayContaining([id, `${id}.json`]));
-    expect(await uploads.cleanupExpired(new Date(Date.now() + 25 * 3600_000))).toBeGreaterThanOrEqual(1);
+    await afterExpiry(async () => {
+      expect(await uploads.cleanupExpired()).toBeGreaterThanOrEqual(1);
+    });
+    // @tus/server's own expiry removed the unfinished upload.
+    expect(libraryPass).toHaveBeenCalledTimes(2);
+    await expect(libraryPass.mock.results[1]!.value).resolves.toBeGreaterThanOrEqual(1);
+    libraryPass.mockRestore();
     expect(await tusFiles()).toEqual([]);
     expect((await head(partial.upload.url!, alice.auth)).status).toBe(404);
+  }, 30_000);
+
+  it('also removes expired leftovers: a finished upload that never became a job, a broken info file, a stray data file', async () => {
+    const uploads = t.app.deps.speech.uploads;
+    const jobsBefore = await jobCount();
+    const create = async (length: number) => {
+      const res = await fetch(endpoint, { method: 'POST', headers: { ...alice.auth, 'tus-resumable': '1.0.0', 'upload-length': String(length) } });
+      expect(res.status).toBe(201);
+      return new URL(res.headers.get('location')!, endpoint).toString();
+    };
+    // All but the last byte over tus; the last byte landed but the process stopped before onUploadFinish queued a job.
+    const finishedUrl = await create(1000);
+    const patch = await fetch(finishedUrl, {
+      method: 'PATCH',
+      headers: { ...alice.auth, 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' },
+      body: new Uint8Array(wavBytes.subarray(0, 999)),
+    });
+    expect(patch.status).toBe(204);
+    const finishedId = finishedUrl.split('/').pop()!;
+    appendFileSync(path.join(tusDir, finishedId), wavBytes.subarray(999, 1000));
+    const finishedHead = await head(finishedUrl, alice.auth);
+    expect(finishedHead.headers.get('upload-offset')).toBe('1000');
+    expect(finishedHead.headers.get('upload-length')).toBe('1000');
+    // An info file that no longer parses, and a data file whose info file is gone.
+    const brokenId = (await create(100)).split('/').pop()!;
+    writeFileSync(path.join(tusDir, `${brokenId}.json`), '{"id": "trunc');
+    writeFileSync(path.join(tusDir, 'stray-data'), 'x'.repeat(100));
+    const leftovers = [finishedId, `${finishedId}.json`, brokenId, `${brokenId}.json`, 'stray-data'].sort();
+    expect(await tusFiles()).toEqual(leftovers);
+
+    expect(await uploads.cleanupExpired()).toBe(0); // not expired yet
+    expect(await tusFiles()).toEqual(leftovers);
+    await afterExpiry(async () => {
+      expect(await uploads.cleanupExpired()).toBe(3);
+    });
+    expect(await tusFiles()).toEqual([]);
+    expect((await head(finishedUrl, alice.auth)).status).toBe(404);
+    expect(await jobCount()).toBe(jobsBefore);
   }, 30_000);
 });

@@ -1,6 +1,6 @@
 import { cleanFilename, jobSettings } from '../submission.js';
 import type { IncomingMessage } from 'node:http';
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStore } from '@tus/file-store';
 import { Server, type ServerOptions, type Upload } from '@tus/server';
@@ -77,7 +77,9 @@ export class TusUploads {
     private readonly catalog: ModelCatalog,
   ) {
     this.directory = path.join(media.root, 'tus');
-    this.store = new FileStore({ directory: this.directory, expirationPeriodInMilliseconds: this.expiryMs() });
+    // The tus expiration extension: Upload-Expires on creation, 410 for an expired upload, and
+    // the age past which cleanupExpired (server.cleanUpExpiredUploads) removes it.
+    this.store = new FileStore({ directory: this.directory, expirationPeriodInMilliseconds: config.SPEECH_UPLOAD_EXPIRY_HOURS * 3600_000 });
     const publicOrigin = new URL(config.PUBLIC_BASE_URL).origin;
     this.server = new Server({
       path: TUS_PATH,
@@ -91,10 +93,6 @@ export class TusUploads {
       onUploadCreate: (req, upload) => this.onCreate(req, upload),
       onUploadFinish: (req, upload) => this.onFinish(req, upload),
     });
-  }
-
-  expiryMs() {
-    return this.config.SPEECH_UPLOAD_EXPIRY_HOURS * 3600_000;
   }
 
   /** The signed-in caller of a tus request; the Fastify route binds it before handing the raw request over. */
@@ -212,10 +210,39 @@ export class TusUploads {
   }
 
   /**
-   * Removes unfinished uploads older than SPEECH_UPLOAD_EXPIRY_HOURS (their data file and info
-   * file), and data files that lost their info file. Returns how many uploads were removed.
+   * The `speech-upload-expiry` maintenance task: removes what the tus folder holds past
+   * SPEECH_UPLOAD_EXPIRY_HOURS. Returns how many uploads (or stray files) were removed.
+   *
+   * @tus/server's `cleanUpExpiredUploads` (FileStore.deleteExpired) does the ordinary case: an
+   * upload with a data file and a readable info file whose `creation_date` is older than the
+   * store's `expirationPeriodInMilliseconds`, judged by the real clock (`new Date()`), the same
+   * judgment its HEAD and PATCH handlers use to answer 410 for an expired upload.
    */
-  async cleanupExpired(now = new Date()): Promise<number> {
+  async cleanupExpired(): Promise<number> {
+    let removed: number;
+    try {
+      removed = await this.server.cleanUpExpiredUploads();
+    } catch (err) {
+      // FileConfigstore.list reads the folder; none yet means nothing to expire.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw err;
+    }
+    return removed + (await this.sweepLeftovers());
+  }
+
+  /**
+   * What FileStore.deleteExpired leaves behind, removed once past the same expiry and clock:
+   * - ids that are not a data file + info file pair (FileConfigstore.list only lists pairs): a data
+   *   file whose info file is gone, or an info file whose data file is gone;
+   * - info files FileConfigstore.get cannot read (it answers undefined for a broken JSON file), or
+   *   without a `creation_date`: their age is the file's mtime;
+   * - uploads whose stored size equals their stored offset, which deleteExpired skips as finished.
+   *   A finished upload is queued and its info file deleted in onFinish, so one still here past the
+   *   expiry never became a job (the process stopped in between) and goes too. (FileStore keeps the
+   *   offset of the creation, 0, in the info file, so today deleteExpired already removes these.)
+   * Whatever is still here past the expiry after the library's pass is therefore one of these.
+   */
+  private async sweepLeftovers(): Promise<number> {
     let names: string[];
     try {
       names = await readdir(this.directory);
@@ -223,30 +250,25 @@ export class TusUploads {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
       throw err;
     }
-    const cutoff = now.getTime() - this.expiryMs();
-    const infos = new Set(names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)));
+    const expiredBefore = Date.now() - this.store.getExpiration();
+    const present = new Set(names);
+    const ids = new Set(names.map((n) => (n.endsWith('.json') ? n.slice(0, -5) : n)));
     let removed = 0;
-    for (const id of infos) {
-      let created = NaN;
-      try {
-        const info = JSON.parse(await readFile(path.join(this.directory, `${id}.json`), 'utf8')) as { creation_date?: string };
-        created = info.creation_date ? new Date(info.creation_date).getTime() : NaN;
-      } catch {
-        // unreadable: judged by the info file's age below
+    for (const id of ids) {
+      const infoFile = path.join(this.directory, `${id}.json`);
+      const dataFile = path.join(this.directory, id);
+      const hasInfo = present.has(`${id}.json`);
+      const info = hasInfo ? await this.store.configstore.get(id) : undefined;
+      let created = info?.creation_date ? new Date(info.creation_date).getTime() : NaN;
+      if (Number.isNaN(created)) {
+        const stats = await stat(hasInfo ? infoFile : dataFile).catch(() => null);
+        if (!stats?.isFile()) continue;
+        created = stats.mtimeMs;
       }
-      if (Number.isNaN(created)) created = (await stat(path.join(this.directory, `${id}.json`)).catch(() => null))?.mtimeMs ?? now.getTime();
-      if (created > cutoff) continue;
-      await rm(path.join(this.directory, id), { force: true });
-      await rm(path.join(this.directory, `${id}.json`), { force: true });
+      if (created >= expiredBefore) continue;
+      await rm(dataFile, { force: true });
+      await rm(infoFile, { force: true });
       removed++;
-    }
-    for (const name of names) {
-      if (name.endsWith('.json') || infos.has(name)) continue;
-      const info = await stat(path.join(this.directory, name)).catch(() => null);
-      if (info?.isFile() && info.mtimeMs <= cutoff) {
-        await rm(path.join(this.directory, name), { force: true });
-        removed++;
-      }
     }
     return removed;
   }
