@@ -301,6 +301,16 @@ describe('admin CLI', { timeout: TEST_TIMEOUT_MS }, () => {
 });
 
 describe('chat-log commands', { timeout: TEST_TIMEOUT_MS }, () => {
+  it('imports the quick start sample the README points at (deploy/samples/irc)', async () => {
+    const sample = path.resolve(import.meta.dirname, '../../deploy/samples/irc');
+    const imported = await cli(['irc:import', sample, '--network', 'example', '--source', 'production', '--json']);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.json).toMatchObject({ ok: true, files: 2, formats: { znc: 2 } });
+    expect(imported.json.inserted).toBeGreaterThan(15);
+    const links = await cli(['irc:alias:list', '--network', 'example', '--json']);
+    expect(links.json.links).toContainEqual({ network: 'example', nick: 'linus', alias: 'linus_afk', origin: 'log', blocked: false });
+  });
+
   it('imports logs of mixed formats with detection, then links, lists and unlinks nicks', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cli-irc-'));
     writeFileSync(path.join(dir, '#lab_20240310.log'), '[10:00:00] <ann> hi\n[10:01:00] *** ann is now known as ann_\n');

@@ -602,8 +602,8 @@ export class JobRepository {
             stage_label = case when r.success then 'Completed' when r.cancelled or j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
             stage_detail = case when not r.success then null
               when segs.n = 0 then 'No speech detected'
-              when segs.n = r.reported then segs.n || ' segments'
-              else segs.n || ' segments stored, worker reported ' || r.reported end,
+              when segs.n = r.reported then segs.n || case when segs.n = 1 then ' segment' else ' segments' end
+              else segs.n || case when segs.n = 1 then ' segment' else ' segments' end || ' stored, worker reported ' || r.reported end,
             transcript_text = case when r.success then segs.text else j.transcript_text end,
             failure_error = case when r.success then null when r.cancelled or j.cancel_requested_at is not null then 'Cancelled on request.'
               else left(coalesce(nullif(r.error, ''), 'The worker reported a failure.'), 2000) end,
@@ -623,7 +623,7 @@ export class JobRepository {
          insert into speech_job_events (job_id, event, message, level)
          select id, outcome,
                 case when outcome = 'completed' and n = 0 then 'Attempt ' || attempt || ' completed: no speech detected.'
-                     when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || ' segments.'
+                     when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || case when n = 1 then ' segment.' else ' segments.' end
                      when outcome = 'cancelled' then 'Attempt ' || attempt || ': cancelled on request.'
                      else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(error, ''), 'The worker reported a failure.'), 2000) end,
                 case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end
