@@ -897,8 +897,8 @@ async function timed<T>(label: string, fn: () => Promise<T>): Promise<T> {
 
 async function generate({ rows, seed, force }: { rows: number; seed: number; force: boolean }): Promise<void> {
   const base = serverUrl();
-  const state = await readBenchState(base).catch((err) => {
-    throw new Error(`cannot reach PostgreSQL at ${adminDatabaseUrl(base)}: ${err.message}`);
+  const state = await readBenchState(base).catch((err: unknown) => {
+    throw new Error(`cannot reach PostgreSQL at ${adminDatabaseUrl(base)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   });
   if (state?.complete && state.rows === rows && state.seed === seed && state.version === GENERATOR_VERSION && !force) {
     const bench = await connect(benchDatabaseUrl(base));

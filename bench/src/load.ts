@@ -365,7 +365,7 @@ export type LoadReply = { id: number; result: unknown; error?: undefined } | { i
 
 const reply = (m: LoadReply) => process.send?.(m);
 
-process.on('message', async (msg: LoadRequest) => {
+async function handle(msg: LoadRequest): Promise<void> {
   try {
     const result = await (commands[msg.cmd] as (args: unknown) => Promise<unknown>)(msg.args);
     reply({ id: msg.id, result });
@@ -373,7 +373,8 @@ process.on('message', async (msg: LoadRequest) => {
     closeAll();
     reply({ id: msg.id, error: err instanceof Error ? `${err.message}\n${err.stack}` : String(err) });
   }
-});
+}
+process.on('message', (msg: LoadRequest) => void handle(msg));
 // The parent disconnects IPC when it is done (or dies): leave then.
 process.on('disconnect', () => {
   closeAll();

@@ -189,7 +189,10 @@ function startLoadGenerator(): LoadGenerator {
   return {
     call(cmd, args) {
       return new Promise((resolve, reject) => {
-        if (!child.connected) return void reject(new Error('load generator is not running'));
+        if (!child.connected) {
+          reject(new Error('load generator is not running'));
+          return;
+        }
         const id = nextId++;
         // The reply's result is what the command returned (LoadGenerator types it per command).
         pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
@@ -400,7 +403,6 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
   const N = settings.protocolJobs;
   const W = settings.protocolWorkers;
   let lastProtocolJob = 0;
-  let firstProtocolJob = 0;
   try {
     checkInterrupted();
     // Warm-up, untimed: the same workers drain a few hundred jobs first, so the timed run measures a
@@ -419,7 +421,7 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     });
     const enqMs = performance.now() - tEnq;
     lastProtocolJob = Math.max(...ids);
-    firstProtocolJob = Math.min(...ids);
+    const firstProtocolJob = Math.min(...ids);
     row('job enqueue (JobService.create, 8 in flight)', `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)})`);
 
     log(`protocol: ${W} simulated workers draining the queue (Claim wait_ms 0 -> Complete)`);
@@ -550,7 +552,10 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
           waiters.delete(jobId);
           reject(new Error(`job ${jobId} did not finish within ${timeoutMs / 1000} s`));
         }, timeoutMs);
-        if (terminal.has(jobId)) return void done();
+        if (terminal.has(jobId)) {
+          done();
+          return;
+        }
         waiters.set(jobId, done);
         onInterrupt(() => {
           clearTimeout(timer);

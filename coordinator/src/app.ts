@@ -39,7 +39,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // Errors the router raises before any route or hook runs (a malformed percent-encoding, a path
     // parameter over maxParamLength): the documented body of the area the URL belongs to.
-    frameworkErrors: (error, request, reply) => sendError(reply, normalizeError(error, request), errorShapeOf(request.url)),
+    frameworkErrors: (error, request, reply) => void sendError(reply, normalizeError(error, request), errorShapeOf(request.url)),
   });
   // Before anything registers a route: a route that declares no config.auth fails to register.
   enforceRouteAuth(app);

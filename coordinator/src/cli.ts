@@ -384,7 +384,7 @@ program
         const { checkPaths } = await import('./dns/zone-registry.js');
         const warn = await checkPaths(z).then(
           () => [],
-          (e: Error) => [`warning: ${e.message}`],
+          (e: unknown) => [`warning: ${e instanceof Error ? e.message : String(e)}`],
         );
         return {
           json: { zone: z.zone, file: z.filePath, key: z.keyPath, server: z.server, port: z.port },

@@ -32,7 +32,7 @@ async function main() {
   });
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   // A bad file named by the configuration (the IRC logger's) is a configuration error too.
   if (err instanceof ConfigError) {
     console.error(err.message);

@@ -302,8 +302,11 @@ function startLocalWorker(
     stop: () =>
       new Promise<void>((resolve) => {
         stopping = true;
-        const c = child as ChildProcess | null;
-        if (!c || c.exitCode !== null || c.signalCode !== null) return resolve();
+        const c = child;
+        if (!c || c.exitCode !== null || c.signalCode !== null) {
+          resolve();
+          return;
+        }
         c.once('exit', () => resolve());
         c.kill('SIGTERM');
       }),
@@ -322,7 +325,7 @@ async function ensureAdmin(accounts: AccountService): Promise<{ username: string
   return { username: 'admin', password };
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);
   process.exit(1);
 });

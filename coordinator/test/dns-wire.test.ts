@@ -99,7 +99,7 @@ describe('names', () => {
     expect(validateTtl(0)).toEqual({ ok: true, value: 0 });
     expect(validateTtl(2147483647)).toEqual({ ok: true, value: 2147483647 });
     expect(validateTtl('300')).toEqual({ ok: true, value: 300 });
-    for (const bad of [-1, 2147483648, 1.5, 'abc', null, {}]) expect(validateTtl(bad).ok, String(bad)).toBe(false);
+    for (const bad of [-1, 2147483648, 1.5, 'abc', null, {}]) expect(validateTtl(bad).ok, JSON.stringify(bad)).toBe(false);
   });
 });
 

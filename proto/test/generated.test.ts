@@ -20,6 +20,8 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
  */
 
 const run = promisify(execFile);
+/** How promisified execFile rejects when the script exits non-zero. */
+type RunFailure = { code: number; stderr: string };
 const protoDir = path.resolve(import.meta.dirname, '..');
 const repoRoot = path.resolve(protoDir, '..');
 
@@ -27,7 +29,10 @@ describe('generated protocol types', () => {
   it('are up to date with worker.proto and the loader options', async () => {
     const res = await run(process.execPath, [path.join(protoDir, 'scripts/generate.mjs'), '--check']).then(
       (r) => ({ code: 0, stderr: r.stderr }),
-      (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+      (err: unknown) => {
+        const { code, stderr } = err as RunFailure;
+        return { code, stderr };
+      },
     );
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
@@ -45,7 +50,10 @@ describe('generated protocol types', () => {
       const script = path.join(copy, 'scripts/generate.mjs');
       const stale = await run(process.execPath, [script, '--check']).then(
         () => ({ code: 0, stderr: '' }),
-        (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+        (err: unknown) => {
+          const { code, stderr } = err as RunFailure;
+          return { code, stderr };
+        },
       );
       expect(stale.code).toBe(1);
       expect(stale.stderr).toContain('differs or missing: generated/sonar/worker/v1/ProgressAck.d.ts');

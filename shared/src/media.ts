@@ -68,7 +68,10 @@ function runTool(tool: MediaTool, args: string[], opts: MediaToolOptions & { col
   const { signal, timeoutMs } = opts;
   return new Promise((resolve, reject) => {
     // Nothing is started for a signal that has already fired.
-    if (signal?.aborted) return reject(new MediaToolAborted(tool, signal.reason));
+    if (signal?.aborted) {
+      reject(new MediaToolAborted(tool, signal.reason));
+      return;
+    }
     let stderr = '';
     const stdout: Buffer[] = [];
     let stdoutBytes = 0;
@@ -115,8 +118,14 @@ function runTool(tool: MediaTool, args: string[], opts: MediaToolOptions & { col
     });
     // 'close': the process has exited and its stdio is drained.
     child.on('close', (code, sig) => {
-      if (failure) return finish(failure);
-      if (code === 0) return finish(null);
+      if (failure) {
+        finish(failure);
+        return;
+      }
+      if (code === 0) {
+        finish(null);
+        return;
+      }
       stderr = stderr.slice(-STDERR_TAIL_CHARS);
       const how = code !== null ? `exited with code ${code}` : `was killed by ${sig}`;
       const last = stderrLines(stderr).at(-1);

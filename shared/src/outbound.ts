@@ -109,14 +109,22 @@ export class OutboundPolicy {
       connect: {
         lookup: (hostname, options, callback) => {
           dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-            if (err) return callback(err, '', 0);
-            const list = addresses as LookupAddress[];
-            const bad = list.find((a) => this.isBlocked(a.address));
-            if (bad) return callback(new OutboundRefused(`${hostname} resolves to a blocked address (${bad.address})`), '', 0);
-            const first = list[0];
-            if (!first) return callback(new Error(`${hostname} has no address`), '', 0);
+            if (err) {
+              callback(err, '', 0);
+              return;
+            }
+            const bad = addresses.find((a) => this.isBlocked(a.address));
+            if (bad) {
+              callback(new OutboundRefused(`${hostname} resolves to a blocked address (${bad.address})`), '', 0);
+              return;
+            }
+            const first = addresses[0];
+            if (!first) {
+              callback(new Error(`${hostname} has no address`), '', 0);
+              return;
+            }
             // undici asks for one address unless `all` was requested.
-            if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+            if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
             else callback(null, first.address, first.family);
           });
         },

@@ -6,8 +6,10 @@ import { PERMISSIONS, TOKEN_SCOPES } from './permissions.js';
  * Control characters: C0 (U+0000 to U+001F) and DEL. PostgreSQL refuses NUL in text, and none of
  * them belongs in a name, a search term or a path segment.
  */
+// eslint-disable-next-line no-control-regex -- the point of this pattern is to reject control characters
 const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/;
 /** The same, but tab, line feed and carriage return are allowed (notes, free text). */
+// eslint-disable-next-line no-control-regex -- the point of this pattern is to reject control characters
 const NO_CONTROL_MULTILINE = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
 
 export const CONTROL_CHARACTERS_MESSAGE = 'must not contain control characters (such as NUL)';

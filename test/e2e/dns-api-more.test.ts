@@ -70,7 +70,7 @@ describe('IP whitelist writes (DNS_WHITELIST_WRITE)', () => {
   it('without it a whitelisted address reads but gets 403 on a write', async () => {
     const list = await t.app.inject({ method: 'GET', url: '/api/dns/zones', remoteAddress: WL_IP });
     expect(list.json()).toMatchObject({ ok: true, access_type: 'ip_whitelist', count: 2 });
-    expect(list.json().zones.every((z: { can_write: boolean }) => z.can_write === false)).toBe(true);
+    expect(list.json().zones.every((z: { can_write: unknown }) => z.can_write === false)).toBe(true);
     const w = await add(t, `wl-off.${Z}`, '10.5.1.1');
     expect(w.statusCode).toBe(403);
     expect(w.json()).toMatchObject({ ok: false, reason: 'forbidden' });
@@ -81,7 +81,7 @@ describe('IP whitelist writes (DNS_WHITELIST_WRITE)', () => {
 
   it('with DNS_WHITELIST_WRITE=true the same address writes (seen on the master); others stay 401', async () => {
     const list = await tw.app.inject({ method: 'GET', url: '/api/dns/zones', remoteAddress: WL_IP });
-    expect(list.json().zones.every((z: { can_write: boolean }) => z.can_write === true)).toBe(true);
+    expect(list.json().zones.every((z: { can_write: unknown }) => z.can_write === true)).toBe(true);
     const w = await add(tw, `wl-on.${Z}`, '10.5.1.2');
     expect(w.statusCode).toBe(200);
     expect(w.json()).toMatchObject({ ok: true, record: { name: `wl-on.${Z}`, type: 'A', rdata: '10.5.1.2' } });

@@ -89,7 +89,7 @@ interface Operation {
   security: string[];
 }
 
-const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+interface OpenApiSpec {
   paths: Record<
     string,
     Record<
@@ -97,7 +97,8 @@ const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json(
       { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema?: JsonSchema }> }; security?: Array<Record<string, string[]>> }
     >
   >;
-};
+}
+const spec = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json<OpenApiSpec>();
 const operations: Operation[] = Object.entries(spec.paths).flatMap(([p, ops]) =>
   Object.entries(ops).map(([method, op]) => ({
     method: method.toUpperCase(),

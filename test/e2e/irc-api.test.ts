@@ -33,7 +33,7 @@ let ids: { freenode: number; testnet: number; sandboxNet: number; lab: number; q
 
 const get = async (url: string, headers: Record<string, string> = {}) => {
   const res = await t.app.inject({ method: 'GET', url, headers });
-  return { status: res.statusCode, body: res.json() as Record<string, any>, headers: res.headers };
+  return { status: res.statusCode, body: res.json<Record<string, any>>(), headers: res.headers };
 };
 const logs = async (qs: string) => {
   const r = await get(`/irc/api/logs?${qs}`);

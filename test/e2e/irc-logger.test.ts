@@ -1,4 +1,3 @@
-/// <reference path="../../coordinator/src/irc/irc-framework.d.ts" />
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -45,13 +44,13 @@ interface Row {
 
 async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let last: unknown;
+  let last: Error | undefined;
   for (;;) {
     try {
       const v = await fn();
       if (v) return v;
     } catch (err) {
-      last = err;
+      last = err instanceof Error ? err : new Error(String(err));
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
     await new Promise((r) => setTimeout(r, 40));
@@ -74,7 +73,14 @@ class TestUser {
   next(name: string, pred: (e: any) => boolean = () => true, timeoutMs = 15_000): Promise<any> {
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`${this.nick}: no ${name} event within ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ name, pred, resolve: (e) => (clearTimeout(t), resolve(e)) });
+      this.waiters.push({
+        name,
+        pred,
+        resolve: (e) => {
+          clearTimeout(t);
+          resolve(e);
+        },
+      });
     });
   }
 
@@ -428,7 +434,7 @@ describe('wiring', () => {
     });
     const proc = new Proc(child);
     let stdout = '';
-    child.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
     try {
       await botJoins;
       gina.client.say('#sonar-cli', 'hello cli');

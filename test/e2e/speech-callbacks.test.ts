@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { loadConfig } from '../../coordinator/src/config.js';
-import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { startCoordinator } from '../../coordinator/src/service.js';
 import {
   deliveryJobId,
   fullJitterBackoff,
@@ -11,7 +11,7 @@ import {
   verifyCallbackSignature,
   type CallbackEnvelope,
 } from '../../coordinator/src/speech/notifications/callback-service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { createTestDatabase, randomName, testEnv } from '../support/harness.js';
 import { SimWorker, waitFor } from '../support/sim-worker.js';
 
 /**

@@ -766,7 +766,7 @@ describe('GET /api/speech/status', () => {
     const managed = (await t.app.inject({ method: 'GET', url: '/api/speech/status', headers: manager.auth })).json();
     expect(managed.can_manage_all).toBe(true);
     const total = await jobCount(t);
-    const m = managed.summary;
+    const m = managed.summary as { queued: number; processing: number; completed: number; failed: number };
     expect(m.queued + m.processing + m.completed + m.failed).toBe(total);
     expect(m.queued).toBeGreaterThan(3);
   });

@@ -422,7 +422,7 @@ describe('execution targets', () => {
   it('local execution stands by while a remote worker has fresh presence; local allowlist is small', async () => {
     const local = await worker('w-local', caps(['small', 'large']), true);
     const largeJob = await urlJob(alice, { model: 'large' });
-    const remote = await worker('w-remote', caps(['turbo']));
+    await worker('w-remote', caps(['turbo']));
     const smallJob = await urlJob(alice, { model: 'small' });
     // w-remote is fresh: the local runner stands by even for a small job.
     expect(await claim(local)).toBeNull();
@@ -439,7 +439,6 @@ describe('execution targets', () => {
     const forced = (await claim(local))!;
     expect(forced.lease.job_id).toBe(largeJob.id);
     await local.client.complete(done(forced));
-    void remote;
   }, 15_000);
 });
 

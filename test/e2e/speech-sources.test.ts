@@ -7,9 +7,8 @@ import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { resolveYtdlp } from '../../coordinator/src/speech/host-limits.js';
-import { createTestApp, randomName, type TestApp } from '../support/harness.js';
+import { createTestApp, randomName } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 
 /**
@@ -95,7 +94,7 @@ async function startForwardProxy(): Promise<{ url: string; seen: string[]; close
   server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     seen.push(`CONNECT ${req.url}`);
     const [host, port] = (req.url ?? '').split(':');
-    const upstream = net.connect(Number(port), host!, () => {
+    const upstream = net.connect(Number(port), host, () => {
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       upstream.write(head);
       upstream.pipe(client);
@@ -132,7 +131,7 @@ async function app(env: Record<string, string>) {
   await registerModelWorker(t.orm, randomName('models'), ['small', 'large', 'turbo'], { present: true });
   const { user } = await t.accounts.createUser({ username: randomName('alice'), permissions: ['speech.use'] });
   const token = t.app.jwt.sign({ sub: String(user.id), typ: 'access' });
-  return { t, user: user as AuthUser, auth: { authorization: `Bearer ${token}` }, speech: t.app.deps.speech };
+  return { t, user, auth: { authorization: `Bearer ${token}` }, speech: t.app.deps.speech };
 }
 type App = Awaited<ReturnType<typeof app>>;
 

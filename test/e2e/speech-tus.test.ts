@@ -121,7 +121,10 @@ function runUpload(
       onSuccess: ({ lastResponse }) => resolve({ outcome: 'success', upload, sent, jobId: lastResponse.getHeader('X-Sonar-Job-Id') ?? null, error: null }),
       onError: (error) => resolve({ outcome: 'error', upload, sent, jobId: null, error }),
     });
-    if (!resume) return upload.start();
+    if (!resume) {
+      upload.start();
+      return;
+    }
     upload.findPreviousUploads().then((previous) => {
       if (previous[0]) upload.resumeFromPreviousUpload(previous[0]);
       upload.start();

@@ -52,8 +52,14 @@ function nobody(): { uid: number; gid: number } {
 function probe(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect({ host: '127.0.0.1', port });
-    s.once('connect', () => (s.destroy(), resolve(true)));
-    s.once('error', () => (s.destroy(), resolve(false)));
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => {
+      s.destroy();
+      resolve(false);
+    });
   });
 }
 

@@ -26,7 +26,13 @@ export class Proc {
     if (hit) return Promise.resolve(hit);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`timed out waiting for ${re}; output:\n${this.lines.join('\n')}`)), timeoutMs);
-      this.waiters.push({ re, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+      this.waiters.push({
+        re,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
     });
   }
 

@@ -110,7 +110,7 @@ function main() {
   // Up to date: same configuration and sources, and the binary is newer than every source file or
   // was built from identical source contents (npm ci re-extracts them with new mtimes).
   if (process.env.WHISPER_FORCE !== '1' && existsSync(binary) && existsSync(stampFile)) {
-    let previous = null;
+    let previous;
     try {
       previous = JSON.parse(readFileSync(stampFile, 'utf8'));
     } catch {

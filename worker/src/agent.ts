@@ -171,9 +171,9 @@ export class WorkerAgent {
   private async execute(job: JobAssignmentMsg) {
     const stop = new AbortController();
     this.opts.logger.info({ job: job.lease.job_id, attempt: job.lease.attempt, model: job.model, forced: job.forced }, 'job claimed');
-    const done = this.opts.runJob!(job, stop.signal).catch((err: unknown) => {
+    const done = this.opts.runJob!(job, stop.signal).catch((err: unknown): JobOutcome => {
       this.opts.logger.error({ job: job.lease.job_id, err: String(err) }, 'job runner crashed');
-      return 'failed' as JobOutcome;
+      return 'failed';
     });
     this.active = { job, stop, done };
     this.wakeAll(); // send a heartbeat for the new lease soon

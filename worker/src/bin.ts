@@ -199,7 +199,7 @@ function stdinIsPipe(): boolean {
   }
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   logger.error({ err: String(err) }, 'worker crashed');
   process.exit(1);
 });

@@ -26,8 +26,8 @@ import {
   type WorkerErrorReason,
 } from '@sonar/shared';
 
-/** A unary method of the generated client, in the form called here (metadata, options, callback). */
-type Unary<Req, Res> = (req: Req, metadata: grpc.Metadata, options: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;
+/** One unary call of the generated client with its request bound, in the form called here (metadata, options, callback). */
+type Unary<Res> = (metadata: grpc.Metadata, options: grpc.CallOptions, cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCall;
 
 /** The machine-readable reason a coordinator attached to a refused call, if any. */
 export function workerErrorReason(err: unknown): WorkerErrorReason | null {
@@ -68,9 +68,9 @@ export class CoordinatorClient {
     return md;
   }
 
-  private call<Req, Res>(fn: Unary<Req, Res>, req: Req, timeoutMs: number, signal?: AbortSignal): Promise<Res> {
+  private call<Res>(fn: Unary<Res>, timeoutMs: number, signal?: AbortSignal): Promise<Res> {
     return new Promise((resolve, reject) => {
-      const call = fn.call(this.client, req, this.metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+      const call = fn(this.metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
         signal?.removeEventListener('abort', cancel);
         if (err) reject(err);
         else resolve(res as Res);
@@ -81,27 +81,27 @@ export class CoordinatorClient {
   }
 
   hello(req: HelloRequest, timeoutMs = 10_000) {
-    return this.call<HelloRequest, HelloResponse__Output>(this.client.Hello, req, timeoutMs);
+    return this.call<HelloResponse__Output>((md, options, cb) => this.client.Hello(req, md, options, cb), timeoutMs);
   }
 
   heartbeat(req: HeartbeatRequest, timeoutMs = 10_000) {
-    return this.call<HeartbeatRequest, HeartbeatResponse__Output>(this.client.Heartbeat, req, timeoutMs);
+    return this.call<HeartbeatResponse__Output>((md, options, cb) => this.client.Heartbeat(req, md, options, cb), timeoutMs);
   }
 
   /** Long poll; `signal` cancels it (the agent does so when it stops). A job comes with its lease. */
   async claim(req: ClaimRequest, signal?: AbortSignal): Promise<ClaimResponseMsg> {
-    const res = await this.call<ClaimRequest, ClaimResponse__Output>(this.client.Claim, req, (req.wait_ms ?? 0) + 10_000, signal);
+    const res = await this.call<ClaimResponse__Output>((md, options, cb) => this.client.Claim(req, md, options, cb), (req.wait_ms ?? 0) + 10_000, signal);
     const job = res.job && hasLease(res.job) ? res.job : null;
     if (res.has_job && !job) throw new Error('the coordinator assigned a job without its lease');
     return { ...res, job };
   }
 
   complete(req: CompleteRequest, timeoutMs = 30_000) {
-    return this.call<CompleteRequest, CompleteResponse__Output>(this.client.Complete, req, timeoutMs);
+    return this.call<CompleteResponse__Output>((md, options, cb) => this.client.Complete(req, md, options, cb), timeoutMs);
   }
 
   release(req: ReleaseRequest, timeoutMs = 10_000) {
-    return this.call<ReleaseRequest, ReleaseResponse__Output>(this.client.Release, req, timeoutMs);
+    return this.call<ReleaseResponse__Output>((md, options, cb) => this.client.Release(req, md, options, cb), timeoutMs);
   }
 
   progress(lease: LeaseRefMsg): ProgressStream {

@@ -166,15 +166,20 @@ export async function download(outbound: OutboundPolicy, url: string, file: stri
       await res.body?.cancel().catch(() => undefined);
       throw new Error(`download failed: HTTP ${res.status}`);
     }
-    await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(file), { signal });
+    await pipeline(Readable.fromWeb(res.body), createWriteStream(file), { signal });
   } catch (err) {
-    if (err instanceof OutboundRefused) throw new Error(`refused by the outbound policy: ${err.message}`);
-    if (!stop.aborted && signal.aborted) throw new Error('download failed: it took longer than 30 minutes');
+    if (err instanceof OutboundRefused) throw new Error(`refused by the outbound policy: ${err.message}`, { cause: err });
+    if (!stop.aborted && signal.aborted) throw new Error('download failed: it took longer than 30 minutes', { cause: err });
     // fetch's bare "fetch failed" hides why (DNS error, connection refused): say it.
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    if (err instanceof TypeError && cause) throw new Error(`download failed: ${cause.code ?? cause.message ?? String(cause)}`);
+    if (err instanceof TypeError && err.cause) throw new Error(`download failed: ${fetchFailureReason(err.cause)}`, { cause: err });
     throw err;
   }
+}
+
+/** Why fetch failed, from its TypeError's cause: the system error code (ENOTFOUND, ECONNREFUSED, …) or message. */
+function fetchFailureReason(cause: unknown): string {
+  const c = cause as { code?: string; message?: string };
+  return c.code ?? c.message ?? String(cause);
 }
 
 export { LeaseLost };

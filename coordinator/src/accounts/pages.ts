@@ -109,7 +109,6 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
       await request.session.regenerate();
       request.session.userId = user.id;
       request.log.info({ userId: user.id }, 'web sign-in');
-      return reply.redirect(next, 303);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       return reply
@@ -117,6 +116,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
         .type('text/html; charset=utf-8')
         .send(loginForm(reply, next, err.message, username));
     }
+    return reply.redirect(next, 303);
   });
 
   app.post('/logout', { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
@@ -174,17 +174,19 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
 
   app.post('/account/tokens', { schema: { ...hidden, body: tokenBody }, config: { auth: sessionOnly }, onRequest: tokenLimit }, async (request, reply) => {
     const { name, scopes, expires_in_days: days } = request.body;
+    let created: { name: string; token: string; callbackSecret: string };
     try {
       const { token, record, callbackSecret } = await accounts.createPersonalToken(userOf(request).id, {
         name,
         scopes: ([] as string[]).concat(scopes ?? []),
         ...(typeof days === 'number' ? { expiresInDays: days } : {}),
       });
-      return accountPage(request, reply.code(201), { name: record.name, token, callbackSecret });
+      created = { name: record.name, token, callbackSecret };
     } catch (err) {
       if (err instanceof AppError && err.reason === 'validation_failed') return accountPage(request, reply.code(422), undefined, err.message);
       throw err;
     }
+    return accountPage(request, reply.code(201), created);
   });
 
   const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });

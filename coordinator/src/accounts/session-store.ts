@@ -36,7 +36,7 @@ export class PgSessionStore implements SessionStore {
   get(sessionId: string, callback: (err: unknown, session?: Session | null) => void): void {
     this.conn.execute<Array<{ data: Session }>>('select data from web_sessions where id_hash = ? and expires_at > now()', [sha256Hex(sessionId)]).then(
       (rows) => callback(null, rows[0]?.data ?? null),
-      (err) => callback(err),
+      (err: unknown) => callback(err),
     );
   }
 
@@ -47,6 +47,6 @@ export class PgSessionStore implements SessionStore {
   /** Deletes expired rows; run periodically by the maintenance queue. */
   async purgeExpired(): Promise<number> {
     const res = await this.conn.execute<{ affectedRows?: number }>('delete from web_sessions where expires_at <= now()', [], 'run');
-    return (res as { affectedRows?: number }).affectedRows ?? 0;
+    return res.affectedRows ?? 0;
   }
 }

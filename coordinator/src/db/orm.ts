@@ -92,6 +92,6 @@ export async function pendingMigrations(orm: Orm): Promise<string[]> {
 
 /** Applies every committed migration that has not run yet; returns the names applied. */
 export async function migrate(orm: Orm): Promise<string[]> {
-  const applied = await orm.getMigrator().up();
+  const applied = await orm.migrator.up();
   return applied.map((m) => m.name);
 }

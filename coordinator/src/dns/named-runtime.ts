@@ -156,7 +156,7 @@ export function soaAnswers(port: number, zone: string, host = '127.0.0.1'): Prom
       if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
         const msg = dnsPacket.decode(buf.subarray(2));
         // RCODE is the low 4 bits of the flags (dns-packet's typings omit its decoded `rcode`).
-        done(((msg.flags ?? 0) & 0xf) === 0 && msg.flag_aa === true && (msg.answers ?? []).some((a) => a.type === 'SOA'));
+        done(((msg.flags ?? 0) & 0xf) === 0 && msg.flag_aa && (msg.answers ?? []).some((a) => a.type === 'SOA'));
       }
     });
   });
@@ -231,7 +231,12 @@ export async function startNamedProcess(o: StartNamedOptions): Promise<NamedProc
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
     let exited = false;
-    const exitedP = new Promise<number | null>((resolve) => child.once('exit', (code) => ((exited = true), resolve(code))));
+    const exitedP = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => {
+        exited = true;
+        resolve(code);
+      }),
+    );
     let spawnError: Error | null = null;
     child.once('error', (err) => {
       spawnError = err;

@@ -8,7 +8,7 @@ import type { AccountService } from '../accounts/account-service.js';
 import type { Config } from '../config.js';
 import { validationFailed } from '../http/errors.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
-import { acmeOwner, type DnsService, type WriteOp } from './dns-service.js';
+import { acmeOwner, type DnsService } from './dns-service.js';
 import { checkPaths, type ZoneRow } from './zone-registry.js';
 import {
   acmeCleanupResponseSchema,
@@ -215,7 +215,7 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     },
     async (req) => {
       const a = await access(req);
-      return dns.bulk(req.body.operations as WriteOp[], (zone) => requireWrite(a, zone.zone));
+      return dns.bulk(req.body.operations, (zone) => requireWrite(a, zone.zone));
     },
   );
 

@@ -8,7 +8,6 @@ import { createHash } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
-import { AppError } from '../http/errors.js';
 import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';

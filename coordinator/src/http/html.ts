@@ -6,7 +6,10 @@ export class SafeHtml {
   }
 }
 
-export function escapeHtml(value: unknown): string {
+/** What an `html` template interpolates: text and numbers (escaped), markup marked safe, lists of either; null, undefined and false render nothing. */
+export type HtmlValue = string | number | boolean | null | undefined | SafeHtml | readonly HtmlValue[];
+
+export function escapeHtml(value: string | number | boolean | null | undefined): string {
   return String(value ?? '')
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
@@ -15,14 +18,17 @@ export function escapeHtml(value: unknown): string {
     .replace(/'/g, '&#39;');
 }
 
-function render(value: unknown): string {
+function render(value: HtmlValue): string {
   if (value instanceof SafeHtml) return value.value;
-  if (Array.isArray(value)) return value.map(render).join('');
+  if (isList(value)) return value.map(render).join('');
   if (value === null || value === undefined || value === false) return '';
   return escapeHtml(value);
 }
 
-export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+// Array.isArray does not narrow a readonly array type.
+const isList = (value: HtmlValue): value is readonly HtmlValue[] => Array.isArray(value);
+
+export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
   let out = strings[0] ?? '';
   values.forEach((v, i) => {
     out += render(v) + (strings[i + 1] ?? '');

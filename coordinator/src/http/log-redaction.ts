@@ -123,8 +123,8 @@ const DROP_FIELDS = ['params', 'parameters', 'bindings', 'values'];
 function sanitizeDbFields(out: Loose, depth: number): Loose {
   if (typeof out.message === 'string') out.message = stripPgMessage(out.message);
   if (typeof out.stack === 'string') out.stack = stripPgMessage(out.stack);
-  for (const f of SQL_FIELDS) if (typeof out[f] === 'string') out[f] = stripSqlValues(out[f] as string);
-  for (const f of VALUE_FIELDS) if (typeof out[f] === 'string') out[f] = stripPgDetail(out[f] as string);
+  for (const f of SQL_FIELDS) if (typeof out[f] === 'string') out[f] = stripSqlValues(out[f]);
+  for (const f of VALUE_FIELDS) if (typeof out[f] === 'string') out[f] = stripPgDetail(out[f]);
   for (const f of DROP_FIELDS) if (f in out) out[f] = REDACTED;
   for (const f of ['cause', 'previous']) {
     const inner = out[f];

@@ -44,13 +44,14 @@ export class Metrics {
         }
       },
     });
-    const self = this;
+    const connectedCount = () => this.presence?.connectedCount() ?? 0;
+    const speechQueueCounts = () => this.speechQueue?.() ?? null;
     new Gauge({
       name: 'speech_workers_connected',
       help: 'Worker agents with a live connection to this coordinator',
       registers: [this.registry],
       collect() {
-        this.set(self.presence?.connectedCount() ?? 0);
+        this.set(connectedCount());
       },
     });
     new Gauge({
@@ -59,9 +60,10 @@ export class Metrics {
       labelNames: ['status'] as const,
       registers: [this.registry],
       async collect() {
-        if (!self.speechQueue) return;
+        const counts = speechQueueCounts();
+        if (!counts) return;
         this.reset();
-        for (const [status, n] of Object.entries(await self.speechQueue())) this.set({ status }, n);
+        for (const [status, n] of Object.entries(await counts)) this.set({ status }, n);
       },
     });
     collectDefaultMetrics({ register: this.registry });

@@ -49,6 +49,7 @@ export async function startEmbeddedPostgres(opts: {
     throw new Error(
       `embedded PostgreSQL did not start on 127.0.0.1:${opts.port} (data in ${databaseDir}); ` +
         `is the port taken? Set EMBEDDED_PG_PORT or DATABASE_URL. ${err instanceof Error ? err.message : ''}`,
+      { cause: err },
     );
   }
   const admin = new pg.Client({ host: '127.0.0.1', port: opts.port, user: 'postgres', password: opts.password, database: 'postgres' });

@@ -62,7 +62,10 @@ export async function resolveRedis(opts: { url?: string | undefined; dataDir: st
   }
   const stop = () =>
     new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve();
+      if (child.exitCode !== null) {
+        resolve();
+        return;
+      }
       child.once('exit', () => resolve());
       child.kill('SIGTERM');
     });

@@ -46,7 +46,7 @@ export function logQueueErrors(emitter: { on(event: 'error', fn: (err: Error) =>
  * again. For clients handed to libraries that publish without handling the promise.
  */
 export function safePublish<T extends Redis>(client: T, log: OutageLog, what: string): T {
-  const publish = client.publish.bind(client) as (channel: string | Buffer, message: string | Buffer) => Promise<number>;
+  const publish = client.publish.bind<(channel: string | Buffer, message: string | Buffer) => Promise<number>>(client);
   let failing = false;
   const guarded = (channel: string | Buffer, message: string | Buffer) =>
     publish(channel, message).then(
@@ -60,6 +60,6 @@ export function safePublish<T extends Redis>(client: T, log: OutageLog, what: st
         return 0;
       },
     );
-  client.publish = guarded as unknown as T['publish'];
+  client.publish = guarded;
   return client;
 }

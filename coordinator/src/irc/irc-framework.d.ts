@@ -1,9 +1,8 @@
 /**
  * The parts of irc-framework (which ships no types) that the live logger and its tests use. Event
  * payloads list only the fields read here; see the package's docs/events.md for the rest.
- * A test project that imports 'irc-framework' itself references this file with
- * `/// <reference path="…/coordinator/src/irc/irc-framework.d.ts" />` (a hand-written .d.ts is
- * not copied into dist/).
+ * A test project that imports 'irc-framework' itself lists this file in its tsconfig.json `include`
+ * (a hand-written .d.ts is not copied into dist/).
  */
 declare module 'irc-framework' {
   export interface ClientOptions {

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { safeString } from '@sonar/shared';
-import { IRC_SOURCES, type IrcSource } from './event-store.js';
+import { IRC_SOURCES } from './event-store.js';
 import type { IrcArchiveService, LogSearch } from './archive-service.js';
 import { isValidDate } from './parsers/common.js';
 import { parseQuery, parseTermList } from './search-terms.js';
@@ -71,7 +71,7 @@ const truthy = (v: string | undefined, dflt: boolean) => (v === undefined ? dflt
 function toSearch(q: LogsQuery): LogSearch {
   const parsed = parseQuery(q.q ?? '');
   return {
-    source: (q.source ?? 'production') as IrcSource,
+    source: q.source ?? 'production',
     networkId: q.network_id !== undefined ? Number(q.network_id) : null,
     channelId: q.channel_id !== undefined ? Number(q.channel_id) : null,
     include: [...parsed.include, ...parseTermList(q.include_terms ?? '')],

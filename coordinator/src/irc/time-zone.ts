@@ -36,7 +36,7 @@ export function assertTimeZone(zone: string): void {
 export function zoneOffsetMs(zone: string, utcMs: number): number {
   const parts: Record<string, number> = {};
   for (const p of formatter(zone).formatToParts(new Date(utcMs))) if (p.type !== 'literal') parts[p.type] = Number(p.value);
-  const asUtc = Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!);
+  const asUtc = Date.UTC(parts.year!, parts.month! - 1, parts.day, parts.hour, parts.minute, parts.second);
   return asUtc - Math.floor(utcMs / 1000) * 1000;
 }
 

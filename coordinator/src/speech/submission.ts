@@ -197,6 +197,7 @@ function uploadError(err: unknown, request: FastifyRequest, tooLarge: string): A
   } else if (e.code === 'FST_PARTS_LIMIT' || e.code === 'FST_FIELDS_LIMIT') {
     text = 'the form has too many fields';
   } else if (
+    // eslint-disable-next-line @typescript-eslint/no-deprecated -- `destroyed` is no substitute: it is also set when our own stream error tore the request down; only `aborted` says the client went away
     request.raw.aborted ||
     e.code === 'FST_MP_PREMATURE_CLOSE' ||
     e.code === 'ECONNRESET' ||

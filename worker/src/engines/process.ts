@@ -38,8 +38,8 @@ export interface EngineProcessOptions {
   command: string;
   args: string[];
   signal: AbortSignal;
-  onStdoutLine(line: string): void;
-  onStderrLine?(line: string): void;
+  onStdoutLine: (line: string) => void;
+  onStderrLine?: (line: string) => void;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -106,9 +106,9 @@ export function runEngineProcess(opts: EngineProcessOptions): Promise<EngineProc
         stop(err instanceof Error ? err : new Error(String(err)));
       }
     };
-    const out = readLines(child.stdout!, guarded(opts.onStdoutLine));
+    const out = readLines(child.stdout, guarded(opts.onStdoutLine));
     const onErrLine = guarded(opts.onStderrLine);
-    const errLines = readLines(child.stderr!, (line) => {
+    const errLines = readLines(child.stderr, (line) => {
       stderrTail = (stderrTail + line + '\n').slice(-4000);
       onErrLine(line);
     });

@@ -33,6 +33,7 @@ export const NON_SPEECH_MARKER = /^[[(]\s*(blank_audio|silence)\s*[\])]$/i;
 
 /** Parses whisper-cli's `[hh:mm:ss.mmm --> hh:mm:ss.mmm]  text` line; null for anything else. */
 export function parseWhisperSegmentLine(line: string): Segment | null {
+  // eslint-disable-next-line no-control-regex -- strips ANSI colour sequences, which begin with ESC (0x1b)
   const m = SEGMENT_LINE.exec(line.replace(/\x1b\[[0-9;]*m/g, '').trim());
   if (!m) return null;
   const t = (h: string, mi: string, s: string, ms: string) => Number(h) * 3600 + Number(mi) * 60 + Number(s) + Number(ms) / 1000;

@@ -42,7 +42,7 @@ export async function probeMedia(file: string, opts: { signal?: AbortSignal | un
     probe = await ffprobe(file, { signal: opts.signal });
   } catch (err) {
     if (err instanceof MediaToolAborted) throw new TranscriptionCancelled('decoding cancelled');
-    throw new Error(`Cannot read media file ${file}: ${ffmpegMessage(err)}`);
+    throw new Error(`Cannot read media file ${file}: ${ffmpegMessage(err)}`, { cause: err });
   }
   return {
     durationSeconds: probe.durationSeconds ?? 0,
@@ -102,7 +102,7 @@ export async function decodeToWav(inputPath: string, outPath: string, opts: { si
   } catch (err) {
     await unlink(outPath).catch(() => undefined);
     if (err instanceof MediaToolAborted) throw new TranscriptionCancelled('decoding cancelled');
-    throw new Error(`Cannot decode ${inputPath}: ${ffmpegMessage(err)}`);
+    throw new Error(`Cannot decode ${inputPath}: ${ffmpegMessage(err)}`, { cause: err });
   }
   const out = await probeMedia(outPath);
   return { durationSeconds: out.durationSeconds };

@@ -15,7 +15,7 @@ import { readName } from './message.js';
 interface RdataCodec {
   encode(data: unknown): Buffer;
 }
-const dnsPacketRecord = (dnsPacket as unknown as { record(type: string): RdataCodec }).record;
+const dnsPacketRecord = (dnsPacket as unknown as { record: (type: string) => RdataCodec }).record;
 
 const TYPE_LIST: Array<[string, number]> = [
   ['A', 1],

@@ -107,8 +107,14 @@ class FramedConnection {
         reject(new DnsTimeoutError(`${this.where}: no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       this.waiter = {
-        resolve: (b) => (clearTimeout(timer), resolve(b)),
-        reject: (e) => (clearTimeout(timer), reject(e)),
+        resolve: (b) => {
+          clearTimeout(timer);
+          resolve(b);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
       };
     });
   }

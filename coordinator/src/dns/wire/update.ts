@@ -168,7 +168,7 @@ export function buildUpdate(zone: string, operations: UpdateOperation[], prerequ
         prereqRRs.push(rr(name, TYPE_ANY, CLASS_NONE, 0, Buffer.alloc(0)));
         break;
       default:
-        c.errors.push({ field: f, message: `unknown prerequisite ${(p as { require: unknown }).require}` });
+        c.errors.push({ field: f, message: `unknown prerequisite ${String((p as { require: unknown }).require)}` });
     }
   });
 
@@ -199,7 +199,7 @@ export function buildUpdate(zone: string, operations: UpdateOperation[], prerequ
         updateRRs.push(rr(name, TYPE_ANY, CLASS_ANY, 0, Buffer.alloc(0)));
         break;
       default:
-        c.errors.push({ field: f, message: `unknown operation ${(o as { op: unknown }).op}` });
+        c.errors.push({ field: f, message: `unknown operation ${String((o as { op: unknown }).op)}` });
     }
   });
   if (c.errors.length) throw new InvalidUpdateError(c.errors);

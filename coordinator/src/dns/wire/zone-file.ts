@@ -30,9 +30,15 @@ export async function readZoneFile(zone: string, file: string, opts: ZoneFileOpt
   try {
     await new Promise<void>((resolve, reject) => {
       execFile(opts.checkzone ?? 'named-checkzone', args, { timeout: opts.timeoutMs ?? 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-        if (!err) return resolve();
+        if (!err) {
+          resolve();
+          return;
+        }
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'ENOENT') return reject(new DnsError('ZONE_FILE', 'named-checkzone is not installed (Debian package bind9-utils)'));
+        if (code === 'ENOENT') {
+          reject(new DnsError('ZONE_FILE', 'named-checkzone is not installed (Debian package bind9-utils)'));
+          return;
+        }
         reject(new DnsError('ZONE_FILE', `named-checkzone could not load ${file} as ${zone}: ${`${stdout}\n${stderr}`.trim()}`));
       });
     });

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../config.js';
 import { IRC_SOURCES } from '../event-store.js';
 
+// eslint-disable-next-line no-control-regex -- a channel name may not contain ^G (BEL), as RFC 2812 says
 const channelName = z.string().regex(/^[#&+!][^\s,\x07]{1,199}$/, 'must be a channel name such as "#name" (no spaces or commas)');
 const nickName = z
   .string()

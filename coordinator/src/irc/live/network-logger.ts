@@ -177,9 +177,15 @@ export class NetworkLogger {
     this.timers.clear();
     const wasConnected = this.client.connected;
     const closed = new Promise<void>((resolve) => {
-      if (!wasConnected) return resolve();
+      if (!wasConnected) {
+        resolve();
+        return;
+      }
       const t = setTimeout(resolve, CLOSE_WAIT_MS);
-      this.closeWaiters.push(() => (clearTimeout(t), resolve()));
+      this.closeWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
     });
     try {
       this.client.quit(message);

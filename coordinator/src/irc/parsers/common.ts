@@ -8,6 +8,7 @@ import type { IrcEventType, ParsedEvent, ParsedFile, ParsedLine } from './types.
 
 export { isNetsplitReason, NETMERGE_WINDOW_S } from './netsplit.js';
 
+// eslint-disable-next-line no-control-regex -- mIRC colour and format codes are control characters (^B, ^C, ^D, ^O, ^V, …)
 const FORMATTING = /\x03(?:\d{1,2}(?:,\d{1,2})?)?|\x04(?:[0-9a-fA-F]{6}(?:,[0-9a-fA-F]{6})?)?|[\x02\x0f\x11\x16\x1d\x1e\x1f]/g;
 
 /** Removes mIRC colour (^C fg[,bg], ^D hex) and format codes (bold, italic, underline, reverse, …). */
@@ -23,7 +24,7 @@ const CP1252_HIGH =
 
 function decodeCp1252(bytes: Uint8Array): string {
   let out = '';
-  for (const b of bytes) out += b >= 0x80 && b < 0xa0 ? CP1252_HIGH[b - 0x80] : String.fromCharCode(b);
+  for (const b of bytes) out += b >= 0x80 && b < 0xa0 ? CP1252_HIGH.charAt(b - 0x80) : String.fromCharCode(b);
   return out;
 }
 

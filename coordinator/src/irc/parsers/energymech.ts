@@ -67,10 +67,10 @@ export function parseEnergymechLine(line: string): EnergymechLine | null {
   let rest: string;
   let m = TIME_STAMP.exec(text);
   if (m) {
-    time = normalizeTime(m[1]!, m[2]!, m[3]!);
+    time = normalizeTime(m[1]!, m[2]!, m[3]);
     rest = m[4]!;
   } else if ((m = DATE_STAMP.exec(text))) {
-    time = normalizeTime(m[4]!, m[5]!, m[6]!);
+    time = normalizeTime(m[4]!, m[5]!, m[6]);
     date = dateFromParts(m[3]!, m[1]!, m[2]!) ?? undefined;
     if (!date) return null;
     rest = m[7]!;

@@ -62,7 +62,7 @@ export function parseHexchatLine(line: string): HexchatLine | null {
   if (!(m = STAMPED.exec(text))) return null;
   const month = monthNumber(m[1]!);
   const day = +m[2]!;
-  const time = normalizeTime(m[3]!, m[4]!, m[5]!);
+  const time = normalizeTime(m[3]!, m[4]!, m[5]);
   if (!month || day < 1 || day > 31 || !time) return null;
   const body = m[6]!;
   const tab = body.indexOf('\t');

@@ -40,7 +40,7 @@ import {
   stripFormatting,
   stripNickMode,
 } from './common.js';
-import { ParseError, type FileNameInfo, type LogFormat, type ParsedEvent, type ParsedFile, type ParsedLine } from './types.js';
+import { ParseError, type FileNameInfo, type LogFormat, type ParsedEvent, type ParsedFile } from './types.js';
 
 /** A parsed event line: its `HH:MM:SS` time and, where the line names one, the channel. */
 export type IrssiEventLine = ChannelLine & { time: string };

@@ -49,7 +49,7 @@ function stampOf(text: string): { stamp: LineStamp; rest: string } | null {
   }
   if ((m = SUPYBOT_LINE.exec(text))) {
     const date = dateFromParts(m[3]!, m[2]!, m[1]!);
-    const time = normalizeTime(m[4]!, m[5]!, m[6]!);
+    const time = normalizeTime(m[4]!, m[5]!, m[6]);
     return date && time ? { stamp: { localTime: `${date} ${time}`, utcOffsetMinutes: null }, rest: m[7]! } : null;
   }
   return null;

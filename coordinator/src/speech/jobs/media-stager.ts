@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { OutboundPolicy } from '@sonar/shared';
 import type { Redis } from 'ioredis';
 import type { Config } from '../../config.js';
@@ -97,7 +96,7 @@ export class MediaStager {
         try {
           probe = await probeMedia(got.path);
         } catch (err) {
-          throw new Error(`the download is not readable audio or video (${(err as Error).message})`);
+          throw new Error(`the download is not readable audio or video (${(err as Error).message})`, { cause: err });
         }
         if (!probe.hasAudio) throw new Error('the download has no audio stream');
         const file = await this.media.adopt(jobId, got.path, got.extension);
@@ -142,7 +141,9 @@ export class MediaStager {
       if (this.config.SPEECH_DOWNLOAD_PROXY_STRICT) {
         const message = `The download proxy ${label} could not be reached (${err.reason}); strict proxy mode allows no direct download.`;
         await this.log(jobId, 'download_proxy_unreachable', message, 'error', { via: 'proxy', proxy: label, strict: true });
-        throw new Error(`the download proxy ${label} could not be reached (${err.reason}) and strict proxy mode allows no direct download`);
+        throw new Error(`the download proxy ${label} could not be reached (${err.reason}) and strict proxy mode allows no direct download`, {
+          cause: err,
+        });
       }
       await this.log(jobId, 'download_proxy_unreachable', `The download proxy ${label} could not be reached (${err.reason}); retrying directly.`, 'warn', {
         via: 'proxy',
@@ -177,7 +178,7 @@ export class MediaStager {
       await this.log(jobId, 'page_detected', `The URL is a web page (${type}); extracting its media with yt-dlp.`);
       return this.ytdlp(jobId, url, routing.ytdlp, proxy);
     }
-    const temp = await this.media.writeTemp(Readable.fromWeb(res.body as WebReadableStream), this.maxBytes());
+    const temp = await this.media.writeTemp(Readable.fromWeb(res.body), this.maxBytes());
     let extension = path.extname(new URL(url).pathname);
     try {
       extension = path.extname(new URL(res.url || url).pathname) || extension;

@@ -33,7 +33,10 @@ export class MediaStore {
     const guard = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         size += chunk.length;
-        if (size > maxBytes) return cb(new MediaTooLargeError(`larger than ${maxBytes} bytes`));
+        if (size > maxBytes) {
+          cb(new MediaTooLargeError(`larger than ${maxBytes} bytes`));
+          return;
+        }
         hash.update(chunk);
         cb(null, chunk);
       },

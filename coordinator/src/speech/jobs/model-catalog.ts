@@ -181,7 +181,7 @@ export class ModelCatalog {
           id: Number(row.id),
           name: row.name,
           local,
-          present: row.present === true,
+          present: row.present,
           models: local ? advertised.filter((m) => allow.has(m)) : advertised,
           languages,
         };

@@ -1,4 +1,3 @@
-import type { Server as HttpServer } from 'node:http';
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -43,7 +42,7 @@ export class LiveHub implements JobEventSink {
     // Auto-pipelining: the publishes of one event-loop turn (many jobs' events) go out in one write.
     this.pub = safePublish(watchRedis(this.redis.duplicate({ enableAutoPipelining: true }), app.log, 'live-pub'), app.log, 'live event');
     this.sub = watchRedis(this.redis.duplicate(), app.log, 'live-sub');
-    const io = new Server(app.server as HttpServer, {
+    const io = new Server(app.server, {
       path: '/socket.io',
       serveClient: true,
       adapter: createAdapter(this.pub, this.sub, { key: `${this.keyPrefix}socket.io` }),
@@ -59,7 +58,10 @@ export class LiveHub implements JobEventSink {
 
     io.use((socket, next) => {
       deps.authenticate(socket.handshake.headers, socket.handshake.auth ?? {}).then((user) => {
-        if (!user) return next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
+        if (!user) {
+          next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
+          return;
+        }
         socket.data.user = user;
         next();
       }, next);
@@ -69,7 +71,10 @@ export class LiveHub implements JobEventSink {
       socket.on('subscribe', async (payload: unknown, ack?: (res: unknown) => void) => {
         const jobId = Number((payload as { jobId?: unknown })?.jobId);
         const reply = typeof ack === 'function' ? ack : () => undefined;
-        if (!Number.isInteger(jobId) || jobId <= 0) return reply({ ok: false, reason: 'validation_failed' });
+        if (!Number.isInteger(jobId) || jobId <= 0) {
+          reply({ ok: false, reason: 'validation_failed' });
+          return;
+        }
         try {
           const jobs = deps.jobs();
           const job = await jobs.getVisible(socket.data.user as AuthUser, jobId);
@@ -97,7 +102,7 @@ export class LiveHub implements JobEventSink {
     app.addHook('onClose', async () => {
       // Late events (status publishes finishing after shutdown began) must not reach closed clients.
       this.io = null;
-      await new Promise<void>((resolve) => io.close(() => resolve()));
+      await new Promise<void>((resolve) => void io.close(() => resolve()));
       await this.pub?.quit().catch(() => undefined);
       await this.sub?.quit().catch(() => undefined);
     });

@@ -310,7 +310,7 @@ export class CallbackService {
     const timestamp = Math.floor(Date.now() / 1000);
     const event = status === 'completed' ? 'speech.job.completed' : 'speech.job.failed';
     let httpStatus: number | null = null;
-    let error: string | null = null;
+    let error: string;
     try {
       const res = await this.outbound.fetch(row.callback_url, {
         method: 'POST',

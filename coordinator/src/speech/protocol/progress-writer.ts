@@ -25,7 +25,7 @@ export class ProgressSession {
   private pending: ProgressBatch | null = null;
   private writing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
-  private failure: unknown = null;
+  private failure: Error | null = null;
   private stored = 0;
   private pass = 1;
 
@@ -94,7 +94,7 @@ export class ProgressSession {
         try {
           this.stored += (await this.writer.repo.writeProgress(batch)).length;
         } catch (err) {
-          this.failure = err;
+          this.failure = err instanceof Error ? err : new Error(String(err), { cause: err });
         }
       });
     }

@@ -111,7 +111,7 @@ export class TusUploads {
   async ownerOf(id: string): Promise<{ exists: boolean; ownerId: number | null }> {
     let info: Upload | undefined;
     try {
-      info = (await this.store.configstore.get(id)) as Upload | undefined;
+      info = await this.store.configstore.get(id);
     } catch {
       return { exists: false, ownerId: null };
     }
