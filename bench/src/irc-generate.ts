@@ -903,9 +903,11 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
   if (state?.complete && state.rows === rows && state.seed === seed && state.version === GENERATOR_VERSION && !force) {
     const bench = await connect(benchDatabaseUrl(base));
     try {
-      const {
-        rows: [r],
-      } = await bench.query('select coalesce(sum(event_count), 0)::bigint as n, pg_database_size(current_database()) as size from irc_channels');
+      const r = (
+        await bench.query<{ n: string; size: string }>(
+          'select coalesce(sum(event_count), 0)::bigint as n, pg_database_size(current_database()) as size from irc_channels',
+        )
+      ).rows[0]!;
       if (Number(r.n) === rows) {
         log(
           `${BENCH_IRC_DATABASE} already holds ${fmt(rows)} rows (generated ${state.generatedAt} in ${state.generateSeconds} s, ${(Number(r.size) / 2 ** 30).toFixed(2)} GiB); nothing to do (--force rebuilds)`,
@@ -961,15 +963,15 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
 
     // Networks and channels, as the importer's ensureNetwork/ensureChannel would make them.
     for (const net of plan.nets) {
-      net.dbId = (await c0.query('insert into irc_networks (source, name) values ($1, $2) returning id', [net.source, net.name])).rows[0].id;
+      net.dbId = (await c0.query<{ id: number }>('insert into irc_networks (source, name) values ($1, $2) returning id', [net.source, net.name])).rows[0]!.id;
       for (const ch of net.channels) {
         ch.dbId = (
-          await c0.query('insert into irc_channels (network_id, name, is_private) values ($1, $2, $3) returning id', [
+          await c0.query<{ id: number }>('insert into irc_channels (network_id, name, is_private) values ($1, $2, $3) returning id', [
             net.dbId,
             ch.name,
             !/^[#&+!]/.test(ch.name),
           ])
-        ).rows[0].id;
+        ).rows[0]!.id;
       }
     }
 
@@ -1069,13 +1071,13 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     ]);
     const vacuumSeconds = (performance.now() - vacuumStart) / 1000;
 
-    const {
-      rows: [check],
-    } = await c0.query(
-      `select (select count(*) from irc_events)::bigint as events, (select sum(event_count) from irc_channels)::bigint as counted,
+    const check = (
+      await c0.query<{ events: string; counted: string; nicks: string; links: string; size: string; events_size: string }>(
+        `select (select count(*) from irc_events)::bigint as events, (select sum(event_count) from irc_channels)::bigint as counted,
               (select count(*) from irc_nicks)::bigint as nicks, (select count(*) from irc_nick_links)::bigint as links,
               pg_database_size(current_database()) as size, pg_total_relation_size('irc_events') as events_size`,
-    );
+      )
+    ).rows[0]!;
     if (Number(check.events) !== rows || Number(check.counted) !== rows)
       throw new Error(`expected ${rows} rows, found ${check.events} (counters say ${check.counted})`);
     const seconds = Math.round((performance.now() - t0) / 1000);

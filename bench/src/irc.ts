@@ -314,13 +314,13 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
     // A run that was cut short may have left its import network behind.
     const stale = await dropImportNetworks();
     if (stale) log(`irc: removed ${stale} import network(s) left by an earlier run`);
-    const {
-      rows: [info],
-    } = await db.query(
-      `select (select sum(event_count) from irc_channels)::bigint as events, (select count(*) from irc_channels) as channels,
+    const info = (
+      await db.query<{ events: string; channels: string; nicks: string; size: string; shared_buffers: string; table_size: string }>(
+        `select (select sum(event_count) from irc_channels)::bigint as events, (select count(*) from irc_channels) as channels,
               (select count(*) from irc_nicks) as nicks, pg_database_size(current_database()) as size,
               current_setting('shared_buffers') as shared_buffers, pg_size_pretty(pg_table_size('irc_events')) as table_size`,
-    );
+      )
+    ).rows[0]!;
     row(
       'IRC archive',
       `${BENCH_IRC_DATABASE}: ${fmt(Number(info.events))} rows, ${info.channels} channels, ${fmt(Number(info.nicks))} nicks, ${(Number(info.size) / 2 ** 30).toFixed(2)} GiB; generated ${state.generatedAt.slice(0, 16).replace('T', ' ')} UTC in ${state.generateSeconds} s (seed ${state.seed}); irc_events heap ${info.table_size}; server shared_buffers ${info.shared_buffers}`,

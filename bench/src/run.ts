@@ -123,11 +123,11 @@ process.on('unhandledRejection', (err) => {
 const checkInterrupted = () => interrupt.signal.throwIfAborted();
 const onInterrupt = (fn: () => void) => interrupt.signal.addEventListener('abort', fn, { once: true });
 
-async function adminQuery(sql: string) {
+async function adminQuery<Row extends pg.QueryResultRow>(sql: string) {
   const client = new pg.Client({ connectionString: settings.pgAdminUrl });
   await client.connect();
   try {
-    return await client.query(sql);
+    return await client.query<Row>(sql);
   } finally {
     await client.end();
   }
@@ -296,7 +296,7 @@ async function main() {
     'machine',
     `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}; load average at start ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
   );
-  const pgVersion = (await adminQuery('show server_version')).rows[0].server_version;
+  const pgVersion = (await adminQuery<{ server_version: string }>('show server_version')).rows[0]!.server_version;
   row('software', `Node ${process.version}, PostgreSQL ${pgVersion.split(' ')[0]}, Redis ${await redisVersion()}`);
   cleanups.push(['redis keys', deleteRedisKeys]);
 

@@ -76,8 +76,11 @@ export class ZoneCache {
   }
 
   async state(zoneId: number): Promise<CacheState | null> {
-    const res = await this.knex().raw(`select serial, record_count, cached_at from dns_zone_cache_state where zone_id = ?`, [zoneId]);
-    const r = (res.rows as Array<{ serial: string; record_count: number; cached_at: Date }>)[0];
+    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date }> }>(
+      `select serial, record_count, cached_at from dns_zone_cache_state where zone_id = ?`,
+      [zoneId],
+    );
+    const r = res.rows[0];
     return r ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at) } : null;
   }
 
@@ -149,11 +152,11 @@ export class ZoneCache {
   }
 
   async page(zoneId: number, recordCount: number, page: number, perPage: number): Promise<Page> {
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: DnsRecord[] }>(
       `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
       [zoneId, perPage, (page - 1) * perPage],
     );
-    const rows = (res.rows as DnsRecord[]).map((r) => ({ ...r, ttl: Number(r.ttl) }));
+    const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
     return { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount };
   }
 
@@ -178,16 +181,19 @@ export class ZoneCache {
         where = `rdata ilike ?`;
         binds = [like];
     }
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<DnsRecord & { total: string }> }>(
       `select name, ttl, class, type, rdata, count(*) over () as total from dns_record_cache where zone_id = ? and (${where})
        order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
       [zoneId, ...binds, perPage, (page - 1) * perPage],
     );
-    const rows = res.rows as Array<DnsRecord & { total: string }>;
+    const rows = res.rows;
     let total = rows[0] ? Number(rows[0].total) : 0;
     if (!rows.length && page > 1) {
-      const c = await this.knex().raw(`select count(*) as n from dns_record_cache where zone_id = ? and (${where})`, [zoneId, ...binds]);
-      total = Number((c.rows as Array<{ n: string }>)[0]!.n);
+      const c = await this.knex().raw<{ rows: Array<{ n: string }> }>(`select count(*) as n from dns_record_cache where zone_id = ? and (${where})`, [
+        zoneId,
+        ...binds,
+      ]);
+      total = Number(c.rows[0]!.n);
     }
     const out = rows.map(({ total: _t, ...r }) => ({ ...r, ttl: Number(r.ttl) }));
     return { rows: out, recordCount: total, page, perPage, hasMore: page * perPage < total };

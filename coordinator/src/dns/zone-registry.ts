@@ -79,13 +79,13 @@ export class ZoneRegistry {
   }
 
   async list(): Promise<ZoneRow[]> {
-    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones order by zone`);
-    return (res.rows as Array<Record<string, unknown>>).map(toRow);
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${COLUMNS} from dns_zones order by zone`);
+    return res.rows.map(toRow);
   }
 
   async get(zone: string): Promise<ZoneRow | null> {
-    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones where zone = ?`, [normalizeName(zone)]);
-    const r = (res.rows as Array<Record<string, unknown>>)[0];
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${COLUMNS} from dns_zones where zone = ?`, [normalizeName(zone)]);
+    const r = res.rows[0];
     return r ? toRow(r) : null;
   }
 
@@ -95,10 +95,11 @@ export class ZoneRegistry {
     if (!/^[a-z0-9_*.-]+$/.test(n)) return null;
     const labels = n.split('.');
     const candidates = labels.map((_, i) => labels.slice(i).join('.'));
-    const res = await this.knex().raw(`select ${COLUMNS} from dns_zones where zone = any(?::text[]) order by length(zone) desc limit 1`, [
-      `{${candidates.map((c) => `"${c}"`).join(',')}}`,
-    ]);
-    const r = (res.rows as Array<Record<string, unknown>>)[0];
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
+      `select ${COLUMNS} from dns_zones where zone = any(?::text[]) order by length(zone) desc limit 1`,
+      [`{${candidates.map((c) => `"${c}"`).join(',')}}`],
+    );
+    const r = res.rows[0];
     return r ? toRow(r) : null;
   }
 
@@ -110,7 +111,7 @@ export class ZoneRegistry {
     if (!input.keyFile.trim()) throw invalid('key_file', 'is required');
     const port = input.port ?? 53;
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalid('port', 'must be 1-65535');
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
       `insert into dns_zones (zone, server, port, file_path, key_path, cache_ttl_seconds, invalidate_enabled, invalidate_interval_seconds, protect_from_clear)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?)
        on conflict (zone) do update set server = excluded.server, port = excluded.port, file_path = excluded.file_path,
@@ -129,7 +130,7 @@ export class ZoneRegistry {
         input.protectFromClear ?? false,
       ],
     );
-    return toRow((res.rows as Array<Record<string, unknown>>)[0]!);
+    return toRow(res.rows[0]!);
   }
 
   async setPolicy(zone: string, policy: Partial<Pick<ZoneRow, 'invalidateEnabled' | 'invalidateIntervalSeconds' | 'protectFromClear' | 'cacheTtlSeconds'>>) {
@@ -149,7 +150,7 @@ export class ZoneRegistry {
   }
 
   async remove(zone: string): Promise<boolean> {
-    const res = await this.knex().raw(`delete from dns_zones where zone = ?`, [normalizeName(zone)]);
+    const res = await this.knex().raw<{ rowCount: number | null }>(`delete from dns_zones where zone = ?`, [normalizeName(zone)]);
     return (res.rowCount ?? 0) > 0;
   }
 }

@@ -55,7 +55,7 @@ export function unavailableDependency(error: unknown): UnavailableDependency | n
     if (found) return found;
     const { cause, errors } = err as { cause?: unknown; errors?: unknown };
     if (cause) queue.push(cause);
-    if (Array.isArray(errors)) queue.push(...errors);
+    if (Array.isArray(errors)) queue.push(...(errors as unknown[]));
   }
   return null;
 }

@@ -30,6 +30,18 @@ export interface AliasLink {
  * A person is every nick reachable through unblocked links (within one network). An admin's
  * removal blocks the link, so re-importing the logs does not bring it back.
  */
+/** A row of `profile`'s query (bigint counts arrive as strings). */
+interface ProfileRow {
+  nick: string;
+  nick_key: string;
+  network_id: number;
+  network_name: string;
+  first_seen: string;
+  last_seen: string;
+  message_count: string;
+  event_count: string;
+}
+
 export class IrcAliasService {
   private readonly store: IrcEventStore;
   constructor(orm: Orm) {
@@ -44,7 +56,7 @@ export class IrcAliasService {
   async resolve(nick: string, networkIds: number[]): Promise<string[]> {
     const key = nick.toLowerCase();
     if (!networkIds.length) return [key];
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<{ nick_key: string }> }>(
       `with recursive walk(network_id, nick_key, depth) as (
          select n, ?::text, 0 from unnest(?::int[]) as n
          union
@@ -59,14 +71,14 @@ export class IrcAliasService {
        select distinct nick_key from walk limit ?`,
       [key, networkIds, MAX_DEPTH, MAX_ALIASES],
     );
-    const keys = (res.rows as Array<{ nick_key: string }>).map((r) => r.nick_key);
+    const keys = res.rows.map((r) => r.nick_key);
     return keys.includes(key) ? keys : [key, ...keys];
   }
 
   /** The profile of the person `nick` names, or null when none of their nicks was ever seen in these networks. */
   async profile(nick: string, keys: string[], networkIds: number[]): Promise<NickProfile | null> {
     if (!networkIds.length) return null;
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: ProfileRow[] }>(
       `select k.nick, k.nick_key, k.network_id, w.name as network_name,
               to_char(k.first_at, 'YYYY-MM-DD HH24:MI:SS') as first_seen, to_char(k.last_at, 'YYYY-MM-DD HH24:MI:SS') as last_seen,
               k.message_count, k.event_count
@@ -75,16 +87,7 @@ export class IrcAliasService {
         order by k.last_at desc`,
       [networkIds, keys],
     );
-    const rows = res.rows as Array<{
-      nick: string;
-      nick_key: string;
-      network_id: number;
-      network_name: string;
-      first_seen: string;
-      last_seen: string;
-      message_count: string;
-      event_count: string;
-    }>;
+    const rows = res.rows;
     if (!rows.length) return null;
     const key = nick.toLowerCase();
     const own = rows.find((r) => r.nick_key === key);
@@ -103,8 +106,8 @@ export class IrcAliasService {
   }
 
   private async networkId(source: IrcSource, network: string): Promise<number> {
-    const res = await this.knex().raw('select id from irc_networks where source = ? and name = ?', [source, network]);
-    const row = res.rows[0] as { id: number } | undefined;
+    const res = await this.knex().raw<{ rows: Array<{ id: number }> }>('select id from irc_networks where source = ? and name = ?', [source, network]);
+    const row = res.rows[0];
     if (!row) throw new AppError('not_found', `no network "${network}" in the ${source} archive`);
     return Number(row.id);
   }
@@ -132,7 +135,7 @@ export class IrcAliasService {
   async remove(source: IrcSource, network: string, nick: string, alias: string): Promise<boolean> {
     const id = await this.networkId(source, network);
     const [a, b] = IrcAliasService.pair(nick, alias);
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<{ existed: boolean }> }>(
       `insert into irc_nick_links (network_id, nick_key, other_key, origin, blocked) values (?, ?, ?, 'admin', true)
        on conflict (network_id, nick_key, other_key) do update set blocked = true, origin = 'admin'
        returning (xmax <> 0) as existed`,
@@ -145,13 +148,13 @@ export class IrcAliasService {
   async list(source: IrcSource, network: string, nick?: string): Promise<AliasLink[]> {
     const id = await this.networkId(source, network);
     const key = nick?.toLowerCase();
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<{ nick_key: string; other_key: string; origin: 'log' | 'admin'; blocked: boolean }> }>(
       `select nick_key, other_key, origin, blocked from irc_nick_links
         where network_id = ? ${key ? 'and (nick_key = ? or other_key = ?)' : ''}
         order by nick_key, other_key`,
       key ? [id, key, key] : [id],
     );
-    return (res.rows as Array<{ nick_key: string; other_key: string; origin: 'log' | 'admin'; blocked: boolean }>).map((r) => ({
+    return res.rows.map((r) => ({
       network,
       nick: r.nick_key,
       alias: r.other_key,

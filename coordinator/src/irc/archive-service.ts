@@ -95,7 +95,7 @@ export class IrcArchiveService {
   }
 
   private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    return (await this.knex().raw(sql, bindings as unknown[])).rows as T[];
+    return (await this.knex().raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
   }
 
   async networks(source: IrcSource): Promise<NetworkRow[]> {

@@ -37,20 +37,20 @@ export class IrcEventStore {
   }
 
   async ensureNetwork(source: IrcSource, name: string): Promise<number> {
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<{ id: number }> }>(
       `insert into irc_networks (source, name) values (?, ?) on conflict (source, name) do update set name = excluded.name returning id`,
       [source, name],
     );
-    return Number(res.rows[0].id);
+    return Number(res.rows[0]!.id);
   }
 
   async ensureChannel(networkId: number, name: string): Promise<number> {
-    const res = await this.knex().raw(
+    const res = await this.knex().raw<{ rows: Array<{ id: number }> }>(
       `insert into irc_channels (network_id, name, is_private) values (?, ?, ?)
        on conflict (network_id, name) do update set name = excluded.name returning id`,
       [networkId, name, !isChannelName(name)],
     );
-    return Number(res.rows[0].id);
+    return Number(res.rows[0]!.id);
   }
 
   /** Writes rows of one channel (skipping keys already stored); returns how many were added. */
@@ -71,7 +71,7 @@ export class IrcEventStore {
       values.push(channelId, e.eventType, e.occurredAt, e.nick, e.messageText, e.target, e.toNick, e.netsplitGroup, e.netsplitLeader, e.lineHash);
     }
     const row = `(${new Array(COLUMNS).fill('?').join(', ')})`;
-    const res = await trx.raw(
+    const res = await trx.raw<{ rows: Array<{ inserted: string }> }>(
       `with ins as (
          insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, netsplit_leader, line_hash)
          values ${batch.map(() => row).join(', ')}
@@ -108,6 +108,6 @@ export class IrcEventStore {
        select n as inserted from span`,
       [...values, channelId, networkId, networkId],
     );
-    return Number(res.rows[0].inserted);
+    return Number(res.rows[0]!.inserted);
   }
 }

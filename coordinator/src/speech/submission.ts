@@ -166,7 +166,7 @@ async function readMultipart<F extends CreateJobFields>(
         if (part.fieldname === 'media_file') throw validationFailed({ media_file: ['media_file must be a file'] });
         if (part.valueTruncated) throw validationFailed({ [part.fieldname]: ['is too long'] });
         const existing = raw[part.fieldname];
-        raw[part.fieldname] = existing === undefined ? part.value : Array.isArray(existing) ? [...existing, part.value] : [existing, part.value];
+        raw[part.fieldname] = existing === undefined ? part.value : Array.isArray(existing) ? [...(existing as unknown[]), part.value] : [existing, part.value];
       }
     }
   } catch (err) {

@@ -144,10 +144,17 @@ export class ModelCatalogSnapshot implements JobAvailability {
   }
 }
 
+/** speech_workers.capabilities as advertised: every field is checked before use. */
+interface WorkerCapabilities {
+  models?: unknown;
+  local?: unknown;
+  modelLanguages?: unknown;
+}
+
 interface WorkerRow {
   id: number;
   name: string;
-  capabilities: { models?: unknown; local?: unknown; modelLanguages?: unknown } | string | null;
+  capabilities: WorkerCapabilities | string | null;
   present: boolean;
 }
 
@@ -168,9 +175,10 @@ export class ModelCatalog {
     const allow = new Set(this.config.SPEECH_LOCAL_MODELS);
     return new ModelCatalogSnapshot(
       rows.map((row) => {
-        const caps = (typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities) ?? {};
+        const parsed: unknown = typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities;
+        const caps: WorkerCapabilities = parsed !== null && typeof parsed === 'object' ? parsed : {};
         const local = caps.local === true;
-        const advertised: string[] = Array.isArray(caps.models) ? (caps.models as unknown[]).filter((m): m is string => typeof m === 'string') : [];
+        const advertised: string[] = Array.isArray(caps.models) ? caps.models.filter((m): m is string => typeof m === 'string') : [];
         const languages: Record<string, readonly string[]> = {};
         if (caps.modelLanguages && typeof caps.modelLanguages === 'object') {
           for (const [model, langs] of Object.entries(caps.modelLanguages as Record<string, unknown>)) {

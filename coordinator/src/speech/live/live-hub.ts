@@ -1,7 +1,7 @@
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
-import { Server, type Socket } from 'socket.io';
+import { type DefaultEventsMap, Server, type Socket } from 'socket.io';
 import type { AuthUser } from '../../accounts/types.js';
 import { safePublish, watchRedis } from '../../infra/redis-watch.js';
 import type { JobEventSink, LiveSegment, LiveStatus } from '../jobs/job-events.js';
@@ -9,6 +9,13 @@ import type { JobService } from '../jobs/job-service.js';
 import { presentSegment } from '../jobs/presenter.js';
 
 export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
+
+/** Per-socket data: the authenticated user, set by the handshake middleware before `connection`. */
+interface LiveSocketData {
+  user?: AuthUser;
+}
+type LiveServer = Server<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, LiveSocketData>;
+type LiveSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, LiveSocketData>;
 
 /**
  * Live job progress for browsers over socket.io. A client emits `subscribe` with a job id; it is
@@ -19,7 +26,7 @@ export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
  * clients connected to any coordinator.
  */
 export class LiveHub implements JobEventSink {
-  private io: Server | null = null;
+  private io: LiveServer | null = null;
   private pub: Redis | null = null;
   private sub: Redis | null = null;
 
@@ -42,7 +49,7 @@ export class LiveHub implements JobEventSink {
     // Auto-pipelining: the publishes of one event-loop turn (many jobs' events) go out in one write.
     this.pub = safePublish(watchRedis(this.redis.duplicate({ enableAutoPipelining: true }), app.log, 'live-pub'), app.log, 'live event');
     this.sub = watchRedis(this.redis.duplicate(), app.log, 'live-sub');
-    const io = new Server(app.server, {
+    const io: LiveServer = new Server(app.server, {
       path: '/socket.io',
       serveClient: true,
       adapter: createAdapter(this.pub, this.sub, { key: `${this.keyPrefix}socket.io` }),
@@ -67,7 +74,7 @@ export class LiveHub implements JobEventSink {
       }, next);
     });
 
-    io.on('connection', (socket: Socket) => {
+    io.on('connection', (socket: LiveSocket) => {
       socket.on('subscribe', async (payload: unknown, ack?: (res: unknown) => void) => {
         const jobId = Number((payload as { jobId?: unknown })?.jobId);
         const reply = typeof ack === 'function' ? ack : () => undefined;
@@ -77,7 +84,7 @@ export class LiveHub implements JobEventSink {
         }
         try {
           const jobs = deps.jobs();
-          const job = await jobs.getVisible(socket.data.user as AuthUser, jobId);
+          const job = await jobs.getVisible(socket.data.user!, jobId);
           await socket.join(jobRoom(jobId));
           const segments = await jobs.segments(jobId, job.currentPass);
           socket.emit('snapshot', {
