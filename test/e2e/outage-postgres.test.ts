@@ -8,6 +8,7 @@ import { AccountService } from '../../coordinator/src/accounts/account-service.j
 import { openOrm } from '../../coordinator/src/db/orm.js';
 import { WorkerDirectory } from '../../coordinator/src/speech/workers/worker-directory.js';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
+import { streamSegments } from '../support/sim-worker.js';
 import { randomName, testEnv } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 import { DedicatedPostgres, postgresBinDir, startCoordinatorProcess } from '../support/outage.js';
@@ -147,17 +148,7 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 2_000 });
     expect(claimed.has_job && claimed.job?.lease.job_id).toBe(jobId);
     const lease = claimed.job!.lease;
-    const stream = client.progress(lease);
-    stream.send({
-      stage: 'transcribing',
-      stage_detail: '',
-      audio_position_seconds: 2,
-      segments: [{ seq: 0, start: 0, end: 2, text: 'after the outage' }],
-      duration_seconds: 2,
-      engine: 'test',
-      engine_model: 'small',
-    });
-    await stream.end();
+    await streamSegments(client, lease, ['after the outage']);
     await client.complete({ lease, success: true, error: '', cancelled: false, segment_count: 1, duration_seconds: 2, engine: 'test', engine_model: 'small' });
     await expect
       .poll(async () => ((await (await api('GET', `/api/speech/jobs/${jobId}`)).json()) as { job: { status: string } }).job.status, { timeout: 10_000 })

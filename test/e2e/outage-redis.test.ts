@@ -12,6 +12,7 @@ import { loadConfig } from '../../coordinator/src/config.js';
 import { MAINTENANCE_QUEUE } from '../../coordinator/src/queue/maintenance.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
+import { streamSegments } from '../support/sim-worker.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 import { DedicatedRedis, startCoordinatorProcess } from '../support/outage.js';
@@ -155,17 +156,7 @@ describe('Redis restarted empty', () => {
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 2_000 });
     expect(claimed.has_job && claimed.job?.lease.job_id).toBe(jobId);
     const lease = claimed.job!.lease;
-    const stream = client.progress(lease);
-    stream.send({
-      stage: 'transcribing',
-      stage_detail: '',
-      audio_position_seconds: 2,
-      segments: [{ seq: 0, start: 0, end: 2, text: 'after redis came back' }],
-      duration_seconds: 2,
-      engine: 'test',
-      engine_model: 'small',
-    });
-    await stream.end();
+    await streamSegments(client, lease, ['after redis came back']);
     await expect.poll(() => segments.map((s) => [s.job_id, s.seq, s.text]), { timeout: 10_000 }).toEqual([[jobId, 0, 'after redis came back']]);
     await client.complete({ lease, success: true, error: '', cancelled: false, segment_count: 1, duration_seconds: 2, engine: 'test', engine_model: 'small' });
     await expect.poll(() => statuses.at(-1)?.status, { timeout: 10_000 }).toBe('completed');

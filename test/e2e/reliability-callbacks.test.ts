@@ -17,7 +17,7 @@ import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { DedicatedRedis, startCoordinatorProcess } from '../support/outage.js';
 import { freePort } from '../support/processes.js';
-import { SimWorker } from '../support/sim-worker.js';
+import { SimWorker, streamSegments } from '../support/sim-worker.js';
 
 /**
  * Terminal callbacks survive the failures around them, and still arrive exactly once:
@@ -242,20 +242,7 @@ describe('coordinator SIGKILLed after the job completed, before its notification
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 5_000 });
     expect(claimed.has_job && claimed.job?.lease.job_id).toBe(id);
     const lease = claimed.job!.lease;
-    const stream = client.progress(lease);
-    stream.send({
-      stage: 'transcribing',
-      stage_detail: '',
-      audio_position_seconds: 4,
-      segments: [
-        { seq: 0, start: 0, end: 2, text: 'Minutes of the' },
-        { seq: 1, start: 2, end: 4, text: 'board meeting.' },
-      ],
-      duration_seconds: 4,
-      engine: 'test',
-      engine_model: 'small',
-    });
-    await stream.end();
+    await streamSegments(client, lease, ['Minutes of the', 'board meeting.']);
 
     // Redis goes away just before the completion: the terminal transition (PostgreSQL) commits with its
     // outbox row, but the dispatcher cannot move the row into the callback queue.

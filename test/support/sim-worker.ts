@@ -1,4 +1,4 @@
-import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
+import { WORKER_CONTRACT_VERSION, type LeaseRefMsg } from '@sonar/shared';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import type { RunningCoordinator } from '../../coordinator/src/service.js';
 
@@ -76,4 +76,19 @@ export async function waitFor<T>(probe: () => Promise<T | null | undefined | fal
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Streams one segment per text (2 s each, seq from 0) on a new progress stream of `lease` and waits for its acknowledgement. */
+export function streamSegments(client: CoordinatorClient, lease: LeaseRefMsg, texts: string[]) {
+  const stream = client.progress(lease);
+  stream.send({
+    stage: 'transcribing',
+    stage_detail: '',
+    audio_position_seconds: texts.length * 2,
+    segments: texts.map((text, seq) => ({ seq, start: seq * 2, end: seq * 2 + 2, text })),
+    duration_seconds: texts.length * 2,
+    engine: 'test',
+    engine_model: 'small',
+  });
+  return stream.end();
 }
