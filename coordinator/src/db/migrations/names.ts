@@ -13,4 +13,5 @@ export const MIGRATION_NAMES = [
   'Migration20261121000700IrcSearch',
   'Migration20261124000800SpeechJobState',
   'Migration20261124000900UserTokenVersion',
+  'Migration20261124001000DiarizationRevisions',
 ] as const;
