@@ -38,6 +38,8 @@ export const JOB_TRANSITIONS = {
   stagingFailed: { from: ['queued'], to: 'failed' },
   /** A person (or run-now) queues a failed or queued job again, with a fresh retry budget. */
   restart: { from: ['failed', 'queued'], to: 'queued' },
+  /** The owner starts a new pass with another model: the completed pass becomes a read-only revision (next cycle). */
+  retranscribe: { from: ['completed'], to: 'queued' },
 } as const satisfies Record<string, { from: readonly JobStatus[]; to: string | null }>;
 
 export type JobTransition = keyof typeof JOB_TRANSITIONS;

@@ -1,0 +1,144 @@
+import type { DiarizationState } from '@sonar/shared';
+
+/**
+ * Speakers of one transcription pass: how a worker's turns become segment labels, how speakers are
+ * named, and the speaker-aware transcript. Pure functions, shared by the job page, the API
+ * presenter, callbacks, reports, share pages and revisions.
+ *
+ * A worker numbers speakers 0..k-1; the coordinator stores them as keys `S1`..`Sk` on segments and
+ * in `diarization_turns` (`[[start, end, speakerIndex], ...]`). The owner may name a key in the
+ * speaker editor (`speaker_labels`: key → name); unnamed keys read "Speaker N".
+ */
+
+/** One diarization turn as stored: start and end in seconds, the worker's speaker index. */
+export type StoredTurn = [start: number, end: number, speaker: number];
+
+export type SpeakerLabels = Record<string, string>;
+
+export const speakerKey = (index: number) => `S${index + 1}`;
+
+const KEY = /^S([1-9][0-9]{0,3})$/;
+export const isSpeakerKey = (key: string) => KEY.test(key);
+
+/** The name people see for a speaker key: the owner's name for it, else "Speaker N". */
+export function speakerName(key: string, labels: SpeakerLabels): string {
+  const named = labels[key]?.trim();
+  if (named) return named;
+  const m = KEY.exec(key);
+  return m ? `Speaker ${m[1]}` : key;
+}
+
+/**
+ * The speaker of a segment: the turn that overlaps it most; a segment no turn overlaps (speech the
+ * VAD missed) takes the nearest turn, so every segment of a diarized pass has a speaker. Turns must
+ * be sorted by start. Null only when there are no turns at all.
+ */
+export function speakerForSegment(start: number, end: number, turns: readonly StoredTurn[]): string | null {
+  if (turns.length === 0) return null;
+  const overlap = new Map<number, number>();
+  let nearest = turns[0]![2];
+  let nearestGap = Infinity;
+  for (const [s, e, spk] of turns) {
+    if (s >= end) {
+      const gap = s - end;
+      if (gap < nearestGap) [nearest, nearestGap] = [spk, gap];
+      break;
+    }
+    const o = Math.min(end, e) - Math.max(start, s);
+    if (o > 0) overlap.set(spk, (overlap.get(spk) ?? 0) + o);
+    else {
+      const gap = start - e;
+      if (gap < nearestGap) [nearest, nearestGap] = [spk, gap];
+    }
+  }
+  let best: number | null = null;
+  let bestOverlap = 0;
+  for (const [spk, o] of overlap) if (o > bestOverlap) [best, bestOverlap] = [spk, o];
+  return speakerKey(best ?? nearest);
+}
+
+export interface TranscriptSegment {
+  start: number;
+  end: number;
+  text: string;
+  speaker: string | null;
+}
+
+/**
+ * The transcript as speaker turns: consecutive segments of one speaker form a paragraph headed by
+ * the speaker's name and start time ("[00:01:05] Alice: ..."). Null when no segment has a speaker.
+ */
+export function speakerAwareTranscript(segments: readonly TranscriptSegment[], labels: SpeakerLabels): string | null {
+  if (!segments.some((s) => s.speaker)) return null;
+  const paragraphs: string[] = [];
+  let current: { speaker: string | null; start: number; parts: string[] } | null = null;
+  const flush = () => {
+    if (!current) return;
+    const who = current.speaker ? speakerName(current.speaker, labels) : 'Unknown speaker';
+    paragraphs.push(`[${clock(current.start)}] ${who}: ${current.parts.join(' ')}`);
+  };
+  for (const s of segments) {
+    const text = s.text.trim();
+    if (!text) continue;
+    if (current && current.speaker === s.speaker) current.parts.push(text);
+    else {
+      flush();
+      current = { speaker: s.speaker, start: s.start, parts: [text] };
+    }
+  }
+  flush();
+  return paragraphs.join('\n\n');
+}
+
+const clock = (seconds: number) => {
+  const t = Math.max(0, Math.floor(seconds));
+  return [Math.floor(t / 3600), Math.floor((t % 3600) / 60), t % 60].map((n) => String(n).padStart(2, '0')).join(':');
+};
+
+/** The diarization of a pass as stored (speech_jobs columns, or a revision's `diarization` JSON). */
+export interface DiarizationRecord {
+  requested: boolean;
+  state: DiarizationState;
+  engine: string | null;
+  speaker_count: number | null;
+  error: string | null;
+  updated_at: string | null;
+  rerun_requested_at: string | null;
+  turns: StoredTurn[] | null;
+}
+
+/** The `diarization` object on the wire: state, engine, and each speaker with its name and share of the talk. */
+export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, segments: readonly TranscriptSegment[]) {
+  const stats = new Map<string, { segments: number; seconds: number }>();
+  for (const s of segments) {
+    if (!s.speaker) continue;
+    const st = stats.get(s.speaker) ?? { segments: 0, seconds: 0 };
+    st.segments += 1;
+    st.seconds += Math.max(0, s.end - s.start);
+    stats.set(s.speaker, st);
+  }
+  const keys = new Set<string>(stats.keys());
+  for (const [, , spk] of d.turns ?? []) keys.add(speakerKey(spk));
+  const speakers = [...keys]
+    .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)))
+    .map((key) => ({
+      key,
+      name: speakerName(key, labels),
+      renamed: Boolean(labels[key]?.trim()),
+      segment_count: stats.get(key)?.segments ?? 0,
+      seconds: Math.round((stats.get(key)?.seconds ?? 0) * 10) / 10,
+    }));
+  return {
+    requested: d.requested,
+    state: d.state,
+    engine: d.engine,
+    speaker_count: d.state === 'completed' ? (d.speaker_count ?? speakers.length) : null,
+    speakers,
+    labelled_segment_count: [...stats.values()].reduce((n, s) => n + s.segments, 0),
+    error: d.error,
+    updated_at: d.updated_at,
+    rerun_pending: d.rerun_requested_at !== null && (d.state === 'pending' || d.state === 'running'),
+  };
+}
+
+export type PresentedDiarization = ReturnType<typeof presentDiarization>;
