@@ -16,7 +16,7 @@ interface SimWorker {
 }
 type ClaimedJob = NonNullable<ClaimResponseMsg['job']>;
 
-const CAPABILITIES = { models: ['small'], engines: ['bench'], diarization: false, can_fetch_urls: true, device: 'cpu' };
+const CAPABILITIES = { models: ['small'], engines: ['bench'], diarization: true, can_fetch_urls: true, device: 'cpu' };
 
 /** Every open resource, so a failed phase still closes them. */
 const open = new Set<{ close(): unknown }>();

@@ -390,7 +390,7 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
   // model the way a Hello stores it (they connect later, from the load generator).
   const catalog = await svc.workers.createWorker(`bench-catalog-${runId}`);
   await q('update speech_workers set capabilities = ?::jsonb where id = ?', [
-    JSON.stringify({ models: ['small'], engines: ['bench'], diarization: false, canFetchUrls: true, device: 'cpu', local: false }),
+    JSON.stringify({ models: ['small'], engines: ['bench'], diarization: true, canFetchUrls: true, device: 'cpu', local: false }),
     catalog.id,
   ]);
 

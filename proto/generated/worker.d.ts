@@ -6,6 +6,7 @@ import type { ClaimRequest as _sonar_worker_v1_ClaimRequest, ClaimRequest__Outpu
 import type { ClaimResponse as _sonar_worker_v1_ClaimResponse, ClaimResponse__Output as _sonar_worker_v1_ClaimResponse__Output } from './sonar/worker/v1/ClaimResponse.js';
 import type { CompleteRequest as _sonar_worker_v1_CompleteRequest, CompleteRequest__Output as _sonar_worker_v1_CompleteRequest__Output } from './sonar/worker/v1/CompleteRequest.js';
 import type { CompleteResponse as _sonar_worker_v1_CompleteResponse, CompleteResponse__Output as _sonar_worker_v1_CompleteResponse__Output } from './sonar/worker/v1/CompleteResponse.js';
+import type { DiarizationResult as _sonar_worker_v1_DiarizationResult, DiarizationResult__Output as _sonar_worker_v1_DiarizationResult__Output } from './sonar/worker/v1/DiarizationResult.js';
 import type { HeartbeatRequest as _sonar_worker_v1_HeartbeatRequest, HeartbeatRequest__Output as _sonar_worker_v1_HeartbeatRequest__Output } from './sonar/worker/v1/HeartbeatRequest.js';
 import type { HeartbeatResponse as _sonar_worker_v1_HeartbeatResponse, HeartbeatResponse__Output as _sonar_worker_v1_HeartbeatResponse__Output } from './sonar/worker/v1/HeartbeatResponse.js';
 import type { HelloRequest as _sonar_worker_v1_HelloRequest, HelloRequest__Output as _sonar_worker_v1_HelloRequest__Output } from './sonar/worker/v1/HelloRequest.js';
@@ -20,6 +21,7 @@ import type { ProgressUpdate as _sonar_worker_v1_ProgressUpdate, ProgressUpdate_
 import type { ReleaseRequest as _sonar_worker_v1_ReleaseRequest, ReleaseRequest__Output as _sonar_worker_v1_ReleaseRequest__Output } from './sonar/worker/v1/ReleaseRequest.js';
 import type { ReleaseResponse as _sonar_worker_v1_ReleaseResponse, ReleaseResponse__Output as _sonar_worker_v1_ReleaseResponse__Output } from './sonar/worker/v1/ReleaseResponse.js';
 import type { SegmentMsg as _sonar_worker_v1_SegmentMsg, SegmentMsg__Output as _sonar_worker_v1_SegmentMsg__Output } from './sonar/worker/v1/SegmentMsg.js';
+import type { SpeakerTurn as _sonar_worker_v1_SpeakerTurn, SpeakerTurn__Output as _sonar_worker_v1_SpeakerTurn__Output } from './sonar/worker/v1/SpeakerTurn.js';
 import type { WorkerServiceClient as _sonar_worker_v1_WorkerServiceClient, WorkerServiceDefinition as _sonar_worker_v1_WorkerServiceDefinition } from './sonar/worker/v1/WorkerService.js';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -35,6 +37,7 @@ export interface ProtoGrpcType {
         ClaimResponse: MessageTypeDefinition<_sonar_worker_v1_ClaimResponse, _sonar_worker_v1_ClaimResponse__Output>
         CompleteRequest: MessageTypeDefinition<_sonar_worker_v1_CompleteRequest, _sonar_worker_v1_CompleteRequest__Output>
         CompleteResponse: MessageTypeDefinition<_sonar_worker_v1_CompleteResponse, _sonar_worker_v1_CompleteResponse__Output>
+        DiarizationResult: MessageTypeDefinition<_sonar_worker_v1_DiarizationResult, _sonar_worker_v1_DiarizationResult__Output>
         HeartbeatRequest: MessageTypeDefinition<_sonar_worker_v1_HeartbeatRequest, _sonar_worker_v1_HeartbeatRequest__Output>
         HeartbeatResponse: MessageTypeDefinition<_sonar_worker_v1_HeartbeatResponse, _sonar_worker_v1_HeartbeatResponse__Output>
         HelloRequest: MessageTypeDefinition<_sonar_worker_v1_HelloRequest, _sonar_worker_v1_HelloRequest__Output>
@@ -49,6 +52,7 @@ export interface ProtoGrpcType {
         ReleaseRequest: MessageTypeDefinition<_sonar_worker_v1_ReleaseRequest, _sonar_worker_v1_ReleaseRequest__Output>
         ReleaseResponse: MessageTypeDefinition<_sonar_worker_v1_ReleaseResponse, _sonar_worker_v1_ReleaseResponse__Output>
         SegmentMsg: MessageTypeDefinition<_sonar_worker_v1_SegmentMsg, _sonar_worker_v1_SegmentMsg__Output>
+        SpeakerTurn: MessageTypeDefinition<_sonar_worker_v1_SpeakerTurn, _sonar_worker_v1_SpeakerTurn__Output>
         WorkerService: SubtypeConstructor<typeof grpc.Client, _sonar_worker_v1_WorkerServiceClient> & { service: _sonar_worker_v1_WorkerServiceDefinition }
       }
     }

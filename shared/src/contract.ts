@@ -3,9 +3,15 @@
  * Bump it when a change to the protocol would make an older worker misbehave;
  * the coordinator refuses workers outside [MIN_SUPPORTED, CURRENT].
  */
-export const WORKER_CONTRACT_VERSION = 2;
+export const WORKER_CONTRACT_VERSION = 3;
 /** Contract 2 added HelloRequest.held_leases; a contract-1 worker's Hello never abandons leases. */
 export const HELD_LEASES_CONTRACT_VERSION = 2;
+/**
+ * Contract 3 added diarization: JobAssignment.task ("diarize" reruns), ProgressUpdate.diarization_state
+ * and CompleteRequest.diarization. Older workers are never offered diarization work and their
+ * `Capabilities.diarization` is ignored (they cannot report turns).
+ */
+export const DIARIZATION_CONTRACT_VERSION = 3;
 export const MIN_SUPPORTED_WORKER_CONTRACT_VERSION = 1;
 
 export function isCompatibleContract(version: number): boolean {

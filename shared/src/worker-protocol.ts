@@ -13,6 +13,7 @@ import type {
   ClaimResponse__Output,
   CompleteRequest__Output,
   CompleteResponse__Output,
+  DiarizationResult__Output,
   HeartbeatRequest__Output,
   HeartbeatResponse__Output,
   HelloRequest__Output,
@@ -26,6 +27,7 @@ import type {
   ProgressUpdate__Output,
   ReleaseRequest__Output,
   SegmentMsg__Output,
+  SpeakerTurn__Output,
 } from '@sonar/proto';
 
 /** A lease-bound message whose lease is there (checked with hasLease). */
@@ -52,6 +54,10 @@ export type ProgressUpdateMsg = Leased<ProgressUpdate__Output>;
 export type ProgressAckMsg = ProgressAck__Output;
 export type CompleteRequestMsg = Leased<CompleteRequest__Output>;
 export type CompleteResponseMsg = CompleteResponse__Output;
+export type DiarizationResultMsg = DiarizationResult__Output;
+export type SpeakerTurnMsg = SpeakerTurn__Output;
+/** JobAssignment.task: a transcription attempt (diarized when asked) or a diarization rerun of a completed job. */
+export type WorkerTask = 'transcribe' | 'diarize';
 export type ReleaseRequestMsg = Leased<ReleaseRequest__Output>;
 export type MediaRequestMsg = Leased<MediaRequest__Output>;
 export type MediaChunkMsg = MediaChunk__Output;

@@ -121,7 +121,7 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
         contract_version: WORKER_CONTRACT_VERSION,
         agent_version: 'test',
         hostname: 'test',
-        capabilities: { models: ['small'], engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+        capabilities: { models: ['small'], engines: ['test'], diarization: true, can_fetch_urls: true, device: 'cpu' },
         local: false,
       }),
     ).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
@@ -142,7 +142,7 @@ describe.skipIf(!bin)('PostgreSQL outage', () => {
       contract_version: WORKER_CONTRACT_VERSION,
       agent_version: 'test',
       hostname: 'test',
-      capabilities: { models: ['small'], engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      capabilities: { models: ['small'], engines: ['test'], diarization: true, can_fetch_urls: true, device: 'cpu' },
       local: false,
     });
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 2_000 });

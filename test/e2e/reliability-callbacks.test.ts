@@ -233,7 +233,7 @@ describe('coordinator SIGKILLed after the job completed, before its notification
       contract_version: WORKER_CONTRACT_VERSION,
       agent_version: 'test',
       hostname: 'test',
-      capabilities: { models: ['small'], engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      capabilities: { models: ['small'], engines: ['test'], diarization: true, can_fetch_urls: true, device: 'cpu' },
       local: false,
     });
 

@@ -58,7 +58,7 @@ describe('live segments across coordinators', () => {
       contract_version: WORKER_CONTRACT_VERSION,
       agent_version: 't',
       hostname: 'h',
-      capabilities: { models: ['small'], engines: ['t'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      capabilities: { models: ['small'], engines: ['t'], diarization: true, can_fetch_urls: true, device: 'cpu' },
       local: false,
     });
     const claimed = await client.claim({ session_id: hello.session_id, wait_ms: 0 });

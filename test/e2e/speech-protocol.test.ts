@@ -32,7 +32,9 @@ const clients: CoordinatorClient[] = [];
 const caps = (models: string[], extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
   models,
   engines: ['test'],
-  diarization: false,
+  diarization: true,
+  diarization_engine: 'test',
+  diarization_error: '',
   can_fetch_urls: true,
   device: 'cpu',
   model_languages: [],

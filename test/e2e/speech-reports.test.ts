@@ -161,7 +161,7 @@ describe('completion reports', () => {
       channel: 'web',
       source: { type: 'url', url: 'https://media.example.org/broken.mp3' },
       label: 'Broken upload',
-      diarization: false,
+      diarization: true,
     });
     failedId = failed.id;
     await worker.run(failedId, { success: false, error: 'ffmpeg: invalid data found\n  at /srv/worker/decode.js:12' });

@@ -355,7 +355,16 @@ describe('download proxy (SPEECH_DOWNLOAD_PROXY)', () => {
 
       // A worker that may fetch URLs does not get the job before the coordinator staged it through the proxy.
       const w = await a.t.app.deps.workers.createWorker(randomName('w'));
-      const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true };
+      const fetcher = {
+        id: w.id,
+        name: 'fetcher',
+        sessionId: null,
+        local: false,
+        models: ['turbo'],
+        canFetchUrls: true,
+        diarization: true,
+        diarizeTasks: true,
+      };
       expect(await a.speech.leases.claim(fetcher)).toBeNull();
 
       await a.speech.stager.stage(id);
@@ -411,7 +420,7 @@ describe.skipIf(!ytdlp)('page URLs through yt-dlp', () => {
     const pageJob = await urlJob(a, `${site.base}/episode`, { model: 'turbo' });
     const directJob = await urlJob(a, `${site.base}/clip.wav`, { model: 'turbo' });
     const w = await a.t.app.deps.workers.createWorker(randomName('w'));
-    const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true };
+    const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true, diarization: true, diarizeTasks: true };
     // The direct file may be fetched by the worker; the page may not.
     const first = await a.speech.leases.claim(fetcher);
     expect(first?.lease.job_id).toBe(directJob);

@@ -17,7 +17,7 @@ export async function registerModelWorker(
   const capabilities = {
     models,
     engines: ['test'],
-    diarization: false,
+    diarization: true,
     canFetchUrls: true,
     device: 'cpu',
     local: opts.local ?? false,

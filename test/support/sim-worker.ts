@@ -19,7 +19,7 @@ export class SimWorker {
       contract_version: WORKER_CONTRACT_VERSION,
       agent_version: 'test',
       hostname: 'test',
-      capabilities: { models, engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },
+      capabilities: { models, engines: ['test'], diarization: true, can_fetch_urls: true, device: 'cpu' },
       local: false,
     });
     return new SimWorker(client, hello.session_id);

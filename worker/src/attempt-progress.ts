@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
-import type { LeaseRefMsg, ProgressAckMsg, ProgressUpdateMsg } from '@sonar/shared';
-import { workerErrorReason, type CoordinatorClient, type ProgressStream } from './coordinator-client.js';
+import type { LeaseRefMsg, ProgressAckMsg } from '@sonar/shared';
+import { workerErrorReason, type CoordinatorClient, type ProgressStream, type ProgressUpdateBody } from './coordinator-client.js';
 
-type Update = Omit<ProgressUpdateMsg, 'lease'>;
+type Update = ProgressUpdateBody;
 
 /** gRPC codes that say "the coordinator (or the way to it) is away for now": try again. */
 const TRANSIENT = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.INTERNAL, grpc.status.CANCELLED, grpc.status.UNKNOWN]);
@@ -43,7 +43,7 @@ export class AttemptProgress {
   private stream!: ProgressStream;
   private broken = false;
   private brokenAt = 0;
-  private readonly segments: ProgressUpdateMsg['segments'] = [];
+  private readonly segments: Update['segments'] = [];
   private last: Update | null = null;
   private rejectLost!: (err: unknown) => void;
   readonly lost: Promise<never>;

@@ -25,6 +25,8 @@ export async function detectCapabilities(opts: {
   canFetchUrls: boolean;
   device: string;
   engines?: TranscriptionEngine[] | undefined;
+  /** The diarizer this worker loaded (its engine name), or why the configured one cannot run. */
+  diarization?: { engine: string } | { error: string } | undefined;
 }): Promise<CapabilitiesMsg> {
   const models: string[] = [];
   const engines: string[] = [];
@@ -51,5 +53,15 @@ export async function detectCapabilities(opts: {
     }
     if (findExecutable('pocketsphinx') || findExecutable('pocketsphinx_continuous')) engines.push('pocketsphinx');
   }
-  return { models, engines, diarization: false, can_fetch_urls: opts.canFetchUrls, device: opts.device, model_languages: modelLanguages };
+  const d = opts.diarization;
+  return {
+    models,
+    engines,
+    diarization: d !== undefined && 'engine' in d,
+    diarization_engine: d && 'engine' in d ? d.engine : '',
+    diarization_error: d && 'error' in d ? d.error : '',
+    can_fetch_urls: opts.canFetchUrls,
+    device: opts.device,
+    model_languages: modelLanguages,
+  };
 }

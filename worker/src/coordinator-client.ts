@@ -36,9 +36,12 @@ export function workerErrorReason(err: unknown): WorkerErrorReason | null {
   return v === 'stale_lease' || v === 'session_unknown' ? v : null;
 }
 
+/** One progress message of an attempt, without its lease (the stream adds it); `diarization_state` only while diarizing. */
+export type ProgressUpdateBody = Omit<ProgressUpdateMsg, 'lease' | 'diarization_state'> & { diarization_state?: string };
+
 /** A progress stream for one job attempt; `done` settles when the coordinator answers or refuses. */
 export interface ProgressStream {
-  send(update: Omit<ProgressUpdateMsg, 'lease'>): boolean;
+  send(update: ProgressUpdateBody): boolean;
   end(): Promise<ProgressAckMsg>;
   /** Rejects as soon as the coordinator refuses the stream (for example a stale lease). */
   readonly failed: Promise<never>;

@@ -23,7 +23,24 @@ export interface JobRunnerDeps {
   outbound: OutboundPolicy;
   workDir?: string;
   log(level: 'info' | 'warn' | 'error', obj: object, msg: string): void;
+  /** Speaker diarization on the decoded audio; absent: this worker cannot diarize (`diarizerUnavailable` says why). */
+  diarizer?: JobDiarizer | undefined;
+  diarizerUnavailable?: string | undefined;
 }
+
+/** The diarizer as the job runner uses it (see ./diarization): speaker turns of 16 kHz mono audio. */
+export interface JobDiarizer {
+  readonly name: string;
+  diarize(
+    wavPath: string,
+    signal: AbortSignal,
+  ): Promise<{ engine: string; speakerCount: number; turns: Array<{ start: number; end: number; speaker: number }> }>;
+}
+
+type DiarizationReport = NonNullable<Parameters<CoordinatorClient['complete']>[0]['diarization']>;
+
+/** Stage detail while the diarizer runs. */
+const DIARIZING_DETAIL = 'Identifying speakers';
 
 class LeaseLost extends Error {}
 
@@ -49,10 +66,19 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
   const progress = new AttemptProgress(client, lease);
   // A refused lease stops the engine at once.
   progress.lost.catch(() => engineAbort.abort('lost' satisfies StopReason));
-  const picked = deps.pickEngine(job.model, job.forced);
+  // A diarization rerun transcribes only when the pass lost its timestamped segments.
+  const rerun = job.task === 'diarize';
+  const transcribe = !rerun || job.regenerate_segments;
+  const picked = transcribe ? deps.pickEngine(job.model, job.forced) : null;
   let duration = job.duration_seconds;
   let seq = 0;
-  const send = (stage: ProgressStage, detail: string, position: number, segments: Array<{ start: number; end: number; text: string }> = []) =>
+  const send = (
+    stage: ProgressStage,
+    detail: string,
+    position: number,
+    segments: Array<{ start: number; end: number; text: string }> = [],
+    diarizationState = '',
+  ) =>
     progress.send({
       stage,
       stage_detail: detail,
@@ -61,10 +87,12 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
       duration_seconds: duration,
       engine: picked?.engine.name ?? '',
       engine_model: picked?.model ?? '',
+      diarization_state: diarizationState,
     });
+  let diarization: DiarizationReport | null = null;
 
   try {
-    if (!picked) throw new Error(`this worker has no engine for model "${job.model}"`);
+    if (transcribe && !picked) throw new Error(`this worker has no engine for model "${job.model}"${rerun ? ' to regenerate the segments' : ''}`);
     const source = path.join(dir, 'source');
     if (job.media_from_coordinator) {
       send('downloading', 'fetching media from the coordinator', 0);
@@ -76,17 +104,24 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     send('transcribing', 'decoding audio', 0);
     const wav = path.join(dir, 'audio.wav');
     duration = (await deps.decode(source, wav, engineAbort.signal)).durationSeconds || duration;
-    send('transcribing', `${picked.engine.name} ${picked.model}`, 0);
-
-    const result = await picked.engine.transcribe({
-      wavPath: wav,
-      model: picked.model,
-      ...(job.language ? { language: job.language } : {}),
-      signal: engineAbort.signal,
-      onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
-    });
+    let lastEnd = 0;
+    if (picked) {
+      send('transcribing', `${picked.engine.name} ${picked.model}`, 0);
+      const result = await picked.engine.transcribe({
+        wavPath: wav,
+        model: picked.model,
+        ...(job.language ? { language: job.language } : {}),
+        signal: engineAbort.signal,
+        onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
+      });
+      lastEnd = result.segments.at(-1)?.end ?? 0;
+    }
+    if (job.diarization || rerun) {
+      send('finalizing', DIARIZING_DETAIL, duration || lastEnd, [], 'running');
+      diarization = await diarize(deps, wav, engineAbort.signal);
+    }
     // A silent or empty recording: say so rather than finishing with an empty transcript.
-    send('finalizing', seq === 0 ? NO_SPEECH_DETAIL : 'saving the transcript', duration || result.segments.at(-1)?.end || 0);
+    if (transcribe) send('finalizing', seq === 0 ? NO_SPEECH_DETAIL : 'saving the transcript', duration || lastEnd);
     await Promise.race([progress.end(REPORT_GIVE_UP_MS), progress.lost]);
     const res = await retryTransient(
       () =>
@@ -96,16 +131,24 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
           error: '',
           segment_count: seq,
           duration_seconds: duration,
-          engine: picked.engine.name,
-          engine_model: picked.model,
+          engine: picked?.engine.name ?? '',
+          engine_model: picked?.model ?? '',
           cancelled: false,
+          diarization,
         }),
       REPORT_GIVE_UP_MS,
     );
     deps.log(
       'info',
-      { job: lease.job_id, attempt: lease.attempt, segments: seq, duplicate: res.duplicate },
-      seq === 0 ? 'job completed: no speech detected' : 'job completed',
+      {
+        job: lease.job_id,
+        attempt: lease.attempt,
+        task: rerun ? 'diarize' : 'transcribe',
+        segments: seq,
+        diarization: diarization?.state,
+        duplicate: res.duplicate,
+      },
+      rerun ? `diarization ${diarization?.state ?? 'done'}` : seq === 0 ? 'job completed: no speech detected' : 'job completed',
     );
     return 'completed';
   } catch (err) {
@@ -146,6 +189,25 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
   } finally {
     stop.removeEventListener('abort', onStop);
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Diarizes the decoded audio for the Complete message: completed with turns, failed with the
+ * diarizer's error (the transcript is not affected), or unavailable when this worker has no
+ * diarizer. A stop (cancel, lost lease, shutdown) is not a diarization failure: it propagates.
+ */
+async function diarize(deps: JobRunnerDeps, wav: string, signal: AbortSignal): Promise<DiarizationReport> {
+  const none = { engine: '', speaker_count: 0, turns: [], error: '' };
+  if (!deps.diarizer) return { ...none, state: 'unavailable', error: deps.diarizerUnavailable ?? 'this worker has no speaker diarizer' };
+  try {
+    const out = await deps.diarizer.diarize(wav, signal);
+    return { state: 'completed', engine: out.engine, speaker_count: out.speakerCount, turns: out.turns, error: '' };
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    deps.log('warn', { err: message }, 'diarization failed');
+    return { ...none, engine: deps.diarizer.name, state: 'failed', error: message.slice(0, 2000) };
   }
 }
 

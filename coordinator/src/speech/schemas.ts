@@ -72,6 +72,29 @@ export const jobSchema = z.object({
   callback: callbackSchema.nullable(),
 });
 
+/** The `diarization` object of a pass (job detail and revisions). */
+export const diarizationSchema = z
+  .object({
+    requested: z.boolean().describe('Speaker labels were asked for (the default; `disable_diarization` turns them off)'),
+    state: z.enum(DIARIZATION_STATES),
+    engine: z.string().nullable().describe('The worker diarizer that produced the speakers'),
+    speaker_count: z.number().int().nullable().describe('Speakers found (completed only)'),
+    speakers: z.array(
+      z.object({
+        key: z.string().describe('Stable key of the speaker in this pass: S1, S2, …'),
+        name: z.string().describe('The owner’s name for the speaker, else "Speaker N"'),
+        renamed: z.boolean(),
+        segment_count: z.number().int(),
+        seconds: z.number().describe('Seconds of the labelled segments'),
+      }),
+    ),
+    labelled_segment_count: z.number().int(),
+    error: z.string().nullable().describe('Why the diarization failed or is unavailable'),
+    updated_at: timestamp.nullable(),
+    rerun_pending: z.boolean().describe('A rerun was requested and has not finished'),
+  })
+  .describe('Speaker diarization of the current pass (spec "Diarization state")');
+
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
 export const jobDetailSchema = jobSchema.extend({
   transcript_text: z.string().nullable(),
@@ -88,7 +111,11 @@ export const jobDetailSchema = jobSchema.extend({
   }),
   analysis: z.record(z.string(), z.unknown()).nullable(),
   translations: z.array(z.unknown()),
-  diarization: z.object({ requested: z.boolean(), state: z.enum(DIARIZATION_STATES) }),
+  diarization: diarizationSchema,
+  speaker_aware_transcript: z
+    .string()
+    .nullable()
+    .describe('Additive: the current pass as speaker turns ("[hh:mm:ss] Name: text" paragraphs); null until a diarization labelled it'),
 });
 
 export const segmentsResponseSchema = z.object({

@@ -2,6 +2,7 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import type { DiarizationState, JobStatus, QueueChannel } from '@sonar/shared';
 import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { SpeechWorker } from '../workers/entities.js';
+import type { SpeakerLabels, StoredTurn } from './speakers.js';
 
 export type ExecutionTarget = 'auto' | 'local' | 'worker';
 
@@ -25,6 +26,14 @@ export class SpeechJob {
     | 'translationTargetLanguages'
     | 'diarizationRequested'
     | 'diarizationState'
+    | 'diarizationEngine'
+    | 'diarizationSpeakerCount'
+    | 'diarizationTurns'
+    | 'diarizationError'
+    | 'diarizationUpdatedAt'
+    | 'diarizationRerunRequestedAt'
+    | 'diarizationAttempts'
+    | 'speakerLabels'
     | 'executionTarget'
     | 'targetWorker'
     | 'currentPass'
@@ -80,6 +89,17 @@ export class SpeechJob {
   translationTargetLanguages: string[] = [];
   diarizationRequested = true;
   diarizationState: DiarizationState = 'pending';
+  /** The current pass's diarization (see speakers.ts): engine, speaker count, turns, why it failed. */
+  diarizationEngine: string | null = null;
+  diarizationSpeakerCount: number | null = null;
+  diarizationTurns: StoredTurn[] | null = null;
+  diarizationError: string | null = null;
+  diarizationUpdatedAt: Date | null = null;
+  /** Set by a rerun request, cleared by any terminal diarization result. */
+  diarizationRerunRequestedAt: Date | null = null;
+  diarizationAttempts = 0;
+  /** Speaker editor state of the current pass: speaker key → name. */
+  speakerLabels: SpeakerLabels = {};
   executionTarget: ExecutionTarget = 'auto';
   targetWorker: SpeechWorker | null = null;
   currentPass = 1;
@@ -122,7 +142,7 @@ export class SpeechJob {
 }
 
 export class SpeechLease {
-  [OptionalProps]?: 'createdAt' | 'lastHeartbeatAt' | 'lastProgressAt' | 'endedAt' | 'outcome' | 'sessionId';
+  [OptionalProps]?: 'createdAt' | 'lastHeartbeatAt' | 'lastProgressAt' | 'endedAt' | 'outcome' | 'sessionId' | 'kind';
   id!: number;
   job!: SpeechJob;
   attempt!: number;
@@ -135,6 +155,8 @@ export class SpeechLease {
   endedAt: Date | null = null;
   outcome: 'completed' | 'failed' | 'expired' | 'released' | 'cancelled' | 'abandoned' | null = null;
   sessionId: string | null = null;
+  /** A transcription attempt, or a diarization rerun of a completed job. */
+  kind: 'transcribe' | 'diarize' = 'transcribe';
 }
 
 export class SpeechSegment {
@@ -189,6 +211,14 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     translationTargetLanguages: { type: 'string[]', columnType: 'text[]', fieldName: 'translation_target_languages' },
     diarizationRequested: { type: 'boolean', fieldName: 'diarization_requested' },
     diarizationState: str('diarization_state', false),
+    diarizationEngine: str('diarization_engine'),
+    diarizationSpeakerCount: { type: 'integer', fieldName: 'diarization_speaker_count', nullable: true },
+    diarizationTurns: { type: 'json', fieldName: 'diarization_turns', nullable: true },
+    diarizationError: { type: 'text', fieldName: 'diarization_error', nullable: true },
+    diarizationUpdatedAt: ts('diarization_updated_at', true),
+    diarizationRerunRequestedAt: ts('diarization_rerun_requested_at', true),
+    diarizationAttempts: { type: 'integer', fieldName: 'diarization_attempts' },
+    speakerLabels: { type: 'json', fieldName: 'speaker_labels' },
     executionTarget: str('execution_target', false),
     targetWorker: { kind: 'm:1', entity: () => SpeechWorker, fieldName: 'target_worker_id', nullable: true },
     currentPass: { type: 'integer', fieldName: 'current_pass' },
@@ -242,6 +272,7 @@ export const SpeechLeaseSchema = new EntitySchema<SpeechLease>({
     endedAt: ts('ended_at', true),
     outcome: { type: 'string', nullable: true },
     sessionId: str('session_id'),
+    kind: str('kind', false),
   },
 });
 

@@ -19,10 +19,19 @@ export interface LiveStatus {
   attempt: number;
 }
 
+/** The diarization of a job changed: it started, or it ended and (completed) labelled these segments. */
+export interface LiveDiarization {
+  state: string;
+  speaker_count: number | null;
+  /** Segment seq → speaker key, when a completed diarization labelled the pass. */
+  speakers?: Array<{ seq: number; speaker: string }>;
+}
+
 /** Where job changes go: browsers (socket.io) and claim long-polls. Implemented by the live hub. */
 export interface JobEventSink {
   segment(jobId: number, pass: number, segment: LiveSegment): void;
   status(jobId: number, status: LiveStatus): void;
+  diarization(jobId: number, update: LiveDiarization): void;
 }
 
 /**

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Knex } from '@mikro-orm/postgresql';
-import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
+import { JOB_STATUS_LABELS, type DiarizationState, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import type { Orm } from '../../db/orm.js';
 import { PreparedStatement, inTransaction } from '../../db/prepared.js';
 import type { JobEventSink } from './job-events.js';
-import { PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
+import { speakerForSegment, type SpeakerLabels, type StoredTurn } from './speakers.js';
+import { DIARIZATION_TRANSITIONS, PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
 
 /** A (job, attempt, token) that no longer holds its job. The only way a worker learns it lost a lease. */
 export class StaleLeaseError extends Error {
@@ -39,6 +40,10 @@ export interface ClaimingWorker {
   models: string[];
   local: boolean;
   canFetchUrls: boolean;
+  /** Advertises a working diarizer (contract 3+): may take auto jobs that ask for speaker labels, and reruns. */
+  diarization: boolean;
+  /** Speaks contract 3+ (understands JobAssignment.task): may be given diarization reruns at all (pinned ones even without a diarizer). */
+  diarizeTasks: boolean;
 }
 
 export interface ClaimedJob {
@@ -57,6 +62,10 @@ export interface ClaimedJob {
   filename: string | null;
   durationSeconds: number;
   diarization: boolean;
+  /** A transcription attempt, or a diarization rerun of a completed job. */
+  task: 'transcribe' | 'diarize';
+  /** A rerun whose pass has no timestamped segments: transcribe first, then diarize. */
+  regenerateSegments: boolean;
 }
 
 export interface FinishRequest {
@@ -70,11 +79,24 @@ export interface FinishRequest {
   engine: string;
   engineModel: string;
   shareToken: string;
+  /** The diarization the attempt ran (null: none; recorded as unavailable when the job asked for one). */
+  diarization: DiarizationOutcome | null;
+}
+
+/** A worker's diarization of one pass (CompleteRequest.diarization). */
+export interface DiarizationOutcome {
+  state: 'completed' | 'failed' | 'unavailable';
+  engine: string;
+  speakerCount: number;
+  turns: StoredTurn[];
+  error: string;
 }
 
 export interface FinishResult {
   duplicate: boolean;
   status: JobStatus;
+  /** The job's diarization afterwards (absent for a duplicate). */
+  diarization?: { state: DiarizationState; speakerCount: number | null };
 }
 
 export interface ProgressBatch {
@@ -87,7 +109,16 @@ export interface ProgressBatch {
   engine: string;
   engineModel: string;
   segments: Array<{ seq: number; start: number; end: number; text: string }>;
+  /** The worker started diarizing this attempt (ProgressUpdate.diarization_state "running"). */
+  diarizing: boolean;
 }
+
+/** The runtime-log line of a diarization result (columns of the CTE `job`). */
+const DIARIZATION_EVENT_MESSAGE = `case diarization_state
+    when 'completed' then 'Speaker diarization completed: ' || diarization_speaker_count ||
+      case when diarization_speaker_count = 1 then ' speaker' else ' speakers' end || coalesce(' (' || diarization_engine || ')', '') || '.'
+    when 'failed' then 'Speaker diarization failed: ' || coalesce(diarization_error, 'no reason given')
+    else 'Speaker diarization unavailable: ' || coalesce(diarization_error, 'no reason given') end`;
 
 /** Cumulative transcript kept while a job runs; the full text is rebuilt from segments at completion. */
 const MAX_RUNNING_TEXT = 64 * 1024;
@@ -104,10 +135,29 @@ const LIVE_LEASE = `l.job_id = :job and l.attempt = :attempt and l.worker_id = :
 const WANTS_NOTIFICATION = `((job.queue_channel = 'api' and job.callback_url is not null)
   or (:reports and exists (select 1 from users u where u.id = job.owner_id and coalesce(btrim(u.email), '') <> '')))`;
 
+/** A job whose lease ended without its worker: its status afterwards, and whether a diarization rerun waits for a runner again. */
+export interface LeaseEnd {
+  jobId: number;
+  status: JobStatus;
+  diarizationRequeued: boolean;
+}
+
+/** Tries a diarization rerun gets before it fails (a transcription attempt's budget is the job's max_attempts). */
+const DIARIZATION_TRIES = 3;
+
 export interface ClaimRequest {
   worker: ClaimingWorker;
   tokenHash: string;
+  /** The hash of the token a diarization rerun's lease gets instead (its token says `diarize`, see isDiarizeToken). */
+  diarizeTokenHash: string;
 }
+
+/**
+ * A diarization rerun's lease token starts with this prefix, so Complete knows which kind of
+ * lease it ends without reading it first; the fence (token hash and `kind`) still decides.
+ */
+export const DIARIZE_TOKEN_PREFIX = 'd.';
+export const isDiarizeToken = (token: string) => token.startsWith(DIARIZE_TOKEN_PREFIX);
 
 export interface ClaimOptions {
   ttlSeconds: number;
@@ -116,17 +166,19 @@ export interface ClaimOptions {
   localModels: string[];
 }
 
+/** A remote worker (not the local runner) has fresh presence: local execution of `auto` work stands by. */
+const REMOTE_PRESENT = `select 1 from speech_workers w
+   where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
+     and coalesce((w.capabilities->>'local')::boolean, false) = false`;
+
 /** Queued jobs a worker may run; `pinned` says which pinned (execution_target 'worker') jobs are its own. */
 const CLAIMABLE = (pinned: string) => `j.status = 'queued' and j.cancel_requested_at is null
   and (
     (j.execution_target = 'worker' and ${pinned})
     or (j.execution_target = 'local' and :isLocal)
     or (j.execution_target = 'auto' and j.model = any(:models::text[])
-        and (not :isLocal or (j.model = any(:allow::text[]) and not exists (
-          -- local execution stands by while a remote worker has fresh presence
-          select 1 from speech_workers w
-           where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
-             and coalesce((w.capabilities->>'local')::boolean, false) = false))))
+        and (not j.diarization_requested or :diarize)
+        and (not :isLocal or (j.model = any(:allow::text[]) and not exists (${REMOTE_PRESENT}))))
   )
   and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))`;
 
@@ -164,6 +216,7 @@ const claimBindings = (w: ClaimingWorker, opts: ClaimOptions) => ({
   allow: opts.localModels,
   presence: opts.presenceTtlSeconds,
   canFetch: w.canFetchUrls,
+  diarize: w.diarization,
 });
 
 function claimedOf(j: Record<string, unknown>): ClaimedJob & { row: StatusRow } {
@@ -183,6 +236,8 @@ function claimedOf(j: Record<string, unknown>): ClaimedJob & { row: StatusRow } 
     filename: (j.source_filename as string | null) ?? null,
     durationSeconds: Number(j.source_duration_seconds ?? 0),
     diarization: j.diarization_requested === true,
+    task: j.task === 'diarize' ? 'diarize' : 'transcribe',
+    regenerateSegments: j.regenerate === true,
     row: j as unknown as StatusRow,
   };
 }
@@ -362,7 +417,7 @@ export class JobRepository {
     const groups = new Map<string, number[]>();
     requests.forEach((r, i) => {
       const w = r.worker;
-      const key = `${w.local}|${w.canFetchUrls}|${[...w.models].sort().join(',')}`;
+      const key = `${w.local}|${w.canFetchUrls}|${w.diarization}|${[...w.models].sort().join(',')}`;
       groups.set(key, [...(groups.get(key) ?? []), i]);
     });
     for (const indexes of groups.values()) {
@@ -377,6 +432,8 @@ export class JobRepository {
       // Candidates ran out on pinned jobs of other workers: the unlucky claims look again one by one.
       if (maybeMore) for (const [k, i] of indexes.entries()) if (!claimed[k]) results[i] = await this.claimOne(group[k]!, opts);
     }
+    // Nothing to transcribe: diarization reruns of completed jobs (one statement each; their partial index is tiny).
+    for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await this.claimDiarization(r, opts);
     const found = results.filter((r): r is Claimed => r !== null);
     this.publish(found.map((r) => r.row));
     return results.map((r) => (r ? stripRow(r) : null));
@@ -443,6 +500,58 @@ export class JobRepository {
         maybeMore: candidates.length === group.length,
       };
     });
+  }
+
+  /**
+   * Leases a diarization rerun: a completed job whose diarization waits for a runner, as a `diarize`
+   * lease. The job stays completed; its diarization moves pending → running and its attempt
+   * sequence grows by one (leases are unique per job and attempt). Pinned and local targets apply
+   * as for transcription; an `auto` rerun needs a worker with a diarizer, and one that has the
+   * job's model when the pass's segments must be regenerated first.
+   */
+  private async claimDiarization(req: ClaimRequest, opts: ClaimOptions): Promise<(ClaimedJob & { row: StatusRow }) | null> {
+    const w = req.worker;
+    const rows = await this.prepared<Record<string, unknown>>(
+      'speech_claim_diarization',
+      `with picked as (
+         select j.id, (j.execution_target <> 'auto') as forced,
+                not exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as regenerate
+           from speech_jobs j
+          where j.status = 'completed' and j.diarization_state = 'pending' and j.diarization_rerun_requested_at is not null
+            and j.media_path is not null
+            and ((j.execution_target = 'worker' and j.target_worker_id = :wid)
+              or (j.execution_target = 'local' and :isLocal)
+              or (j.execution_target = 'auto' and :diarize and (not :isLocal or not exists (${REMOTE_PRESENT}))
+                  and (exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass)
+                       or (j.model = any(:models::text[]) and (not :isLocal or j.model = any(:allow::text[]))))))
+          order by j.owner_is_admin desc, j.diarization_rerun_requested_at, j.id
+          limit 1
+          for update of j skip locked
+       ), job as (
+         update speech_jobs j set attempt = j.attempt + 1, diarization_state = 'running', diarization_attempts = j.diarization_attempts + 1,
+                diarization_error = null, diarization_updated_at = now(), updated_at = now()
+           from picked where j.id = picked.id
+         returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
+                   j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested, j.diarization_attempts,
+                   j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, picked.forced, picked.regenerate
+       ), lease as (
+         insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at, kind)
+         select id, attempt, :wid, :session, :hash, now() + make_interval(secs => :ttl), 'diarize' from job
+         returning job_id, expires_at
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, data)
+         select id, 'diarization_claimed',
+                'Speaker diarization (try ' || diarization_attempts || ') claimed by worker ' || :name ||
+                case when regenerate then '; the timestamped segments are regenerated from the retained media first.' else '.' end,
+                jsonb_build_object('worker', :name::text, 'attempt', attempt)
+           from job
+       )
+       select job.*, 'diarize' as task, lease.expires_at from job join lease on lease.job_id = job.id`,
+      { ...claimBindings(w, opts), wid: w.id, name: w.name, session: w.sessionId, hash: req.diarizeTokenHash, ttl: opts.ttlSeconds },
+    );
+    const claimed = rows[0] ? claimedOf(rows[0]) : null;
+    if (claimed) this.sink.diarization(claimed.jobId, { state: 'running', speaker_count: null });
+    return claimed;
   }
 
   /** Why a fence check failed, for the worker's error message (read only after the fenced statement matched nothing). */
@@ -517,7 +626,7 @@ export class JobRepository {
    */
   async writeProgress(batch: ProgressBatch): Promise<number[]> {
     const segs = batch.segments;
-    const rows = await this.prepared<{ live: boolean; stored: number[] | null; id: number | null } & Partial<StatusRow>>(
+    const rows = await this.prepared<{ live: boolean; stored: number[] | null; id: number | null; diarization_state?: string } & Partial<StatusRow>>(
       'speech_progress',
       `with l as (
          select l.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}
@@ -539,10 +648,12 @@ export class JobRepository {
             engine_model = coalesce(nullif(:engineModel::text, ''), j.engine_model),
             transcript_text = case when added.text is null then j.transcript_text
               else right(concat_ws(' ', j.transcript_text, added.text), ${MAX_RUNNING_TEXT}) end,
+            diarization_state = case when :diarizing and j.diarization_requested and j.diarization_state = 'pending' then 'running' else j.diarization_state end,
+            diarization_updated_at = case when :diarizing and j.diarization_requested and j.diarization_state = 'pending' then now() else j.diarization_updated_at end,
             updated_at = now()
            from l, added
           where j.id = :job and j.status = any(:processing::text[])
-         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt
+         returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.diarization_state
        )
        -- no lease row is written here: completion locks lease then job, so progress (job only) cannot deadlock with it;
        -- liveness reads the job's updated_at as the time of the last progress
@@ -562,11 +673,15 @@ export class JobRepository {
         duration: batch.durationSeconds,
         engine: batch.engine,
         engineModel: batch.engineModel,
+        diarizing: batch.diarizing,
       },
     );
     const r = rows[0]!;
     if (!r.live) return this.stale(batch.workerId, batch.ref);
-    if (r.id !== null && r.id !== undefined) this.publish([r as StatusRow]);
+    if (r.id !== null && r.id !== undefined) {
+      this.publish([r as StatusRow]);
+      if (batch.diarizing && r.diarization_state === 'running') this.sink.diarization(Number(r.id), { state: 'running', speaker_count: null });
+    }
     return (r.stored ?? []).map(Number);
   }
 
@@ -577,12 +692,16 @@ export class JobRepository {
    * from an attempt that no longer holds the job is a StaleLeaseError (returned in its place).
    */
   async finishMany(items: FinishRequest[]): Promise<Array<FinishResult | StaleLeaseError>> {
-    const rows = await this.prepared<StatusRow & { outcome: JobOutcome; notified: boolean }>(
+    const rows = await this.prepared<
+      StatusRow & { outcome: JobOutcome; notified: boolean; diarization_state: DiarizationState; diarization_speaker_count: number | null }
+    >(
       'speech_finish',
       `with r as (
          select * from unnest(:jobs::int[], :attempts::int[], :wids::int[], :hashes::text[], :success::bool[], :cancelled::bool[],
-                              :reported::int[], :errors::text[], :durations::float8[], :engines::text[], :engineModels::text[], :shares::text[])
-           as r(job_id, attempt, wid, hash, success, cancelled, reported, error, duration, engine, engine_model, share)
+                              :reported::int[], :errors::text[], :durations::float8[], :engines::text[], :engineModels::text[], :shares::text[],
+                              :diarStates::text[], :diarEngines::text[], :diarErrors::text[], :diarCounts::int[], :diarTurns::text[])
+           as r(job_id, attempt, wid, hash, success, cancelled, reported, error, duration, engine, engine_model, share,
+                diar_state, diar_engine, diar_error, diar_count, diar_turns)
        ), l as (
          update speech_leases l set ended_at = now(), outcome = case when r.success then 'completed' else 'failed' end
            from r
@@ -610,7 +729,24 @@ export class JobRepository {
             audio_position_seconds = case when r.success then greatest(j.audio_position_seconds, r.duration) else j.audio_position_seconds end,
             engine = coalesce(nullif(r.engine, ''), j.engine),
             engine_model = coalesce(nullif(r.engine_model, ''), j.engine_model),
-            diarization_state = case when r.success and j.diarization_requested then 'unavailable' else j.diarization_state end,
+            -- the attempt's diarization (see DIARIZATION_TRANSITIONS); a failed attempt leaves it for the next one
+            diarization_state = case
+              when not r.success then case when j.diarization_state = 'running' then 'pending' else j.diarization_state end
+              when not j.diarization_requested then j.diarization_state
+              when r.diar_state in ('completed', 'failed', 'unavailable') then r.diar_state
+              else 'unavailable' end,
+            diarization_engine = case when r.success and j.diarization_requested then nullif(r.diar_engine, '') else j.diarization_engine end,
+            diarization_speaker_count = case when r.success and j.diarization_requested
+              then case when r.diar_state = 'completed' then r.diar_count end else j.diarization_speaker_count end,
+            diarization_turns = case when r.success and j.diarization_requested
+              then case when r.diar_state = 'completed' then r.diar_turns::jsonb end else j.diarization_turns end,
+            diarization_error = case when r.success and j.diarization_requested then case
+              when r.diar_state = 'completed' then null
+              when r.diar_state = 'failed' then left(coalesce(nullif(r.diar_error, ''), 'The diarizer failed.'), 2000)
+              when r.diar_state = 'unavailable' then left(coalesce(nullif(r.diar_error, ''), 'The worker cannot label speakers.'), 2000)
+              else 'The worker that ran this job cannot label speakers (it does not report speaker turns).' end
+              else j.diarization_error end,
+            diarization_updated_at = case when r.success and j.diarization_requested then now() else j.diarization_updated_at end,
             -- token-API jobs get a public share as soon as the transcript completes
             share_token = case when r.success and j.queue_channel = 'api' and j.share_token is null then r.share else j.share_token end,
             share_created_at = case when r.success and j.queue_channel = 'api' and j.share_token is null then now() else j.share_created_at end,
@@ -618,7 +754,12 @@ export class JobRepository {
            from l join r on r.job_id = l.job_id join segs on segs.job_id = l.job_id
           where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
          returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n,
-                   j.queue_channel, j.callback_url, j.owner_id, r.error
+                   j.queue_channel, j.callback_url, j.owner_id, r.error, r.success, j.diarization_requested, j.diarization_state,
+                   j.diarization_speaker_count, j.diarization_engine, j.diarization_error
+       ), dev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'diarization_' || diarization_state, ${DIARIZATION_EVENT_MESSAGE}, case when diarization_state = 'completed' then 'info' else 'warn' end
+           from job where success and diarization_requested
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, outcome,
@@ -633,7 +774,7 @@ export class JobRepository {
          on conflict (job_id, cycle) do nothing
          returning job_id
        )
-       select id, status, stage_label, stage_detail, audio_position_seconds, attempt, outcome,
+       select id, status, stage_label, stage_detail, audio_position_seconds, attempt, outcome, diarization_state, diarization_speaker_count,
               exists (select 1 from note where note.job_id = job.id) as notified
          from job`,
       {
@@ -649,6 +790,11 @@ export class JobRepository {
         engines: items.map((i) => i.engine),
         engineModels: items.map((i) => i.engineModel),
         shares: items.map((i) => i.shareToken),
+        diarStates: items.map((i) => i.diarization?.state ?? ''),
+        diarEngines: items.map((i) => i.diarization?.engine ?? ''),
+        diarErrors: items.map((i) => i.diarization?.error ?? ''),
+        diarCounts: items.map((i) => i.diarization?.speakerCount ?? 0),
+        diarTurns: items.map((i) => JSON.stringify(i.diarization?.turns ?? [])),
         from: fromStatuses('complete'), // the same statuses as 'fail'
         reports: this.reportsEnabled,
       },
@@ -664,7 +810,7 @@ export class JobRepository {
     return Promise.all(
       items.map(async (item): Promise<FinishResult | StaleLeaseError> => {
         const j = ended.get(item.ref.job_id);
-        if (j) return { duplicate: false, status: j.status };
+        if (j) return { duplicate: false, status: j.status, diarization: { state: j.diarization_state, speakerCount: j.diarization_speaker_count } };
         const why = await this.staleReason(item.workerId, item.ref);
         if (why.outcome === (item.success ? 'completed' : 'failed')) {
           const { rows: now } = await this.knex.raw<{ rows: Array<{ status: JobStatus }> }>('select status from speech_jobs where id = ?', [item.ref.job_id]);
@@ -705,17 +851,32 @@ export class JobRepository {
    * clock; `abandoned` leases belong to an earlier session of a worker that said Hello again
    * without them. Returns the jobs touched.
    */
-  private async endLeases(
-    select: string,
-    params: Record<string, unknown>,
-    outcome: 'expired' | 'abandoned',
-  ): Promise<Array<{ jobId: number; status: JobStatus }>> {
-    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { requeued: boolean }> }>(
+  private async endLeases(select: string, params: Record<string, unknown>, outcome: 'expired' | 'abandoned'): Promise<Array<LeaseEnd>> {
+    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { requeued: boolean; diarization_state: DiarizationState | null }> }>(
       `with pick as (
          select l.id from speech_leases l where ${select} order by l.expires_at limit 200 for update of l skip locked
        ), ended as (
          update speech_leases l set ended_at = now(), outcome = :outcome from pick where l.id = pick.id
-         returning l.job_id, l.attempt, (select name from speech_workers w where w.id = l.worker_id) as worker
+         returning l.job_id, l.attempt, l.kind, (select name from speech_workers w where w.id = l.worker_id) as worker
+       ), dj as (
+         -- a diarization rerun whose runner went away: pending again while tries remain, else failed (the job stays completed)
+         update speech_jobs j set
+            diarization_state = case when j.diarization_attempts < ${DIARIZATION_TRIES} then 'pending' else 'failed' end,
+            diarization_error = case when j.diarization_attempts < ${DIARIZATION_TRIES} then null
+              else 'Gave up after ' || j.diarization_attempts || ' tries: worker ' || ended.worker ||
+                   case when :outcome = 'expired' then ' stopped renewing its lease.' else ' restarted without this work.' end end,
+            diarization_rerun_requested_at = case when j.diarization_attempts < ${DIARIZATION_TRIES} then j.diarization_rerun_requested_at end,
+            diarization_updated_at = now(), updated_at = now()
+           from ended
+          where ended.kind = 'diarize' and j.id = ended.job_id and j.attempt = ended.attempt and j.status = 'completed' and j.diarization_state = 'running'
+         returning j.id, j.diarization_state, ended.worker
+       ), dev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'diarization_lease_' || :outcome,
+                case when diarization_state = 'pending' then 'Speaker diarization waits for a runner again: worker ' || worker ||
+                       case when :outcome = 'expired' then ' stopped renewing its lease.' else ' restarted without this work.' end
+                     else 'Speaker diarization failed: gave up after worker ' || worker || ' went away.' end, 'warn'
+           from dj
        ), job as (
          update speech_jobs j set
             status = case when j.cancel_requested_at is null and ended.attempt < j.max_attempts then 'queued' else 'failed' end,
@@ -745,17 +906,21 @@ export class JobRepository {
          insert into speech_notifications (job_id, cycle, status) select id, callback_cycle, 'failed' from job where not requeued and ${WANTS_NOTIFICATION}
          on conflict (job_id, cycle) do nothing
        )
-       select * from job`,
+       select job.*, null as diarization_state from job
+       union all
+       select dj.id, 'completed', null, null, 0, 0, 0, null, null, false, null, null, null, dj.diarization_state from dj`,
       { ...params, outcome, from: fromStatuses('expire'), reports: this.reportsEnabled },
     );
-    this.publish(rows);
-    if (rows.some((r) => !r.requeued)) this.terminal(rows.filter((r) => !r.requeued));
-    return rows.map((r) => ({ jobId: Number(r.id), status: r.status }));
+    const jobs = rows.filter((r) => r.diarization_state === null);
+    this.publish(jobs);
+    if (jobs.some((r) => !r.requeued)) this.terminal(jobs.filter((r) => !r.requeued));
+    for (const r of rows) if (r.diarization_state !== null) this.sink.diarization(Number(r.id), { state: r.diarization_state, speaker_count: null });
+    return rows.map((r) => ({ jobId: Number(r.id), status: r.status, diarizationRequeued: r.diarization_state === 'pending' }));
   }
 
   /** Automatic stale recovery (the speech-stale-sweep maintenance task). */
-  async expireLeases(): Promise<Array<{ jobId: number; status: JobStatus }>> {
-    const touched: Array<{ jobId: number; status: JobStatus }> = [];
+  async expireLeases(): Promise<LeaseEnd[]> {
+    const touched: LeaseEnd[] = [];
     for (;;) {
       const batch = await this.endLeases('l.ended_at is null and l.expires_at <= now()', {}, 'expired');
       touched.push(...batch);
@@ -767,7 +932,7 @@ export class JobRepository {
    * A worker said Hello with a new session: its open leases that it no longer holds end at once
    * (the agent restarted and lost those jobs); the ones it still holds move to the new session.
    */
-  async abandonUnheld(workerId: number, sessionId: string, held: LeaseRefMsg[]): Promise<Array<{ jobId: number; status: JobStatus }>> {
+  async abandonUnheld(workerId: number, sessionId: string, held: LeaseRefMsg[]): Promise<LeaseEnd[]> {
     const hashes = held.map((r) => hashLeaseToken(r.lease_token));
     if (held.length) {
       await this.knex.raw(
@@ -782,6 +947,145 @@ export class JobRepository {
       { wid: workerId, session: sessionId },
       'abandoned',
     );
+  }
+
+  // ---- diarization --------------------------------------------------------------------------------
+
+  /**
+   * Labels every segment of the lease's pass from a diarization's turns (largest overlap, else the
+   * nearest turn; no turns: no speaker), under the lease fence. Runs before the attempt completes,
+   * so the transcript is labelled by the time anyone is notified. Returns the labels.
+   */
+  async labelSegments(workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]): Promise<Array<{ seq: number; speaker: string | null }>> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ seq: number | null; start_seconds: number; end_seconds: number }> }>(
+      `with l as (select j.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE})
+       select s.seq, s.start_seconds, s.end_seconds from l left join speech_segments s on s.job_id = l.id and s.pass = l.current_pass order by s.seq`,
+      fence(workerId, ref),
+    );
+    if (!rows.length) return this.stale(workerId, ref);
+    const sorted = [...turns].sort((a, b) => a[0] - b[0]);
+    const labels = rows.filter((r) => r.seq !== null).map((r) => ({ seq: Number(r.seq), speaker: speakerForSegment(r.start_seconds, r.end_seconds, sorted) }));
+    if (labels.length) {
+      await this.knex.raw(
+        `update speech_segments s set speaker = v.speaker
+           from unnest(:seqs::int[], :speakers::text[]) as v(seq, speaker), speech_leases l join speech_jobs j on j.id = l.job_id
+          where ${LIVE_LEASE} and s.job_id = j.id and s.pass = j.current_pass and s.seq = v.seq`,
+        { ...fence(workerId, ref), seqs: labels.map((x) => x.seq), speakers: labels.map((x) => x.speaker) },
+      );
+    }
+    return labels;
+  }
+
+  /**
+   * Ends a diarization rerun (a `diarize` lease): running → the worker's result (completed, failed
+   * or unavailable; a failed attempt is failed). Any terminal result clears the rerun marker. A
+   * completed rerun replaces the turns and starts the speaker names afresh (its speakers are new);
+   * a failed one keeps the previous labels. Repeating the same completion is a duplicate.
+   */
+  async finishDiarization(
+    workerId: number,
+    ref: LeaseRefMsg,
+    result: { success: boolean; error: string; outcome: DiarizationOutcome | null },
+  ): Promise<{ duplicate: boolean; state: DiarizationState; speakerCount: number | null; previousSpeakerCount: number | null }> {
+    const o = result.outcome;
+    const state: DiarizationState = !result.success ? 'failed' : (o?.state ?? 'unavailable');
+    const error =
+      state === 'completed'
+        ? null
+        : (!result.success ? result.error : o?.error) || (state === 'failed' ? 'The diarizer failed.' : 'The worker cannot label speakers.');
+    const { rows } = await this.knex.raw<{
+      rows: Array<{ id: number; diarization_state: DiarizationState; diarization_speaker_count: number | null; before: number | null }>;
+    }>(
+      `with l as (
+         update speech_leases l set ended_at = now(), outcome = case when :state = 'completed' then 'completed' else 'failed' end
+          where ${LIVE_LEASE} and l.kind = 'diarize'
+         returning l.job_id, l.attempt
+       ), prev as (
+         select j.id, j.diarization_speaker_count as before from speech_jobs j join l on l.job_id = j.id
+       ), job as (
+         update speech_jobs j set
+            diarization_state = :state,
+            diarization_engine = coalesce(nullif(:engine::text, ''), j.diarization_engine),
+            diarization_speaker_count = case when :state = 'completed' then :count::int else j.diarization_speaker_count end,
+            diarization_turns = case when :state = 'completed' then :turns::jsonb else j.diarization_turns end,
+            diarization_error = left(:error::text, 2000),
+            speaker_labels = case when :state = 'completed' then '{}'::jsonb else j.speaker_labels end,
+            diarization_rerun_requested_at = null, diarization_updated_at = now(), updated_at = now()
+           from l, prev
+          where j.id = l.job_id and prev.id = j.id and j.attempt = l.attempt and j.status = 'completed' and j.diarization_state = 'running'
+         returning j.id, j.diarization_state, j.diarization_speaker_count, j.diarization_engine, j.diarization_error, prev.before
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'diarization_' || diarization_state, ${DIARIZATION_EVENT_MESSAGE}, case when diarization_state = 'completed' then 'info' else 'warn' end
+           from job
+       )
+       select id, diarization_state, diarization_speaker_count, before from job`,
+      {
+        ...fence(workerId, ref),
+        state,
+        engine: o?.engine ?? '',
+        count: o?.speakerCount ?? 0,
+        turns: JSON.stringify(o?.turns ?? []),
+        error,
+      },
+    );
+    const r = rows[0];
+    if (r) return { duplicate: false, state: r.diarization_state, speakerCount: r.diarization_speaker_count, previousSpeakerCount: r.before };
+    const why = await this.staleReason(workerId, ref);
+    if (why.outcome === (state === 'completed' ? 'completed' : 'failed')) {
+      const { rows: now } = await this.knex.raw<{ rows: Array<{ diarization_state: DiarizationState; diarization_speaker_count: number | null }> }>(
+        'select diarization_state, diarization_speaker_count from speech_jobs where id = ?',
+        [ref.job_id],
+      );
+      return {
+        duplicate: true,
+        state: now[0]?.diarization_state ?? state,
+        speakerCount: now[0]?.diarization_speaker_count ?? null,
+        previousSpeakerCount: null,
+      };
+    }
+    throw new StaleLeaseError(why.message);
+  }
+
+  /**
+   * A rerun request: completed | failed | unavailable | skipped → pending on a completed job whose
+   * media is retained, with the rerun marker set and the preference to diarize persisted. Null when
+   * the row no longer qualifies (the caller re-reads it to say why).
+   */
+  async requestDiarization(jobId: number, by: string): Promise<{ id: number } | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `with j as (
+         update speech_jobs set diarization_state = 'pending', diarization_requested = true, diarization_rerun_requested_at = now(),
+                diarization_attempts = 0, diarization_error = null, diarization_updated_at = now(), updated_at = now()
+          where id = :id and status = 'completed' and media_path is not null and diarization_state = any(:from::text[])
+         returning id
+       ), ev as (
+         insert into speech_job_events (job_id, event, message) select id, 'diarization_requested', :message from j
+       )
+       select id from j`,
+      { id: jobId, from: [...DIARIZATION_TRANSITIONS.rerun.from], message: `Speaker diarization requested by ${by}.` },
+    );
+    const r = rows[0];
+    if (r) this.sink.diarization(jobId, { state: 'pending', speaker_count: null });
+    return r ? { id: Number(r.id) } : null;
+  }
+
+  /** The speaker editor: names for speaker keys of the current pass (an empty name removes it). */
+  async setSpeakerLabels(jobId: number, labels: Record<string, string>, by: string): Promise<SpeakerLabels | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ speaker_labels: SpeakerLabels | string }> }>(
+      `with j as (
+         update speech_jobs set speaker_labels = (
+             select coalesce(jsonb_object_agg(k, v), '{}'::jsonb)
+               from jsonb_each_text(speaker_labels || :labels::jsonb) as e(k, v) where btrim(v) <> ''),
+                updated_at = now()
+          where id = :id returning id, speaker_labels
+       ), ev as (insert into speech_job_events (job_id, event, message) select id, 'speakers_renamed', :message from j)
+       select speaker_labels from j`,
+      { id: jobId, labels: JSON.stringify(labels), message: `Speaker names changed by ${by}.` },
+    );
+    const r = rows[0];
+    if (!r) return null;
+    return typeof r.speaker_labels === 'string' ? (JSON.parse(r.speaker_labels) as SpeakerLabels) : r.speaker_labels;
   }
 
   // ---- coordinator-side staging of URL sources ---------------------------------------------------
@@ -842,6 +1146,8 @@ export class JobRepository {
          select id, media_retained_until from speech_jobs
           where media_path is not null and media_retained_until is not null and media_retained_until <= now()
             and status in ('completed', 'failed')
+            -- a diarization rerun waiting for or using the media keeps it until it ends
+            and not (diarization_rerun_requested_at is not null and diarization_state in ('pending', 'running'))
           order by media_retained_until limit :limit for update skip locked
        ), released as (
          update speech_jobs j set media_path = null, updated_at = now() from due where j.id = due.id

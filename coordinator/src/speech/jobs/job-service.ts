@@ -16,6 +16,7 @@ import type { MediaStore } from './media-store.js';
 import type { JobDetail } from './presenter.js';
 import { probeMedia } from './probe.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
+import { speakerAwareTranscript, speakerStats, type TranscriptSegment } from './speakers.js';
 
 export interface CreateJobInput {
   channel: QueueChannel;
@@ -209,11 +210,26 @@ export class JobService {
     const lease = await em.findOne(SpeechLease, { job: job.id, attempt: job.attempt }, { populate: ['worker'] });
     const events = await em.find(SpeechJobEvent, { job: job.id }, { orderBy: { id: 'asc' }, limit: 500 });
     const segmentCount = await em.count(SpeechSegment, { job: job.id, pass: job.currentPass });
+    // Speakers exist once a diarization labelled the pass (a failed rerun keeps the earlier labels).
+    const labelled = job.diarizationTurns !== null ? await this.transcriptSegments(job.id, job.currentPass) : [];
     return {
       lease: lease ? Object.assign(lease, { workerName: lease.worker.name, workerRevoked: lease.worker.revokedAt !== null }) : null,
       events,
       segmentCount,
+      speakerStats: speakerStats(labelled),
+      speakerAwareTranscript: speakerAwareTranscript(labelled, job.speakerLabels),
     };
+  }
+
+  /** A pass's segments as the speaker helpers read them (speakers.ts). */
+  async transcriptSegments(jobId: number, pass: number): Promise<TranscriptSegment[]> {
+    const rows = await this.em()
+      .getConnection()
+      .execute<Array<{ start_seconds: number; end_seconds: number; text: string; speaker: string | null }>>(
+        'select start_seconds, end_seconds, text, speaker from speech_segments where job_id = ? and pass = ? order by seq',
+        [jobId, pass],
+      );
+    return rows.map((r) => ({ start: Number(r.start_seconds), end: Number(r.end_seconds), text: r.text, speaker: r.speaker }));
   }
 
   async segments(jobId: number, pass: number) {

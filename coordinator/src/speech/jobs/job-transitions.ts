@@ -1,4 +1,4 @@
-import type { JobStatus } from '@sonar/shared';
+import type { DiarizationState, JobStatus } from '@sonar/shared';
 
 /** Statuses in which a runner holds the job under a lease. */
 export const PROCESSING_STATUSES: readonly JobStatus[] = ['downloading', 'transcribing', 'finalizing'];
@@ -47,3 +47,22 @@ export type JobTransition = keyof typeof JOB_TRANSITIONS;
 export const fromStatuses = (t: JobTransition): JobStatus[] => [...JOB_TRANSITIONS[t].from];
 
 export const isProcessing = (status: JobStatus) => PROCESSING_STATUSES.includes(status);
+
+/**
+ * Every move of speech_jobs.diarization_state (spec "Diarization state"), for the current pass.
+ * JobRepository is its only writer too. A transcription attempt diarizes its own pass (pending →
+ * running → a terminal state, or back to pending when the attempt fails); a rerun request on a
+ * completed job sets the rerun marker, and a worker then runs it under a `diarize` lease while the
+ * job stays completed. Every terminal result clears the marker. A new pass (re-transcription)
+ * starts at pending (or skipped when speaker labels are off).
+ */
+export const DIARIZATION_TRANSITIONS = {
+  /** The owner asks to run or re-run diarization (transcript completed, media retained). */
+  rerun: { from: ['completed', 'failed', 'unavailable', 'skipped'], to: 'pending' },
+  /** A worker starts: a transcription attempt says so in its progress; a rerun is leased. */
+  start: { from: ['pending'], to: 'running' },
+  /** The worker's result. A transcription attempt that fails leaves the diarization pending for the next one. */
+  finish: { from: ['running', 'pending'], to: 'completed | failed | unavailable' },
+  /** A rerun's lease ended without its worker: pending again while tries remain, else failed. */
+  expire: { from: ['running'], to: 'pending | failed' },
+} as const satisfies Record<string, { from: readonly DiarizationState[]; to: string }>;

@@ -24,6 +24,8 @@ export interface CatalogWorker {
   models: string[];
   /** Model → languages it transcribes; [] any language; a model missing here: not known. */
   languages: Record<string, readonly string[]>;
+  /** It has a working diarizer (takes `auto` jobs that ask for speaker labels). */
+  diarization: boolean;
 }
 
 /** A submission the catalog refuses: the field and the message of the 422. */
@@ -38,6 +40,8 @@ export interface WaitingJob {
   model: string;
   executionTarget: ExecutionTarget;
   targetWorker?: { id: number; name: string } | null;
+  /** The job asks for speaker labels: an `auto` job waits for a worker with a diarizer. */
+  diarizationRequested?: boolean;
 }
 
 /** Whether a queued job can be taken by a connected worker; `explain` says why not (null: it can). */
@@ -140,7 +144,12 @@ export class ModelCatalogSnapshot implements JobAvailability {
     if (job.executionTarget === 'local') {
       return this.workers.some((w) => w.local && w.present) ? null : 'No local runner is connected';
     }
-    return this.takers().some((w) => w.models.includes(job.model)) ? null : this.noTakerReason(job.model);
+    const serving = this.takers().filter((w) => w.models.includes(job.model));
+    if (!serving.length) return this.noTakerReason(job.model);
+    if (job.diarizationRequested && !serving.some((w) => w.diarization)) {
+      return `No connected worker that serves model "${job.model}" can label speakers (diarization); turn speaker labels off or connect a worker with a diarizer`;
+    }
+    return null;
   }
 }
 
@@ -149,6 +158,7 @@ interface WorkerCapabilities {
   models?: unknown;
   local?: unknown;
   modelLanguages?: unknown;
+  diarization?: unknown;
 }
 
 interface WorkerRow {
@@ -192,6 +202,7 @@ export class ModelCatalog {
           present: row.present,
           models: local ? advertised.filter((m) => allow.has(m)) : advertised,
           languages,
+          diarization: caps.diarization === true,
         };
       }),
     );

@@ -2,12 +2,31 @@ import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
 import type { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment } from './entities.js';
 import { shareUrl } from '../shares/share-links.js';
 import { computeLiveness, humanDuration } from './liveness.js';
+import { presentDiarization, type DiarizationRecord, type SpeakerStat } from './speakers.js';
 import type { JobAvailability } from './model-catalog.js';
 
 export interface JobDetail {
   lease: (SpeechLease & { workerName: string; workerRevoked: boolean }) | null;
   events: SpeechJobEvent[];
   segmentCount: number;
+  /** Labelled segments and seconds per speaker of the current pass. */
+  speakerStats: SpeakerStat[];
+  /** The current pass as speaker turns; null when no segment has a speaker. */
+  speakerAwareTranscript: string | null;
+}
+
+/** The current pass's diarization as stored on the job. */
+export function diarizationRecord(job: SpeechJob): DiarizationRecord {
+  return {
+    requested: job.diarizationRequested,
+    state: job.diarizationState,
+    engine: job.diarizationEngine,
+    speaker_count: job.diarizationSpeakerCount,
+    error: job.diarizationError,
+    updated_at: iso(job.diarizationUpdatedAt),
+    rerun_requested_at: iso(job.diarizationRerunRequestedAt),
+    turns: job.diarizationTurns,
+  };
 }
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -152,6 +171,7 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
     },
     analysis: null,
     translations: [] as unknown[],
-    diarization: { requested: job.diarizationRequested, state: job.diarizationState },
+    diarization: presentDiarization(diarizationRecord(job), job.speakerLabels, detail.speakerStats),
+    speaker_aware_transcript: detail.speakerAwareTranscript,
   };
 }

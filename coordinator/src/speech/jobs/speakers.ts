@@ -107,17 +107,29 @@ export interface DiarizationRecord {
   turns: StoredTurn[] | null;
 }
 
-/** The `diarization` object on the wire: state, engine, and each speaker with its name and share of the talk. */
-export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, segments: readonly TranscriptSegment[]) {
-  const stats = new Map<string, { segments: number; seconds: number }>();
+/** How much of a pass each speaker has: labelled segments and their seconds. */
+export interface SpeakerStat {
+  speaker: string;
+  segments: number;
+  seconds: number;
+}
+
+export function speakerStats(segments: readonly TranscriptSegment[]): SpeakerStat[] {
+  const stats = new Map<string, SpeakerStat>();
   for (const s of segments) {
     if (!s.speaker) continue;
-    const st = stats.get(s.speaker) ?? { segments: 0, seconds: 0 };
+    const st = stats.get(s.speaker) ?? { speaker: s.speaker, segments: 0, seconds: 0 };
     st.segments += 1;
     st.seconds += Math.max(0, s.end - s.start);
     stats.set(s.speaker, st);
   }
-  const keys = new Set<string>(stats.keys());
+  return [...stats.values()];
+}
+
+/** The `diarization` object on the wire: state, engine, and each speaker with its name and share of the talk. */
+export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, stats: readonly SpeakerStat[]) {
+  const bySpeaker = new Map(stats.map((s) => [s.speaker, s]));
+  const keys = new Set<string>(bySpeaker.keys());
   for (const [, , spk] of d.turns ?? []) keys.add(speakerKey(spk));
   const speakers = [...keys]
     .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)))
@@ -125,8 +137,8 @@ export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, 
       key,
       name: speakerName(key, labels),
       renamed: Boolean(labels[key]?.trim()),
-      segment_count: stats.get(key)?.segments ?? 0,
-      seconds: Math.round((stats.get(key)?.seconds ?? 0) * 10) / 10,
+      segment_count: bySpeaker.get(key)?.segments ?? 0,
+      seconds: Math.round((bySpeaker.get(key)?.seconds ?? 0) * 10) / 10,
     }));
   return {
     requested: d.requested,
@@ -134,7 +146,7 @@ export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, 
     engine: d.engine,
     speaker_count: d.state === 'completed' ? (d.speaker_count ?? speakers.length) : null,
     speakers,
-    labelled_segment_count: [...stats.values()].reduce((n, s) => n + s.segments, 0),
+    labelled_segment_count: stats.reduce((n, s) => n + s.segments, 0),
     error: d.error,
     updated_at: d.updated_at,
     rerun_pending: d.rerun_requested_at !== null && (d.state === 'pending' || d.state === 'running'),

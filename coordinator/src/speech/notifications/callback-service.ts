@@ -10,6 +10,7 @@ import { readPlatformVersion } from '../../version.js';
 import { closeWorker } from '../../queue/workers.js';
 import type { JobRepository } from '../jobs/job-repository.js';
 import { shareUrl as sharePageUrl } from '../shares/share-links.js';
+import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -115,6 +116,9 @@ function shortError(err: unknown, timeoutSeconds: number): string {
   return text.replace(/\s+/g, ' ').trim().slice(0, MAX_ERROR_LENGTH);
 }
 
+/** json / jsonb columns arrive parsed, or as text from some drivers' paths. */
+const parsed = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
+
 interface JobRow {
   id: number;
   status: JobStatus;
@@ -132,6 +136,9 @@ interface JobRow {
   callback_status: string | null;
   callback_cycle: number;
   api_token_id: number | null;
+  speaker_labels: SpeakerLabels | string | null;
+  /** The current pass's segments (speaker-aware transcript), when any has a speaker. */
+  segments: TranscriptSegment[] | string | null;
 }
 
 /**
@@ -212,8 +219,11 @@ export class CallbackService {
   private async loadJob(jobId: number): Promise<JobRow | null> {
     const { rows } = await this.knex.raw<{ rows: JobRow[] }>(
       `select id, status, queue_channel, source_label, source_filename, source_url, model, language, transcript_text,
-              failure_error, share_token, share_disabled_at, callback_url, callback_status, callback_cycle, api_token_id
-         from speech_jobs where id = ?`,
+              failure_error, share_token, share_disabled_at, callback_url, callback_status, callback_cycle, api_token_id, speaker_labels,
+              (select json_agg(json_build_object('start', s.start_seconds, 'end', s.end_seconds, 'text', s.text, 'speaker', s.speaker) order by s.seq)
+                 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass
+                  and exists (select 1 from speech_segments x where x.job_id = j.id and x.pass = j.current_pass and x.speaker is not null)) as segments
+         from speech_jobs j where id = ?`,
       [jobId],
     );
     return rows[0] ?? null;
@@ -238,7 +248,9 @@ export class CallbackService {
       analysis_text: null,
       translations: [],
       share: shareUrl ? { url: shareUrl } : null,
-      speaker_aware_transcript: null,
+      speaker_aware_transcript: completed
+        ? speakerAwareTranscript(parsed<TranscriptSegment[]>(row.segments) ?? [], parsed<SpeakerLabels>(row.speaker_labels) ?? {})
+        : null,
     };
     if (!completed) job.failure_error = row.failure_error ?? 'The job failed.';
     return { ok: completed, event: completed ? 'speech.job.completed' : 'speech.job.failed', job };

@@ -59,6 +59,8 @@ interface ReportRow {
   speakers: string | number;
   labelled: string | number;
   diarization_note: string | null;
+  diarization_engine: string | null;
+  diarization_error: string | null;
 }
 
 /** Text a report may show: one line, no control characters, bounded. */
@@ -73,12 +75,13 @@ export function safeText(value: string | null | undefined, max = 500): string | 
   return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
 }
 
-function diarizationNote(state: DiarizationState, requested: boolean, logged: string | null): string | null {
+function diarizationNote(state: DiarizationState, requested: boolean, error: string | null, logged: string | null): string | null {
+  if (!requested || state === 'skipped') return 'Speaker labels were turned off for this job.';
+  const reason = safeText(error, 300);
+  if (state === 'unavailable') return `No speaker labels were produced: ${reason ?? 'no worker with a diarizer ran this job'}.`;
+  if (state === 'failed') return `Speaker diarization failed (the transcript is not affected)${reason ? `: ${reason}` : '.'}`;
   const fromLog = safeText(logged, 300);
   if (fromLog) return fromLog;
-  if (!requested || state === 'skipped') return 'Speaker labels were turned off for this job.';
-  if (state === 'unavailable') return 'No speaker-diarization provider is configured on this service, so no speaker labels were produced.';
-  if (state === 'failed') return 'Speaker diarization failed; the transcript is not affected.';
   if (state === 'pending' || state === 'running') return 'Speaker diarization has not finished yet.';
   return null;
 }
@@ -92,10 +95,10 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
   const d: DiarizationSummary = {
     requested: row.diarization_requested,
     state: row.diarization_state,
-    provider: 'none',
+    provider: row.diarization_engine ?? 'none',
     speakerCount: Number(row.speakers),
     labelledSegmentCount: Number(row.labelled),
-    note: diarizationNote(row.diarization_state, row.diarization_requested, row.diarization_note),
+    note: diarizationNote(row.diarization_state, row.diarization_requested, row.diarization_error, row.diarization_note),
   };
   const facts: Array<[string, string]> = [
     ['Status', JOB_STATUS_LABELS[status]],
@@ -199,7 +202,7 @@ export class ReportMailer {
   private async loadRow(jobId: number): Promise<ReportRow | null> {
     const { rows } = await this.knex.raw<{ rows: ReportRow[] }>(
       `select j.id, j.status, j.source_label, j.source_filename, j.source_url, j.source_duration_seconds, j.model, j.failure_error,
-              j.share_token, j.share_disabled_at, j.diarization_requested, j.diarization_state, j.current_pass, j.callback_cycle,
+              j.share_token, j.share_disabled_at, j.diarization_requested, j.diarization_state, j.diarization_engine, j.diarization_error, j.current_pass, j.callback_cycle,
               j.report_sent_at, u.email,
               (select count(distinct s.speaker) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as speakers,
               (select count(*) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as labelled,

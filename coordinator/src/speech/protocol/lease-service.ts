@@ -1,17 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import type { JobAssignmentMsg, JobStatus, LeaseRefMsg } from '@sonar/shared';
+import type { DiarizationResultMsg, JobAssignmentMsg, JobStatus, LeaseRefMsg } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { JobEventSink, WorkAvailable } from '../jobs/job-events.js';
 import {
+  DIARIZE_TOKEN_PREFIX,
   StaleLeaseError,
+  isDiarizeToken,
   hashLeaseToken,
   type ClaimRequest,
   type ClaimedJob,
   type ClaimingWorker,
   type FinishRequest,
   type FinishResult,
+  type DiarizationOutcome,
   type JobRepository,
+  type LeaseEnd,
 } from '../jobs/job-repository.js';
+import type { StoredTurn } from '../jobs/speakers.js';
 import { Batcher } from './batcher.js';
 import { ProgressWriter, type ProgressSession } from './progress-writer.js';
 
@@ -34,7 +39,7 @@ export class LeaseService {
     private readonly repo: JobRepository,
     private readonly config: Config,
     private readonly work: WorkAvailable,
-    sink: JobEventSink,
+    private readonly sink: JobEventSink,
   ) {
     this.progressWriter = new ProgressWriter(repo, sink);
     this.claims = new Batcher((reqs) =>
@@ -53,9 +58,10 @@ export class LeaseService {
 
   /** Leases the next job this worker may run, or returns null. Admin-owned jobs first, then oldest. */
   async claim(worker: ClaimingWorker): Promise<JobAssignmentMsg | null> {
-    const token = randomBytes(24).toString('base64url');
-    const job = await this.claims.submit({ worker, tokenHash: hashLeaseToken(token) });
+    const tokens = { transcribe: randomBytes(24).toString('base64url'), diarize: DIARIZE_TOKEN_PREFIX + randomBytes(24).toString('base64url') };
+    const job = await this.claims.submit({ worker, tokenHash: hashLeaseToken(tokens.transcribe), diarizeTokenHash: hashLeaseToken(tokens.diarize) });
     if (!job) return null;
+    const token = tokens[job.task];
     const mediaOnCoordinator = job.mediaPath !== null;
     return {
       lease: { job_id: job.jobId, attempt: job.attempt, lease_token: token },
@@ -70,8 +76,10 @@ export class LeaseService {
       media_size_bytes: job.sizeBytes,
       source_filename: job.filename ?? '',
       duration_seconds: job.durationSeconds,
-      diarization: job.diarization,
+      diarization: job.diarization || job.task === 'diarize',
       forced: job.forced,
+      task: job.task,
+      regenerate_segments: job.regenerateSegments,
     };
   }
 
@@ -100,13 +108,44 @@ export class LeaseService {
       durationSeconds: number;
       engine: string;
       engineModel: string;
+      diarization: DiarizationResultMsg | null;
     },
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     await this.progressWriter.flushAttempt(req.lease);
-    const { lease, ...outcome } = req;
-    const result = await this.finishes.submit({ workerId, ref: lease, ...outcome, shareToken: randomBytes(24).toString('base64url') });
+    const { lease, diarization: reported, ...outcome } = req;
+    const diarization = diarizationOutcome(reported);
+    if (isDiarizeToken(lease.lease_token)) return this.completeDiarization(workerId, req, diarization);
+    // Segments are labelled before the attempt ends, so whoever is notified sees the speakers.
+    const labels = req.success && diarization?.state === 'completed' ? await this.repo.labelSegments(workerId, lease, diarization.turns) : null;
+    const result = await this.finishes.submit({ workerId, ref: lease, ...outcome, diarization, shareToken: randomBytes(24).toString('base64url') });
     this.progressWriter.forget(req.lease);
-    return result;
+    if (result.diarization && result.status === 'completed' && result.diarization.state !== 'skipped') {
+      this.sink.diarization(lease.job_id, {
+        state: result.diarization.state,
+        speaker_count: result.diarization.speakerCount,
+        ...(labels && result.diarization.state === 'completed' ? { speakers: labelled(labels) } : {}),
+      });
+    }
+    return { duplicate: result.duplicate, status: result.status };
+  }
+
+  /** Ends a diarization rerun: the job stays completed; its diarization takes the worker's result. */
+  private async completeDiarization(
+    workerId: number,
+    req: { lease: LeaseRefMsg; success: boolean; error: string },
+    diarization: DiarizationOutcome | null,
+  ): Promise<{ duplicate: boolean; status: JobStatus }> {
+    const labels = req.success && diarization?.state === 'completed' ? await this.repo.labelSegments(workerId, req.lease, diarization.turns) : null;
+    const result = await this.repo.finishDiarization(workerId, req.lease, { success: req.success, error: req.error, outcome: diarization });
+    this.progressWriter.forget(req.lease);
+    if (!result.duplicate) {
+      this.sink.diarization(req.lease.job_id, {
+        state: result.state,
+        speaker_count: result.speakerCount,
+        ...(labels && result.state === 'completed' ? { speakers: labelled(labels) } : {}),
+      });
+    }
+    return { duplicate: result.duplicate, status: 'completed' };
   }
 
   /** A worker hands its job back unfinished (shutdown). The hand-back does not use up a retry. */
@@ -130,14 +169,39 @@ export class LeaseService {
    */
   async helloFrom(workerId: number, sessionId: string, held: LeaseRefMsg[]) {
     const touched = await this.repo.abandonUnheld(workerId, sessionId, held);
-    if (touched.some((t) => t.status === 'queued')) this.work.notify();
+    if (touched.some((t) => t.status === 'queued' || t.diarizationRequeued)) this.work.notify();
     return touched;
   }
 
   /** Automatic stale recovery: expired leases end; their jobs are queued again while attempts remain, else failed. */
-  async sweepExpired(): Promise<Array<{ jobId: number; status: JobStatus }>> {
+  async sweepExpired(): Promise<LeaseEnd[]> {
     const touched = await this.repo.expireLeases();
-    if (touched.some((t) => t.status === 'queued')) this.work.notify();
+    if (touched.some((t) => t.status === 'queued' || t.diarizationRequeued)) this.work.notify();
     return touched;
   }
 }
+
+/** Speaker indices a worker may report (a diarizer finding more than this many speakers is wrong). */
+const MAX_SPEAKERS = 64;
+
+/**
+ * CompleteRequest.diarization as the repository stores it: an unknown state is "unavailable";
+ * turns that are not finite, reversed or outside the speaker range are dropped.
+ */
+function diarizationOutcome(d: DiarizationResultMsg | null): DiarizationOutcome | null {
+  if (!d?.state) return null;
+  const state = d.state === 'completed' || d.state === 'failed' ? d.state : 'unavailable';
+  const turns: StoredTurn[] = (d.turns ?? [])
+    .filter((t) => Number.isFinite(t.start) && Number.isFinite(t.end) && t.end > t.start && t.start >= 0 && t.speaker < MAX_SPEAKERS)
+    .map((t) => [Math.round(t.start * 1000) / 1000, Math.round(t.end * 1000) / 1000, t.speaker]);
+  const speakers = new Set(turns.map((t) => t[2])).size;
+  return {
+    state,
+    engine: (d.engine ?? '').slice(0, 60),
+    speakerCount: state === 'completed' ? speakers : 0,
+    turns: state === 'completed' ? turns : [],
+    error: state === 'completed' ? '' : (d.error ?? '').slice(0, 2000),
+  };
+}
+
+const labelled = (labels: Array<{ seq: number; speaker: string | null }>) => labels.flatMap((l) => (l.speaker ? [{ seq: l.seq, speaker: l.speaker }] : []));

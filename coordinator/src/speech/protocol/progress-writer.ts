@@ -59,6 +59,7 @@ export class ProgressSession {
       engine: '',
       engineModel: '',
       segments: [],
+      diarizing: false,
     });
     p.stage = stage;
     p.stageDetail = update.stage_detail ?? '';
@@ -66,6 +67,7 @@ export class ProgressSession {
     if (Number.isFinite(update.duration_seconds) && update.duration_seconds > 0) p.durationSeconds = update.duration_seconds;
     if (update.engine) p.engine = update.engine;
     if (update.engine_model) p.engineModel = update.engine_model;
+    if (update.diarization_state === 'running') p.diarizing = true;
     p.segments.push(...segments);
     if (p.segments.length >= PROGRESS_FLUSH_SEGMENTS) this.flushSoon(0);
     else this.flushSoon(PROGRESS_FLUSH_MS);

@@ -3,6 +3,7 @@ import type { Orm } from '../../db/orm.js';
 import { AppError } from '../../http/errors.js';
 import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
 import type { JobService } from '../jobs/job-service.js';
+import { speakerName } from '../jobs/speakers.js';
 import { presentSegment } from '../jobs/presenter.js';
 import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
 
@@ -76,7 +77,8 @@ export class ShareService {
       durationSeconds: job.sourceDurationSeconds ?? (segments.length ? segments[segments.length - 1]!.endSeconds : null),
       finishedAt: job.finishedAt,
       transcriptText: job.transcriptText,
-      segments: segments.map(presentSegment),
+      // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
+      segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
     };
   }
 }

@@ -18,7 +18,11 @@ export class SpeechWorker {
 export interface WorkerCapabilities {
   models: string[];
   engines: string[];
+  /** Speaker diarization (contract 3 and later; an older worker's claim is ignored). */
   diarization: boolean;
+  diarizationEngine?: string;
+  /** Why a diarizer the host configured cannot run (missing or broken model files). */
+  diarizationError?: string;
   canFetchUrls: boolean;
   device: string;
   /** Model → ISO 639-1 languages the worker says it transcribes (absent: not said; [] any). */

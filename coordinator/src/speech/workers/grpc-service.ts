@@ -18,6 +18,7 @@ import type {
   WorkerServiceHandlers,
 } from '@sonar/proto';
 import {
+  DIARIZATION_CONTRACT_VERSION,
   HELD_LEASES_CONTRACT_VERSION,
   MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
   WORKER_CONTRACT_VERSION,
@@ -131,7 +132,10 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         capabilities: {
           models: caps?.models ?? [],
           engines: caps?.engines ?? [],
-          diarization: caps?.diarization ?? false,
+          // an older contract cannot report speaker turns, whatever it advertises
+          diarization: (caps?.diarization ?? false) && req.contract_version >= DIARIZATION_CONTRACT_VERSION,
+          ...(caps?.diarization_engine ? { diarizationEngine: caps.diarization_engine.slice(0, 60) } : {}),
+          ...(caps?.diarization_error ? { diarizationError: caps.diarization_error.slice(0, 500) } : {}),
           canFetchUrls: caps?.can_fetch_urls ?? false,
           device: caps?.device ?? 'cpu',
           modelLanguages: Object.fromEntries((caps?.model_languages ?? []).map((m) => [m.model, m.languages])),
@@ -181,6 +185,8 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
           models: session.capabilities.models,
           local: session.local,
           canFetchUrls: session.capabilities.canFetchUrls,
+          diarization: session.capabilities.diarization,
+          diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
         });
         if (job) {
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
@@ -231,6 +237,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         durationSeconds: r.duration_seconds,
         engine: r.engine,
         engineModel: r.engine_model,
+        diarization: r.diarization,
       });
       logger.info(
         { worker: worker.name, job: r.lease.job_id, attempt: r.lease.attempt, status: res.status, duplicate: res.duplicate },

@@ -12,6 +12,8 @@ export interface WorkerSession {
   name: string;
   capabilities: WorkerCapabilities;
   local: boolean;
+  /** The contract version the worker said Hello with (absent in sessions stored before it was kept). */
+  contractVersion?: number;
 }
 
 /**
@@ -53,6 +55,7 @@ export class WorkerRegistry extends WorkerDirectory {
       name: worker.name,
       capabilities: info.capabilities,
       local: info.local,
+      contractVersion: info.contractVersion,
     };
     await this.redis.set(this.sessionKey(session.sessionId), JSON.stringify(session), 'PX', this.config.WORKER_PRESENCE_TTL_MS);
     await this.db.em

@@ -25,6 +25,15 @@ export interface Capabilities {
    * taken to accept any language (and "detect"); the coordinator refuses other languages at submit.
    */
   'model_languages'?: (_sonar_worker_v1_ModelLanguages)[];
+  /**
+   * Contract 3: the diarization engine (with `diarization`), e.g. "silero-vad+mfcc-ahc".
+   */
+  'diarization_engine'?: (string);
+  /**
+   * Contract 3: why this worker cannot diarize although it has a diarizer configured
+   * (missing or broken model files); shown to operators. Empty when `diarization` is true.
+   */
+  'diarization_error'?: (string);
 }
 
 export interface Capabilities__Output {
@@ -50,4 +59,13 @@ export interface Capabilities__Output {
    * taken to accept any language (and "detect"); the coordinator refuses other languages at submit.
    */
   'model_languages': (_sonar_worker_v1_ModelLanguages__Output)[];
+  /**
+   * Contract 3: the diarization engine (with `diarization`), e.g. "silero-vad+mfcc-ahc".
+   */
+  'diarization_engine': (string);
+  /**
+   * Contract 3: why this worker cannot diarize although it has a diarizer configured
+   * (missing or broken model files); shown to operators. Empty when `diarization` is true.
+   */
+  'diarization_error': (string);
 }

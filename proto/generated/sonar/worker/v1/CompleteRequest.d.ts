@@ -1,6 +1,7 @@
 // Original file: worker.proto
 
 import type { LeaseRef as _sonar_worker_v1_LeaseRef, LeaseRef__Output as _sonar_worker_v1_LeaseRef__Output } from '../../../sonar/worker/v1/LeaseRef.js';
+import type { DiarizationResult as _sonar_worker_v1_DiarizationResult, DiarizationResult__Output as _sonar_worker_v1_DiarizationResult__Output } from '../../../sonar/worker/v1/DiarizationResult.js';
 
 export interface CompleteRequest {
   'lease'?: (_sonar_worker_v1_LeaseRef | null);
@@ -20,6 +21,11 @@ export interface CompleteRequest {
    * True when the failure is the requested cancellation.
    */
   'cancelled'?: (boolean);
+  /**
+   * Contract 3: the diarization of this attempt, when the assignment asked for one (absent: none
+   * was run; the coordinator records it as unavailable).
+   */
+  'diarization'?: (_sonar_worker_v1_DiarizationResult | null);
 }
 
 export interface CompleteRequest__Output {
@@ -40,4 +46,9 @@ export interface CompleteRequest__Output {
    * True when the failure is the requested cancellation.
    */
   'cancelled': (boolean);
+  /**
+   * Contract 3: the diarization of this attempt, when the assignment asked for one (absent: none
+   * was run; the coordinator records it as unavailable).
+   */
+  'diarization': (_sonar_worker_v1_DiarizationResult__Output | null);
 }

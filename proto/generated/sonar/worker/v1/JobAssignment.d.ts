@@ -33,6 +33,18 @@ export interface JobAssignment {
    * True when an administrator pinned the job to this worker (it may not have the model).
    */
   'forced'?: (boolean);
+  /**
+   * Contract 3: what to do. "transcribe" (empty means the same): transcribe the pass, stream its
+   * segments, then diarize it when `diarization` is set, and Complete with both.
+   * "diarize": a diarization rerun of a completed job: get the media, diarize, Complete with the
+   * diarization only (success=true, no segments), unless `regenerate_segments` is set.
+   */
+  'task'?: (string);
+  /**
+   * Contract 3, task "diarize": the stored pass has no timestamped segments; transcribe it first
+   * with `model` (stream the segments as in a transcription), then diarize.
+   */
+  'regenerate_segments'?: (boolean);
 }
 
 export interface JobAssignment__Output {
@@ -65,4 +77,16 @@ export interface JobAssignment__Output {
    * True when an administrator pinned the job to this worker (it may not have the model).
    */
   'forced': (boolean);
+  /**
+   * Contract 3: what to do. "transcribe" (empty means the same): transcribe the pass, stream its
+   * segments, then diarize it when `diarization` is set, and Complete with both.
+   * "diarize": a diarization rerun of a completed job: get the media, diarize, Complete with the
+   * diarization only (success=true, no segments), unless `regenerate_segments` is set.
+   */
+  'task': (string);
+  /**
+   * Contract 3, task "diarize": the stored pass has no timestamped segments; transcribe it first
+   * with `model` (stream the segments as in a transcription), then diarize.
+   */
+  'regenerate_segments': (boolean);
 }

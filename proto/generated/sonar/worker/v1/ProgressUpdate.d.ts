@@ -21,6 +21,11 @@ export interface ProgressUpdate {
   'duration_seconds'?: (number | string);
   'engine'?: (string);
   'engine_model'?: (string);
+  /**
+   * Contract 3: "running" once this attempt starts diarizing (the job's diarization state follows);
+   * empty otherwise.
+   */
+  'diarization_state'?: (string);
 }
 
 export interface ProgressUpdate__Output {
@@ -41,4 +46,9 @@ export interface ProgressUpdate__Output {
   'duration_seconds': (number);
   'engine': (string);
   'engine_model': (string);
+  /**
+   * Contract 3: "running" once this attempt starts diarizing (the job's diarization state follows);
+   * empty otherwise.
+   */
+  'diarization_state': (string);
 }

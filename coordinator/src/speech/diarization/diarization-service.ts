@@ -1,0 +1,74 @@
+import type { AuthUser } from '../../accounts/types.js';
+import { AppError, forbidden } from '../../http/errors.js';
+import type { SpeechJob } from '../jobs/entities.js';
+import type { WorkAvailable } from '../jobs/job-events.js';
+import type { JobRepository } from '../jobs/job-repository.js';
+import type { JobService } from '../jobs/job-service.js';
+import { DIARIZATION_TRANSITIONS } from '../jobs/job-transitions.js';
+import { isSpeakerKey, speakerKey } from '../jobs/speakers.js';
+
+const rule = (field: string, message: string) => new AppError('validation_failed', message, { errors: { [field]: [message] } });
+const conflict = (message: string) => new AppError('conflict', message);
+
+/**
+ * Rules around a job's speakers (spec "Diarization state"): who may run or re-run diarization and
+ * when, and the speaker editor. The state moves are JobRepository's.
+ */
+export class DiarizationService {
+  constructor(
+    private readonly jobs: JobService,
+    private readonly repo: JobRepository,
+    private readonly work: WorkAvailable,
+  ) {}
+
+  /** Only the transcript's owner changes its speakers (administrators and queue managers may read them). */
+  private async ownJob(user: AuthUser, jobId: number, action: string): Promise<SpeechJob> {
+    const job = await this.jobs.getVisible(user, jobId);
+    if (job.owner.id !== user.id) throw forbidden(`Only the owner of the transcript may ${action}.`);
+    return job;
+  }
+
+  /**
+   * Run or re-run diarization: completed | failed | unavailable | skipped → pending on a job whose
+   * transcript is completed and whose media is retained. Refused while one is pending or running
+   * (409), without a completed transcript or after the media was released (422).
+   */
+  async rerun(user: AuthUser, jobId: number): Promise<SpeechJob> {
+    const job = await this.ownJob(user, jobId, 'run speaker diarization');
+    this.assertRerunnable(job);
+    if (!(await this.repo.requestDiarization(job.id, user.username))) {
+      // Someone else moved it in between: say why from the row as it is now.
+      this.assertRerunnable(await this.jobs.getVisible(user, jobId));
+      throw conflict('Speaker diarization could not be requested; try again.');
+    }
+    this.work.notify();
+    return this.jobs.getVisible(user, jobId);
+  }
+
+  private assertRerunnable(job: SpeechJob) {
+    const from: readonly string[] = DIARIZATION_TRANSITIONS.rerun.from;
+    if (!from.includes(job.diarizationState)) throw conflict(`Speaker diarization is already ${job.diarizationState}; wait for it to finish.`);
+    if (job.status !== 'completed') throw rule('status', `the transcript is not completed (the job is ${job.status})`);
+    if (!job.mediaPath) {
+      const when = job.mediaRetainedUntil ? ` on ${job.mediaRetainedUntil.toISOString()}` : '';
+      throw rule('media', `the source media was released${when}; speaker diarization cannot run again`);
+    }
+  }
+
+  /**
+   * The speaker editor: `names` maps speaker keys (S1, S2, …) of the current pass to names; an
+   * empty name goes back to "Speaker N". Only keys the pass has are accepted.
+   */
+  async rename(user: AuthUser, jobId: number, names: Record<string, string>): Promise<SpeechJob> {
+    const job = await this.ownJob(user, jobId, 'rename its speakers');
+    const known = new Set((job.diarizationTurns ?? []).map(([, , s]) => speakerKey(s)));
+    const unknown = Object.keys(names).filter((k) => !isSpeakerKey(k) || !known.has(k));
+    if (!known.size) throw rule('speakers', 'this transcript has no speakers to rename; run speaker diarization first');
+    if (unknown.length) throw rule('speakers', `unknown speaker ${unknown.join(', ')}; this transcript has ${[...known].join(', ')}`);
+    if (job.diarizationState === 'pending' || job.diarizationState === 'running') {
+      throw conflict('Speaker diarization is running; its result replaces the speakers. Rename them when it has finished.');
+    }
+    await this.repo.setSpeakerLabels(job.id, names, user.username);
+    return this.jobs.getVisible(user, jobId);
+  }
+}
