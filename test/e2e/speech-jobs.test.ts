@@ -246,7 +246,7 @@ describe('POST /api/speech/jobs', () => {
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().job.translation_target_languages).toEqual(['sv', 'de']);
     const d = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${res.json().job.id}`, headers: alice.auth })).json().job;
-    expect(d.diarization).toEqual({ requested: false, state: 'skipped' });
+    expect(d.diarization).toMatchObject({ requested: false, state: 'skipped', speakers: [], speaker_count: null });
 
     const repeated = await post(
       '/api/speech/jobs',
@@ -271,7 +271,7 @@ describe('POST /api/speech/jobs', () => {
     for (const [value, requested] of cases) {
       const job = await createUrlJob(bob, value === undefined ? {} : { disable_diarization: value });
       const d = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${job.id}`, headers: bob.auth })).json().job;
-      expect(d.diarization, `disable_diarization=${JSON.stringify(value)}`).toEqual({ requested, state: requested ? 'pending' : 'skipped' });
+      expect(d.diarization, `disable_diarization=${JSON.stringify(value)}`).toMatchObject({ requested, state: requested ? 'pending' : 'skipped' });
     }
   });
 

@@ -263,7 +263,7 @@ describe('heartbeats, cancellation and stale recovery', () => {
     expect(first.lease.job_id).toBe(job.id);
     await expireLease(job.id);
     const touched = await svc.speech.leases.sweepExpired();
-    expect(touched).toContainEqual({ jobId: job.id, status: 'queued' });
+    expect(touched).toContainEqual({ jobId: job.id, status: 'queued', diarizationRequeued: false });
     expect((await jobRow(job.id)).status).toBe('queued');
 
     await rehello(w2, caps(['small']));
@@ -274,7 +274,7 @@ describe('heartbeats, cancellation and stale recovery', () => {
 
     // The second attempt dies too: with SPEECH_MAX_ATTEMPTS=2 the job fails with the reason.
     await expireLease(job.id);
-    expect(await svc.speech.leases.sweepExpired()).toContainEqual({ jobId: job.id, status: 'failed' });
+    expect(await svc.speech.leases.sweepExpired()).toContainEqual({ jobId: job.id, status: 'failed', diarizationRequeued: false });
     const row = await jobRow(job.id);
     expect(row.status).toBe('failed');
     expect(row.failure_error).toMatch(/Gave up after 2 attempts: worker w-rescues stopped renewing its lease/);

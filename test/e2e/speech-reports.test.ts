@@ -148,12 +148,7 @@ describe('completion reports', () => {
     completedId = completed.id;
     await worker.run(completedId, {
       segments: ['Hello.', 'Hi there.', 'How are you?', 'Fine.'],
-      beforeComplete: () =>
-        sql(
-          `update speech_segments set speaker = case seq when 0 then 'SPEAKER_00' when 1 then 'SPEAKER_01' when 2 then 'SPEAKER_00' end
-            where job_id = ?`,
-          [completedId],
-        ),
+      speakers: [0, 1, 0, 1],
     });
 
     // A failed web job with diarization turned off.
@@ -161,7 +156,7 @@ describe('completion reports', () => {
       channel: 'web',
       source: { type: 'url', url: 'https://media.example.org/broken.mp3' },
       label: 'Broken upload',
-      diarization: true,
+      diarization: false,
     });
     failedId = failed.id;
     await worker.run(failedId, { success: false, error: 'ffmpeg: invalid data found\n  at /srv/worker/decode.js:12' });
@@ -208,13 +203,13 @@ describe('completion reports', () => {
         'Duration: 8 s',
         'Model: turbo',
         'Diarization: requested',
-        'Diarization status: unavailable',
-        'Diarization provider: none',
+        'Diarization status: completed',
+        'Diarization provider: test-diarizer',
         'Detected speakers: 2',
-        'Labelled segments: 3',
+        'Labelled segments: 4',
       ]),
     );
-    expect(m!.text).toMatch(/^Diarization note: No speaker-diarization provider is configured/m);
+    expect(m!.text).not.toMatch(/^Diarization note:/m);
     expect(m!.text).not.toMatch(/Failure reason/);
     expect(m!.html).toContain(`<a href="https://speech.example.org/speech/jobs/${completedId}">`);
     expect(m!.html).toContain('Detected speakers</th><td>2</td>');

@@ -29,7 +29,17 @@ export class SimWorker {
    * Claims `jobId` (it must be the next eligible job), sends `segments` as progress, runs
    * `beforeComplete`, then completes it (success, or failure with `error`).
    */
-  async run(jobId: number, opts: { success?: boolean; error?: string; segments?: string[]; beforeComplete?: () => Promise<unknown> } = {}): Promise<void> {
+  async run(
+    jobId: number,
+    opts: {
+      success?: boolean;
+      error?: string;
+      segments?: string[];
+      beforeComplete?: () => Promise<unknown>;
+      /** Speaker of each segment (its index): reported as a completed diarization with one turn per segment. */
+      speakers?: number[];
+    } = {},
+  ): Promise<void> {
     const res = await this.client.claim({ session_id: this.session, wait_ms: 2000 });
     const job = res.has_job ? res.job : null;
     if (!job) throw new Error(`no job to claim (expected ${jobId})`);
@@ -59,6 +69,17 @@ export class SimWorker {
       duration_seconds: segments.length * 2,
       engine: 'test',
       engine_model: job.model,
+      ...(opts.speakers
+        ? {
+            diarization: {
+              state: 'completed',
+              engine: 'test-diarizer',
+              speaker_count: new Set(opts.speakers).size,
+              turns: opts.speakers.map((speaker, i) => ({ start: i * 2, end: i * 2 + 2, speaker })),
+              error: '',
+            },
+          }
+        : {}),
     });
   }
 

@@ -954,15 +954,16 @@ export class JobRepository {
   /**
    * Labels every segment of the lease's pass from a diarization's turns (largest overlap, else the
    * nearest turn; no turns: no speaker), under the lease fence. Runs before the attempt completes,
-   * so the transcript is labelled by the time anyone is notified. Returns the labels.
+   * so the transcript is labelled by the time anyone is notified. Returns the labels; null when the
+   * lease is not live (the completion that follows answers duplicate or stale).
    */
-  async labelSegments(workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]): Promise<Array<{ seq: number; speaker: string | null }>> {
+  async labelSegments(workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]): Promise<Array<{ seq: number; speaker: string | null }> | null> {
     const { rows } = await this.knex.raw<{ rows: Array<{ seq: number | null; start_seconds: number; end_seconds: number }> }>(
       `with l as (select j.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE})
        select s.seq, s.start_seconds, s.end_seconds from l left join speech_segments s on s.job_id = l.id and s.pass = l.current_pass order by s.seq`,
       fence(workerId, ref),
     );
-    if (!rows.length) return this.stale(workerId, ref);
+    if (!rows.length) return null;
     const sorted = [...turns].sort((a, b) => a[0] - b[0]);
     const labels = rows.filter((r) => r.seq !== null).map((r) => ({ seq: Number(r.seq), speaker: speakerForSegment(r.start_seconds, r.end_seconds, sorted) }));
     if (labels.length) {

@@ -1,0 +1,356 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HELD_LEASES_CONTRACT_VERSION, WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
+import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
+import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import type { AuthUser } from '../../coordinator/src/accounts/types.js';
+import { loadConfig } from '../../coordinator/src/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { registerModelWorker } from '../support/model-workers.js';
+import { streamSegments } from '../support/sim-worker.js';
+
+/**
+ * The diarization rules with simulated workers over the real gRPC protocol (spec "Diarization
+ * state"): the claim gates on the diarization capability (contract 3), a worker's result labels
+ * every segment, and the rerun endpoint walks the state table row by row — including reruns run
+ * under their own `diarize` lease while the job stays completed, regeneration of lost segments,
+ * expiry, and refusals (409 while pending or running, 422 without a completed transcript or after
+ * the media was released, 403 for anyone but the owner).
+ */
+let db: TestDatabase;
+let svc: RunningCoordinator;
+let owner: AuthUser & { jwt: string };
+let admin: AuthUser & { jwt: string };
+const dir = mkdtempSync(path.join(tmpdir(), 'sonar-diar-rules-'));
+const clients: CoordinatorClient[] = [];
+let clip: string;
+
+const caps = (extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
+  models: ['small'],
+  engines: ['test'],
+  diarization: true,
+  diarization_engine: 'test-diarizer',
+  diarization_error: '',
+  can_fetch_urls: false,
+  device: 'cpu',
+  model_languages: [],
+  ...extra,
+});
+
+type Sim = { client: CoordinatorClient; session: string; name: string; id: number };
+
+async function worker(name: string, capabilities: CapabilitiesMsg, contract = WORKER_CONTRACT_VERSION): Promise<Sim> {
+  const unique = randomName(name);
+  const { secret, id } = await svc.workers.createWorker(unique);
+  const client = new CoordinatorClient(`127.0.0.1:${svc.grpcPort}`, secret);
+  clients.push(client);
+  const hello = await client.hello({ contract_version: contract, agent_version: 't', hostname: 'h', capabilities, local: false });
+  return { client, session: hello.session_id, name: unique, id };
+}
+
+async function claim(w: Sim): Promise<JobAssignmentMsg | null> {
+  const res = await w.client.claim({ session_id: w.session, wait_ms: 0 });
+  return res.has_job ? res.job : null;
+}
+
+/** An uploaded recording (its media is retained on the coordinator, so reruns may use it). */
+async function uploadJob(opts: { diarization?: boolean } = {}) {
+  const bytes = readFileSync(clip);
+  const temp = path.join(dir, `${randomName('up')}.part`);
+  writeFileSync(temp, bytes);
+  return svc.speech.jobs.create(owner, {
+    channel: 'web',
+    model: 'small',
+    ...(opts.diarization === undefined ? {} : { diarization: opts.diarization }),
+    source: { type: 'upload', tempPath: temp, filename: 'talk.wav', sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
+  });
+}
+
+const TEXTS = ['Good morning.', 'Hello there.', 'How was the trip?', 'Long but fine.'];
+/** Speaker of each segment (2 s each) as the simulated diarizer reports it. */
+const TURNS = [0, 1, 0, 1];
+const diarized = (speakers = TURNS) => ({
+  state: 'completed',
+  engine: 'test-diarizer',
+  speaker_count: new Set(speakers).size,
+  turns: speakers.map((speaker, i) => ({ start: i * 2, end: i * 2 + 2, speaker })),
+  error: '',
+});
+
+const complete = (job: JobAssignmentMsg, extra: Partial<Parameters<CoordinatorClient['complete']>[0]> = {}) => ({
+  lease: job.lease,
+  success: true,
+  error: '',
+  segment_count: TEXTS.length,
+  duration_seconds: 8,
+  engine: 'test',
+  engine_model: job.model,
+  cancelled: false,
+  ...extra,
+});
+
+/** Runs a claimed transcription attempt: four segments, then Complete with `diarization`. */
+async function transcribe(w: Sim, job: JobAssignmentMsg, diarization: ReturnType<typeof diarized> | null) {
+  await streamSegments(w.client, job.lease, TEXTS);
+  return w.client.complete(complete(job, diarization ? { diarization } : {}));
+}
+
+async function api(method: string, url: string, who: { jwt: string }, body?: unknown) {
+  const res = await fetch(`${svc.url}${url}`, {
+    method,
+    headers: { authorization: `Bearer ${who.jwt}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
+
+const detail = async (id: number) => (await api('GET', `/api/speech/jobs/${id}`, owner)).body.job as Record<string, any>;
+const segments = async (id: number) =>
+  (await api('GET', `/api/speech/jobs/${id}/segments`, owner)).body.segments as Array<{ seq: number; text: string; speaker: string | null }>;
+const rerun = (id: number, who = owner) => api('POST', `/api/speech/jobs/${id}/diarization`, who);
+
+async function signIn(user: AuthUser, password: string) {
+  const res = await fetch(`${svc.url}/api/account/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: user.username, password }),
+  });
+  return ((await res.json()) as { token: string }).token;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  svc = await startCoordinator(
+    loadConfig(
+      testEnv(db, {
+        SPEECH_MEDIA_DIR: path.join(dir, 'media'),
+        SPEECH_LEASE_TTL_SECONDS: '30',
+        SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
+        WORKER_PRESENCE_TTL_MS: '60000',
+      }),
+    ),
+  );
+  clip = path.join(dir, 'clip.wav');
+  execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', clip, 'synth', '8', 'sine', '300']);
+  const accounts = new AccountService(svc.orm);
+  const o = await accounts.createUser({ username: randomName('owner'), permissions: ['speech.use'] });
+  const a = await accounts.createUser({ username: randomName('admin'), isAdmin: true });
+  owner = Object.assign(o.user, { jwt: await signIn(o.user, o.password) });
+  admin = Object.assign(a.user, { jwt: await signIn(a.user, a.password) });
+  await registerModelWorker(svc.orm, 'catalog', ['small']);
+});
+afterAll(async () => {
+  clients.forEach((c) => c.close());
+  await svc?.close();
+  await db?.drop();
+});
+
+describe('diarization on the worker protocol', () => {
+  it('labels every segment from the worker’s turns and builds the speaker-aware transcript', async () => {
+    const w = await worker('diarizer', caps());
+    const job = await uploadJob();
+    const a = (await claim(w))!;
+    expect(a).toMatchObject({ diarization: true, task: 'transcribe' });
+    await transcribe(w, a, diarized());
+    const d = await detail(job.id);
+    expect(d.status).toBe('completed');
+    expect(d.diarization).toMatchObject({ requested: true, state: 'completed', engine: 'test-diarizer', speaker_count: 2, labelled_segment_count: 4 });
+    expect(d.diarization.speakers.map((s: { key: string; name: string }) => [s.key, s.name])).toEqual([
+      ['S1', 'Speaker 1'],
+      ['S2', 'Speaker 2'],
+    ]);
+    expect((await segments(job.id)).map((s) => s.speaker)).toEqual(['S1', 'S2', 'S1', 'S2']);
+    expect(d.speaker_aware_transcript).toBe(
+      '[00:00:00] Speaker 1: Good morning.\n\n[00:00:02] Speaker 2: Hello there.\n\n[00:00:04] Speaker 1: How was the trip?\n\n[00:00:06] Speaker 2: Long but fine.',
+    );
+    expect(d.runtime_log.map((e: { event: string }) => e.event)).toContain('diarization_completed');
+  });
+
+  it('a job asking for speaker labels waits for a worker with a diarizer; a contract-2 worker’s claim to one is ignored', async () => {
+    const plain = await worker('plain', caps({ diarization: false, diarization_engine: '' }));
+    const old = await worker('old', caps(), HELD_LEASES_CONTRACT_VERSION);
+    const job = await uploadJob();
+    expect(await claim(plain)).toBeNull();
+    expect(await claim(old)).toBeNull();
+    // Without speaker labels anyone with the model takes it.
+    const unlabelled = await uploadJob({ diarization: false });
+    const got = (await claim(plain))!;
+    expect(got.lease.job_id).toBe(unlabelled.id);
+    expect(got.diarization).toBe(false);
+    await transcribe(plain, got, null);
+    expect((await detail(unlabelled.id)).diarization).toMatchObject({ state: 'skipped', speakers: [] });
+    // A pinned worker is an exact force: it gets the job without a diarizer; the result says why.
+    await svc.speech.jobs.setExecutionTarget(admin, job.id, { mode: 'worker', worker: plain.name });
+    const forced = (await claim(plain))!;
+    expect(forced).toMatchObject({ forced: true, diarization: true });
+    await transcribe(plain, forced, null);
+    const d = await detail(job.id);
+    expect(d.status).toBe('completed');
+    expect(d.diarization).toMatchObject({ state: 'unavailable', error: expect.stringMatching(/cannot label speakers/) });
+    await svc.speech.jobs.setExecutionTarget(admin, job.id, { mode: 'auto' });
+  });
+
+  it('a diarizer failure fails only the diarization, never the transcript', async () => {
+    const w = await worker('failing', caps());
+    const job = await uploadJob();
+    const a = (await claim(w))!;
+    await transcribe(w, a, { state: 'failed', engine: 'test-diarizer', speaker_count: 0, turns: [], error: 'onnxruntime: out of memory' });
+    const d = await detail(job.id);
+    expect(d).toMatchObject({ status: 'completed', transcript_text: TEXTS.join(' ') });
+    expect(d.diarization).toMatchObject({ state: 'failed', error: 'onnxruntime: out of memory', speaker_count: null });
+    expect(d.speaker_aware_transcript).toBeNull();
+  });
+});
+
+describe('diarization reruns (spec "Diarization state", row by row)', () => {
+  let w: Sim;
+  beforeAll(async () => {
+    w = await worker('rerunner', caps());
+  });
+
+  /** A completed job whose first pass ended with diarization `outcome` (null: the worker reported none). */
+  async function completedJob(outcome: ReturnType<typeof diarized> | null, opts: { diarization?: boolean } = {}) {
+    const job = await uploadJob(opts);
+    const a = (await claim(w))!;
+    expect(a.lease.job_id).toBe(job.id);
+    await transcribe(w, a, outcome);
+    return job.id;
+  }
+
+  /** Claims the rerun the way a worker would and answers it. */
+  async function runRerun(jobId: number, result: Parameters<CoordinatorClient['complete']>[0]['diarization'], success = true) {
+    const task = (await claim(w))!;
+    expect(task).toMatchObject({ task: 'diarize', diarization: true, media_from_coordinator: true });
+    expect(task.lease.job_id).toBe(jobId);
+    expect((await detail(jobId)).diarization.state).toBe('running');
+    const res = await w.client.complete({ ...complete(task, { segment_count: 0 }), success, error: success ? '' : 'media decode failed', diarization: result });
+    expect(res.status).toBe('completed');
+    return task;
+  }
+
+  it('completed → pending → running → completed: transcript kept, no transcription, more speakers, names start afresh', async () => {
+    const id = await completedJob(diarized([0, 0, 0, 0]));
+    await api('PUT', `/api/speech/jobs/${id}/speakers`, owner, { speakers: { S1: 'Ada' } });
+    const before = await detail(id);
+    const res = await rerun(id);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.job.diarization).toMatchObject({ state: 'pending', rerun_pending: true });
+    // pending: a second request is refused (duplicate execution).
+    expect((await rerun(id)).status).toBe(409);
+    const task = await runRerun(id, diarized([0, 1, 0, 2]));
+    expect(task.regenerate_segments).toBe(false);
+    expect(task.lease.attempt).toBe(before.attempt + 1);
+    const d = await detail(id);
+    expect(d).toMatchObject({ status: 'completed', transcript_text: before.transcript_text, segment_count: 4, engine: 'test', attempt: before.attempt + 1 });
+    expect(d.diarization).toMatchObject({ state: 'completed', speaker_count: 3, rerun_pending: false });
+    expect(d.diarization.speakers.map((s: { name: string }) => s.name)).toEqual(['Speaker 1', 'Speaker 2', 'Speaker 3']);
+    expect((await segments(id)).map((s) => s.speaker)).toEqual(['S1', 'S2', 'S1', 'S3']);
+    // Repeating the completion is a duplicate, not a second result.
+    expect((await w.client.complete({ ...complete(task, { segment_count: 0 }), diarization: diarized([0, 1, 0, 2]) })).duplicate).toBe(true);
+  });
+
+  it('running → refused; a rerun whose runner went away waits again, then fails after its tries', async () => {
+    const id = await completedJob(diarized());
+    expect((await rerun(id)).status).toBe(200);
+    for (let i = 1; i <= 3; i++) {
+      await claim(w);
+      expect((await rerun(id)).status).toBe(409); // running
+      await svc.orm.em.getConnection().execute(`update speech_leases set expires_at = now() - interval '1 second' where job_id = ? and ended_at is null`, [id]);
+      const touched = await svc.speech.leases.sweepExpired();
+      expect(touched).toContainEqual({ jobId: id, status: 'completed', diarizationRequeued: i < 3 });
+    }
+    const d = await detail(id);
+    expect(d.status).toBe('completed');
+    expect(d.diarization).toMatchObject({ state: 'failed', rerun_pending: false, error: expect.stringMatching(/Gave up after 3 tries/) });
+    // The earlier speakers stay on the transcript.
+    expect((await segments(id)).map((s) => s.speaker)).toEqual(['S1', 'S2', 'S1', 'S2']);
+  });
+
+  it('skipped → pending persists the preference; unavailable and failed may run again', async () => {
+    const skipped = await completedJob(null, { diarization: false });
+    expect((await detail(skipped)).diarization).toMatchObject({ requested: false, state: 'skipped' });
+    expect((await rerun(skipped)).body.job.diarization).toMatchObject({ requested: true, state: 'pending' });
+    await runRerun(skipped, diarized());
+    expect((await detail(skipped)).diarization).toMatchObject({ requested: true, state: 'completed', speaker_count: 2 });
+
+    const unavailable = await completedJob(null);
+    expect((await detail(unavailable)).diarization.state).toBe('unavailable');
+    expect((await rerun(unavailable)).status).toBe(200);
+    // The worker's own failure (success=false) is a failed diarization; the job stays completed.
+    await runRerun(unavailable, null, false);
+    const d = await detail(unavailable);
+    expect(d).toMatchObject({ status: 'completed', diarization: { state: 'failed', error: 'media decode failed' } });
+    expect((await rerun(unavailable)).status).toBe(200); // failed → pending
+    await runRerun(unavailable, diarized());
+    expect((await detail(unavailable)).diarization.state).toBe('completed');
+  });
+
+  it('regenerates lost timestamped segments from the retained media first; a failed recovery fails only the diarization', async () => {
+    const id = await completedJob(diarized());
+    const transcript = (await detail(id)).transcript_text;
+    await svc.orm.em.getConnection().execute('delete from speech_segments where job_id = ?', [id]);
+    expect((await rerun(id)).status).toBe(200);
+    const task = (await claim(w))!;
+    expect(task).toMatchObject({ task: 'diarize', regenerate_segments: true, model: 'small' });
+    await streamSegments(w.client, task.lease, TEXTS);
+    await w.client.complete({ ...complete(task), diarization: diarized([1, 0, 1, 0]) });
+    const d = await detail(id);
+    expect(d).toMatchObject({ status: 'completed', transcript_text: transcript, segment_count: 4, diarization: { state: 'completed', speaker_count: 2 } });
+    expect((await segments(id)).map((s) => s.speaker)).toEqual(['S2', 'S1', 'S2', 'S1']);
+
+    await svc.orm.em.getConnection().execute('delete from speech_segments where job_id = ?', [id]);
+    expect((await rerun(id)).status).toBe(200);
+    const again = (await claim(w))!;
+    expect(again.regenerate_segments).toBe(true);
+    await w.client.complete({ ...complete(again, { segment_count: 0 }), success: false, error: 'whisper: model file unreadable' });
+    expect(await detail(id)).toMatchObject({ status: 'completed', transcript_text: transcript, diarization: { state: 'failed', error: 'whisper: model file unreadable' } });
+  });
+
+  it('refuses without a completed transcript (422), after the media was released (422), and for anyone but the owner (403/404)', async () => {
+    const queued = await uploadJob();
+    const r1 = await rerun(queued.id);
+    expect(r1.status).toBe(409); // diarization is pending with the transcription
+    const failedJob = await uploadJob({ diarization: false });
+    const a = (await claim(w))!;
+    expect(a.lease.job_id).toBe(queued.id);
+    await w.client.complete(complete(a, { success: false, error: 'decoder crashed', segment_count: 0 }));
+    const f = (await claim(w))!;
+    await w.client.complete(complete(f, { success: false, error: 'decoder crashed', segment_count: 0 }));
+    expect((await rerun(failedJob.id)).body).toMatchObject({ ok: false, reason: 'validation_failed', errors: { status: [expect.stringMatching(/not completed/)] } });
+    expect((await rerun(failedJob.id)).status).toBe(422);
+
+    const id = await completedJob(diarized());
+    expect((await rerun(id, admin)).status).toBe(403);
+    const stranger = await new AccountService(svc.orm).createUser({ username: randomName('other'), permissions: ['speech.use'] });
+    expect((await rerun(id, Object.assign(stranger.user, { jwt: await signIn(stranger.user, stranger.password) }))).status).toBe(404);
+
+    await svc.orm.em.getConnection().execute(`update speech_jobs set media_retained_until = now() - interval '1 second' where id = ?`, [id]);
+    expect(await svc.speech.repo.releaseExpiredMedia(100)).toContain(id);
+    const purged = await rerun(id);
+    expect(purged.status).toBe(422);
+    expect(purged.body.errors.media[0]).toMatch(/media was released/);
+  });
+
+  it('the speaker editor names speakers in the detail, transcript and share page; owner only; known keys only', async () => {
+    const id = await completedJob(diarized());
+    const bad = await api('PUT', `/api/speech/jobs/${id}/speakers`, owner, { speakers: { S7: 'Nobody' } });
+    expect(bad.status).toBe(422);
+    expect((await api('PUT', `/api/speech/jobs/${id}/speakers`, admin, { speakers: { S1: 'Ada' } })).status).toBe(403);
+    const ok = await api('PUT', `/api/speech/jobs/${id}/speakers`, owner, { speakers: { S1: 'Ada Lovelace', S2: 'Charles' } });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    expect(ok.body.job.speaker_aware_transcript).toMatch(/^\[00:00:00\] Ada Lovelace: Good morning\.\n\n\[00:00:02\] Charles: Hello there\./);
+    // An empty name goes back to "Speaker N".
+    const reset = await api('PUT', `/api/speech/jobs/${id}/speakers`, owner, { speakers: { S2: '' } });
+    expect(reset.body.job.diarization.speakers.map((s: { name: string }) => s.name)).toEqual(['Ada Lovelace', 'Speaker 2']);
+    const share = await api('POST', `/api/speech/jobs/${id}/share`, owner);
+    expect(share.status, JSON.stringify(share.body)).toBeLessThan(300);
+    const page = await (await fetch(`${svc.url}${new URL(share.body.share.url as string).pathname}?full`)).text();
+    expect(page).toContain('Ada Lovelace');
+    expect(page).toContain('Speaker 2');
+  });
+});
