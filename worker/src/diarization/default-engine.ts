@@ -212,7 +212,10 @@ function pca(x: Float64Array, n: number, dim: number, dims: number): { data: Flo
   for (let d = 0; d < dim; d++) if (sd[d]! > 1e-9) m.mulColumn(d, 1 / sd[d]!);
   const keep = Math.max(1, Math.min(dims, dim, n - 1));
   if (n < 3) return { data: Float64Array.from(m.to1DArray()), dim };
-  const cov = m.transpose().mmul(m).div(n - 1);
+  const cov = m
+    .transpose()
+    .mmul(m)
+    .div(n - 1);
   const evd = new EigenvalueDecomposition(cov, { assumeSymmetric: true });
   const order = evd.realEigenvalues.map((v, i) => [v, i] as const).sort((a, b) => b[0] - a[0]);
   const basis = new Matrix(dim, keep);

@@ -96,7 +96,5 @@ export function speechRegions(probs: Float32Array, duration: number, p: VadParam
     if (last && r.start - last.end < p.minSilence) last.end = r.end;
     else merged.push({ ...r });
   }
-  return merged
-    .filter((r) => r.end - r.start >= p.minSpeech)
-    .map((r) => ({ start: Math.max(0, r.start - p.pad), end: Math.min(duration, r.end + p.pad) }));
+  return merged.filter((r) => r.end - r.start >= p.minSpeech).map((r) => ({ start: Math.max(0, r.start - p.pad), end: Math.min(duration, r.end + p.pad) }));
 }
