@@ -35,12 +35,12 @@ export const DEFAULT_PARAMS: DefaultParams = {
   hop: 0.25,
   minWindow: 0.4,
   maxWindows: 1500,
-  pcaDims: 12,
+  pcaDims: 6,
   threshold: 1.2,
   minClusterShare: 0.05,
   gmmComponents: 8,
   resegRounds: 2,
-  switchPenalty: 20,
+  switchPenalty: 60,
   joinGap: 0.3,
 };
 
