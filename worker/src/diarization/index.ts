@@ -20,6 +20,10 @@ export type DiarizerConfig = { engine: 'default' } | { engine: 'sherpa-onnx'; se
  */
 export async function createDiarizer(config: DiarizerConfig): Promise<Diarizer> {
   if (config.engine === 'default') return createDefault();
+  if (config.engine === 'sherpa-onnx') {
+    const { createSherpaDiarizer } = await import('./sherpa.js');
+    return createSherpaDiarizer(config);
+  }
   throw new DiarizerUnavailableError(`unknown diarization engine ${JSON.stringify((config as { engine: unknown }).engine)}`);
 }
 
