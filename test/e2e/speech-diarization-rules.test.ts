@@ -308,7 +308,11 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     const again = (await claim(w))!;
     expect(again.regenerate_segments).toBe(true);
     await w.client.complete({ ...complete(again, { segment_count: 0 }), success: false, error: 'whisper: model file unreadable' });
-    expect(await detail(id)).toMatchObject({ status: 'completed', transcript_text: transcript, diarization: { state: 'failed', error: 'whisper: model file unreadable' } });
+    expect(await detail(id)).toMatchObject({
+      status: 'completed',
+      transcript_text: transcript,
+      diarization: { state: 'failed', error: 'whisper: model file unreadable' },
+    });
   });
 
   it('refuses without a completed transcript (422), after the media was released (422), and for anyone but the owner (403/404)', async () => {
@@ -321,7 +325,11 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     await w.client.complete(complete(a, { success: false, error: 'decoder crashed', segment_count: 0 }));
     const f = (await claim(w))!;
     await w.client.complete(complete(f, { success: false, error: 'decoder crashed', segment_count: 0 }));
-    expect((await rerun(failedJob.id)).body).toMatchObject({ ok: false, reason: 'validation_failed', errors: { status: [expect.stringMatching(/not completed/)] } });
+    expect((await rerun(failedJob.id)).body).toMatchObject({
+      ok: false,
+      reason: 'validation_failed',
+      errors: { status: [expect.stringMatching(/not completed/)] },
+    });
     expect((await rerun(failedJob.id)).status).toBe(422);
 
     const id = await completedJob(diarized());

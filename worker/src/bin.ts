@@ -6,7 +6,8 @@ import { WorkerAgent, FatalAgentError, type AgentLogger } from './agent.js';
 import { detectCapabilities } from './capabilities.js';
 import { CoordinatorClient } from './coordinator-client.js';
 import { createEngines, decodeToWav, engineForModel, type TranscriptionEngine } from './engines/index.js';
-import { runJob } from './job-runner.js';
+import { DiarizerUnavailableError, createDiarizer, readWav, type DiarizerConfig } from './diarization/index.js';
+import { runJob, type JobDiarizer } from './job-runner.js';
 
 /** The parent as early as this module can see it: main() awaits capability detection before it watches. */
 const parentAtStart = process.ppid;
@@ -37,6 +38,22 @@ const program = new Command()
       .env('WORKER_SHUTDOWN_GRACE_MS')
       .default('60000'),
   )
+  .addOption(
+    new Option('--diarization <engine>', 'speaker diarization engine: default (needs no download), sherpa-onnx (needs the two model paths), off')
+      .choices(['default', 'sherpa-onnx', 'off'])
+      .env('WORKER_DIARIZATION')
+      .default('default'),
+  )
+  .addOption(
+    new Option('--diarization-segmentation-model <path>', 'sherpa-onnx: pyannote segmentation ONNX model (e.g. pyannote-segmentation-3.0)').env(
+      'WORKER_DIARIZATION_SEGMENTATION_MODEL',
+    ),
+  )
+  .addOption(
+    new Option('--diarization-embedding-model <path>', 'sherpa-onnx: speaker embedding ONNX model (e.g. 3D-Speaker or NeMo)').env(
+      'WORKER_DIARIZATION_EMBEDDING_MODEL',
+    ),
+  )
   .addOption(new Option('--presence-only', 'connect and keep presence but claim no jobs').env('WORKER_PRESENCE_ONLY'))
   .addOption(
     new Option(
@@ -60,7 +77,38 @@ const opts = program.opts<{
   shutdownGraceMs: string;
   presenceOnly?: boolean;
   exitWithParent?: boolean;
+  diarization: 'default' | 'sherpa-onnx' | 'off';
+  diarizationSegmentationModel?: string;
+  diarizationEmbeddingModel?: string;
 }>();
+
+/**
+ * Loads the configured diarizer. A diarizer that cannot run (missing or broken model files, a
+ * native package that does not load) is not fatal: the worker still transcribes, advertises no
+ * diarization and tells the coordinator why (Capabilities.diarization_error).
+ */
+async function loadDiarizer(): Promise<{ diarizer: JobDiarizer; engine: string } | { error: string } | undefined> {
+  if (opts.diarization === 'off') return undefined;
+  const config: DiarizerConfig =
+    opts.diarization === 'sherpa-onnx'
+      ? { engine: 'sherpa-onnx', segmentationModel: opts.diarizationSegmentationModel ?? '', embeddingModel: opts.diarizationEmbeddingModel ?? '' }
+      : { engine: 'default' };
+  try {
+    const engine = await createDiarizer(config);
+    const diarizer: JobDiarizer = {
+      name: engine.name,
+      async diarize(wavPath, signal) {
+        const { samples, sampleRate } = await readWav(wavPath);
+        return engine.diarize(samples, sampleRate, { signal });
+      },
+    };
+    return { diarizer, engine: engine.name };
+  } catch (err) {
+    const error = err instanceof DiarizerUnavailableError ? err.message : `diarizer failed to load: ${String(err)}`;
+    logger.warn({ engine: opts.diarization, error }, 'speaker diarization unavailable');
+    return { error };
+  }
+}
 
 /** The engine for a job's model; a pinned (forced) job runs on whatever this worker has. */
 function pickEngine(engines: TranscriptionEngine[], model: string, forced: boolean) {
@@ -100,7 +148,14 @@ async function main() {
     process.exit(78);
   }
   const engines = createEngines({ modelsDir: opts.modelsDir });
-  const capabilities = await detectCapabilities({ modelsDir: opts.modelsDir, canFetchUrls: opts.fetchUrls, device: opts.device, engines });
+  const diarization = await loadDiarizer();
+  const capabilities = await detectCapabilities({
+    modelsDir: opts.modelsDir,
+    canFetchUrls: opts.fetchUrls,
+    device: opts.device,
+    engines,
+    diarization: diarization && 'engine' in diarization ? { engine: diarization.engine } : diarization,
+  });
   const client = new CoordinatorClient(opts.coordinator, secret, { tls: opts.tls === true });
   const agent = new WorkerAgent({
     client,
@@ -121,6 +176,9 @@ async function main() {
                 outbound,
                 ...(opts.workDir ? { workDir: opts.workDir } : {}),
                 log: (level, obj, msg) => logger[level](obj, msg),
+                ...(diarization && 'diarizer' in diarization
+                  ? { diarizer: diarization.diarizer }
+                  : { diarizerUnavailable: diarization?.error ?? 'speaker diarization is turned off on this worker (--diarization off)' }),
               },
               job,
               stop,

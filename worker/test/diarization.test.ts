@@ -65,7 +65,7 @@ describe('default diarizer', () => {
     const { samples, sampleRate } = await readWav(conversation.wavPath);
     const progress: number[] = [];
     const out = await diarizer.diarize(samples, sampleRate, { onProgress: (f) => progress.push(f) });
-    expect(out.engine).toBe('default');
+    expect(out.engine).toBe('silero-mfcc');
     expect(out.speakerCount).toBe(2);
     expect(new Set(out.turns.map((t) => t.speaker))).toEqual(new Set([0, 1]));
     expect(out.turns[0]!.speaker).toBe(0);
@@ -101,8 +101,8 @@ describe('default diarizer', () => {
     await ffmpeg('-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '10', '-c:a', 'pcm_s16le', silent);
     const { samples, sampleRate } = await readWav(silent);
     expect(samples.length).toBe(160000);
-    expect(await diarizer.diarize(samples, sampleRate)).toEqual({ engine: 'default', speakerCount: 0, turns: [] });
-    expect(await diarizer.diarize(new Float32Array(0), 16000)).toEqual({ engine: 'default', speakerCount: 0, turns: [] });
+    expect(await diarizer.diarize(samples, sampleRate)).toEqual({ engine: 'silero-mfcc', speakerCount: 0, turns: [] });
+    expect(await diarizer.diarize(new Float32Array(0), 16000)).toEqual({ engine: 'silero-mfcc', speakerCount: 0, turns: [] });
   });
 
   it('an abort stops the run at the next window and rejects with the reason', async () => {

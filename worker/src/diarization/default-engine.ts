@@ -47,7 +47,7 @@ export const DEFAULT_PARAMS: DefaultParams = {
 const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export class DefaultDiarizer implements Diarizer {
-  readonly name = 'default';
+  readonly name = 'silero-mfcc';
 
   constructor(
     private readonly vad: SileroVad,
