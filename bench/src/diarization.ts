@@ -142,9 +142,12 @@ export async function diarizationPhase(ctx: DiarizationBenchContext): Promise<vo
   const audio = scored.reduce((s, x) => s + x.duration, 0);
   const time = scored.reduce((s, x) => s + x.seconds, 0);
   row('diarization runtime', `${time.toFixed(2)} s for ${audio.toFixed(0)} s of audio (${(time / audio).toFixed(3)}× real time, one thread)`);
-  row(
-    'diarization all files, unweighted mean of per-file DER',
-    `${pct(perFileMean)} (files with a few seconds of scored speech weigh as much as full ones; the target is on the pooled DER)`,
-  );
   target(targetName, all.der <= TARGET_DER, `${breakdown(all)}, ${scored.length} files`);
+  // The issue states the goal as the mean of the per-file DERs: a file with 2 s of scored speech
+  // (trn01, all of it missed by the VAD) weighs as much as one with 29 s, so it is checked too.
+  target(
+    `diarization unweighted mean of per-file DER ≤ ${pct(TARGET_DER)}`,
+    perFileMean <= TARGET_DER,
+    `${pct(perFileMean)} (${scored.map((x) => `${x.file} ${pct(x.result.der)}`).join(', ')})`,
+  );
 }
