@@ -639,7 +639,7 @@ program
       return {
         json: { workers: list },
         text: table(
-          ['ID', 'NAME', 'STATE', 'LAST SEEN', 'HOST', 'MODELS', 'ENGINES'],
+          ['ID', 'NAME', 'STATE', 'LAST SEEN', 'HOST', 'MODELS', 'ENGINES', 'DIARIZATION'],
           list.map((w) => [
             String(w.id),
             w.name,
@@ -648,6 +648,12 @@ program
             w.hostname ?? '-',
             w.capabilities?.models.join(',') || '-',
             w.capabilities?.engines.join(',') || '-',
+            // a diarizer that cannot run says why (missing or broken model files)
+            w.capabilities?.diarization
+              ? (w.capabilities.diarizationEngine ?? 'yes')
+              : w.capabilities?.diarizationError
+                ? `no: ${w.capabilities.diarizationError}`
+                : '-',
           ]),
           'no workers',
         ),
