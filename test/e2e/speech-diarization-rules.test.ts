@@ -236,7 +236,7 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
   it('completed → pending → running → completed: transcript kept, no transcription, more speakers, names start afresh', async () => {
     const id = await completedJob(diarized([0, 0, 0, 0]));
     await api('PUT', `/api/speech/jobs/${id}/speakers`, owner, { speakers: { S1: 'Ada' } });
-    const before = await detail(id);
+    const before = (await detail(id)) as { attempt: number; transcript_text: string };
     const res = await rerun(id);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.job.diarization).toMatchObject({ state: 'pending', rerun_pending: true });

@@ -40,8 +40,8 @@ export function speakerForSegment(start: number, end: number, turns: readonly St
   let nearestGap = Infinity;
   for (const [s, e, spk] of turns) {
     if (s >= end) {
-      const gap = s - end;
-      if (gap < nearestGap) [nearest, nearestGap] = [spk, gap];
+      // turns are sorted: this is the first one after the segment, and the last one to look at
+      if (s - end < nearestGap) nearest = spk;
       break;
     }
     const o = Math.min(end, e) - Math.max(start, s);
@@ -152,5 +152,3 @@ export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, 
     rerun_pending: d.rerun_requested_at !== null && (d.state === 'pending' || d.state === 'running'),
   };
 }
-
-export type PresentedDiarization = ReturnType<typeof presentDiarization>;
