@@ -12,6 +12,7 @@ import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
 import { MediaRetention } from './jobs/media-retention.js';
 import { TusUploads } from './uploads/tus-uploads.js';
+import { type AiProvider, NO_ACCESS_REASON, NO_PROVIDER_REASON, createAiProvider } from './ai/provider.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {
@@ -31,6 +32,8 @@ export interface SpeechServices {
   uploads: TusUploads;
   /** Releases retained media past media_retained_until (maintenance task speech-media-release). */
   retention: MediaRetention;
+  /** The OpenAI-compatible provider of analysis, translations and titles; null when OPENAI_BASE_URL or OPENAI_MODEL is unset. */
+  ai: AiProvider | null;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -39,12 +42,13 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const outbound = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES);
-  const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL));
+  const ai = createAiProvider(config);
+  const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL), { configured: ai !== null, noProvider: NO_PROVIDER_REASON, noAccess: NO_ACCESS_REASON });
   const jobs = new JobService(orm, config, media, work, repo, outbound);
   const leases = new LeaseService(repo, config, work, live);
   const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);
   const models = new ModelCatalog(orm, config);
   const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention };
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, ai };
 }
