@@ -55,7 +55,8 @@ export class AiQueue {
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
-  private readonly aborts = new AbortController();
+  /** One controller per task in progress: close() aborts them all. */
+  private readonly aborts = new Set<AbortController>();
   /** Called when AI work of a job ended (the notification outbox waits for it). */
   private readonly settledListeners: Array<(jobId: number) => void> = [];
 
@@ -89,7 +90,11 @@ export class AiQueue {
       concurrency,
     });
     this.worker.on('failed', (job, err) => {
-      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) logger.warn({ task: job.id, err: err.message }, 'speech AI task gave up');
+      const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
+      logger.warn(
+        { task: job?.id, attempt: job?.attemptsMade, err: err.message },
+        final ? 'speech AI task gave up' : 'speech AI task interrupted; it runs again',
+      );
     });
     this.worker.on('error', (err) => logger.error({ err }, 'speech AI worker error'));
     this.deps.repo.onAiWork(this.kick);
@@ -165,13 +170,18 @@ export class AiQueue {
     const started = await this.deps.repo.startAi(ref, provider ? { label: provider.label, model: provider.model } : { label: 'none', model: 'none' });
     if (!started) return { status: 'stale' };
     let outcome: AiOutcome<unknown>;
+    const abort = new AbortController();
+    this.aborts.add(abort);
+    if (this.closed) abort.abort();
     try {
-      outcome = provider ? await this.run(ref, provider, started) : unavailable(ref, NO_PROVIDER_REASON);
+      outcome = provider ? await this.run(ref, provider, started, abort.signal) : unavailable(ref, NO_PROVIDER_REASON);
     } catch (err) {
       if (err instanceof AiProviderError) outcome = failed(ref, err.message);
       else if (!lastAttempt)
         throw err; // aborted by shutdown, or the database: BullMQ tries again
       else outcome = failed(ref, err instanceof AiAborted ? 'interrupted too often (coordinator restarts)' : `internal error: ${(err as Error).message}`);
+    } finally {
+      this.aborts.delete(abort);
     }
     const stored = await this.store(ref, outcome);
     this.settled(ref.jobId);
@@ -197,13 +207,17 @@ export class AiQueue {
     return rows[0] ?? null;
   }
 
-  private async run(ref: AiTaskRef, provider: AiProvider, ctx: { language: string | null; sourceLanguage: string | null }): Promise<AiOutcome<unknown>> {
+  private async run(
+    ref: AiTaskRef,
+    provider: AiProvider,
+    ctx: { language: string | null; sourceLanguage: string | null },
+    signal: AbortSignal,
+  ): Promise<AiOutcome<unknown>> {
     const row = await this.transcript(ref.jobId, ref.pass);
     if (!row) return failed(ref, 'the job no longer exists');
     const segments = parsed(row.segments) ?? [];
     const plain = row.transcript_text?.trim() || segments.map((s) => s.text.trim()).join(' ');
     if (!plain) return failed(ref, 'the transcript is empty (no speech detected)');
-    const signal = this.aborts.signal;
     if (ref.kind === 'analysis') {
       const turns = speakerAwareTranscript(
         segments.map((s) => ({ start: s.start, end: s.end, text: s.text, speaker: s.speaker })) satisfies TranscriptSegment[],
@@ -243,7 +257,7 @@ export class AiQueue {
   async close() {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
-    this.aborts.abort();
+    for (const a of this.aborts) a.abort();
     await this.running;
     await closeWorker(this.worker);
     await this.queue.close();

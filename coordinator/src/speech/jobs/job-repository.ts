@@ -1372,7 +1372,7 @@ export class JobRepository {
     const done = outcome.state === 'completed' ? outcome.result : null;
     const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
       `with tr as (
-         update speech_translations t set state = :state::text, text = :text, segments = :segments::jsonb, analysis = :analysis::jsonb,
+         update speech_translations t set state = :state::text, text = :translated, segments = :segments::jsonb, analysis = :analysis::jsonb,
                 error = :error::text, updated_at = now()
            from speech_jobs j
           where j.id = t.job_id and j.current_pass = t.pass and t.job_id = :id and t.pass = :pass and t.language = :lang
@@ -1385,7 +1385,8 @@ export class JobRepository {
        select id from tr`,
       {
         ...this.outcomeBindings(ref, outcome),
-        text: done?.text ?? null,
+        // (not `text`: a binding of that name would also replace the `::text` casts)
+        translated: done?.text ?? null,
         segments: done ? JSON.stringify(done.segments) : null,
         analysis: done?.analysis ? JSON.stringify(done.analysis) : null,
         message: outcome.message,
