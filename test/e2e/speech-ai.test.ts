@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
-import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { startCoordinator } from '../../coordinator/src/service.js';
 import { aiTaskJobId } from '../../coordinator/src/speech/ai/ai-queue.js';
 import { NO_ACCESS_REASON, NO_PROVIDER_REASON } from '../../coordinator/src/speech/ai/provider.js';
 import type { CallbackEnvelope } from '../../coordinator/src/speech/notifications/callback-service.js';

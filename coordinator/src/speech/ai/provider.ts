@@ -151,7 +151,7 @@ export class AiProvider {
         return new AiProviderError(`could not reach the provider${after}: ${oneLine(cause?.code ?? cause?.message ?? err.message)}`, null);
       }
       // APIError's message is "<status> <upstream message>".
-      return new AiProviderError(`the provider answered HTTP ${oneLine(err.message)}${after}`, err.status);
+      return new AiProviderError(`the provider answered HTTP ${oneLine(err.message)}${after}`, Number(err.status));
     }
     return new AiProviderError(`the provider request failed: ${oneLine(err instanceof Error ? err.message : String(err))}`, null);
   }

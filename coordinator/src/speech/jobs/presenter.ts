@@ -71,7 +71,7 @@ export function presentTranslation(t: TranslationRow) {
 /** `auto_title` (additive): the automatic title of an uploaded file. */
 export function presentAutoTitle(t: AutoTitleRecord | null) {
   if (!t) return null;
-  return { state: t.state, title: t.title, applied: t.applied === true, error: t.error, updated_at: isoText(t.updated_at) };
+  return { state: t.state, title: t.title, applied: Boolean(t.applied), error: t.error, updated_at: isoText(t.updated_at) };
 }
 
 export interface PresentOptions {
