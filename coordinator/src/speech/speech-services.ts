@@ -11,6 +11,8 @@ import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
 import { MediaRetention } from './jobs/media-retention.js';
+import { RetranscriptionService } from './jobs/retranscription.js';
+import { RevisionRepository } from './jobs/revision-repository.js';
 import { TusUploads } from './uploads/tus-uploads.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
@@ -31,6 +33,8 @@ export interface SpeechServices {
   uploads: TusUploads;
   /** Releases retained media past media_retained_until (maintenance task speech-media-release). */
   retention: MediaRetention;
+  /** Re-transcription with another model, and the read-only revisions of earlier passes. */
+  retranscription: RetranscriptionService;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -46,5 +50,6 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const models = new ModelCatalog(orm, config);
   const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention };
+  const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription };
 }
