@@ -1,18 +1,32 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { JOB_STATUS_LABELS } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement, AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { normalizeError } from '../http/errors.js';
+import { AppError, normalizeError, okReasonBody, sendError, validationFailed } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
 import { NO_SPEECH_DETAIL, presentJob } from './jobs/presenter.js';
+import type { RetranscriptionState } from './jobs/retranscription.js';
+import { speakerAwareTranscript } from './jobs/speakers.js';
+import { SPEECH_RATE_LIMIT } from './policy.js';
+import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
 
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const hidden = { hide: true } as const;
+const jobParams = z.object({ jobId: z.coerce.number().int().positive().max(2_147_483_647) });
+
+/** A request that asks for JSON rather than a page (a script's fetch with `Accept: application/json`). */
+const wantsJson = (request: FastifyRequest) => {
+  const accept = request.headers.accept ?? '';
+  return accept.includes('application/json') && !accept.includes('text/html');
+};
+
+/** Notices a page may show after a redirect (`?notice=`): known codes only, never text from the URL. */
+const NOTICES: Record<string, string> = { 'retranscription-started': RETRANSCRIPTION_STARTED };
 
 const fmtTime = (s: number) => {
   const m = Math.floor(s / 60);
@@ -33,6 +47,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
+    // A script's request (the re-transcription action with Accept: application/json) gets the API's error shape.
+    if (wantsJson(request)) return sendError(reply, e, okReasonBody);
     if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.reason === 'unauthenticated') return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
     return reply
@@ -89,24 +105,96 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     return page(reply, 'Speech queue', user, body, QUEUE_SCRIPT);
   });
 
-  r.get(
-    '/speech/jobs/:jobId',
-    { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } },
-    async (request, reply) => {
-      const user = userOf(request);
-      const job = await jobs.getVisible(user, request.params.jobId);
-      const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
-      const segments = await jobs.segments(job.id, job.currentPass);
-      const body = html`<div class="card"><h1>${p.source_label}</h1>
+  /** The job page; `error` is a refused re-transcription of the no-script form (shown with a 422). */
+  async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: { notice?: string | undefined; error?: string } = {}) {
+    const user = userOf(request);
+    const state = await deps.speech.retranscription.state(user, jobId);
+    const { job } = state;
+    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
+    const segments = await jobs.segments(job.id, job.currentPass);
+    const notice = opts.notice ? NOTICES[opts.notice] : undefined;
+    const body = html`${notice ? html`<div class="card" role="status" id="notice"><p>${notice}</p></div>` : ''}<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
-      <p class="muted">Model ${p.model}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}${p.failure_error ? '' : ''}</p>
+      <p class="muted">Model ${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}</p>
       ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
       <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
         ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
-      </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>`;
-      return page(reply, p.source_label, user, body, JOB_SCRIPT);
+      </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>
+      ${retranscriptionCard(state, reply.generateCsrf(), opts.error)}${revisionsCard(state)}`;
+    return page(reply, p.source_label, user, body, JOB_SCRIPT);
+  }
+
+  r.get(
+    '/speech/jobs/:jobId',
+    {
+      schema: { ...hidden, params: jobParams, querystring: z.object({ notice: z.string().max(60).optional() }) },
+      config: { auth: speechUser },
+    },
+    async (request, reply) => jobPage(request, reply, request.params.jobId, { notice: request.query.notice }),
+  );
+
+  /**
+   * The browser re-transcription action (session plus CSRF: the form's `_csrf` field or the
+   * X-CSRF-Token header), with the rules of POST /api/speech/jobs/{jobId}/retranscribe. A form post
+   * is redirected (303) to the job page with a notice, or the page is shown again with the refusal
+   * (422); a request that accepts only JSON gets `{ok, message, job}` or the API's error body.
+   */
+  r.post(
+    '/speech/jobs/:jobId/retranscription',
+    {
+      schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), model: z.string().max(200).optional() }).optional() },
+      config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    },
+    async (request, reply) => {
+      const { jobId } = request.params;
+      const model = request.body?.model?.trim() ?? '';
+      try {
+        if (!model) throw validationFailed({ model: ['choose the model of the new pass'] });
+        const job = await deps.speech.retranscription.start(userOf(request), jobId, model);
+        if (wantsJson(request)) {
+          return reply.send({ ok: true as const, message: RETRANSCRIPTION_STARTED, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }) });
+        }
+        return reply.redirect(`/speech/jobs/${job.id}?notice=retranscription-started`, 303);
+      } catch (err) {
+        if (!wantsJson(request) && err instanceof AppError && err.reason === 'validation_failed')
+          return jobPage(request, reply.code(422), jobId, { error: err.message });
+        throw err;
+      }
     },
   );
+}
+
+/** "Re-transcribe": the model choices when the caller may start a new pass, else why not. */
+function retranscriptionCard(state: RetranscriptionState, csrf: string, error: string | undefined): SafeHtml {
+  const { job } = state;
+  return html`<div class="card" id="retranscription"><h2>Re-transcribe</h2>
+    ${error ? html`<p class="error" role="alert" id="retranscription-error">${error}</p>` : ''}
+    ${
+      state.canStart
+        ? html`<form method="post" action="/speech/jobs/${job.id}/retranscription">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <label for="retranscribe-model">Model of the new pass</label>
+        <select id="retranscribe-model" name="model">${state.models.map((m) => html`<option value="${m}">${m}</option>`)}</select>
+        <button type="submit">Re-transcribe</button>
+        <p class="muted">The current pass (model ${job.model}) is kept below as a read-only revision.</p>
+      </form>`
+        : html`<p class="muted" id="retranscription-unavailable">${state.unavailableReason ?? ''}</p>`
+    }</div>`;
+}
+
+/** Earlier passes, read-only: model, engine, completion time, transcript and the speaker-aware transcript. */
+function revisionsCard(state: RetranscriptionState): SafeHtml | '' {
+  if (!state.revisions.length) return '';
+  return html`<div class="card" id="revisions"><h2>Earlier passes</h2>
+    ${state.revisions.map(({ revision: rev, segments }) => {
+      const bySpeaker = speakerAwareTranscript(segments, rev.speakerLabels);
+      const engine = rev.engine ? `${rev.engine}${rev.engineModel && rev.engineModel !== rev.engine ? ` (${rev.engineModel})` : ''}` : 'unknown engine';
+      return html`<section class="revision" data-pass="${rev.pass}"><h3>Pass ${rev.pass} · model ${rev.model}</h3>
+        <p class="muted">${engine}${rev.completedAt ? ` · completed ${stockholm.format(rev.completedAt)}` : ''} · archived ${stockholm.format(rev.archivedAt)}</p>
+        ${rev.transcriptText?.trim() ? html`<p class="transcript">${rev.transcriptText}</p>` : html`<p class="muted">${NO_SPEECH_DETAIL}</p>`}
+        ${bySpeaker ? html`<h4>By speaker</h4>${bySpeaker.split('\n\n').map((para) => html`<p class="speaker-turn">${para}</p>`)}` : ''}
+      </section>`;
+    })}</div>`;
 }
 
 /** Live updates: subscribe, then apply each segment once by its seq (snapshot and live events may overlap). */
