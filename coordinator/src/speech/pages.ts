@@ -148,18 +148,19 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     async (request, reply) => {
       const { jobId } = request.params;
       const model = request.body?.model?.trim() ?? '';
+      let job;
       try {
         if (!model) throw validationFailed({ model: ['choose the model of the new pass'] });
-        const job = await deps.speech.retranscription.start(userOf(request), jobId, model);
-        if (wantsJson(request)) {
-          return reply.send({ ok: true as const, message: RETRANSCRIPTION_STARTED, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }) });
-        }
-        return reply.redirect(`/speech/jobs/${job.id}?notice=retranscription-started`, 303);
+        job = await deps.speech.retranscription.start(userOf(request), jobId, model);
       } catch (err) {
         if (!wantsJson(request) && err instanceof AppError && err.reason === 'validation_failed')
           return jobPage(request, reply.code(422), jobId, { error: err.message });
         throw err;
       }
+      if (wantsJson(request)) {
+        return reply.send({ ok: true as const, message: RETRANSCRIPTION_STARTED, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }) });
+      }
+      return reply.redirect(`/speech/jobs/${job.id}?notice=retranscription-started`, 303);
     },
   );
 }
