@@ -52,7 +52,7 @@ async function startAgent(name: string, extra: string[] = []) {
   return p;
 }
 
-const inject = (method: 'GET' | 'POST' | 'DELETE', url: string, headers: Record<string, string> = {}, payload?: unknown) =>
+const inject = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, headers: Record<string, string> = {}, payload?: unknown) =>
   svc.app.inject({ method, url, headers, ...(payload === undefined ? {} : { payload: payload as string }) });
 
 const revisions = async (id: number, who: TestUser = alice, query = '') => {
@@ -65,10 +65,15 @@ const retranscribe = (id: number, model: unknown, headers: Record<string, string
 const jobOf = async (id: number) => (await inject('GET', `/api/speech/jobs/${id}`, alice.auth)).json().job;
 const waitCompleted = (id: number) => expect.poll(async () => (await jobOf(id)).status, { timeout: 60_000, interval: 200 }).toBe('completed');
 
-/** Alice uploads the recording (model small); the simulated worker completes its first pass with `segments`. */
+/**
+ * Alice uploads the recording (model small, without speaker labels: the real agent has no
+ * diarizer, and `auto` jobs that ask for labels wait for one); the simulated worker completes its
+ * first pass with `segments`.
+ */
 async function completedJob(segments: string[], opts: { callback?: string } = {}): Promise<number> {
   const parts = [
     { name: 'model', value: 'small' },
+    { name: 'disable_diarization', value: '1' },
     { name: 'source_label', value: 'Standup' },
     ...(opts.callback ? [{ name: 'callback_url', value: opts.callback }] : []),
     { name: 'media_file', filename: 'talk.wav', data: wav },
@@ -93,6 +98,7 @@ beforeAll(async () => {
         OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', // the callback receiver listens on loopback
         SPEECH_LOCAL_MODELS: `small,${SPHINX}`,
         WORKER_HEARTBEAT_INTERVAL_MS: '1000',
+        WORKER_PRESENCE_TTL_MS: '900000', // the simulated worker's session outlives the file without heartbeats
       }),
     ),
   );
@@ -194,7 +200,7 @@ describe('re-transcription of an uploaded job', () => {
           { seq: 1, start: 2, end: 4, text: 'more old words', speaker: null, speaker_name: null },
         ],
         speaker_aware_transcript: null,
-        diarization: expect.objectContaining({ requested: true, speakers: [], labelled_segment_count: 0, rerun_pending: false }),
+        diarization: expect.objectContaining({ requested: false, state: 'skipped', speakers: [], labelled_segment_count: 0, rerun_pending: false }),
         speaker_labels: {},
         analysis: null,
         translations: [],
@@ -264,7 +270,7 @@ describe('re-transcription of an uploaded job', () => {
     expect((await jobOf(id)).runtime_log.filter((e: { event: string }) => e.event === 'retranscription.started')).toHaveLength(1);
   }, 90_000);
 
-  it('guardrails: same, unsupported or missing model, diarization pending, released media, unfinished pass — all 422', async () => {
+  it('guardrails: same, unsupported or missing model, released media, unfinished pass 422; diarization pending or running 409', async () => {
     const id = await completedJob(['words to keep']);
     const refused = async (model: unknown, field: string) => {
       const res = await retranscribe(id, model);
@@ -277,11 +283,17 @@ describe('re-transcription of an uploaded job', () => {
     await refused(undefined, 'model');
     await refused('', 'model');
 
+    // Diarization work outstanding: 409, like a diarization rerun then.
+    const busy = async (message: string) => {
+      const res = await retranscribe(id, SPHINX);
+      expect(res.statusCode, res.body).toBe(409);
+      expect(res.json()).toEqual({ ok: false, reason: 'conflict', message, errors: { diarization: [message] } });
+    };
     await sql(`update speech_jobs set diarization_state = 'pending' where id = ?`, [id]);
-    expect(await refused(SPHINX, 'diarization')).toBe(UNAVAILABLE.diarizationPending);
+    await busy(UNAVAILABLE.diarizationPending);
     expect(await revisions(id)).toMatchObject({ can_start: false, unavailable_reason: UNAVAILABLE.diarizationPending });
     await sql(`update speech_jobs set diarization_state = 'running' where id = ?`, [id]);
-    expect(await refused(SPHINX, 'diarization')).toBe(UNAVAILABLE.diarizationRunning);
+    await busy(UNAVAILABLE.diarizationRunning);
     await sql(`update speech_jobs set diarization_state = 'unavailable' where id = ?`, [id]);
 
     // Retention releases the media: re-transcription is no longer possible, and the reason says since when.
@@ -311,6 +323,65 @@ describe('re-transcription of an uploaded job', () => {
     });
     expect((await inject('DELETE', `/api/speech/jobs/${queued}`, alice.auth)).statusCode).toBe(200);
   }, 60_000);
+});
+
+describe('a diarized pass', () => {
+  it('keeps its speakers, names and speaker-aware transcript in the revision; the new pass starts without them', async () => {
+    const { payload, contentType } = multipartForm([
+      { name: 'model', value: 'small' },
+      { name: 'media_file', filename: 'talk.wav', data: wav },
+    ]);
+    const id = (await inject('POST', '/api/speech/jobs', { ...alice.auth, 'content-type': contentType }, payload)).json().job.id as number;
+    await sim.run(id, {
+      segments: ['good morning', 'hello there', 'see you'],
+      speakers: [0, 1, 0],
+    });
+    const named = await inject('PUT', `/api/speech/jobs/${id}/speakers`, alice.auth, { speakers: { S1: 'Alice' } });
+    expect(named.statusCode, named.body).toBe(200);
+
+    expect((await retranscribe(id, SPHINX)).statusCode).toBe(200);
+    const [rev] = (await revisions(id, alice, '?include=segments')).revisions;
+    expect(rev).toMatchObject({
+      pass: 1,
+      transcript_text: 'good morning hello there see you',
+      speaker_labels: { S1: 'Alice' },
+      speaker_aware_transcript: '[00:00:00] Alice: good morning\n\n[00:00:02] Speaker 2: hello there\n\n[00:00:04] Alice: see you',
+      segments: [
+        { seq: 0, speaker: 'S1', speaker_name: 'Alice' },
+        { seq: 1, speaker: 'S2', speaker_name: 'Speaker 2' },
+        { seq: 2, speaker: 'S1', speaker_name: 'Alice' },
+      ],
+      diarization: {
+        requested: true,
+        state: 'completed',
+        engine: 'test-diarizer',
+        speaker_count: 2,
+        speakers: [
+          { key: 'S1', name: 'Alice', renamed: true, segment_count: 2, seconds: 4 },
+          { key: 'S2', name: 'Speaker 2', renamed: false, segment_count: 1, seconds: 2 },
+        ],
+        labelled_segment_count: 3,
+        error: null,
+        rerun_pending: false,
+      },
+    });
+    const [current] = await sql<{ diarization_turns: unknown; speaker_labels: unknown; diarization_engine: string | null }>(
+      'select diarization_turns, speaker_labels, diarization_engine from speech_jobs where id = ?',
+      [id],
+    );
+    expect(current!.diarization_turns).toBeNull();
+    expect(current!.diarization_engine).toBeNull();
+    expect(current!.speaker_labels).toEqual({});
+    // The new pass asks for speaker labels again: it waits for a worker with a diarizer.
+    const job = (await inject('GET', `/api/speech/jobs/${id}`, alice.auth)).json().job;
+    expect(job).toMatchObject({
+      status: 'queued',
+      model: SPHINX,
+      diarization: { requested: true, state: 'pending', speakers: [] },
+      speaker_aware_transcript: null,
+    });
+    expect((await inject('DELETE', `/api/speech/jobs/${id}`, alice.auth)).statusCode).toBe(200);
+  }, 30_000);
 });
 
 describe('the browser action POST /speech/jobs/{jobId}/retranscription', () => {

@@ -1,6 +1,6 @@
 import type { RetranscriptionState } from './retranscription.js';
 import type { RevisionRow, RevisionSegment } from './revision-repository.js';
-import { presentDiarization, speakerAwareTranscript, speakerName } from './speakers.js';
+import { presentDiarization, speakerAwareTranscript, speakerName, speakerStats } from './speakers.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -31,7 +31,7 @@ export function presentRevision(revision: RevisionRow, segments: RevisionSegment
         }
       : {}),
     speaker_aware_transcript: speakerAwareTranscript(segments, labels),
-    diarization: presentDiarization(revision.diarization, labels, segments),
+    diarization: presentDiarization(revision.diarization, labels, speakerStats(segments)),
     speaker_labels: labels,
     analysis: revision.analysis,
     translations: revision.translations,
