@@ -19,7 +19,7 @@ import { streamSegments } from '../support/sim-worker.js';
  * state"): the claim gates on the diarization capability (contract 3), a worker's result labels
  * every segment, and the rerun endpoint walks the state table row by row — including reruns run
  * under their own `diarize` lease while the job stays completed, regeneration of lost segments,
- * expiry, and refusals (409 while pending or running, 422 without a completed transcript or after
+ * expiry, and refusals (422 while pending or running, without a completed transcript or after
  * the media was released, 403 for anyone but the owner).
  */
 let db: TestDatabase;
@@ -241,7 +241,7 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.job.diarization).toMatchObject({ state: 'pending', rerun_pending: true });
     // pending: a second request is refused (duplicate execution).
-    expect((await rerun(id)).status).toBe(409);
+    expect((await rerun(id)).status).toBe(422);
     const task = await runRerun(id, diarized([0, 1, 0, 2]));
     expect(task.regenerate_segments).toBe(false);
     expect(task.lease.attempt).toBe(before.attempt + 1);
@@ -259,7 +259,7 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     expect((await rerun(id)).status).toBe(200);
     for (let i = 1; i <= 3; i++) {
       await claim(w);
-      expect((await rerun(id)).status).toBe(409); // running
+      expect((await rerun(id)).status).toBe(422); // running
       await svc.orm.em.getConnection().execute(`update speech_leases set expires_at = now() - interval '1 second' where job_id = ? and ended_at is null`, [id]);
       const touched = await svc.speech.leases.sweepExpired();
       expect(touched).toContainEqual({ jobId: id, status: 'completed', diarizationRequeued: i < 3 });
@@ -318,7 +318,8 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
   it('refuses without a completed transcript (422), after the media was released (422), and for anyone but the owner (403/404)', async () => {
     const queued = await uploadJob();
     const r1 = await rerun(queued.id);
-    expect(r1.status).toBe(409); // diarization is pending with the transcription
+    expect(r1.body.errors.diarization[0]).toMatch(/already pending/); // diarization is pending with the transcription
+    expect(r1.status).toBe(422);
     const failedJob = await uploadJob({ diarization: false });
     const a = (await claim(w))!;
     expect(a.lease.job_id).toBe(queued.id);

@@ -270,7 +270,7 @@ describe('re-transcription of an uploaded job', () => {
     expect((await jobOf(id)).runtime_log.filter((e: { event: string }) => e.event === 'retranscription.started')).toHaveLength(1);
   }, 90_000);
 
-  it('guardrails: same, unsupported or missing model, released media, unfinished pass 422; diarization pending or running 409', async () => {
+  it('guardrails: same, unsupported or missing model, released media, unfinished pass 422; diarization pending or running 422', async () => {
     const id = await completedJob(['words to keep']);
     const refused = async (model: unknown, field: string) => {
       const res = await retranscribe(id, model);
@@ -283,11 +283,11 @@ describe('re-transcription of an uploaded job', () => {
     await refused(undefined, 'model');
     await refused('', 'model');
 
-    // Diarization work outstanding: 409, like a diarization rerun then.
+    // Diarization work outstanding: 422 under errors.diarization (a guardrail, like a diarization rerun then).
     const busy = async (message: string) => {
       const res = await retranscribe(id, SPHINX);
-      expect(res.statusCode, res.body).toBe(409);
-      expect(res.json()).toEqual({ ok: false, reason: 'conflict', message, errors: { diarization: [message] } });
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json()).toEqual({ ok: false, reason: 'validation_failed', message, errors: { diarization: [message] } });
     };
     await sql(`update speech_jobs set diarization_state = 'pending' where id = ?`, [id]);
     await busy(UNAVAILABLE.diarizationPending);

@@ -137,7 +137,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
    * The browser re-transcription action (session plus CSRF: the form's `_csrf` field or the
    * X-CSRF-Token header), with the rules of POST /api/speech/jobs/{jobId}/retranscribe. A form post
    * is redirected (303) to the job page with a notice, or the page is shown again with the refusal
-   * (422, or 409 while diarization is pending or running); a request that accepts only JSON gets `{ok, message, job}` or the API's error body.
+   * (422); a request that accepts only JSON gets `{ok, message, job}` or the API's error body.
    */
   r.post(
     '/speech/jobs/:jobId/retranscription',
@@ -154,7 +154,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         job = await deps.speech.retranscription.start(userOf(request), jobId, model);
       } catch (err) {
         if (!wantsJson(request) && err instanceof AppError && (err.reason === 'validation_failed' || err.reason === 'conflict'))
-          return jobPage(request, reply.code(err.reason === 'conflict' ? 409 : 422), jobId, { error: err.message });
+          return jobPage(request, reply.code(422), jobId, { error: err.message });
         throw err;
       }
       if (wantsJson(request)) {

@@ -15,7 +15,7 @@ const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: [
 const speechJwt: AuthRequirement = { accept: ['jwt'], permissions: ['speech.use'] };
 const tags = ['speech'];
 const jobErrors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
-const startErrors = { ...jobErrors, 409: errorBodySchema };
+const startErrors = jobErrors;
 
 /** Re-transcription message of the API and the browser action. */
 export const RETRANSCRIPTION_STARTED = 'Re-transcription queued; the earlier pass is kept as a read-only revision.';
@@ -62,8 +62,8 @@ export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<Spee
         'Accepts only a JWT bearer from `POST /api/account/login`: a browser session cookie or a personal access token is refused with ' +
         '401 (there is no session fallback and no CSRF token; browsers use `POST /speech/jobs/{jobId}/retranscription`). ' +
         'Only the owner may start it: anyone else who can see the job, administrators included, gets 403; a job the caller cannot see is 404. ' +
-        'While speaker diarization of the job is pending or running the answer is 409 `conflict` (`errors.diarization`; like a ' +
-        'diarization rerun then: wait for it to finish). Every other rule answers 422 `validation_failed`: the current pass is not ' +
+        'Every rule answers 422 `validation_failed`: speaker diarization of the job is pending or running (`errors.diarization`: ' +
+        'wait for it to finish); the current pass is not ' +
         'completed (`errors.status`); the retained source media was released (`errors.media`); the model is the current one, ' +
         'not served, or not allowed for this job (`errors.model`; see `models` of `GET /api/speech/jobs/{jobId}/revisions`). ' +
         'In one transaction the current pass becomes a read-only revision and the job is queued again as pass + 1 with the new ' +

@@ -45,11 +45,11 @@ export interface RetranscriptionState {
 }
 
 /**
- * A refused start: 409 `conflict` while diarization work is pending or running (like a diarization
- * rerun then), 422 `validation_failed` for every other rule; the message also under `errors[field]`.
+ * A refused start: 422 `validation_failed` (the specification's code for re-transcription
+ * guardrails, diarization work pending included), the message also under `errors[field]`.
  */
 function ruleFailure(field: string, message: string) {
-  return new AppError(field === 'diarization' ? 'conflict' : 'validation_failed', message, { errors: { [field]: [message] } });
+  return new AppError('validation_failed', message, { errors: { [field]: [message] } });
 }
 
 /**
@@ -102,8 +102,8 @@ export class RetranscriptionService {
 
   /**
    * The owner starts a new pass with `model`: 404 for a job the caller cannot see, 403 for anyone
-   * but the owner (administrators and queue managers included), 409 while diarization is pending or
-   * running (`errors.diarization`), 422 for every other rule (under `errors.status`, `errors.media`
+   * but the owner (administrators and queue managers included), 422 for every rule (under
+   * `errors.diarization` while diarization is pending or running, `errors.status`, `errors.media`
    * or `errors.model`).
    */
   async start(user: AuthUser, jobId: number, model: string): Promise<SpeechJob> {
