@@ -46,7 +46,8 @@ export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechD
         'diarizer runs it; the transcript, analysis and translations stay as they are and transcription is not run again ' +
         '(unless the pass lost its timestamped segments: they are regenerated from the retained media first). The ' +
         'preference to diarize is saved on the job. 422 while diarization is pending or running (`errors.diarization`), when the transcript ' +
-        `is not completed (`errors.status`) or the media was released (`errors.media`). A rerun replaces the speakers, so their names start afresh. ${csrfNote}`,
+        'is not completed (`errors.status`) or the media was released (`errors.media`). A rerun replaces the speakers, so their ' +
+        `names start afresh. ${csrfNote}`,
       params: jobIdParams,
       response: { 200: response, ...errors },
     },
