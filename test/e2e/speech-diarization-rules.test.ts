@@ -10,7 +10,7 @@ import { AccountService } from '../../coordinator/src/accounts/account-service.j
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { browserLogin, createTestDatabase, extractCsrf, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 import { streamSegments } from '../support/sim-worker.js';
 
@@ -29,6 +29,7 @@ let admin: AuthUser & { jwt: string };
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-diar-rules-'));
 const clients: CoordinatorClient[] = [];
 let clip: string;
+let ownerPassword: string;
 
 const caps = (extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
   models: ['small'],
@@ -141,6 +142,7 @@ beforeAll(async () => {
   const o = await accounts.createUser({ username: randomName('owner'), permissions: ['speech.use'] });
   const a = await accounts.createUser({ username: randomName('admin'), isAdmin: true });
   owner = Object.assign(o.user, { jwt: await signIn(o.user, o.password) });
+  ownerPassword = o.password;
   admin = Object.assign(a.user, { jwt: await signIn(a.user, a.password) });
   await registerModelWorker(svc.orm, 'catalog', ['small']);
 });
@@ -361,5 +363,40 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     const page = await (await fetch(`${svc.url}${new URL(share.body.share.url as string).pathname}?full`)).text();
     expect(page).toContain('Ada Lovelace');
     expect(page).toContain('Speaker 2');
+  });
+
+  it('the job page shows the speakers and, without script, saves names and asks for a rerun (session + CSRF)', async () => {
+    const id = await completedJob(diarized());
+    const { jar } = await browserLogin(svc.app, owner.username, ownerPassword);
+    const get = () => svc.app.inject({ method: 'GET', url: `/speech/jobs/${id}`, headers: { cookie: jar.header() } });
+    const page = await get();
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('id="speaker-editor"');
+    expect(page.body).toMatch(/data-state="completed">2 speakers \(test-diarizer\)\./);
+    expect(page.body).toMatch(/data-speaker="S2">Speaker 2<\/span> Hello there\./);
+    const csrf = extractCsrf(page.body);
+    const form = (fields: Record<string, string>) => ({
+      headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams(fields).toString(),
+    });
+    // Without the CSRF token the form is refused.
+    expect((await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ name_S1: 'Grace' }) })).statusCode).toBe(403);
+    const saved = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ _csrf: csrf, name_S1: 'Grace', name_S2: '' }) });
+    expect(saved.statusCode).toBe(303);
+    expect(saved.headers.location).toBe(`/speech/jobs/${id}?notice=speakers-saved`);
+    const renamed = await get();
+    expect(renamed.body).toMatch(/data-speaker="S1">Grace<\/span> Good morning\./);
+    expect(renamed.body).toContain('value="Grace"');
+    // An unknown speaker is refused on the page itself (422), nothing saved.
+    const bad = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ _csrf: csrf, name_S9: 'Nobody' }) });
+    expect(bad.statusCode).toBe(422);
+    expect(bad.body).toMatch(/id="speakers-error">unknown speaker S9/);
+    const again = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/diarization`, ...form({ _csrf: csrf }) });
+    expect(again.statusCode).toBe(303);
+    const pending = await get();
+    expect(pending.body).toMatch(/data-state="pending">Waiting for a worker to identify the speakers\./);
+    expect(pending.body).not.toContain('id="speaker-editor"');
+    expect(pending.body).not.toContain('id="diarization-rerun"');
+    await runRerun(id, diarized());
   });
 });

@@ -9,9 +9,10 @@ import type { AuthRequirement, AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { AppError, normalizeError, okReasonBody, sendError, validationFailed } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
-import { NO_SPEECH_DETAIL, presentJob } from './jobs/presenter.js';
+import { NO_SPEECH_DETAIL, diarizationRecord, presentJob } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
-import { speakerAwareTranscript } from './jobs/speakers.js';
+import { presentDiarization, speakerAwareTranscript, speakerName } from './jobs/speakers.js';
+import type { SpeechJob } from './jobs/entities.js';
 import { SPEECH_RATE_LIMIT } from './policy.js';
 import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
 
@@ -26,7 +27,11 @@ const wantsJson = (request: FastifyRequest) => {
 };
 
 /** Notices a page may show after a redirect (`?notice=`): known codes only, never text from the URL. */
-const NOTICES: Record<string, string> = { 'retranscription-started': RETRANSCRIPTION_STARTED };
+const NOTICES: Record<string, string> = {
+  'retranscription-started': RETRANSCRIPTION_STARTED,
+  'diarization-requested': 'Speaker identification requested: a worker with a diarizer runs it; the transcript stays as it is.',
+  'speakers-saved': 'Speaker names saved.',
+};
 
 const fmtTime = (s: number) => {
   const m = Math.floor(s / 60);
@@ -106,21 +111,32 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
   });
 
   /** The job page; `error` is a refused re-transcription of the no-script form (shown with a 422). */
-  async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: { notice?: string | undefined; error?: string } = {}) {
+  async function jobPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    jobId: number,
+    opts: { notice?: string | undefined; error?: string; speakersError?: string } = {},
+  ) {
     const user = userOf(request);
     const state = await deps.speech.retranscription.state(user, jobId);
     const { job } = state;
     const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
     const segments = await jobs.segments(job.id, job.currentPass);
+    const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, (await jobs.detail(job)).speakerStats);
+    const csrf = reply.generateCsrf();
     const notice = opts.notice ? NOTICES[opts.notice] : undefined;
     const body = html`${notice ? html`<div class="card" role="status" id="notice"><p>${notice}</p></div>` : ''}<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
       <p class="muted">Model ${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}</p>
       ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
       <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
-        ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
+        ${segments.map(
+          (s) =>
+            html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
+        )}
       </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>
-      ${retranscriptionCard(state, reply.generateCsrf(), opts.error)}${revisionsCard(state)}`;
+      ${speakersCard(job, diarization, job.owner.id === user.id, csrf, opts.speakersError)}
+      ${retranscriptionCard(state, csrf, opts.error)}${revisionsCard(state)}`;
     return page(reply, p.source_label, user, body, JOB_SCRIPT);
   }
 
@@ -163,6 +179,96 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       return reply.redirect(`/speech/jobs/${job.id}?notice=retranscription-started`, 303);
     },
   );
+
+  /**
+   * The job page's speaker forms (session plus CSRF), with the rules of the diarization API: run or
+   * re-run speaker identification, and save speaker names (`name_S1`, `name_S2`, …; empty: "Speaker N").
+   * A form post is redirected (303) to the job page with a notice, or the page is shown again with
+   * the refusal (422).
+   */
+  const speakerAction =
+    (action: (user: AuthUser, jobId: number, body: Record<string, string | undefined>) => Promise<unknown>, notice: string) =>
+    async (request: FastifyRequest<{ Params: { jobId: number }; Body: Record<string, string | undefined> | undefined }>, reply: FastifyReply) => {
+      const { jobId } = request.params;
+      try {
+        await action(userOf(request), jobId, request.body ?? {});
+      } catch (err) {
+        if (err instanceof AppError && err.reason === 'validation_failed') return jobPage(request, reply.code(422), jobId, { speakersError: err.message });
+        throw err;
+      }
+      return reply.redirect(`/speech/jobs/${jobId}?notice=${notice}`, 303);
+    };
+  const speakerForm = z.record(z.string().regex(/^(_csrf|name_S[1-9][0-9]{0,3})$/), z.string().max(200)).optional();
+
+  r.post(
+    '/speech/jobs/:jobId/diarization',
+    { schema: { ...hidden, params: jobParams, body: speakerForm }, config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT } },
+    speakerAction((user, jobId) => deps.speech.diarization.rerun(user, jobId), 'diarization-requested'),
+  );
+
+  r.post(
+    '/speech/jobs/:jobId/speakers',
+    { schema: { ...hidden, params: jobParams, body: speakerForm }, config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT } },
+    speakerAction((user, jobId, body) => {
+      const names = Object.fromEntries(
+        Object.entries(body)
+          .filter(([k]) => k.startsWith('name_'))
+          .map(([k, v]) => [k.slice('name_'.length), (v ?? '').trim().slice(0, 60)]),
+      );
+      if (!Object.keys(names).length) throw validationFailed({ speakers: ['no speaker names were sent'] });
+      return deps.speech.diarization.rename(user, jobId, names);
+    }, 'speakers-saved'),
+  );
+}
+
+type PresentedDiarization = ReturnType<typeof presentDiarization>;
+
+const DIARIZATION_TEXT: Record<string, (d: PresentedDiarization) => string> = {
+  pending: () => 'Waiting for a worker to identify the speakers.',
+  running: () => 'Identifying speakers…',
+  completed: (d) => `${d.speaker_count ?? 0} ${d.speaker_count === 1 ? 'speaker' : 'speakers'}${d.engine ? ` (${d.engine})` : ''}.`,
+  failed: (d) => `Speaker identification failed${d.error ? `: ${d.error}` : '.'} The transcript is not affected.`,
+  unavailable: (d) => `No speaker labels${d.error ? `: ${d.error}` : '.'}`,
+  skipped: () => 'Speaker labels are off for this job.',
+};
+
+/**
+ * "Speakers": the diarization state, the speakers with their share of the talk, the speaker editor
+ * (names, saved with the form) and the run / run-again action, for the owner. Works without script.
+ */
+function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boolean, csrf: string, error: string | undefined): SafeHtml {
+  const busy = d.state === 'pending' || d.state === 'running';
+  const rerunnable = owner && job.status === 'completed' && !busy && job.mediaPath !== null;
+  return html`<div class="card" id="speakers"><h2>Speakers</h2>
+    ${error ? html`<p class="error" role="alert" id="speakers-error">${error}</p>` : ''}
+    <p id="diarization-state" data-state="${d.state}">${DIARIZATION_TEXT[d.state]?.(d) ?? d.state}</p>
+    ${
+      d.speakers.length
+        ? owner && !busy
+          ? html`<form method="post" action="/speech/jobs/${job.id}/speakers" id="speaker-editor">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <table><thead><tr><th>Speaker</th><th>Name</th><th>Segments</th><th>Talk</th></tr></thead><tbody>
+        ${d.speakers.map(
+          (
+            s,
+          ) => html`<tr><td>${s.key}</td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
+            <td>${s.segment_count}</td><td>${Math.round(s.seconds)} s</td></tr>`,
+        )}
+        </tbody></table>
+        <button type="submit">Save names</button>
+      </form>`
+          : html`<ul>${d.speakers.map((s) => html`<li>${s.name}: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
+        : ''
+    }
+    ${
+      rerunnable
+        ? html`<form method="post" action="/speech/jobs/${job.id}/diarization" id="diarization-rerun">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <button type="submit">${d.state === 'completed' ? 'Identify speakers again' : 'Identify speakers'}</button>
+        <span class="muted">The transcript stays as it is${d.state === 'completed' ? '; the new speakers replace these and their names' : ''}.</span>
+      </form>`
+        : ''
+    }</div>`;
 }
 
 /** "Re-transcribe": the model choices when the caller may start a new pass, else why not. */
@@ -211,7 +317,9 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
     const li = document.createElement('li');
     li.dataset.seq = s.seq;
     const t = document.createElement('span'); t.className = 'muted'; t.textContent = fmt(s.start);
-    li.append(t, ' ' + s.text);
+    const w = document.createElement('span'); w.className = 'who'; w.dataset.speaker = s.speaker || '';
+    if (s.speaker) w.textContent = 'Speaker ' + s.speaker.slice(1);
+    li.append(t, ' ', w, ' ' + s.text);
     const after = [...list.children].find((x) => Number(x.dataset.seq) > s.seq);
     list.insertBefore(li, after || null);
   };
@@ -223,6 +331,18 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
     const el = document.getElementById('job-status');
     el.textContent = st.status_label; el.dataset.status = st.status;
     document.getElementById('job-stage').textContent = st.stage_label || '';
+  });
+  // Speaker identification started or ended: its state, and (when it ended) each segment's speaker.
+  const texts = { pending: 'Waiting for a worker to identify the speakers.', running: 'Identifying speakers…',
+    completed: 'Speakers identified; reload the page to name them.', failed: 'Speaker identification failed; reload the page for the reason.',
+    unavailable: 'No speaker labels; reload the page for the reason.' };
+  socket.on('diarization', (d) => {
+    const el = document.getElementById('diarization-state');
+    if (el) { el.textContent = texts[d.state] || d.state; el.dataset.state = d.state; }
+    for (const s of d.speakers || []) {
+      const who = list.querySelector('li[data-seq="' + s.seq + '"] .who');
+      if (who) { who.dataset.speaker = s.speaker; who.textContent = 'Speaker ' + s.speaker.slice(1); }
+    }
   });
 })();
 </script>`;

@@ -8,7 +8,6 @@ import { speechJobRoutes } from './jobs-routes.js';
 import { speechPages } from './pages.js';
 import { speechTokenApiRoutes } from './token-api-routes.js';
 import { runNowRoute } from './run-now.js';
-import { DiarizationService } from './diarization/diarization-service.js';
 import { diarizationRoutes } from './diarization/diarization-routes.js';
 import { speechRevisionRoutes } from './revisions-routes.js';
 import { ShareService } from './shares/share-service.js';
@@ -27,8 +26,7 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
   await runNowRoute(app, deps);
-  const diarization = new DiarizationService(deps.speech.jobs, deps.speech.repo, deps.speech.work);
-  await diarizationRoutes(app, deps, diarization);
+  await diarizationRoutes(app, deps);
   // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
   await app.register(async (tus) => speechUploadRoutes(tus, deps));
   const shares = new ShareService(deps.orm, deps.speech.jobs);

@@ -12,6 +12,7 @@ import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
 import { MediaRetention } from './jobs/media-retention.js';
 import { RetranscriptionService } from './jobs/retranscription.js';
+import { DiarizationService } from './diarization/diarization-service.js';
 import { RevisionRepository } from './jobs/revision-repository.js';
 import { TusUploads } from './uploads/tus-uploads.js';
 
@@ -35,6 +36,8 @@ export interface SpeechServices {
   retention: MediaRetention;
   /** Re-transcription with another model, and the read-only revisions of earlier passes. */
   retranscription: RetranscriptionService;
+  /** Diarization reruns and the speaker editor. */
+  diarization: DiarizationService;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -51,5 +54,6 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
   const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription };
+  const diarization = new DiarizationService(jobs, repo, work);
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization };
 }

@@ -9,7 +9,6 @@ import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { presentJobDetail } from '../jobs/presenter.js';
 import type { SpeechJob } from '../jobs/entities.js';
 import { jobDetailSchema, jobIdParams } from '../schemas.js';
-import type { DiarizationService } from './diarization-service.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -19,9 +18,9 @@ const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` he
 const response = z.object({ ok: z.literal(true), message: z.string(), job: jobDetailSchema });
 
 /** Speaker diarization of a job: run or re-run it, and name its speakers (owner only). */
-export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>, diarization: DiarizationService) {
+export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { config } = deps;
-  const { jobs, models: catalog } = deps.speech;
+  const { jobs, models: catalog, diarization } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
 
