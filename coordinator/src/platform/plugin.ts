@@ -1,11 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { platformSchema } from '@sonar/shared';
+import type { OutboundPolicy } from '@sonar/shared';
 import { installDomainErrors, okReasonBody } from '../http/errors.js';
+import { FeedResolver } from './rss/feed-resolver.js';
+import { rssRoutes } from './rss/rss-routes.js';
 
-/** Platform metadata: the public semantic version and nothing about framework or runtime. */
-export async function platformPlugin(app: FastifyInstance, opts: { version: string }) {
+/** Platform endpoints (spec group E): the public version, and RSS source resolution. */
+export async function platformPlugin(app: FastifyInstance, opts: { version: string; outbound: OutboundPolicy }) {
   installDomainErrors(app, okReasonBody);
+  await rssRoutes(app, new FeedResolver(opts.outbound));
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
     config: { auth: 'public' },
     schema: {
