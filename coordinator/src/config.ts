@@ -117,6 +117,13 @@ export const envSchema = z.object({
   /** How long the callback and report of a completed job wait for its analysis, translations and title, seconds. */
   SPEECH_AI_NOTIFY_WAIT_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
 
+  /** SpamAssassin's spamd for POST /api/spam/analyze (SPAMC protocol over TCP). */
+  SPAMD_HOST: z.string().min(1).default('127.0.0.1'),
+  SPAMD_PORT: port.default(783),
+  SPAMD_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(15_000),
+  /** Whether spamd runs its network tests (DNS blocklists, URIBL, Razor…); without them answers are `degraded`. */
+  SPAMD_NETWORK_TESTS: bool.default(false),
+
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce
     .number()

@@ -91,8 +91,22 @@ describe('generated protocol types', () => {
       hostname: '',
       local: false,
       held_leases: [{ job_id: 7, attempt: 1, lease_token: 't' }],
-      capabilities: { models: ['m'], engines: [], diarization: false, can_fetch_urls: false, device: '', model_languages: [{ model: 'm', languages: ['en'] }] },
+      capabilities: {
+        models: ['m'],
+        engines: [],
+        diarization: false,
+        diarization_engine: '',
+        diarization_error: '',
+        can_fetch_urls: false,
+        device: '',
+        model_languages: [{ model: 'm', languages: ['en'] }],
+      },
     });
+    // Contract 3: a diarization result keeps its turns (doubles and a uint32 speaker).
+    const complete = def.Complete.requestDeserialize(
+      def.Complete.requestSerialize({ success: true, diarization: { state: 'completed', speaker_count: 2, turns: [{ start: 0.5, end: 2.25, speaker: 1 }] } }),
+    );
+    expect(complete.diarization).toEqual({ state: 'completed', engine: '', speaker_count: 2, turns: [{ start: 0.5, end: 2.25, speaker: 1 }], error: '' });
     const res: HelloResponse__Output = def.Hello.responseDeserialize(def.Hello.responseSerialize({ server_time_unix_ms: '1700000000123' }));
     expect(res.server_time_unix_ms).toBe(1_700_000_000_123);
   });

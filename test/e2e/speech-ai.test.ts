@@ -674,3 +674,50 @@ describe('a diarization rerun that finds more speakers', () => {
     }
   });
 });
+
+describe('re-transcription', () => {
+  it('archives the analysis and translations with the revision; the new pass starts without them; not while they run', async () => {
+    stub.reset();
+    const s = await stand(providerEnv());
+    const large = await SimWorker.start(s.svc, randomName('large'), ['large']);
+    try {
+      const ai = await s.user(['speech.use', 'provider_openai']);
+      const job = await s.uploadJob(ai, 'rec-0701.wav', { label: 'Offsite', analysisLanguage: 'en', translations: ['de'] });
+      stub.answer = (req) =>
+        req.task === 'analysis'
+          ? { content: JSON.stringify({ summary: 'first pass', key_points: [], action_items: [], topics: [] }), delayMs: 1000 }
+          : undefined;
+      await s.worker.run(job.id, { segments: SEGMENTS });
+      await expect.poll(async () => (await s.aiOf(job.id)).analysis?.state, { timeout: 15_000 }).toBe('running');
+      const busy = await s.api('POST', `/api/speech/jobs/${job.id}/retranscribe`, ai, { model: 'large' });
+      expect(busy.status).toBe(422);
+      expect(busy.body.errors).toHaveProperty('analysis');
+      await expect.poll(async () => (await s.aiOf(job.id)).translations[0]?.state, { timeout: 15_000 }).toBe('completed');
+
+      const started = await s.api('POST', `/api/speech/jobs/${job.id}/retranscribe`, ai, { model: 'large' });
+      expect(started.status, JSON.stringify(started.body)).toBe(200);
+      const fresh = await s.detail(job.id, ai);
+      expect(fresh).toMatchObject({ status: 'queued', analysis: null, translations: [], auto_title: null });
+      const history = (await s.api('GET', `/api/speech/jobs/${job.id}/revisions`, ai)).body;
+      expect(history.revisions[0]).toMatchObject({
+        pass: 1,
+        analysis: { state: 'completed', language: 'en', result: { summary: 'first pass' }, provider: `stub-model at 127.0.0.1:${stub.port}` },
+        translations: [{ language: 'de', state: 'completed', text: SEGMENTS.map((t) => `[de] ${t}`).join(' '), analysis: { summary: '[de] first pass' } }],
+      });
+
+      // The new pass gets its own analysis and translations.
+      stub.reset();
+      await large.run(job.id, { segments: ['A second pass.'] });
+      await expect.poll(async () => (await s.aiOf(job.id)).translations[0]?.state, { timeout: 15_000 }).toBe('completed');
+      const second = await s.detail(job.id, ai);
+      expect(second.analysis).toMatchObject({ state: 'completed', generation: 1, result: { summary: '[en] whole: A second pass.' } });
+      expect(second.translations[0]).toMatchObject({ text: '[de] A second pass.' });
+      expect((await s.api('GET', `/api/speech/jobs/${job.id}/revisions`, ai)).body.revisions[0].analysis.result.summary).toBe('first pass');
+    } finally {
+      large.close();
+      s.worker.close();
+      await s.svc.close();
+      await s.db.drop();
+    }
+  });
+});

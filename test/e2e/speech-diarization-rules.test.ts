@@ -10,7 +10,7 @@ import { AccountService } from '../../coordinator/src/accounts/account-service.j
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { browserLogin, createTestDatabase, extractCsrf, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 import { streamSegments } from '../support/sim-worker.js';
 
@@ -19,7 +19,7 @@ import { streamSegments } from '../support/sim-worker.js';
  * state"): the claim gates on the diarization capability (contract 3), a worker's result labels
  * every segment, and the rerun endpoint walks the state table row by row — including reruns run
  * under their own `diarize` lease while the job stays completed, regeneration of lost segments,
- * expiry, and refusals (409 while pending or running, 422 without a completed transcript or after
+ * expiry, and refusals (422 while pending or running, without a completed transcript or after
  * the media was released, 403 for anyone but the owner).
  */
 let db: TestDatabase;
@@ -29,6 +29,7 @@ let admin: AuthUser & { jwt: string };
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-diar-rules-'));
 const clients: CoordinatorClient[] = [];
 let clip: string;
+let ownerPassword: string;
 
 const caps = (extra: Partial<CapabilitiesMsg> = {}): CapabilitiesMsg => ({
   models: ['small'],
@@ -141,6 +142,7 @@ beforeAll(async () => {
   const o = await accounts.createUser({ username: randomName('owner'), permissions: ['speech.use'] });
   const a = await accounts.createUser({ username: randomName('admin'), isAdmin: true });
   owner = Object.assign(o.user, { jwt: await signIn(o.user, o.password) });
+  ownerPassword = o.password;
   admin = Object.assign(a.user, { jwt: await signIn(a.user, a.password) });
   await registerModelWorker(svc.orm, 'catalog', ['small']);
 });
@@ -241,7 +243,7 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.job.diarization).toMatchObject({ state: 'pending', rerun_pending: true });
     // pending: a second request is refused (duplicate execution).
-    expect((await rerun(id)).status).toBe(409);
+    expect((await rerun(id)).status).toBe(422);
     const task = await runRerun(id, diarized([0, 1, 0, 2]));
     expect(task.regenerate_segments).toBe(false);
     expect(task.lease.attempt).toBe(before.attempt + 1);
@@ -259,7 +261,7 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     expect((await rerun(id)).status).toBe(200);
     for (let i = 1; i <= 3; i++) {
       await claim(w);
-      expect((await rerun(id)).status).toBe(409); // running
+      expect((await rerun(id)).status).toBe(422); // running
       await svc.orm.em.getConnection().execute(`update speech_leases set expires_at = now() - interval '1 second' where job_id = ? and ended_at is null`, [id]);
       const touched = await svc.speech.leases.sweepExpired();
       expect(touched).toContainEqual({ jobId: id, status: 'completed', diarizationRequeued: i < 3 });
@@ -318,7 +320,8 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
   it('refuses without a completed transcript (422), after the media was released (422), and for anyone but the owner (403/404)', async () => {
     const queued = await uploadJob();
     const r1 = await rerun(queued.id);
-    expect(r1.status).toBe(409); // diarization is pending with the transcription
+    expect(r1.body.errors.diarization[0]).toMatch(/already pending/); // diarization is pending with the transcription
+    expect(r1.status).toBe(422);
     const failedJob = await uploadJob({ diarization: false });
     const a = (await claim(w))!;
     expect(a.lease.job_id).toBe(queued.id);
@@ -360,5 +363,40 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     const page = await (await fetch(`${svc.url}${new URL(share.body.share.url as string).pathname}?full`)).text();
     expect(page).toContain('Ada Lovelace');
     expect(page).toContain('Speaker 2');
+  });
+
+  it('the job page shows the speakers and, without script, saves names and asks for a rerun (session + CSRF)', async () => {
+    const id = await completedJob(diarized());
+    const { jar } = await browserLogin(svc.app, owner.username, ownerPassword);
+    const get = () => svc.app.inject({ method: 'GET', url: `/speech/jobs/${id}`, headers: { cookie: jar.header() } });
+    const page = await get();
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('id="speaker-editor"');
+    expect(page.body).toMatch(/data-state="completed">2 speakers \(test-diarizer\)\./);
+    expect(page.body).toMatch(/data-speaker="S2">Speaker 2<\/span> Hello there\./);
+    const csrf = extractCsrf(page.body);
+    const form = (fields: Record<string, string>) => ({
+      headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams(fields).toString(),
+    });
+    // Without the CSRF token the form is refused.
+    expect((await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ name_S1: 'Grace' }) })).statusCode).toBe(403);
+    const saved = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ _csrf: csrf, name_S1: 'Grace', name_S2: '' }) });
+    expect(saved.statusCode).toBe(303);
+    expect(saved.headers.location).toBe(`/speech/jobs/${id}?notice=speakers-saved`);
+    const renamed = await get();
+    expect(renamed.body).toMatch(/data-speaker="S1">Grace<\/span> Good morning\./);
+    expect(renamed.body).toContain('value="Grace"');
+    // An unknown speaker is refused on the page itself (422), nothing saved.
+    const bad = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ _csrf: csrf, name_S9: 'Nobody' }) });
+    expect(bad.statusCode).toBe(422);
+    expect(bad.body).toMatch(/id="speakers-error">unknown speaker S9/);
+    const again = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/diarization`, ...form({ _csrf: csrf }) });
+    expect(again.statusCode).toBe(303);
+    const pending = await get();
+    expect(pending.body).toMatch(/data-state="pending">Waiting for a worker to identify the speakers\./);
+    expect(pending.body).not.toContain('id="speaker-editor"');
+    expect(pending.body).not.toContain('id="diarization-rerun"');
+    await runRerun(id, diarized());
   });
 });

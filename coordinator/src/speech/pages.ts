@@ -1,20 +1,39 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { JOB_STATUS_LABELS } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import { hasPermission, type AuthRequirement, type AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { normalizeError } from '../http/errors.js';
+import { AppError, normalizeError, okReasonBody, sendError, validationFailed } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
-import { NO_SPEECH_DETAIL, presentAnalysis, presentJob, presentTranslation } from './jobs/presenter.js';
+import { NO_SPEECH_DETAIL, diarizationRecord, presentAnalysis, presentJob, presentTranslation } from './jobs/presenter.js';
 import { JobService } from './jobs/job-service.js';
 import { languageName } from './ai/work.js';
+import type { RetranscriptionState } from './jobs/retranscription.js';
+import { presentDiarization, speakerAwareTranscript, speakerName } from './jobs/speakers.js';
+import type { SpeechJob, TranslationRow } from './jobs/entities.js';
+import { SPEECH_RATE_LIMIT } from './policy.js';
+import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
 
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const hidden = { hide: true } as const;
+const jobParams = z.object({ jobId: z.coerce.number().int().positive().max(2_147_483_647) });
+
+/** A request that asks for JSON rather than a page (a script's fetch with `Accept: application/json`). */
+const wantsJson = (request: FastifyRequest) => {
+  const accept = request.headers.accept ?? '';
+  return accept.includes('application/json') && !accept.includes('text/html');
+};
+
+/** Notices a page may show after a redirect (`?notice=`): known codes only, never text from the URL. */
+const NOTICES: Record<string, string> = {
+  'retranscription-started': RETRANSCRIPTION_STARTED,
+  'diarization-requested': 'Speaker identification requested: a worker with a diarizer runs it; the transcript stays as it is.',
+  'speakers-saved': 'Speaker names saved.',
+};
 
 const fmtTime = (s: number) => {
   const m = Math.floor(s / 60);
@@ -35,6 +54,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
+    // A script's request (the re-transcription action with Accept: application/json) gets the API's error shape.
+    if (wantsJson(request)) return sendError(reply, e, okReasonBody);
     if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
     if (e.reason === 'unauthenticated') return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
     return reply
@@ -94,60 +115,243 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     return page(reply, 'Speech queue', user, body, QUEUE_SCRIPT);
   });
 
-  r.get(
-    '/speech/jobs/:jobId',
-    { schema: { ...hidden, params: z.object({ jobId: z.coerce.number().int().positive() }) }, config: { auth: speechUser } },
-    async (request, reply) => {
-      const user = userOf(request);
-      const job = await jobs.getVisible(user, request.params.jobId);
-      const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
-      const [segments, translations] = await Promise.all([jobs.segments(job.id, job.currentPass), jobs.translations(job.id, job.currentPass)]);
-      const owner = job.owner.id === user.id;
-      const aiActions = deps.speech.ai !== null && hasPermission(user, 'provider_openai');
-      const csrf = reply.generateCsrf();
-      const analysis = presentAnalysis(job.analysis);
-      const list = (title: string, items: string[]) => (items.length ? html`<h3>${title}</h3><ul>${items.map((i) => html`<li>${i}</li>`)}</ul>` : '');
-      const result = (r: NonNullable<typeof analysis>['result']) =>
-        r
-          ? html`<p>${r.summary}</p>${list('Key points', r.key_points)}${list('Action items', r.action_items)}${r.topics.length ? html`<p class="muted">Topics: ${r.topics.join(', ')}</p>` : ''}`
-          : '';
-      const aiCard = html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
-        <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${
-          analysis?.provider && analysis.provider !== 'none' ? html` <span class="muted">· ${analysis.provider}</span>` : ''
-        }</p>
-        ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
-        <div id="analysis-result">${result(analysis?.result ?? null)}</div>
-        ${aiActions && job.status === 'completed' && (owner || JobService.canManageAll(user)) ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
-        ${
-          translations.length
-            ? html`<h2>Translations</h2>${translations.map(presentTranslation).map(
-                (
-                  t,
-                ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
-            ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${result(t.analysis)}` : ''}</details>`,
-              )}`
-            : ''
-        }</div>`;
-      const metadata = owner
-        ? html`<div class="card"><h2>Title and note</h2>
-        <form id="metadata-form" data-job="${job.id}" data-csrf="${csrf}">
-          <label for="meta-title">Title</label><input id="meta-title" name="source_label" maxlength="300" value="${job.sourceLabel ?? ''}" placeholder="${job.sourceFilename ?? job.sourceUrl ?? ''}">
-          ${aiActions && job.status === 'completed' ? html`<button type="button" id="suggest-title">Suggest title</button>` : ''}
-          <label for="meta-note">Note</label><textarea id="meta-note" name="source_note" maxlength="5000" rows="3">${job.sourceNote ?? ''}</textarea>
-          <button type="submit">Save</button> <span id="metadata-status" role="status"></span>
-        </form></div>`
-        : '';
-      const body = html`<div class="card"><h1>${p.source_label}</h1>
+  /** The job page; `error` is a refused re-transcription of the no-script form (shown with a 422). */
+  async function jobPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    jobId: number,
+    opts: { notice?: string | undefined; error?: string; speakersError?: string } = {},
+  ) {
+    const user = userOf(request);
+    const state = await deps.speech.retranscription.state(user, jobId);
+    const { job } = state;
+    const p = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL, availability: await deps.speech.models.snapshot() });
+    const segments = await jobs.segments(job.id, job.currentPass);
+    const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, (await jobs.detail(job)).speakerStats);
+    const csrf = reply.generateCsrf();
+    const notice = opts.notice ? NOTICES[opts.notice] : undefined;
+    const translations = await jobs.translations(job.id, job.currentPass);
+    const aiActions = deps.speech.ai !== null && hasPermission(user, 'provider_openai');
+    const owner = job.owner.id === user.id;
+    const body = html`${notice ? html`<div class="card" role="status" id="notice"><p>${notice}</p></div>` : ''}<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
-      <p class="muted">Model ${p.model}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}${p.failure_error ? '' : ''}</p>
+      <p class="muted">Model ${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}</p>
       ${p.failure_error ? html`<p class="error">${p.failure_error}</p>` : ''}</div>
       <div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}">
-        ${segments.map((s) => html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> ${s.text}</li>`)}
+        ${segments.map(
+          (s) =>
+            html`<li data-seq="${s.seq}"><span class="muted">${fmtTime(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
+        )}
       </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>
-      ${aiCard}${metadata}`;
-      return page(reply, p.source_label, user, body, JOB_SCRIPT + AI_SCRIPT);
+      ${speakersCard(job, diarization, job.owner.id === user.id, csrf, opts.speakersError)}
+      ${analysisCard(job, translations, aiActions && (owner || JobService.canManageAll(user)), csrf)}${owner ? metadataCard(job, aiActions, csrf) : ''}
+      ${retranscriptionCard(state, csrf, opts.error)}${revisionsCard(state)}`;
+    return page(reply, p.source_label, user, body, JOB_SCRIPT + AI_SCRIPT);
+  }
+
+  r.get(
+    '/speech/jobs/:jobId',
+    {
+      schema: { ...hidden, params: jobParams, querystring: z.object({ notice: z.string().max(60).optional() }) },
+      config: { auth: speechUser },
+    },
+    async (request, reply) => jobPage(request, reply, request.params.jobId, { notice: request.query.notice }),
+  );
+
+  /**
+   * The browser re-transcription action (session plus CSRF: the form's `_csrf` field or the
+   * X-CSRF-Token header), with the rules of POST /api/speech/jobs/{jobId}/retranscribe. A form post
+   * is redirected (303) to the job page with a notice, or the page is shown again with the refusal
+   * (422); a request that accepts only JSON gets `{ok, message, job}` or the API's error body.
+   */
+  r.post(
+    '/speech/jobs/:jobId/retranscription',
+    {
+      schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), model: z.string().max(200).optional() }).optional() },
+      config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    },
+    async (request, reply) => {
+      const { jobId } = request.params;
+      const model = request.body?.model?.trim() ?? '';
+      let job;
+      try {
+        if (!model) throw validationFailed({ model: ['choose the model of the new pass'] });
+        job = await deps.speech.retranscription.start(userOf(request), jobId, model);
+      } catch (err) {
+        if (!wantsJson(request) && err instanceof AppError && (err.reason === 'validation_failed' || err.reason === 'conflict'))
+          return jobPage(request, reply.code(422), jobId, { error: err.message });
+        throw err;
+      }
+      if (wantsJson(request)) {
+        return reply.send({ ok: true as const, message: RETRANSCRIPTION_STARTED, job: presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }) });
+      }
+      return reply.redirect(`/speech/jobs/${job.id}?notice=retranscription-started`, 303);
     },
   );
+
+  /**
+   * The job page's speaker forms (session plus CSRF), with the rules of the diarization API: run or
+   * re-run speaker identification, and save speaker names (`name_S1`, `name_S2`, …; empty: "Speaker N").
+   * A form post is redirected (303) to the job page with a notice, or the page is shown again with
+   * the refusal (422).
+   */
+  const speakerAction =
+    (action: (user: AuthUser, jobId: number, body: Record<string, string | undefined>) => Promise<unknown>, notice: string) =>
+    async (request: FastifyRequest<{ Params: { jobId: number }; Body: Record<string, string | undefined> | undefined }>, reply: FastifyReply) => {
+      const { jobId } = request.params;
+      try {
+        await action(userOf(request), jobId, request.body ?? {});
+      } catch (err) {
+        if (err instanceof AppError && err.reason === 'validation_failed') return jobPage(request, reply.code(422), jobId, { speakersError: err.message });
+        throw err;
+      }
+      return reply.redirect(`/speech/jobs/${jobId}?notice=${notice}`, 303);
+    };
+  const speakerForm = z.record(z.string().regex(/^(_csrf|name_S[1-9][0-9]{0,3})$/), z.string().max(200)).optional();
+
+  r.post(
+    '/speech/jobs/:jobId/diarization',
+    { schema: { ...hidden, params: jobParams, body: speakerForm }, config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT } },
+    speakerAction((user, jobId) => deps.speech.diarization.rerun(user, jobId), 'diarization-requested'),
+  );
+
+  r.post(
+    '/speech/jobs/:jobId/speakers',
+    { schema: { ...hidden, params: jobParams, body: speakerForm }, config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT } },
+    speakerAction((user, jobId, body) => {
+      const names = Object.fromEntries(
+        Object.entries(body)
+          .filter(([k]) => k.startsWith('name_'))
+          .map(([k, v]) => [k.slice('name_'.length), (v ?? '').trim().slice(0, 60)]),
+      );
+      if (!Object.keys(names).length) throw validationFailed({ speakers: ['no speaker names were sent'] });
+      return deps.speech.diarization.rename(user, jobId, names);
+    }, 'speakers-saved'),
+  );
+}
+
+type PresentedDiarization = ReturnType<typeof presentDiarization>;
+
+const DIARIZATION_TEXT: Record<string, (d: PresentedDiarization) => string> = {
+  pending: () => 'Waiting for a worker to identify the speakers.',
+  running: () => 'Identifying speakers…',
+  completed: (d) => `${d.speaker_count ?? 0} ${d.speaker_count === 1 ? 'speaker' : 'speakers'}${d.engine ? ` (${d.engine})` : ''}.`,
+  failed: (d) => `Speaker identification failed${d.error ? `: ${d.error}` : '.'} The transcript is not affected.`,
+  unavailable: (d) => `No speaker labels${d.error ? `: ${d.error}` : '.'}`,
+  skipped: () => 'Speaker labels are off for this job.',
+};
+
+/**
+ * "Speakers": the diarization state, the speakers with their share of the talk, the speaker editor
+ * (names, saved with the form) and the run / run-again action, for the owner. Works without script.
+ */
+function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boolean, csrf: string, error: string | undefined): SafeHtml {
+  const busy = d.state === 'pending' || d.state === 'running';
+  const rerunnable = owner && job.status === 'completed' && !busy && job.mediaPath !== null;
+  return html`<div class="card" id="speakers"><h2>Speakers</h2>
+    ${error ? html`<p class="error" role="alert" id="speakers-error">${error}</p>` : ''}
+    <p id="diarization-state" data-state="${d.state}">${DIARIZATION_TEXT[d.state]?.(d) ?? d.state}</p>
+    ${
+      d.speakers.length
+        ? owner && !busy
+          ? html`<form method="post" action="/speech/jobs/${job.id}/speakers" id="speaker-editor">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <table><thead><tr><th>Speaker</th><th>Name</th><th>Segments</th><th>Talk</th></tr></thead><tbody>
+        ${d.speakers.map(
+          (
+            s,
+          ) => html`<tr><td>${s.key}</td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
+            <td>${s.segment_count}</td><td>${Math.round(s.seconds)} s</td></tr>`,
+        )}
+        </tbody></table>
+        <button type="submit">Save names</button>
+      </form>`
+          : html`<ul>${d.speakers.map((s) => html`<li>${s.name}: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
+        : ''
+    }
+    ${
+      rerunnable
+        ? html`<form method="post" action="/speech/jobs/${job.id}/diarization" id="diarization-rerun">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <button type="submit">${d.state === 'completed' ? 'Identify speakers again' : 'Identify speakers'}</button>
+        <span class="muted">The transcript stays as it is${d.state === 'completed' ? '; the new speakers replace these and their names' : ''}.</span>
+      </form>`
+        : ''
+    }</div>`;
+}
+
+/** "Re-transcribe": the model choices when the caller may start a new pass, else why not. */
+/** An analysis result as HTML: the summary, key points, action items and topics. */
+function analysisResult(r: ReturnType<typeof presentAnalysis> extends infer A ? (A extends { result: infer R } ? R : never) : never): SafeHtml | '' {
+  if (!r) return '';
+  const list = (title: string, items: string[]) => (items.length ? html`<h3>${title}</h3><ul>${items.map((i) => html`<li>${i}</li>`)}</ul>` : '');
+  return html`<p>${r.summary}</p>${list('Key points', r.key_points)}${list('Action items', r.action_items)}${
+    r.topics.length ? html`<p class="muted">Topics: ${r.topics.join(', ')}</p>` : ''
+  }`;
+}
+
+/** The Analysis card: its state and result, "Analyse again" (AI access, completed transcript), and the translations. */
+function analysisCard(job: SpeechJob, translations: TranslationRow[], mayAnalyze: boolean, csrf: string): SafeHtml {
+  const analysis = presentAnalysis(job.analysis);
+  const provider = analysis?.provider && analysis.provider !== 'none' ? html` <span class="muted">· ${analysis.provider}</span>` : '';
+  return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
+    <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
+    ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
+    <div id="analysis-result">${analysisResult(analysis?.result ?? null)}</div>
+    ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
+    ${
+      translations.length
+        ? html`<h2>Translations</h2>${translations.map(presentTranslation).map(
+            (
+              t,
+            ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
+          ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
+          )}`
+        : ''
+    }</div>`;
+}
+
+/** The owner's metadata form (title, note); "Suggest title" only fills the field (spec "Titles"). */
+function metadataCard(job: SpeechJob, aiActions: boolean, csrf: string): SafeHtml {
+  return html`<div class="card"><h2>Title and note</h2>
+    <form id="metadata-form" data-job="${job.id}" data-csrf="${csrf}">
+      <label for="meta-title">Title</label><input id="meta-title" name="source_label" maxlength="300" value="${job.sourceLabel ?? ''}" placeholder="${job.sourceFilename ?? job.sourceUrl ?? ''}">
+      ${aiActions && job.status === 'completed' ? html`<button type="button" id="suggest-title">Suggest title</button>` : ''}
+      <label for="meta-note">Note</label><textarea id="meta-note" name="source_note" maxlength="5000" rows="3">${job.sourceNote ?? ''}</textarea>
+      <button type="submit">Save</button> <span id="metadata-status" role="status"></span>
+    </form></div>`;
+}
+
+function retranscriptionCard(state: RetranscriptionState, csrf: string, error: string | undefined): SafeHtml {
+  const { job } = state;
+  return html`<div class="card" id="retranscription"><h2>Re-transcribe</h2>
+    ${error ? html`<p class="error" role="alert" id="retranscription-error">${error}</p>` : ''}
+    ${
+      state.canStart
+        ? html`<form method="post" action="/speech/jobs/${job.id}/retranscription">
+        <input type="hidden" name="_csrf" value="${csrf}">
+        <label for="retranscribe-model">Model of the new pass</label>
+        <select id="retranscribe-model" name="model">${state.models.map((m) => html`<option value="${m}">${m}</option>`)}</select>
+        <button type="submit">Re-transcribe</button>
+        <p class="muted">The current pass (model ${job.model}) is kept below as a read-only revision.</p>
+      </form>`
+        : html`<p class="muted" id="retranscription-unavailable">${state.unavailableReason ?? ''}</p>`
+    }</div>`;
+}
+
+/** Earlier passes, read-only: model, engine, completion time, transcript and the speaker-aware transcript. */
+function revisionsCard(state: RetranscriptionState): SafeHtml | '' {
+  if (!state.revisions.length) return '';
+  return html`<div class="card" id="revisions"><h2>Earlier passes</h2>
+    ${state.revisions.map(({ revision: rev, segments }) => {
+      const bySpeaker = speakerAwareTranscript(segments, rev.speakerLabels);
+      const engine = rev.engine ? `${rev.engine}${rev.engineModel && rev.engineModel !== rev.engine ? ` (${rev.engineModel})` : ''}` : 'unknown engine';
+      return html`<section class="revision" data-pass="${rev.pass}"><h3>Pass ${rev.pass} · model ${rev.model}</h3>
+        <p class="muted">${engine}${rev.completedAt ? ` · completed ${stockholm.format(rev.completedAt)}` : ''} · archived ${stockholm.format(rev.archivedAt)}</p>
+        ${rev.transcriptText?.trim() ? html`<p class="transcript">${rev.transcriptText}</p>` : html`<p class="muted">${NO_SPEECH_DETAIL}</p>`}
+        ${bySpeaker ? html`<h4>By speaker</h4>${bySpeaker.split('\n\n').map((para) => html`<p class="speaker-turn">${para}</p>`)}` : ''}
+      </section>`;
+    })}</div>`;
 }
 
 /** Live updates: subscribe, then apply each segment once by its seq (snapshot and live events may overlap). */
@@ -163,7 +367,9 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
     const li = document.createElement('li');
     li.dataset.seq = s.seq;
     const t = document.createElement('span'); t.className = 'muted'; t.textContent = fmt(s.start);
-    li.append(t, ' ' + s.text);
+    const w = document.createElement('span'); w.className = 'who'; w.dataset.speaker = s.speaker || '';
+    if (s.speaker) w.textContent = 'Speaker ' + s.speaker.slice(1);
+    li.append(t, ' ', w, ' ' + s.text);
     const after = [...list.children].find((x) => Number(x.dataset.seq) > s.seq);
     list.insertBefore(li, after || null);
   };
@@ -176,6 +382,18 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
     const el = document.getElementById('job-status');
     el.textContent = st.status_label; el.dataset.status = st.status;
     document.getElementById('job-stage').textContent = st.stage_label || '';
+  });
+  // Speaker identification started or ended: its state, and (when it ended) each segment's speaker.
+  const texts = { pending: 'Waiting for a worker to identify the speakers.', running: 'Identifying speakers…',
+    completed: 'Speakers identified; reload the page to name them.', failed: 'Speaker identification failed; reload the page for the reason.',
+    unavailable: 'No speaker labels; reload the page for the reason.' };
+  socket.on('diarization', (d) => {
+    const el = document.getElementById('diarization-state');
+    if (el) { el.textContent = texts[d.state] || d.state; el.dataset.state = d.state; }
+    for (const s of d.speakers || []) {
+      const who = list.querySelector('li[data-seq="' + s.seq + '"] .who');
+      if (who) { who.dataset.speaker = s.speaker; who.textContent = 'Speaker ' + s.speaker.slice(1); }
+    }
   });
 })();
 </script>`;

@@ -8,8 +8,8 @@ import { speechJobRoutes } from './jobs-routes.js';
 import { speechPages } from './pages.js';
 import { speechTokenApiRoutes } from './token-api-routes.js';
 import { runNowRoute } from './run-now.js';
-import { DiarizationService } from './diarization/diarization-service.js';
 import { diarizationRoutes } from './diarization/diarization-routes.js';
+import { speechRevisionRoutes } from './revisions-routes.js';
 import { ShareService } from './shares/share-service.js';
 import { shareRoutes } from './shares/share-routes.js';
 import { sharePage } from './shares/share-page.js';
@@ -26,9 +26,9 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await app.register(fastifyMultipart, { limits: { ...MULTIPART_LIMITS }, throwFileSizeLimit: true });
   await speechJobRoutes(app, deps); // signed-in API: /api/speech/status, /api/speech/jobs*
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
+  await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
   await runNowRoute(app, deps);
-  const diarization = new DiarizationService(deps.speech.jobs, deps.speech.repo, deps.speech.work);
-  await diarizationRoutes(app, deps, diarization);
+  await diarizationRoutes(app, deps);
   await aiRoutes(app, deps, new AiService(deps.speech.jobs, deps.speech.repo, deps.speech.ai));
   // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
   await app.register(async (tus) => speechUploadRoutes(tus, deps));

@@ -107,7 +107,7 @@ export const analysisResultSchema = z
   })
   .describe('summary: a few sentences; key_points, action_items (tasks or follow-ups, who when known), topics (short labels)');
 
-const analysisSchema = z
+export const analysisSchema = z
   .object({
     state: aiState,
     language: z.string().nullable().describe('Language of the analysis; null: the transcript’s own'),
@@ -121,7 +121,7 @@ const analysisSchema = z
   })
   .describe('Transcript analysis of the current pass; null when none was asked for');
 
-const translationSchema = z.object({
+export const translationSchema = z.object({
   language: z.string(),
   state: aiState,
   status: aiState.describe('The same as state'),

@@ -11,6 +11,9 @@ import { LiveHub } from './live/live-hub.js';
 import { LeaseService } from './protocol/lease-service.js';
 import { MediaStager } from './jobs/media-stager.js';
 import { MediaRetention } from './jobs/media-retention.js';
+import { RetranscriptionService } from './jobs/retranscription.js';
+import { DiarizationService } from './diarization/diarization-service.js';
+import { RevisionRepository } from './jobs/revision-repository.js';
 import { TusUploads } from './uploads/tus-uploads.js';
 import { type AiProvider, NO_ACCESS_REASON, NO_PROVIDER_REASON, createAiProvider } from './ai/provider.js';
 
@@ -34,6 +37,10 @@ export interface SpeechServices {
   retention: MediaRetention;
   /** The OpenAI-compatible provider of analysis, translations and titles; null when OPENAI_BASE_URL or OPENAI_MODEL is unset. */
   ai: AiProvider | null;
+  /** Re-transcription with another model, and the read-only revisions of earlier passes. */
+  retranscription: RetranscriptionService;
+  /** Diarization reruns and the speaker editor. */
+  diarization: DiarizationService;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -50,5 +57,7 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const models = new ModelCatalog(orm, config);
   const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, ai };
+  const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
+  const diarization = new DiarizationService(jobs, repo, work);
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization, ai };
 }

@@ -9,19 +9,18 @@ import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { presentJobDetail } from '../jobs/presenter.js';
 import type { SpeechJob } from '../jobs/entities.js';
 import { jobDetailSchema, jobIdParams } from '../schemas.js';
-import type { DiarizationService } from './diarization-service.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
 const tags = ['speech'];
-const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 409: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
+const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` header (urlencoded forms may send `_csrf`).';
 const response = z.object({ ok: z.literal(true), message: z.string(), job: jobDetailSchema });
 
 /** Speaker diarization of a job: run or re-run it, and name its speakers (owner only). */
-export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>, diarization: DiarizationService) {
+export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { config } = deps;
-  const { jobs, models: catalog } = deps.speech;
+  const { jobs, models: catalog, diarization } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
 
@@ -45,8 +44,9 @@ export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechD
         'still retained and diarization is completed, failed, unavailable or skipped: it becomes `pending` and a worker with a ' +
         'diarizer runs it; the transcript, analysis and translations stay as they are and transcription is not run again ' +
         '(unless the pass lost its timestamped segments: they are regenerated from the retained media first). The ' +
-        'preference to diarize is saved on the job. 409 while diarization is pending or running; 422 when the transcript ' +
-        `is not completed or the media was released. A rerun replaces the speakers, so their names start afresh. ${csrfNote}`,
+        'preference to diarize is saved on the job. 422 while diarization is pending or running (`errors.diarization`), when the transcript ' +
+        'is not completed (`errors.status`) or the media was released (`errors.media`). A rerun replaces the speakers, so their ' +
+        `names start afresh. ${csrfNote}`,
       params: jobIdParams,
       response: { 200: response, ...errors },
     },
@@ -65,7 +65,7 @@ export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechD
       description:
         'Owner only. `speakers` maps speaker keys of the current pass (`S1`, `S2`, … as in `diarization.speakers[].key`) to ' +
         'names; an empty name goes back to "Speaker N"; keys not sent keep their names. The names appear in the transcript, ' +
-        'the share page (`?full`) and the callback’s `speaker_aware_transcript`. 422 for keys the pass does not have; 409 ' +
+        'the share page (`?full`) and the callback’s `speaker_aware_transcript`. 422 for keys the pass does not have, and ' +
         `while a diarization is pending or running (its result replaces the speakers). ${csrfNote}`,
       params: jobIdParams,
       body: z.object({

@@ -8,7 +8,8 @@ import { DIARIZATION_TRANSITIONS } from '../jobs/job-transitions.js';
 import { isSpeakerKey, speakerKey } from '../jobs/speakers.js';
 
 const rule = (field: string, message: string) => new AppError('validation_failed', message, { errors: { [field]: [message] } });
-const conflict = (message: string) => new AppError('conflict', message);
+/** Diarization already pending or running: a business rule (422 under `errors.diarization`, as the spec's speech error table has no 409). */
+const busy = (message: string) => rule('diarization', message);
 
 /**
  * Rules around a job's speakers (spec "Diarization state"): who may run or re-run diarization and
@@ -31,7 +32,7 @@ export class DiarizationService {
   /**
    * Run or re-run diarization: completed | failed | unavailable | skipped → pending on a job whose
    * transcript is completed and whose media is retained. Refused while one is pending or running
-   * (409), without a completed transcript or after the media was released (422).
+   * (422 under `errors.diarization`), without a completed transcript or after the media was released (422).
    */
   async rerun(user: AuthUser, jobId: number): Promise<SpeechJob> {
     const job = await this.ownJob(user, jobId, 'run speaker diarization');
@@ -39,7 +40,7 @@ export class DiarizationService {
     if (!(await this.repo.requestDiarization(job.id, user.username))) {
       // Someone else moved it in between: say why from the row as it is now.
       this.assertRerunnable(await this.jobs.getVisible(user, jobId));
-      throw conflict('Speaker diarization could not be requested; try again.');
+      throw busy('Speaker diarization could not be requested because its state changed meanwhile; try again.');
     }
     this.work.notify();
     return this.jobs.getVisible(user, jobId);
@@ -47,7 +48,7 @@ export class DiarizationService {
 
   private assertRerunnable(job: SpeechJob) {
     const from: readonly string[] = DIARIZATION_TRANSITIONS.rerun.from;
-    if (!from.includes(job.diarizationState)) throw conflict(`Speaker diarization is already ${job.diarizationState}; wait for it to finish.`);
+    if (!from.includes(job.diarizationState)) throw busy(`Speaker diarization is already ${job.diarizationState}; wait for it to finish.`);
     if (job.status !== 'completed') throw rule('status', `the transcript is not completed (the job is ${job.status})`);
     if (!job.mediaPath) {
       const when = job.mediaRetainedUntil ? ` on ${job.mediaRetainedUntil.toISOString()}` : '';
@@ -66,7 +67,7 @@ export class DiarizationService {
     if (!known.size) throw rule('speakers', 'this transcript has no speakers to rename; run speaker diarization first');
     if (unknown.length) throw rule('speakers', `unknown speaker ${unknown.join(', ')}; this transcript has ${[...known].join(', ')}`);
     if (job.diarizationState === 'pending' || job.diarizationState === 'running') {
-      throw conflict('Speaker diarization is running; its result replaces the speakers. Rename them when it has finished.');
+      throw busy('Speaker diarization is running; its result replaces the speakers. Rename them when it has finished.');
     }
     await this.repo.setSpeakerLabels(job.id, names, user.username);
     return this.jobs.getVisible(user, jobId);

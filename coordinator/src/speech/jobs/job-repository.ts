@@ -456,6 +456,101 @@ export class JobRepository {
     );
   }
 
+  // ---- re-transcription (one block: the owner's new pass) ---------------------------------------
+
+  /**
+   * completed → queued with another model (JOB_TRANSITIONS.retranscribe), in one statement and so
+   * one transaction: the current pass is archived as a read-only speech_revisions row (model,
+   * language, engine, transcript, duration, diarization as a DiarizationRecord, speaker labels;
+   * its segments stay in speech_segments under their pass number), and the job starts pass + 1
+   * with the new model from scratch: transcript, engine, stage, outcome and diarization cleared
+   * (state `pending` when diarization is requested, else `skipped`), speaker labels emptied, a
+   * fresh retry budget, and the next notification cycle (callback status `pending` again when a
+   * callback URL exists, report not sent). `local` runs the new pass on the local runner only
+   * (URL sources). The statement re-checks every rule that can change under it (owner, completed,
+   * another model, retained media, no diarization pending or running); null when one no longer
+   * holds, and nothing was written.
+   */
+  async retranscribe(req: {
+    jobId: number;
+    /** The caller, who must own the job (recorded as the revision's `archived_by`). */
+    ownerId: number;
+    /** Who started it, for the runtime log. */
+    by: string;
+    model: string;
+    /** The retry budget of the new pass (SPEECH_MAX_ATTEMPTS). */
+    retries: number;
+    /** Run the new pass on the local runner only (execution_target `local`). */
+    local: boolean;
+  }): Promise<{ pass: number; archivedPass: number; fromModel: string } | null> {
+    const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+    const { rows } = await this.knex.raw<{ rows: Array<StatusRow & { current_pass: number; from_model: string; archived_pass: number }> }>(
+      `with cur as (
+         select j.* from speech_jobs j
+          where j.id = :id and j.owner_id = :owner and j.status = any(:from::text[]) and j.model <> :model
+            and j.media_path is not null and j.diarization_state not in ('pending', 'running')
+            -- analysis and translation work of the pass must have ended (spec "Re-transcription availability")
+            and coalesce(j.analysis->>'state', '') not in ('pending', 'running')
+            and not exists (select 1 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass and t.state in ('pending', 'running'))
+          for update
+       ), rev as (
+         insert into speech_revisions (job_id, pass, model, language, engine, engine_model, transcript_text, duration_seconds,
+                                       diarization, speaker_labels, analysis, translations, completed_at, archived_by)
+         select id, current_pass, model, language, engine, engine_model, transcript_text,
+                coalesce(source_duration_seconds, nullif(audio_position_seconds, 0)),
+                jsonb_build_object('requested', diarization_requested, 'state', diarization_state, 'engine', diarization_engine,
+                  'speaker_count', diarization_speaker_count, 'error', diarization_error,
+                  'updated_at', ${iso('diarization_updated_at')}, 'rerun_requested_at', ${iso('diarization_rerun_requested_at')},
+                  'turns', diarization_turns),
+                speaker_labels, analysis,
+                (select coalesce(jsonb_agg(jsonb_build_object('language', t.language, 'state', t.state, 'status', t.state,
+                          'text', case when t.state = 'completed' then t.text end,
+                          'segments', case when t.state = 'completed' then coalesce(t.segments, '[]'::jsonb) else '[]'::jsonb end,
+                          'analysis', case when t.state = 'completed' then t.analysis end, 'provider', t.provider, 'model', t.model,
+                          'error', t.error, 'updated_at', ${iso('t.updated_at')}) order by t.language), '[]'::jsonb)
+                   from speech_translations t where t.job_id = cur.id and t.pass = cur.current_pass),
+                finished_at, :owner
+           from cur
+         returning job_id, pass
+       ), moved as (
+         update speech_jobs j set
+            status = 'queued', current_pass = cur.current_pass + 1, model = :model,
+            execution_target = case when :local then 'local' else cur.execution_target end,
+            target_worker_id = case when :local then null else cur.target_worker_id end,
+            max_attempts = cur.attempt + :retries, transcript_text = null, engine = null, engine_model = null,
+            stage_label = 'Waiting for a worker', stage_detail = null, audio_position_seconds = 0,
+            outcome = null, failure_error = null, cancel_requested_at = null, started_at = null, finished_at = null,
+            diarization_state = case when cur.diarization_requested then 'pending' else 'skipped' end,
+            diarization_engine = null, diarization_speaker_count = null, diarization_turns = null, diarization_error = null,
+            diarization_updated_at = null, diarization_rerun_requested_at = null, diarization_attempts = 0, speaker_labels = '{}'::jsonb,
+            -- the new pass starts without analysis or title work (its translations are keyed by pass)
+            analysis = null, auto_title = null,
+            callback_cycle = cur.callback_cycle + 1,
+            callback_status = case when cur.callback_url is null then null else 'pending' end,
+            callback_http_status = null, callback_last_attempt_at = null, callback_delivered_at = null, callback_error = null,
+            callback_attempts = 0, report_sent_at = null, updated_at = now()
+           from cur where j.id = cur.id
+         returning ${STATUS_COLUMNS.split(', ')
+           .map((c) => `j.${c}`)
+           .join(', ')}, j.current_pass, cur.model as from_model, cur.current_pass as archived_pass
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, data)
+         select id, 'retranscription.started',
+                'Re-transcription by ' || :by || ': ' || from_model || ' → ' || :model || ' (pass ' || archived_pass ||
+                ' archived as a read-only revision; pass ' || current_pass || ' queued' ||
+                case when :local then ' for the local runner' else '' end || ').',
+                jsonb_build_object('from_model', from_model, 'to_model', :model::text, 'archived_pass', archived_pass, 'pass', current_pass)
+           from moved
+       )
+       select moved.* from moved join rev on rev.job_id = moved.id`,
+      { id: req.jobId, owner: req.ownerId, model: req.model, local: req.local, retries: req.retries, by: req.by, from: fromStatuses('retranscribe') },
+    );
+    const row = rows[0];
+    if (!row) return null;
+    this.publish([row]);
+    return { pass: Number(row.current_pass), archivedPass: Number(row.archived_pass), fromModel: row.from_model };
+  }
+
   // ---- workers -----------------------------------------------------------------------------------
 
   /**
