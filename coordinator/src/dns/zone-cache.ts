@@ -58,7 +58,8 @@ export function detectSearch(q: string): { mode: SearchMode; term: string } {
   const t = q.trim();
   const forced = /^(ip|type|name|data):(.*)$/i.exec(t);
   if (forced) return { mode: forced[1]!.toLowerCase() as SearchMode, term: forced[2]!.trim() };
-  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,}$/i.test(t))
+  // Addresses and address prefixes: `10.1`, `10.1.2.`, `2001:db8`, `2001:db8::`, `fe80:`.
+  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){1,7}:?$/i.test(t))
     return { mode: 'ip', term: t.toLowerCase() };
   if (TYPES.has(t.toUpperCase()) && /^[A-Za-z]+$/.test(t)) return { mode: 'type', term: t.toUpperCase() };
   if (/^[A-Za-z0-9_*.-]+$/.test(t)) return { mode: 'name', term: normalizeName(t) || t.toLowerCase() };
@@ -117,28 +118,56 @@ export class ZoneCache {
   }
 
   /**
-   * After a verified write: the rows of each touched name/type pair become the master's current
-   * answer for that pair; nothing else changes. `serial` advances only when the master's serial moved
+   * After a write: the rows of each touched name/type pair become the master's current answer for
+   * that pair; nothing else changes. Runs with the zone row locked (FOR UPDATE, the lock a full
+   * replace takes too) and asks the master inside it, so concurrent writers apply their answers
+   * one after another and a later writer never sees an older answer. `record_count` moves by the
+   * rows deleted and inserted (no recount, which each READ COMMITTED writer would do on its own
+   * snapshot). `serial` and the SOA row advance together, and only when the master's serial moved
    * by exactly our one update from the cached serial (otherwise someone else also changed the zone,
    * and the next refresh transfers it).
+   *
+   * Never fails the write it follows: when the master or the database cannot be asked, the cache
+   * is marked stale so that the next read transfers the zone again.
    */
+  async syncAfterWrite(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
+    try {
+      await this.syncPairs(z, client, pairs, serialBefore);
+    } catch {
+      await this.knex()
+        .raw(`update dns_zone_cache_state set cached_at = to_timestamp(0) where zone_id = ?`, [z.id])
+        .catch(() => undefined);
+    }
+  }
+
   async syncPairs(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
-    const state = await this.state(z.id);
-    if (!state) return;
     const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
-    const answers = await Promise.all(
-      unique.map(async (p) => ({ ...p, rows: (await client.query(p.name, p.type)).answers.filter((r) => r.name === p.name && r.type === p.type) })),
-    );
-    const serialAfter = await client.soaSerial(z.zone).catch(() => null);
     await this.knex().transaction(async (trx) => {
-      for (const a of answers) {
-        await trx.raw(`delete from dns_record_cache where zone_id = ? and name = ? and type = ?`, [z.id, a.name, a.type]);
-        await insertRows(trx, z.id, a.rows);
+      const locked = await trx.raw<{ rows: Array<{ serial: string | null }> }>(
+        `select s.serial from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
+        [z.id],
+      );
+      const cached = locked.rows[0]?.serial;
+      if (cached === null || cached === undefined) return;
+      const answers = await client.queryMany([...unique, { name: z.zone, type: 'SOA' }]);
+      const rows = unique.flatMap((p, i) => answers[i]!.answers.filter((r) => r.name === p.name && r.type === p.type));
+      const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
+      const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
+      const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
+      const keys = unique.map((p) => ({ n: p.name, t: p.type }));
+      if (advance && soa) {
+        keys.push({ n: z.zone, t: 'SOA' });
+        rows.push(soa);
       }
-      const advance = serialBefore !== null && serialAfter !== null && state.serial === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
+      const deleted = await trx.raw<{ rowCount: number | null }>(
+        `delete from dns_record_cache where zone_id = ? and (name, type) in (select x.n, x.t from jsonb_to_recordset(?::jsonb) as x(n text, t text))`,
+        [z.id, JSON.stringify(keys)],
+      );
+      await insertRows(trx, z.id, rows);
+      const delta = rows.length - (deleted.rowCount ?? 0);
       await trx.raw(
-        `update dns_zone_cache_state set record_count = (select count(*) from dns_record_cache where zone_id = ?)${advance ? ', serial = ?' : ''} where zone_id = ?`,
-        advance ? [z.id, serialAfter, z.id] : [z.id, z.id],
+        `update dns_zone_cache_state set record_count = record_count + ?${advance ? ', serial = ?' : ''} where zone_id = ?`,
+        advance ? [delta, serialAfter, z.id] : [delta, z.id],
       );
     });
   }
@@ -174,8 +203,9 @@ export class ZoneCache {
         binds = [term];
         break;
       case 'name':
-        where = `name like ? or (type in ('CNAME','NS','MX','SRV','PTR') and lower(rdata) like ?)`;
-        binds = [like, like];
+        // A bare word may be a name fragment or a word of record data (`spf1` in an apex `v=spf1` TXT): both match.
+        where = `name like ? or rdata ilike ?`;
+        binds = [like, `%${escapeLike(term)}%`];
         break;
       default:
         where = `rdata ilike ?`;
@@ -217,6 +247,12 @@ async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
       [zoneId, JSON.stringify(chunk)],
     );
   }
+}
+
+/** The serial of an SOA row's presentation form (`mname rname serial refresh retry expire minimum`). */
+function soaSerialOf(rdata: string): number | null {
+  const serial = Number(rdata.trim().split(/\s+/)[2]);
+  return Number.isInteger(serial) ? serial : null;
 }
 
 /** Master unreachable or refusing: a 503 naming the zone (never a stack). */
