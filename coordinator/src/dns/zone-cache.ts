@@ -5,10 +5,12 @@
  * writes through the API replace only the rows of the name/type pairs they touched.
  */
 import { createHash } from 'node:crypto';
+import { finished } from 'node:stream/promises';
+import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
-import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { DnsError, DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
 
@@ -99,22 +101,58 @@ export class ZoneCache {
         return { transferred: false, serial };
       }
     }
-    const result = await client.axfr(z.zone).catch((e: unknown) => upstream(e, z));
-    await this.replaceAll(z.id, result.records, result.serial);
-    return { transferred: true, serial: result.serial };
+    const serial = await this.replaceByTransfer(z.id, (onRecords) => client.axfr(z.zone, onRecords)).catch((e: unknown) =>
+      e instanceof DnsError ? upstream(e, z) : Promise.reject(e as Error),
+    );
+    return { transferred: true, serial };
   }
 
-  async replaceAll(zoneId: number, records: DnsRecord[], serial: number): Promise<void> {
-    await this.knex().transaction(async (trx) => {
-      await trx.raw(`select zone_id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`, [zoneId]);
-      await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
-      await insertRows(trx, zoneId, records);
-      await trx.raw(
-        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values (?, ?, ?, now())
+  /**
+   * A full replace fed by a running zone transfer: in one transaction on one connection, the zone's
+   * rows are deleted and the transferred records are streamed into PostgreSQL's COPY (pg-copy-streams)
+   * message by message while the transfer goes on, so neither side waits for the other. A failed
+   * transfer rolls everything back. Takes the zone row lock that the write sync takes too.
+   */
+  async replaceByTransfer(zoneId: number, transfer: (onRecords: (records: DnsRecord[]) => void) => Promise<{ serial: number }>): Promise<number> {
+    const knex = this.knex();
+    const conn = (await knex.client.acquireConnection()) as PgClient;
+    try {
+      await conn.query('begin');
+      await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [zoneId]);
+      await conn.query('delete from dns_record_cache where zone_id = $1', [zoneId]);
+      const copy = conn.query(copyFrom('copy dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin'));
+      const done = finished(copy);
+      let count = 0;
+      let result: { serial: number };
+      try {
+        result = await transfer((records) => {
+          count += records.length;
+          copy.write(copyRows(zoneId, records));
+        });
+      } catch (err) {
+        copy.destroy();
+        await done.catch(() => undefined);
+        throw err;
+      }
+      copy.end();
+      await done;
+      await conn.query(
+        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values ($1, $2, $3, now())
          on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at`,
-        [zoneId, serial, records.length],
+        [zoneId, result.serial, count],
       );
-    });
+      await conn.query('commit');
+      // A big replace leaves the new rows' pages not yet all-visible, and until they are, the page
+      // query's index-only scan falls back to reading rows. Vacuum now instead of whenever autovacuum
+      // comes by (not awaited: the answer does not wait for it; a failure only means later).
+      if (count >= 10_000) void knex.raw('vacuum (analyze) dns_record_cache').catch(() => undefined);
+      return result.serial;
+    } catch (err) {
+      await conn.query('rollback').catch(() => undefined);
+      throw err;
+    } finally {
+      await knex.client.releaseConnection(conn);
+    }
   }
 
   /**
@@ -182,7 +220,11 @@ export class ZoneCache {
 
   async page(zoneId: number, recordCount: number, page: number, perPage: number): Promise<Page> {
     const res = await this.knex().raw<{ rows: DnsRecord[] }>(
-      `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
+      // The offset walks the ordering index only (an index-only scan over its key columns), and only the
+      // page's rows are fetched from the table: deep pages cost index entries, not row reads.
+      `select c.name, c.ttl, c.class, c.type, c.rdata from dns_record_cache c
+       join (select id from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?) p on p.id = c.id
+       order by c.sort_key, c.type_rank, c.type, c.rdata, c.id`,
       [zoneId, perPage, (page - 1) * perPage],
     );
     const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
@@ -235,6 +277,21 @@ export class ZoneCache {
     const rows = all.slice((page - 1) * perPage, page * perPage);
     return { rows, recordCount: all.length, page, perPage, hasMore: page * perPage < all.length };
   }
+}
+
+interface PgClient {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  query<T extends NodeJS.WritableStream>(stream: T): T;
+}
+
+/** COPY text format: backslash, tab, newline and carriage return escaped (PostgreSQL docs, COPY, "Text Format"). */
+const copyText = (v: string) => v.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'));
+
+function copyRows(zoneId: number, records: DnsRecord[]): string {
+  let out = '';
+  for (const r of records)
+    out += `${zoneId}\t${copyText(sortKey(r.name))}\t${typeRank(r.type)}\t${copyText(r.name)}\t${copyText(r.type)}\t${copyText(r.class)}\t${r.ttl}\t${copyText(r.rdata)}\n`;
+  return out;
 }
 
 async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
