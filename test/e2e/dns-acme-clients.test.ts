@@ -133,7 +133,8 @@ async function lego(domain: string, env: Record<string, string>) {
       env: { ...process.env, LEGO_CA_CERTIFICATES: caFile, HTTPREQ_ENDPOINT: `${base}/api/dns/acme/`, HTTPREQ_USERNAME: 'lego', HTTPREQ_PASSWORD: key, ...env },
       timeout: 60_000,
     },
-  ).catch((err: { stdout?: string; stderr?: string; message: string }) => {
+  ).catch((e: unknown) => {
+    const err = e as { stdout?: string; stderr?: string; message: string };
     throw new Error(`lego failed: ${err.message}\n${err.stdout ?? ''}\n${err.stderr ?? ''}\npebble: ${pebbleLog.join('').slice(-2000)}`);
   });
   const cert = path.join(storage, 'certificates', `${domain.replace('*', '_')}.crt`);

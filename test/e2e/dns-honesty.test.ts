@@ -244,7 +244,7 @@ async function holdingRelay(target: number, beforeForward: () => Promise<void>) 
 describe('named killed (SIGKILL) during a burst of writes', () => {
   it('every answer is 200 (in BIND), 503 service_unavailable (not in BIND) or 503 outcome_unknown; none is a 500', async () => {
     const answers: Array<{ name: string; status: number; reason?: string; message?: string }> = [];
-    let killed: Promise<void> | null = null;
+    const kill: { done: Promise<void> | null } = { done: null };
     let afterKill = 0;
     const worker = async (w: number) => {
       for (let i = 0; afterKill < 40; i++) {
@@ -252,13 +252,13 @@ describe('named killed (SIGKILL) during a burst of writes', () => {
         const res = await post('/api/dns/records/add', { domain: name, type: 'TXT', target: `"w${w} i${i}"` });
         const body = res.json();
         answers.push({ name, status: res.statusCode, reason: body.reason, message: body.message });
-        if (killed) afterKill++;
+        if (kill.done) afterKill++;
         // Kill once ten writes have been acknowledged, while the other workers are mid-request.
-        else if (answers.filter((a) => a.status === 200).length >= 10) killed = ns.signal('SIGKILL');
+        else if (answers.filter((a) => a.status === 200).length >= 10) kill.done = ns.signal('SIGKILL');
       }
     };
     await Promise.all([0, 1, 2, 3].map(worker));
-    await killed;
+    await kill.done;
 
     // Every route, with the master gone: 503 service_unavailable with Retry-After, saying what happened.
     const sweep = [

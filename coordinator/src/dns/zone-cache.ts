@@ -115,7 +115,9 @@ export class ZoneCache {
    */
   async replaceByTransfer(zoneId: number, transfer: (onRecords: (records: DnsRecord[]) => void) => Promise<{ serial: number }>): Promise<number> {
     const knex = this.knex();
-    const conn = (await knex.client.acquireConnection()) as PgClient;
+    // The raw pg connection (knex's client is untyped): COPY needs the connection itself, not a query builder.
+    const pool = knex.client as { acquireConnection(): Promise<PgClient>; releaseConnection(c: PgClient): Promise<unknown> };
+    const conn = await pool.acquireConnection();
     try {
       await conn.query('begin');
       await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [zoneId]);
@@ -151,7 +153,7 @@ export class ZoneCache {
       await conn.query('rollback').catch(() => undefined);
       throw err;
     } finally {
-      await knex.client.releaseConnection(conn);
+      await pool.releaseConnection(conn);
     }
   }
 
