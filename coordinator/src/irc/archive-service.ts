@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
@@ -56,6 +57,10 @@ export interface LogSearch {
   offset: number;
   includeNetsplit: boolean;
   bulkNetsplit: boolean;
+  /** Only these event types (upper case); null: all. */
+  eventTypes: string[] | null;
+  /** `asc` (oldest first, the default) or `desc` (newest first). */
+  order: 'asc' | 'desc';
 }
 
 export interface LogPage {
@@ -84,10 +89,14 @@ const NETSPLIT_NICKS_SHOWN = 50;
 export class IrcArchiveService {
   private readonly store: IrcEventStore;
   readonly aliases: IrcAliasService;
+  private readonly queryTimeoutMs: number;
+  /** The transaction of the search running in this async context (its statement_timeout applies). */
+  private readonly current = new AsyncLocalStorage<Knex.Transaction>();
 
-  constructor(orm: Orm) {
+  constructor(orm: Orm, opts: { queryTimeoutMs?: number } = {}) {
     this.store = new IrcEventStore(orm);
     this.aliases = new IrcAliasService(orm);
+    this.queryTimeoutMs = opts.queryTimeoutMs ?? 5000;
   }
 
   private knex(): Knex {
@@ -95,7 +104,31 @@ export class IrcArchiveService {
   }
 
   private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    return (await this.knex().raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
+    return (await (this.current.getStore() ?? this.knex()).raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
+  }
+
+  /**
+   * Runs a search's statements in one read-only transaction with `statement_timeout`, so no
+   * request can hold a pooled connection for long; a statement cut off answers 503 with a hint.
+   */
+  private async bounded<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.knex().transaction(
+        async (trx) => {
+          await trx.raw(`set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}`);
+          return this.current.run(trx, fn);
+        },
+        { readOnly: true },
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code === '57014') {
+        throw new AppError(
+          'service_unavailable',
+          `the search took longer than ${this.queryTimeoutMs / 1000} s and was stopped; narrow it (a channel, a date range, fewer or longer *substring terms)`,
+        );
+      }
+      throw err;
+    }
   }
 
   async networks(source: IrcSource): Promise<NetworkRow[]> {
@@ -125,7 +158,28 @@ export class IrcArchiveService {
     return { from: null, to: null, toExclusive: false };
   }
 
+  /** 422 naming the parameter when `network_id` or `channel_id` names nothing in the search's archive (as /channels does). */
+  private async checkIds(s: LogSearch): Promise<void> {
+    if (s.networkId !== null) {
+      const [n] = await this.rows('select 1 from irc_networks where id = ? and source = ?', [s.networkId, s.source]);
+      if (!n) throw new AppError('validation_failed', `network_id: no network ${s.networkId} in the ${s.source} archive`);
+    }
+    if (s.channelId !== null) {
+      const [c] = await this.rows(
+        `select 1 from irc_channels c join irc_networks n on n.id = c.network_id where c.id = ? and n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''}`,
+        [s.channelId, s.source, ...(s.networkId !== null ? [s.networkId] : [])],
+      );
+      if (!c) {
+        throw new AppError(
+          'validation_failed',
+          `channel_id: no channel ${s.channelId} in ${s.networkId !== null ? `network ${s.networkId} of ` : ''}the ${s.source} archive`,
+        );
+      }
+    }
+  }
+
   private async buildFilter(s: LogSearch): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[] } | null> {
+    await this.checkIds(s);
     const range = IrcArchiveService.timeRange(s);
     if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
       const [to, from] = s.datetimeFrom || s.datetimeTo ? ['datetime_to', 'datetime_from'] : ['date_to', 'date_from'];
@@ -163,6 +217,7 @@ export class IrcArchiveService {
       includeNetsplit: s.includeNetsplit,
       bulkNetsplit: s.bulkNetsplit,
       channelsByTerm,
+      eventTypes: s.eventTypes,
     };
     return { filter, scope, networkIds };
   }
@@ -184,11 +239,16 @@ export class IrcArchiveService {
   }
 
   async search(s: LogSearch): Promise<LogPage> {
+    return this.bounded(() => this.searchNow(s));
+  }
+
+  private async searchNow(s: LogSearch): Promise<LogPage> {
     const built = await this.buildFilter(s);
     const nickProfile = s.nick ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s)) : null;
     if (!built) return { total: 0, results: [], nickProfile };
     const { filter, scope } = built;
     const where = whereClause(filter);
+    const dir = s.order === 'desc' ? 'desc' : 'asc';
     let total: number;
     let ids: number[];
 
@@ -202,7 +262,7 @@ export class IrcArchiveService {
         ...neg.bindings,
       ]);
       total = counterTotal(scope, filter) - Number(row!.n);
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     } else if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
       // Full-text (bitmap) scans and recipient lookups: find the matches once, then count them and
       // cut the page. Materialising also keeps the planner from walking the whole time index in
@@ -210,8 +270,8 @@ export class IrcArchiveService {
       const [row] = await this.rows<{ total: string; ids: number[] }>(
         `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql})
          select (select count(*) from m) as total,
-                (select coalesce(array_agg(id order by occurred_at, id), '{}') from
-                   (select id, occurred_at from m order by occurred_at, id limit ? offset ?) p) as ids`,
+                (select coalesce(array_agg(id order by occurred_at ${dir}, id ${dir}), '{}') from
+                   (select id, occurred_at from m order by occurred_at ${dir}, id ${dir} limit ? offset ?) p) as ids`,
         [...where.bindings, s.limit, s.offset],
       );
       total = Number(row!.total);
@@ -224,7 +284,7 @@ export class IrcArchiveService {
       } else {
         total = counterTotal(scope, filter);
       }
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     }
     return { total, results: await this.rowsByIds(ids, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
   }
@@ -234,27 +294,31 @@ export class IrcArchiveService {
    * person's nicks is read in order from the nick index and the runs are merged, so the planner
    * cannot choose to walk the whole time index looking for a nick that is rare in it.
    */
-  private async orderedPage(filter: LogFilter, limit: number, offset: number): Promise<number[]> {
+  private async orderedPage(filter: LogFilter, limit: number, offset: number, order: 'asc' | 'desc'): Promise<number[]> {
+    const dir = order === 'desc' ? 'desc' : 'asc';
     if (filter.nickKeys) {
       const branches = filter.nickKeys.map((key) => whereClause({ ...filter, nickKeys: [key] }));
       const rows = await this.rows<{ id: string }>(
-        `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at, e.id limit ?)`).join(' union all ')}) u
-          order by occurred_at, id limit ? offset ?`,
+        `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ?)`).join(' union all ')}) u
+          order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
         [...branches.flatMap((b) => [...b.bindings, offset + limit]), limit, offset],
       );
       return rows.map((r) => Number(r.id));
     }
     const where = whereClause(filter);
-    const rows = await this.rows<{ id: string }>(`select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`, [
-      ...where.bindings,
-      limit,
-      offset,
-    ]);
+    const rows = await this.rows<{ id: string }>(
+      `select e.id from irc_events e where ${where.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ? offset ?`,
+      [...where.bindings, limit, offset],
+    );
     return rows.map((r) => Number(r.id));
   }
 
   /** `aggregate=dates`: how many distinct UTC days the matching rows fall on, and their span. */
   async aggregateDates(s: LogSearch): Promise<DateAggregate> {
+    return this.bounded(() => this.aggregateDatesNow(s));
+  }
+
+  private async aggregateDatesNow(s: LogSearch): Promise<DateAggregate> {
     const built = await this.buildFilter(s);
     if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
     const where = whereClause(built.filter);
