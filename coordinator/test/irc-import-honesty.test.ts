@@ -130,7 +130,7 @@ describe('importing into PostgreSQL', () => {
     expect(none.files).toBe(0);
     expect(none.ignoredFiles).toHaveLength(3);
     expect(none.ignoredFiles[0]!.reason).toMatch(/pass --channel, or --path with \{channel\}/);
-    expect(none.problems[0]).toMatch(/3 file\(s\) not imported/);
+    expect(none.problems[0]).toMatch(/3 log file\(s\) not imported/);
 
     const c = await svc.importPaths([root], { network: 'n1', source: 'production', channel: '#dated' });
     expect(c).toMatchObject({ files: 3, lines: 5, inserted: 5, unparsed: 0, ignoredFiles: [], problems: [] });

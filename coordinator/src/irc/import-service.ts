@@ -69,6 +69,8 @@ export interface IrcImportCounts {
   formats: Record<string, number>;
   /** Files passed over, with why. */
   ignoredFiles: Array<{ path: string; reason: string }>;
+  /** Of `ignoredFiles`, those whose lines fit no format (not chat logs, or a format not supported). */
+  notLogs: number;
   /** The batch every added row carries (irc:imports, irc:import:revert); null for a dry run. */
   batchId: number | null;
   dryRun: boolean;
@@ -149,6 +151,7 @@ export class IrcImportService {
       unparsed: 0,
       formats: {},
       ignoredFiles: [...skipped],
+      notLogs: 0,
       batchId: null,
       dryRun,
       channels: [],
@@ -176,7 +179,11 @@ export class IrcImportService {
     for (const plan of plans) await this.importFile(plan, { networkId, channelIds, dryRunKeys, counts, zone, opts, pattern });
     if (counts.batchId !== null) await this.store.finishBatch(counts.batchId, counts);
 
-    if (counts.ignoredFiles.length) counts.problems.push(`${counts.ignoredFiles.length} file(s) not imported (see ignoredFiles)`);
+    // Files that look like logs but could not be read (no channel or day, not fitting --path,
+    // compressed) are lost data; files no format fits are listed but are usually not logs at all.
+    const lost = counts.ignoredFiles.length - counts.notLogs;
+    if (lost) counts.problems.push(`${lost} log file(s) not imported (see ignoredFiles)`);
+    else if (files.length && !counts.files) counts.problems.push(`none of the ${files.length} file(s) is a chat log this importer reads`);
     const maxUnparsed = opts.maxUnparsed ?? 0;
     if (counts.unparsed > maxUnparsed && !opts.allowUnparsed) {
       counts.problems.push(
@@ -265,6 +272,7 @@ export class IrcImportService {
     const { file, format } = plan;
     if (!format) {
       counts.ignoredFiles.push({ path: file, reason: `not a known chat-log format (${LOG_FORMAT_NAMES.join(', ')})` });
+      counts.notLogs += 1;
       return;
     }
     if (c.pattern && !plan.named) {
