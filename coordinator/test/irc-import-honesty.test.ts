@@ -115,6 +115,18 @@ describe('importing into PostgreSQL', () => {
       )
     )[0];
 
+  /** irc_term_months must always equal what the rows say (write path, revert and delete keep it). */
+  const termCountsDrift = async () =>
+    sql(
+      `with truth as (
+         select t.lexeme as term, e.channel_id, date_trunc('month', e.occurred_at)::date as month, count(*)::int as n,
+                bit_or(1 << (extract(day from e.occurred_at)::int - 1)) as days
+           from irc_events e cross join lateral unnest(e.search_vector) t
+          where e.event_type not in ('NETSPLIT', 'NETMERGE') group by 1, 2, 3)
+       select * from truth full join irc_term_months k using (term, channel_id, month)
+        where truth.n is distinct from k.n or truth.days is distinct from k.days limit 5`,
+    );
+
   /** `YYYY/MM/DD.log`, three days in two months, channel nowhere in the path. */
   const dated = () => {
     const root = path.join(tmp, 'dated');
@@ -265,8 +277,10 @@ describe('importing into PostgreSQL', () => {
     expect(await aliases.list('production', 'n6')).toEqual([]);
     expect((await fix.listBatches({ network: 'n6' })).find((b) => b.id === first.batchId)).toMatchObject({ rows: 0, reverted_at: expect.any(String) });
 
+    expect(await termCountsDrift()).toEqual([]);
     const again = await svc.importPaths([file], { network: 'n6', source: 'production', timeZone: 'UTC' });
     expect(again.inserted).toBe(5);
+    expect(await termCountsDrift()).toEqual([]);
     expect(await channel('#undo')).toMatchObject({ event_count: '5', first_at: '2023-03-01 10:00:00' });
     await expect(fix.revertBatch(999_999)).rejects.toThrow(/no import batch 999999/);
   });
@@ -315,7 +329,9 @@ describe('importing into PostgreSQL', () => {
     ]);
     expect((await aliases.list('production', 'n7')).map((l) => [l.nick, l.alias, l.origin])).toEqual([['bea', 'bee', 'admin']]);
 
+    expect(await termCountsDrift()).toEqual([]);
     await fix.deleteRows({ network: 'n7', source: 'production', from: '2023-04-01' });
+    expect(await termCountsDrift()).toEqual([]);
     expect(await channel('#del')).toMatchObject({ event_count: '0' });
     await expect(fix.deleteRows({ network: 'n7', source: 'production', from: '2023-04-02', to: '2023-04-01' })).rejects.toThrow(/ends/);
     await expect(fix.deleteRows({ network: 'n7', source: 'production', from: 'yesterday' })).rejects.toThrow(/not a day/);

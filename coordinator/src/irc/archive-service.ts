@@ -252,7 +252,23 @@ export class IrcArchiveService {
     let total: number;
     let ids: number[];
 
-    if (isExclusionOnly(filter)) {
+    const counted = await this.termCounts(filter, s.order);
+    if (counted) {
+      // One word and nothing else narrowing: the total and the months that hold the page come from
+      // irc_term_months; only the matches in those months are read.
+      total = counted.total;
+      const bound = counted.pageBound(s.offset + s.limit);
+      if (total <= s.offset || !bound) ids = [];
+      else {
+        const narrowed = whereClause({ ...filter, ...bound });
+        const rows = await this.rows<{ id: string }>(
+          `with m as materialized (select e.id, e.occurred_at from irc_events e where ${narrowed.sql})
+           select id from m order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
+          [...narrowed.bindings, s.limit, s.offset],
+        );
+        ids = rows.map((r) => Number(r.id));
+      }
+    } else if (isExclusionOnly(filter)) {
       // Everything in scope less the rows that match an excluded term (found through the index);
       // the page walks the time index, where nearly every row qualifies.
       const base = whereClause({ ...filter, exclude: [] });
@@ -321,6 +337,8 @@ export class IrcArchiveService {
   private async aggregateDatesNow(s: LogSearch): Promise<DateAggregate> {
     const built = await this.buildFilter(s);
     if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
+    const counted = await this.termCounts(built.filter, 'asc');
+    if (counted) return counted.dates();
     const where = whereClause(built.filter);
     const [row] = await this.rows<{ total: string; date_count: string; first_date: string | null; last_date: string | null }>(
       `select count(*) as total, count(distinct e.occurred_at::date) as date_count,
@@ -332,6 +350,37 @@ export class IrcArchiveService {
     const last = row!.last_date;
     const span = first && last ? Math.round((Date.parse(`${last}T00:00:00Z`) - Date.parse(`${first}T00:00:00Z`)) / 86_400_000) + 1 : 0;
     return { total: Number(row!.total), date_count: Number(row!.date_count), first_date: first, last_date: last, span_days: span };
+  }
+
+  /**
+   * For a search that is one word (or token) and nothing else but channel scope, with netsplit
+   * rows hidden: its per-month counts from irc_term_months, or null when the search is not of that
+   * kind (or the word is more than one lexeme).
+   */
+  private async termCounts(f: LogFilter, order: 'asc' | 'desc'): Promise<TermCounts | null> {
+    if (f.include.length !== 1 || f.exclude.length || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
+    const t = f.include[0]!;
+    if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
+    let lexeme = t.text;
+    if (t.kind === 'word') {
+      const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', ?)) as lexemes`, [t.text]);
+      if (v?.lexemes.length !== 1) return null;
+      lexeme = v.lexemes[0]!;
+    }
+    const scope = f.channelIds
+      ? { sql: 'and channel_id = any(?::int[])', bindings: [f.channelIds] }
+      : f.excludedChannelIds?.length
+        ? { sql: 'and channel_id <> all(?::int[])', bindings: [f.excludedChannelIds] }
+        : { sql: '', bindings: [] };
+    const months = await this.rows<{ month: string; n: string; days: number }>(
+      `select to_char(month, 'YYYY-MM-DD') as month, sum(n) as n, bit_or(days) as days
+         from irc_term_months where term = ? ${scope.sql} group by month order by month ${order === 'desc' ? 'desc' : 'asc'}`,
+      [lexeme, ...scope.bindings],
+    );
+    return new TermCounts(
+      months.map((m) => ({ month: m.month, n: Number(m.n), days: Number(m.days) })),
+      order,
+    );
   }
 
   private async rowsByIds(ids: number[], collapse: boolean): Promise<LogRow[]> {
@@ -375,6 +424,56 @@ export class IrcArchiveService {
       return [row];
     });
   }
+}
+
+/** A word's rows per month (in the search's order) and the days of each month it occurs on. */
+class TermCounts {
+  readonly total: number;
+  constructor(
+    private readonly months: Array<{ month: string; n: number; days: number }>,
+    private readonly order: 'asc' | 'desc',
+  ) {
+    this.total = months.reduce((a, m) => a + m.n, 0);
+  }
+
+  /** The time bound (from the first match) within which the first `rows` matches lie; null when there are none. */
+  pageBound(rows: number): Pick<LogFilter, 'from' | 'to' | 'toExclusive'> | null {
+    let seen = 0;
+    for (const m of this.months) {
+      seen += m.n;
+      if (seen >= rows || m === this.months.at(-1)) {
+        return this.order === 'desc'
+          ? { from: `${m.month} 00:00:00`, to: null, toExclusive: false }
+          : { from: null, to: `${addMonth(m.month)} 00:00:00`, toExclusive: true };
+      }
+    }
+    return null;
+  }
+
+  dates(): DateAggregate {
+    let count = 0;
+    let first: string | null = null;
+    let last: string | null = null;
+    for (const m of this.months) {
+      if (!m.days) continue;
+      for (let d = 0; d < 31; d += 1) {
+        if (!(m.days & (1 << d))) continue;
+        count += 1;
+        const day = `${m.month.slice(0, 8)}${String(d + 1).padStart(2, '0')}`;
+        if (first === null || day < first) first = day;
+        if (last === null || day > last) last = day;
+      }
+    }
+    const span = first && last ? Math.round((Date.parse(`${last}T00:00:00Z`) - Date.parse(`${first}T00:00:00Z`)) / 86_400_000) + 1 : 0;
+    return { total: this.total, date_count: count, first_date: first, last_date: last, span_days: span };
+  }
+}
+
+/** `YYYY-MM-01` → the first day of the next month. */
+function addMonth(month: string): string {
+  const d = new Date(`${month}T00:00:00Z`);
+  d.setUTCMonth(d.getUTCMonth() + 1);
+  return d.toISOString().slice(0, 10);
 }
 
 interface ScopeChannel {

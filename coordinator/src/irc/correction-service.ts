@@ -172,18 +172,27 @@ export class IrcCorrectionService {
     }
     return this.knex().transaction(async (trx) => {
       const res = await trx.raw<{
-        rows: Array<{ n: string; channels: number[] | null; nicks: string[] | null; groups: string[] | null; pairs: Array<[string, string]> | null }>;
+        rows: Array<{
+          n: string;
+          channels: number[] | null;
+          nicks: string[] | null;
+          groups: string[] | null;
+          pairs: Array<[string, string]> | null;
+          months: Array<[number, string]> | null;
+        }>;
       }>(
         `with del as (
            delete from irc_events e where ${where.sql}
-           returning e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type, e.netsplit_group
+           returning e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type, e.netsplit_group,
+                     to_char(date_trunc('month', e.occurred_at), 'YYYY-MM-DD') as month
          )
          select (select count(*) from del) as n,
                 (select array_agg(distinct channel_id) from del) as channels,
                 (select array_agg(distinct nk) from del where nk is not null) as nicks,
                 (select array_agg(distinct netsplit_group) from del where netsplit_group is not null) as groups,
                 (select json_agg(distinct jsonb_build_array(least(nk, tk), greatest(nk, tk)))
-                   from del where event_type = 'NICK' and nk is not null and tk is not null and nk <> tk) as pairs`,
+                   from del where event_type = 'NICK' and nk is not null and tk is not null and nk <> tk) as pairs,
+                (select json_agg(distinct jsonb_build_array(channel_id, month)) from del where event_type not in ('NETSPLIT', 'NETMERGE')) as months`,
         where.bindings,
       );
       const r = res.rows[0]!;
@@ -229,6 +238,22 @@ export class IrcCorrectionService {
            update irc_nicks n set nick = s.nick, first_at = s.lo, last_at = s.hi, last_message_at = s.lm, message_count = s.messages, event_count = s.events
              from s where n.network_id = ? and n.nick_key = s.k`,
           [nicks, networkId, networkId, nicks, networkId],
+        );
+      }
+      const months = r.months ?? [];
+      if (months.length) {
+        // The term counts of each channel-month that lost rows, recounted from the rows left.
+        const cm = `select (p->>0)::int as ch, (p->>1)::date as m from jsonb_array_elements(?::jsonb) as p`;
+        await trx.raw(`delete from irc_term_months t using (${cm}) cm where t.channel_id = cm.ch and t.month = cm.m`, [JSON.stringify(months)]);
+        await trx.raw(
+          `insert into irc_term_months (term, channel_id, month, n, days)
+           select l.lexeme, cm.ch, cm.m, count(*), bit_or(1 << (extract(day from e.occurred_at)::int - 1))
+             from (${cm}) cm
+             join irc_events e on e.channel_id = cm.ch and e.occurred_at >= cm.m and e.occurred_at < cm.m + interval '1 month'
+             cross join lateral unnest(e.search_vector) l
+            where e.event_type not in ('NETSPLIT', 'NETMERGE')
+            group by 1, 2, 3`,
+          [JSON.stringify(months)],
         );
       }
       let linksRemoved = 0;

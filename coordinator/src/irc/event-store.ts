@@ -26,8 +26,9 @@ const COLUMNS = 11;
 
 /**
  * The one writer of chat-log rows, used by the file importer and the live logger. Each `insert`
- * keeps the channel's counters and span, the per-nick statistics and the nick links from NICK
- * events in step with the rows it actually added, in the same statement.
+ * keeps the channel's counters and span, the per-nick statistics, the nick links from NICK
+ * events and the per-term monthly counts (irc_term_months) in step with the rows it actually
+ * added, in the same statement.
  */
 export class IrcEventStore {
   constructor(private readonly orm: Orm) {}
@@ -134,7 +135,16 @@ export class IrcEventStore {
          insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, netsplit_leader, line_hash, import_batch_id)
          values ${batch.map(() => row).join(', ')}
          on conflict (channel_id, line_hash) do nothing
-         returning event_type, occurred_at, nick, to_nick, netsplit_leader
+         returning event_type, occurred_at, nick, to_nick, netsplit_leader, search_vector
+       ), terms as (
+         insert into irc_term_months as t (term, channel_id, month, n, days)
+         select l.lexeme, ?::int, date_trunc('month', i.occurred_at)::date, count(*), bit_or(1 << (extract(day from i.occurred_at)::int - 1))
+           from ins i cross join lateral unnest(i.search_vector) l
+          where i.event_type not in ('NETSPLIT', 'NETMERGE')
+          group by 1, 3
+          -- One order for every writer, so two concurrent inserts never wait on each other crosswise.
+          order by 1, 3
+         on conflict (term, channel_id, month) do update set n = t.n + excluded.n, days = t.days | excluded.days
        ), span as (
          select count(*) as n, min(occurred_at) as lo, max(occurred_at) as hi,
                 count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE')) as ns,
@@ -166,7 +176,7 @@ export class IrcEventStore {
        )
        -- Data-modifying CTEs run whether or not they are read; only the count is needed.
        select n as inserted from span`,
-      [...values, channelId, networkId, networkId],
+      [...values, channelId, channelId, networkId, networkId],
     );
     return Number(res.rows[0]!.inserted);
   }

@@ -16,6 +16,12 @@ import { Migration } from '@mikro-orm/migrations';
  * The search vector also stores the alphanumeric parts of every token (`this.flowManager.start()`
  * → `flowmanager`; `https://github.com/x` → `github`) and each non-ASCII symbol on its own (a run
  * `😀😀😀` → `😀`), beside the whole tokens it stored before. The stored column is recomputed.
+ *
+ * irc_term_months: per search-vector lexeme, channel and month, how many rows (other than
+ * NETSPLIT/NETMERGE) hold it and on which days of the month (bit d-1 of `days` for day d, UTC).
+ * Kept at write time by the event store (and repaired by reverts and deletes), it answers the
+ * `total` and `aggregate=dates` of a one-word search without visiting a heap page per match, and
+ * tells the search which months hold the page it is asked for.
  */
 export class Migration20261125001400IrcImportBatches extends Migration {
   override async up(): Promise<void> {
@@ -68,9 +74,26 @@ export class Migration20261125001400IrcImportBatches extends Migration {
       'alter table irc_events add column search_vector tsvector generated always as (irc_search_vector(nick, message_text, target, to_nick)) stored;',
     );
     this.addSql('create index irc_events_search_idx on irc_events using gin (search_vector);');
+
+    this.addSql(`
+      create table irc_term_months (
+        term text not null,
+        channel_id integer not null references irc_channels (id) on delete cascade,
+        month date not null,
+        n integer not null,
+        days integer not null,
+        primary key (term, channel_id, month)
+      );`);
+    this.addSql(`
+      insert into irc_term_months (term, channel_id, month, n, days)
+      select t.lexeme, e.channel_id, date_trunc('month', e.occurred_at)::date, count(*), bit_or(1 << (extract(day from e.occurred_at)::int - 1))
+        from irc_events e cross join lateral unnest(e.search_vector) t
+       where e.event_type not in ('NETSPLIT', 'NETMERGE')
+       group by 1, 2, 3;`);
   }
 
   override async down(): Promise<void> {
+    this.addSql('drop table if exists irc_term_months;');
     this.addSql('drop index if exists irc_events_import_batch_idx;');
     this.addSql('alter table irc_events drop column if exists import_batch_id;');
     this.addSql('drop table if exists irc_import_batches;');
