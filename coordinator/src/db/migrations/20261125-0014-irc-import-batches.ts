@@ -58,17 +58,20 @@ export class Migration20261125001400IrcImportBatches extends Migration {
       language sql immutable parallel safe as $fn$
         select to_tsvector('simple'::regconfig, concat_ws(' ', nick, msg, target, to_nick))
           || array_to_tsvector(array(
-               select distinct w from (
+               select distinct x from (
                  select btrim(t, '.,:;!?()[]{}<>"''\`') as w
                  from regexp_split_to_table(lower(concat_ws(' ', nick, msg, target, to_nick)), '\\s+') as t
                ) s
-               where w <> '' and w ~ '[^[:alnum:]]' and octet_length(w) <= 512))
-          || array_to_tsvector(array(
-               select distinct p from regexp_split_to_table(lower(concat_ws(' ', nick, msg, target, to_nick)), '[^[:alnum:]]+') as p
-               where p <> '' and octet_length(p) <= 512))
-          || array_to_tsvector(array(
-               select distinct (regexp_matches(concat_ws(' ', nick, msg, target, to_nick),
-                 '[^\\x01-\\x7f\\u00a0-\\u00bf\\u2000-\\u206f\\u3000-\\u303f\\ufe0f[:alnum:][:space:]]', 'g'))[1]))
+               -- Tokens with punctuation or symbols only (plain words are in to_tsvector already):
+               -- the whole token, its alphanumeric parts, and each non-ASCII symbol in it.
+               cross join lateral (
+                 select s.w
+                 union all
+                 select p from regexp_split_to_table(s.w, '[^[:alnum:]]+') as p
+                 union all
+                 select (regexp_matches(s.w, '[^\\x01-\\x7f\\u00a0-\\u00bf\\u2000-\\u206f\\u3000-\\u303f\\ufe0f[:alnum:][:space:]]', 'g'))[1]
+               ) as parts (x)
+               where s.w ~ '[^[:alnum:]]' and x <> '' and octet_length(x) <= 512))
       $fn$;`);
     this.addSql(
       'alter table irc_events add column search_vector tsvector generated always as (irc_search_vector(nick, message_text, target, to_nick)) stored;',
