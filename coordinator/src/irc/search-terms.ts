@@ -130,7 +130,7 @@ export function termProblem(include: SearchTerm[], exclude: SearchTerm[], from: 
   const all = [...include, ...exclude];
   const name = (t: SearchTerm) => from.get(t) ?? 'q';
   if (all.length > MAX_TERMS) return `${name(all[MAX_TERMS]!)}: at most ${MAX_TERMS} different terms per search (q, include_terms and exclude_terms together)`;
-  const short = all.find((t) => t.kind === 'substring' && [...t.text].length < MIN_SUBSTRING);
+  const short = all.find((t) => t.kind === 'substring' && Array.from(t.text).length < MIN_SUBSTRING);
   if (short) return `${name(short)}: a substring term ("${short.raw}") needs at least ${MIN_SUBSTRING} characters`;
   const subs = all.filter((t) => t.kind === 'substring');
   if (subs.length > MAX_SUBSTRING_TERMS) return `${name(subs[MAX_SUBSTRING_TERMS]!)}: at most ${MAX_SUBSTRING_TERMS} *substring terms per search`;
