@@ -319,13 +319,14 @@ describe('GET /irc/api/logs', () => {
   it('answers one-word searches from the per-term counts exactly as the row scan does', async () => {
     // A date bound that covers everything sends the same search down the row-scanning path.
     const scan = '&date_from=2000-01-01';
-    for (const w of ['qtox', 'the', 'tux3', 'build', 'konversation', 'hello', 'zzzunknown']) {
+    for (const w of ['qtox', 'the', 'tux3', 'build', 'konversation', 'hello', 'zzzunknown', 'qtox%20-the', 'the%20-a%20-is', 'build%20-%22the%20build%22']) {
       for (const extra of ['', `&network_id=${ids.freenode}`, '&order=desc', '&offset=150&limit=20', '&order=desc&offset=40&limit=7']) {
         const fast = await logs(`q=${w}${extra}`);
         const slow = await logs(`q=${w}${extra}${scan}`);
         expect({ total: fast.total, ids: fast.results.map((r) => r.id) }, `${w}${extra}`).toEqual({ total: slow.total, ids: slow.results.map((r) => r.id) });
       }
       const a = (await get(`/irc/api/logs?q=${w}&aggregate=dates`)).body;
+      expect(a.success, w).toBe(true);
       const b = (await get(`/irc/api/logs?q=${w}&aggregate=dates${scan}`)).body;
       expect(a, w).toEqual(b);
     }

@@ -254,19 +254,33 @@ export class IrcArchiveService {
 
     const counted = await this.termCounts(filter, s.order);
     if (counted) {
-      // One word and nothing else narrowing: the total and the months that hold the page come from
-      // irc_term_months; only the matches in those months are read.
+      // One word (less some excluded terms) and nothing else narrowing: the word's total and the
+      // months that hold the page come from irc_term_months; only rows in those months are read.
+      // Excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
       total = counted.total;
-      const bound = counted.pageBound(s.offset + s.limit);
-      if (total <= s.offset || !bound) ids = [];
-      else {
-        const narrowed = whereClause({ ...filter, ...bound });
+      if (filter.exclude.length) {
+        const both = whereClause({ ...filter, exclude: [] });
+        const neg = anyTermClause(filter.exclude);
+        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${neg.sql}`, [
+          ...both.bindings,
+          ...neg.bindings,
+        ]);
+        total -= Number(row!.n);
+      }
+      ids = [];
+      // With exclusions the word's months are an estimate: ask for twice the rows, and read
+      // everything when that was still too few.
+      const want = (s.offset + s.limit) * (filter.exclude.length ? 2 : 1);
+      let bound = total > s.offset ? counted.pageBound(want) : null;
+      while (bound) {
+        const narrowed = whereClause({ ...filter, ...bound.range });
         const rows = await this.rows<{ id: string }>(
           `with m as materialized (select e.id, e.occurred_at from irc_events e where ${narrowed.sql})
            select id from m order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
           [...narrowed.bindings, s.limit, s.offset],
         );
         ids = rows.map((r) => Number(r.id));
+        bound = ids.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(Number.MAX_SAFE_INTEGER) : null;
       }
     } else if (isExclusionOnly(filter)) {
       // Everything in scope less the rows that match an excluded term (found through the index);
@@ -337,7 +351,7 @@ export class IrcArchiveService {
   private async aggregateDatesNow(s: LogSearch): Promise<DateAggregate> {
     const built = await this.buildFilter(s);
     if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
-    const counted = await this.termCounts(built.filter, 'asc');
+    const counted = await this.termCounts(built.filter, 'asc', { exclusions: false });
     if (counted) return counted.dates();
     const where = whereClause(built.filter);
     const [row] = await this.rows<{ total: string; date_count: string; first_date: string | null; last_date: string | null }>(
@@ -357,8 +371,9 @@ export class IrcArchiveService {
    * rows hidden: its per-month counts from irc_term_months, or null when the search is not of that
    * kind (or the word is more than one lexeme).
    */
-  private async termCounts(f: LogFilter, order: 'asc' | 'desc'): Promise<TermCounts | null> {
-    if (f.include.length !== 1 || f.exclude.length || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
+  private async termCounts(f: LogFilter, order: 'asc' | 'desc', opts: { exclusions?: boolean } = { exclusions: true }): Promise<TermCounts | null> {
+    if (f.include.length !== 1 || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
+    if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || f.channelsByTerm.has(x)))) return null;
     const t = f.include[0]!;
     if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
     let lexeme = t.text;
@@ -436,15 +451,21 @@ class TermCounts {
     this.total = months.reduce((a, m) => a + m.n, 0);
   }
 
-  /** The time bound (from the first match) within which the first `rows` matches lie; null when there are none. */
-  pageBound(rows: number): Pick<LogFilter, 'from' | 'to' | 'toExclusive'> | null {
+  /**
+   * The time range (from the first match on) that holds the first `rows` matches; `complete` when
+   * it reaches the last month with matches. Null when there are none.
+   */
+  pageBound(rows: number): { range: Pick<LogFilter, 'from' | 'to' | 'toExclusive'>; complete: boolean } | null {
     let seen = 0;
     for (const m of this.months) {
       seen += m.n;
-      if (seen >= rows || m === this.months.at(-1)) {
-        return this.order === 'desc'
-          ? { from: `${m.month} 00:00:00`, to: null, toExclusive: false }
-          : { from: null, to: `${addMonth(m.month)} 00:00:00`, toExclusive: true };
+      const last = m === this.months.at(-1);
+      if (seen >= rows || last) {
+        const range =
+          this.order === 'desc'
+            ? { from: `${m.month} 00:00:00`, to: null, toExclusive: false }
+            : { from: null, to: `${addMonth(m.month)} 00:00:00`, toExclusive: true };
+        return { range, complete: last };
       }
     }
     return null;
