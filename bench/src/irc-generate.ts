@@ -8,7 +8,7 @@
 // event mix with netsplit bursts, and Zipf-distributed words. The rows are generated inside
 // PostgreSQL (generate_series, one statement per half-year, over two connections); Node only plans
 // channels, nicks and vocabulary. Then the counters the importer keeps (irc_channels, irc_nicks,
-// irc_nick_links) are computed from the rows, and the database is vacuumed and analyzed.
+// irc_nick_links, irc_term_months) are computed from the rows, and the database is vacuumed and analyzed.
 //
 // Idempotent: when the database already holds a finished run of the requested size, it says so
 // and exits; `--force` rebuilds. Progress and timings go to stderr; the database comment records
@@ -20,7 +20,7 @@ import pg from 'pg';
 import { errorStack, rng } from './lib.js';
 
 /** Bump when the generated data changes shape: a database from another version is rebuilt. */
-export const GENERATOR_VERSION = 1;
+export const GENERATOR_VERSION = 2;
 export const BENCH_IRC_DATABASE = 'sonar_bench_irc';
 export const DEFAULT_SEED = 20261121;
 const DEFAULT_ROWS = 10_000_000;
@@ -1035,11 +1035,22 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
       (client) =>
         timed('irc_nicks', () =>
           client.query(
-            `insert into irc_nicks (network_id, nick_key, nick, first_at, last_at, message_count, event_count)
+            `insert into irc_nicks (network_id, nick_key, nick, first_at, last_at, last_message_at, message_count, event_count)
          select c.network_id, lower(e.nick), max(e.nick), min(e.occurred_at), max(e.occurred_at),
+                max(e.occurred_at) filter (where e.event_type in ('PRIVMSG', 'ACTION')),
                 count(*) filter (where e.event_type in ('PRIVMSG', 'ACTION')), count(*)
            from irc_events e join irc_channels c on c.id = e.channel_id
           where e.nick is not null group by 1, 2`,
+          ),
+        ),
+      (client) =>
+        timed('irc_term_months (per-term monthly counts)', () =>
+          client.query(
+            `insert into irc_term_months (term, channel_id, month, n, days)
+         select t.lexeme, e.channel_id, date_trunc('month', e.occurred_at)::date, count(*), bit_or(1 << (extract(day from e.occurred_at)::int - 1))
+           from irc_events e cross join lateral unnest(e.search_vector) t
+          where e.event_type not in ('NETSPLIT', 'NETMERGE')
+          group by 1, 2, 3`,
           ),
         ),
       (client) =>

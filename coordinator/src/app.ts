@@ -8,7 +8,7 @@ import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
-import { errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
+import { clientErrorHandler, errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
@@ -40,6 +40,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Errors the router raises before any route or hook runs (a malformed percent-encoding, a path
     // parameter over maxParamLength): the documented body of the area the URL belongs to.
     frameworkErrors: (error, request, reply) => void sendError(reply, normalizeError(error, request), errorShapeOf(request.url)),
+    // Errors of Node's HTTP parser (an oversized request line: 431) likewise.
+    clientErrorHandler,
   });
   // Before anything registers a route: a route that declares no config.auth fails to register.
   enforceRouteAuth(app);

@@ -170,6 +170,8 @@ export const envSchema = z.object({
   // Chat-log archive
   /** Chat-log API: requests per minute per client (the spec's typical value is 60). */
   IRC_API_RATE_LIMIT_MAX: z.coerce.number().int().min(1).max(1_000_000).default(60),
+  /** Chat-log API: a search running longer than this (ms) is stopped (statement_timeout) and answered 503. */
+  IRC_QUERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
   /** JSON file configuring the live IRC logger (networks, channels); unset: the logger does not run. */
   IRC_LOGGER_CONFIG: z.string().min(1).max(4096).optional(),
 });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
@@ -334,5 +334,51 @@ describe('chat-log commands', { timeout: TEST_TIMEOUT_MS }, () => {
     const unknown = await cli(['irc:alias:add', 'a', 'b', '--network', 'nonet']);
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toContain('no network "nonet" in the production archive');
+  });
+
+  it('exits 2 when lines match no parser or logs cannot be placed, and undoes an import by batch', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cli-irc-undo-'));
+    writeFileSync(path.join(dir, '#undo_20240310.log'), '[10:00:00] <ann> hi\n<<<<<<< HEAD\n[10:01:00] <ann> there\n');
+    const dry = await cli(['irc:import', dir, '--network', 'undo', '--source', 'production', '--dry-run']);
+    expect(dry.code).toBe(2);
+    expect(dry.stdout).toContain('dry run (nothing written): files 1, lines 3, would insert 2');
+    expect(dry.stdout).toContain('  line 2: <<<<<<< HEAD');
+    expect((await cli(['irc:imports', '--network', 'undo'])).stdout).toContain('no import batches');
+    const imported = await cli(['irc:import', dir, '--network', 'undo', '--source', 'production', '--allow-unparsed', '--json']);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.json).toMatchObject({ inserted: 2, unparsed: 1, problems: [], unparsedFiles: [{ count: 1, lines: [{ lineNo: 2 }] }] });
+    const batch = imported.json.batchId as number;
+    expect((await cli(['irc:imports', '--network', 'undo'])).stdout).toMatch(
+      new RegExp(`^${batch}\\s.*undo \\(production\\)\\s+1\\s+3\\s+2\\s+2\\s+1\\s+done`, 'm'),
+    );
+    expect((await cli(['irc:delete', '--network', 'undo', '--from', '2024-03-10', '--to', '2024-03-10', '--dry-run'])).stdout).toContain(
+      'would delete 2 row(s)',
+    );
+    expect((await cli(['irc:import:revert', String(batch)])).stdout).toContain(`removed 2 row(s) of batch ${batch} (undo)`);
+    expect((await cli(['irc:import:revert', 'x'])).code).not.toBe(0);
+
+    mkdirSync(path.join(dir, 'days', '2024', '03'), { recursive: true });
+    writeFileSync(path.join(dir, 'days', '2024', '03', '11.log'), '[10:00:00] <ann> dated\n');
+    writeFileSync(path.join(dir, 'days', '2024', '03', '12.log'), '[10:00:00] <ann> dated\n');
+    const nochan = await cli(['irc:import', path.join(dir, 'days'), '--network', 'undo', '--source', 'production']);
+    expect(nochan.code).toBe(2);
+    expect(nochan.stdout).toMatch(/not imported: .*11\.log: .*pass --channel/);
+    const twoDays = await cli(['irc:import', path.join(dir, 'days'), '--network', 'undo', '--source', 'production', '--date', '2024-03-11', '--channel', '#d']);
+    expect(twoDays.code).not.toBe(0);
+    expect(twoDays.stderr).toContain('--date gives the day of one file, but 2 files were given');
+    const placed = await cli([
+      'irc:import',
+      path.join(dir, 'days'),
+      '--network',
+      'undo',
+      '--source',
+      'production',
+      '--path',
+      '{yyyy}/{mm}/{dd}.log',
+      '--channel',
+      '#d',
+    ]);
+    expect(placed.code, placed.stdout).toBe(0);
+    expect(placed.stdout).toContain('inserted 2');
   });
 });

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Duplex } from 'node:stream';
 import type { Reason } from '@sonar/shared';
 import { RETRY_AFTER_SECONDS, unavailableDependency, unavailableMessage } from '../infra/unavailable.js';
 
@@ -157,4 +158,31 @@ export function sendError(reply: FastifyReply, e: NormalizedError, shape: ErrorB
 /** Installs the error and not-found handlers of one domain (call inside the domain's plugin). */
 export function installDomainErrors(app: FastifyInstance, shape: ErrorBodyShape, statusOverrides: Partial<Record<Reason, number>> = {}) {
   app.setErrorHandler((error, request, reply) => sendError(reply, normalizeError(error, request, statusOverrides), shape));
+}
+
+/**
+ * Fastify's clientErrorHandler: errors Node's HTTP parser raises before there is a request (a
+ * request line and headers over the header size limit, 16 KiB by default; a malformed request),
+ * answered in the documented body of the area the request line names (read from the raw bytes)
+ * instead of Fastify's own body.
+ */
+export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, label, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'The request line and headers are too large (more than 16 KiB); shorten the URL or the headers.']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'The request took too long to arrive.']
+        : [400, 'Bad Request', 'The request is not valid HTTP.'];
+  // Node passes the bytes parsed so far as a Buffer (Fastify's types describe its JSON form).
+  const raw = err.rawPacket;
+  const head = Buffer.isBuffer(raw) ? raw.subarray(0, 512).toString('latin1') : '';
+  const url = /^[A-Z]+ (\S+)/.exec(head)?.[1] ?? '';
+  const body = JSON.stringify(errorShapeOf(url)({ status, reason: status === 408 ? 'service_unavailable' : 'validation_failed', message }));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${label}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

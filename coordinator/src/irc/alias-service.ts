@@ -11,7 +11,10 @@ export interface NickProfile {
   nick: string;
   aliases: string[];
   first_seen: string;
+  /** Last row of any kind (presence). */
   last_seen: string;
+  /** Last PRIVMSG/ACTION; null when none. */
+  last_message: string | null;
   message_count: number;
   event_count: number;
   networks: Array<{ id: number; name: string }>;
@@ -38,6 +41,7 @@ interface ProfileRow {
   network_name: string;
   first_seen: string;
   last_seen: string;
+  last_message: string | null;
   message_count: string;
   event_count: string;
 }
@@ -81,6 +85,7 @@ export class IrcAliasService {
     const res = await this.knex().raw<{ rows: ProfileRow[] }>(
       `select k.nick, k.nick_key, k.network_id, w.name as network_name,
               to_char(k.first_at, 'YYYY-MM-DD HH24:MI:SS') as first_seen, to_char(k.last_at, 'YYYY-MM-DD HH24:MI:SS') as last_seen,
+              to_char(k.last_message_at, 'YYYY-MM-DD HH24:MI:SS') as last_message,
               k.message_count, k.event_count
          from irc_nicks k join irc_networks w on w.id = k.network_id
         where k.network_id = any(?::int[]) and k.nick_key = any(?::text[])
@@ -99,6 +104,7 @@ export class IrcAliasService {
       aliases,
       first_seen: rows.reduce((m, r) => (r.first_seen < m ? r.first_seen : m), rows[0]!.first_seen),
       last_seen: rows.reduce((m, r) => (r.last_seen > m ? r.last_seen : m), rows[0]!.last_seen),
+      last_message: rows.reduce<string | null>((m, r) => (r.last_message !== null && (m === null || r.last_message > m) ? r.last_message : m), null),
       message_count: rows.reduce((n, r) => n + Number(r.message_count), 0),
       event_count: rows.reduce((n, r) => n + Number(r.event_count), 0),
       networks,

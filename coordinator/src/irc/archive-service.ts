@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
@@ -56,6 +57,10 @@ export interface LogSearch {
   offset: number;
   includeNetsplit: boolean;
   bulkNetsplit: boolean;
+  /** Only these event types (upper case); null: all. */
+  eventTypes: string[] | null;
+  /** `asc` (oldest first, the default) or `desc` (newest first). */
+  order: 'asc' | 'desc';
 }
 
 export interface LogPage {
@@ -84,10 +89,14 @@ const NETSPLIT_NICKS_SHOWN = 50;
 export class IrcArchiveService {
   private readonly store: IrcEventStore;
   readonly aliases: IrcAliasService;
+  private readonly queryTimeoutMs: number;
+  /** The transaction of the search running in this async context (its statement_timeout applies). */
+  private readonly current = new AsyncLocalStorage<Knex.Transaction>();
 
-  constructor(orm: Orm) {
+  constructor(orm: Orm, opts: { queryTimeoutMs?: number } = {}) {
     this.store = new IrcEventStore(orm);
     this.aliases = new IrcAliasService(orm);
+    this.queryTimeoutMs = opts.queryTimeoutMs ?? 5000;
   }
 
   private knex(): Knex {
@@ -95,7 +104,31 @@ export class IrcArchiveService {
   }
 
   private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    return (await this.knex().raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
+    return (await (this.current.getStore() ?? this.knex()).raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
+  }
+
+  /**
+   * Runs a search's statements in one read-only transaction with `statement_timeout`, so no
+   * request can hold a pooled connection for long; a statement cut off answers 503 with a hint.
+   */
+  private async bounded<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.knex().transaction(
+        async (trx) => {
+          await trx.raw(`set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}`);
+          return this.current.run(trx, fn);
+        },
+        { readOnly: true },
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code === '57014') {
+        throw new AppError(
+          'service_unavailable',
+          `the search took longer than ${this.queryTimeoutMs / 1000} s and was stopped; narrow it (a channel, a date range, fewer or longer *substring terms)`,
+        );
+      }
+      throw err;
+    }
   }
 
   async networks(source: IrcSource): Promise<NetworkRow[]> {
@@ -125,7 +158,28 @@ export class IrcArchiveService {
     return { from: null, to: null, toExclusive: false };
   }
 
+  /** 422 naming the parameter when `network_id` or `channel_id` names nothing in the search's archive (as /channels does). */
+  private async checkIds(s: LogSearch): Promise<void> {
+    if (s.networkId !== null) {
+      const [n] = await this.rows('select 1 from irc_networks where id = ? and source = ?', [s.networkId, s.source]);
+      if (!n) throw new AppError('validation_failed', `network_id: no network ${s.networkId} in the ${s.source} archive`);
+    }
+    if (s.channelId !== null) {
+      const [c] = await this.rows(
+        `select 1 from irc_channels c join irc_networks n on n.id = c.network_id where c.id = ? and n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''}`,
+        [s.channelId, s.source, ...(s.networkId !== null ? [s.networkId] : [])],
+      );
+      if (!c) {
+        throw new AppError(
+          'validation_failed',
+          `channel_id: no channel ${s.channelId} in ${s.networkId !== null ? `network ${s.networkId} of ` : ''}the ${s.source} archive`,
+        );
+      }
+    }
+  }
+
   private async buildFilter(s: LogSearch): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[] } | null> {
+    await this.checkIds(s);
     const range = IrcArchiveService.timeRange(s);
     if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
       const [to, from] = s.datetimeFrom || s.datetimeTo ? ['datetime_to', 'datetime_from'] : ['date_to', 'date_from'];
@@ -163,6 +217,7 @@ export class IrcArchiveService {
       includeNetsplit: s.includeNetsplit,
       bulkNetsplit: s.bulkNetsplit,
       channelsByTerm,
+      eventTypes: s.eventTypes,
     };
     return { filter, scope, networkIds };
   }
@@ -184,15 +239,50 @@ export class IrcArchiveService {
   }
 
   async search(s: LogSearch): Promise<LogPage> {
+    return this.bounded(() => this.searchNow(s));
+  }
+
+  private async searchNow(s: LogSearch): Promise<LogPage> {
     const built = await this.buildFilter(s);
     const nickProfile = s.nick ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s)) : null;
     if (!built) return { total: 0, results: [], nickProfile };
     const { filter, scope } = built;
     const where = whereClause(filter);
+    const dir = s.order === 'desc' ? 'desc' : 'asc';
     let total: number;
     let ids: number[];
 
-    if (isExclusionOnly(filter)) {
+    const counted = await this.termCounts(filter, s.order);
+    if (counted) {
+      // One word (less some excluded terms) and nothing else narrowing: the word's total and the
+      // months that hold the page come from irc_term_months; only rows in those months are read.
+      // Excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
+      total = counted.total;
+      if (filter.exclude.length) {
+        const both = whereClause({ ...filter, exclude: [] });
+        const neg = anyTermClause(filter.exclude);
+        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${neg.sql}`, [
+          ...both.bindings,
+          ...neg.bindings,
+        ]);
+        total -= Number(row!.n);
+      }
+      ids = [];
+      // With exclusions the word's months are an estimate: ask for twice the rows, and read
+      // everything when that was still too few.
+      const want = (s.offset + s.limit) * (filter.exclude.length ? 2 : 1);
+      let bound = total > s.offset ? counted.pageBound(want) : null;
+      while (bound) {
+        const narrowed = whereClause({ ...filter, ...bound.range });
+        const rows = await this.rows<{ id: string }>(
+          `with m as materialized (select e.id, e.occurred_at from irc_events e where ${narrowed.sql})
+           select id from m order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
+          [...narrowed.bindings, s.limit, s.offset],
+        );
+        ids = rows.map((r) => Number(r.id));
+        bound = ids.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(Number.MAX_SAFE_INTEGER) : null;
+      }
+    } else if (isExclusionOnly(filter)) {
       // Everything in scope less the rows that match an excluded term (found through the index);
       // the page walks the time index, where nearly every row qualifies.
       const base = whereClause({ ...filter, exclude: [] });
@@ -202,7 +292,7 @@ export class IrcArchiveService {
         ...neg.bindings,
       ]);
       total = counterTotal(scope, filter) - Number(row!.n);
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     } else if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
       // Full-text (bitmap) scans and recipient lookups: find the matches once, then count them and
       // cut the page. Materialising also keeps the planner from walking the whole time index in
@@ -210,8 +300,8 @@ export class IrcArchiveService {
       const [row] = await this.rows<{ total: string; ids: number[] }>(
         `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql})
          select (select count(*) from m) as total,
-                (select coalesce(array_agg(id order by occurred_at, id), '{}') from
-                   (select id, occurred_at from m order by occurred_at, id limit ? offset ?) p) as ids`,
+                (select coalesce(array_agg(id order by occurred_at ${dir}, id ${dir}), '{}') from
+                   (select id, occurred_at from m order by occurred_at ${dir}, id ${dir} limit ? offset ?) p) as ids`,
         [...where.bindings, s.limit, s.offset],
       );
       total = Number(row!.total);
@@ -224,7 +314,7 @@ export class IrcArchiveService {
       } else {
         total = counterTotal(scope, filter);
       }
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset) : [];
+      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     }
     return { total, results: await this.rowsByIds(ids, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
   }
@@ -234,29 +324,35 @@ export class IrcArchiveService {
    * person's nicks is read in order from the nick index and the runs are merged, so the planner
    * cannot choose to walk the whole time index looking for a nick that is rare in it.
    */
-  private async orderedPage(filter: LogFilter, limit: number, offset: number): Promise<number[]> {
+  private async orderedPage(filter: LogFilter, limit: number, offset: number, order: 'asc' | 'desc'): Promise<number[]> {
+    const dir = order === 'desc' ? 'desc' : 'asc';
     if (filter.nickKeys) {
       const branches = filter.nickKeys.map((key) => whereClause({ ...filter, nickKeys: [key] }));
       const rows = await this.rows<{ id: string }>(
-        `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at, e.id limit ?)`).join(' union all ')}) u
-          order by occurred_at, id limit ? offset ?`,
+        `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ?)`).join(' union all ')}) u
+          order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
         [...branches.flatMap((b) => [...b.bindings, offset + limit]), limit, offset],
       );
       return rows.map((r) => Number(r.id));
     }
     const where = whereClause(filter);
-    const rows = await this.rows<{ id: string }>(`select e.id from irc_events e where ${where.sql} order by e.occurred_at, e.id limit ? offset ?`, [
-      ...where.bindings,
-      limit,
-      offset,
-    ]);
+    const rows = await this.rows<{ id: string }>(
+      `select e.id from irc_events e where ${where.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ? offset ?`,
+      [...where.bindings, limit, offset],
+    );
     return rows.map((r) => Number(r.id));
   }
 
   /** `aggregate=dates`: how many distinct UTC days the matching rows fall on, and their span. */
   async aggregateDates(s: LogSearch): Promise<DateAggregate> {
+    return this.bounded(() => this.aggregateDatesNow(s));
+  }
+
+  private async aggregateDatesNow(s: LogSearch): Promise<DateAggregate> {
     const built = await this.buildFilter(s);
     if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
+    const counted = await this.termCounts(built.filter, 'asc', { exclusions: false });
+    if (counted) return counted.dates();
     const where = whereClause(built.filter);
     const [row] = await this.rows<{ total: string; date_count: string; first_date: string | null; last_date: string | null }>(
       `select count(*) as total, count(distinct e.occurred_at::date) as date_count,
@@ -268,6 +364,38 @@ export class IrcArchiveService {
     const last = row!.last_date;
     const span = first && last ? Math.round((Date.parse(`${last}T00:00:00Z`) - Date.parse(`${first}T00:00:00Z`)) / 86_400_000) + 1 : 0;
     return { total: Number(row!.total), date_count: Number(row!.date_count), first_date: first, last_date: last, span_days: span };
+  }
+
+  /**
+   * For a search that is one word (or token) and nothing else but channel scope, with netsplit
+   * rows hidden: its per-month counts from irc_term_months, or null when the search is not of that
+   * kind (or the word is more than one lexeme).
+   */
+  private async termCounts(f: LogFilter, order: 'asc' | 'desc', opts: { exclusions?: boolean } = { exclusions: true }): Promise<TermCounts | null> {
+    if (f.include.length !== 1 || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
+    if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || f.channelsByTerm.has(x)))) return null;
+    const t = f.include[0]!;
+    if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
+    let lexeme = t.text;
+    if (t.kind === 'word') {
+      const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', ?)) as lexemes`, [t.text]);
+      if (v?.lexemes.length !== 1) return null;
+      lexeme = v.lexemes[0]!;
+    }
+    const scope = f.channelIds
+      ? { sql: 'and channel_id = any(?::int[])', bindings: [f.channelIds] }
+      : f.excludedChannelIds?.length
+        ? { sql: 'and channel_id <> all(?::int[])', bindings: [f.excludedChannelIds] }
+        : { sql: '', bindings: [] };
+    const months = await this.rows<{ month: string; n: string; days: number }>(
+      `select to_char(month, 'YYYY-MM-DD') as month, sum(n) as n, bit_or(days) as days
+         from irc_term_months where term = ? ${scope.sql} group by month order by month ${order === 'desc' ? 'desc' : 'asc'}`,
+      [lexeme, ...scope.bindings],
+    );
+    return new TermCounts(
+      months.map((m) => ({ month: m.month, n: Number(m.n), days: Number(m.days) })),
+      order,
+    );
   }
 
   private async rowsByIds(ids: number[], collapse: boolean): Promise<LogRow[]> {
@@ -311,6 +439,62 @@ export class IrcArchiveService {
       return [row];
     });
   }
+}
+
+/** A word's rows per month (in the search's order) and the days of each month it occurs on. */
+class TermCounts {
+  readonly total: number;
+  constructor(
+    private readonly months: Array<{ month: string; n: number; days: number }>,
+    private readonly order: 'asc' | 'desc',
+  ) {
+    this.total = months.reduce((a, m) => a + m.n, 0);
+  }
+
+  /**
+   * The time range (from the first match on) that holds the first `rows` matches; `complete` when
+   * it reaches the last month with matches. Null when there are none.
+   */
+  pageBound(rows: number): { range: Pick<LogFilter, 'from' | 'to' | 'toExclusive'>; complete: boolean } | null {
+    let seen = 0;
+    for (const m of this.months) {
+      seen += m.n;
+      const last = m === this.months.at(-1);
+      if (seen >= rows || last) {
+        const range =
+          this.order === 'desc'
+            ? { from: `${m.month} 00:00:00`, to: null, toExclusive: false }
+            : { from: null, to: `${addMonth(m.month)} 00:00:00`, toExclusive: true };
+        return { range, complete: last };
+      }
+    }
+    return null;
+  }
+
+  dates(): DateAggregate {
+    let count = 0;
+    let first: string | null = null;
+    let last: string | null = null;
+    for (const m of this.months) {
+      if (!m.days) continue;
+      for (let d = 0; d < 31; d += 1) {
+        if (!(m.days & (1 << d))) continue;
+        count += 1;
+        const day = `${m.month.slice(0, 8)}${String(d + 1).padStart(2, '0')}`;
+        if (first === null || day < first) first = day;
+        if (last === null || day > last) last = day;
+      }
+    }
+    const span = first && last ? Math.round((Date.parse(`${last}T00:00:00Z`) - Date.parse(`${first}T00:00:00Z`)) / 86_400_000) + 1 : 0;
+    return { total: this.total, date_count: count, first_date: first, last_date: last, span_days: span };
+  }
+}
+
+/** `YYYY-MM-01` → the first day of the next month. */
+function addMonth(month: string): string {
+  const d = new Date(`${month}T00:00:00Z`);
+  d.setUTCMonth(d.getUTCMonth() + 1);
+  return d.toISOString().slice(0, 10);
 }
 
 interface ScopeChannel {

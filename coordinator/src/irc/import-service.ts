@@ -4,37 +4,62 @@ import path from 'node:path';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IRC_SOURCES, IrcEventStore, type IrcSource, type NewIrcEvent } from './event-store.js';
-import { isChannelName, isValidDate } from './parsers/common.js';
-import { detectFormat, formatByName, LOG_FORMAT_NAMES, type LogFormat } from './parsers/index.js';
+import { isChannelName, isValidDate, sampleLines } from './parsers/common.js';
+import { DETECT_THRESHOLD, detectFormat, detectFormatFromLines, formatByName, LOG_FORMAT_NAMES, type LogFormat } from './parsers/index.js';
+import { compilePathPattern, matchCommonLayout, type PathPattern } from './path-layout.js';
 import { ParseError, type FileNameInfo, type ParsedEvent, type ParsedFile } from './parsers/types.js';
 import { assertTimeZone, formatUtc, localToUtcMs } from './time-zone.js';
 
 export { IRC_SOURCES, type IrcSource } from './event-store.js';
-/** `auto` detects each file's format from its first lines. */
+/** `auto` detects the format once per channel from the first lines of a sample of its files. */
 export const IRC_IMPORT_FORMATS = ['auto', ...LOG_FORMAT_NAMES] as const;
 
 export interface IrcImportOptions {
   network: string;
   source: IrcSource;
-  /** A format name, or `auto` (the default) to detect each file's format. */
+  /** A format name, or `auto` (the default): detected once per channel from a sample of its files. */
   format?: string;
   /** IANA zone the log times are in; default UTC. Lines that carry their own UTC offset keep it. */
   timeZone?: string;
-  /** Channel (or query nick) for every file, for logs whose names do not carry one. */
+  /** Channel (or query nick) for every file, for logs whose paths do not carry one. */
   channel?: string;
-  /** Day (`YYYY-MM-DD`) of the first line, for time-only logs whose names do not carry one. */
+  /** Day (`YYYY-MM-DD`) of the first line of the one file imported, for a time-only log whose path does not carry one. */
   date?: string;
+  /** Where channel and day lie in the paths, e.g. `{channel}/{yyyy}/{mm}/{dd}.log` (see path-layout.ts). */
+  pathPattern?: string;
+  /** Parse everything and count what would be stored, writing nothing. */
+  dryRun?: boolean;
+  /** Lines no parser understands that are tolerated before the import counts as incomplete; default 0. */
+  maxUnparsed?: number;
+  /** Count unparsed lines (they are still listed) but never as a reason the import is incomplete. */
+  allowUnparsed?: boolean;
   /** Rows per insert statement; default 1000. */
   batchSize?: number;
   /** Bytes of a file parsed and written at a time; default CHUNK_BYTES. */
   chunkBytes?: number;
 }
 
+/** Lines of one file that no parser understood (at most UNPARSED_LISTED of them listed). */
+export interface UnparsedFile {
+  path: string;
+  count: number;
+  lines: Array<{ lineNo: number; text: string }>;
+}
+
+/** How a channel's files were read: the format chosen once for the channel, and what each file alone looked like. */
+export interface ChannelDetection {
+  channel: string;
+  format: string | null;
+  files: number;
+  /** Per-file detection (first lines of each file alone), per format name; `none` for files no format fits. */
+  detected: Record<string, number>;
+}
+
 export interface IrcImportCounts {
   files: number;
   /** Non-empty lines read. */
   lines: number;
-  /** Rows added now. */
+  /** Rows added now (with dryRun: rows that would be added). */
   inserted: number;
   /** Lines not added: already imported (same key) or not in a known shape. */
   skipped: number;
@@ -44,6 +69,34 @@ export interface IrcImportCounts {
   formats: Record<string, number>;
   /** Files passed over, with why. */
   ignoredFiles: Array<{ path: string; reason: string }>;
+  /** Of `ignoredFiles`, those whose lines fit no format (not chat logs, or a format not supported). */
+  notLogs: number;
+  /** The batch every added row carries (irc:imports, irc:import:revert); null for a dry run. */
+  batchId: number | null;
+  dryRun: boolean;
+  channels: ChannelDetection[];
+  /** Files with lines no parser understood, with line numbers. */
+  unparsedFiles: UnparsedFile[];
+  /** Things worth knowing that did not lose data (mixed detections). */
+  warnings: string[];
+  /** Why the import is incomplete: files not imported, unparsed lines over the limit. The CLI exits non-zero when there are any. */
+  problems: string[];
+}
+
+/** Unparsed lines listed per file in the report (all of them are counted). */
+export const UNPARSED_LISTED = 50;
+/** Files of a channel whose first lines make up its detection sample (spread over the channel's files). */
+export const DETECT_SAMPLE_FILES = 40;
+const HEAD_BYTES = 64 * 1024;
+
+interface FilePlan {
+  file: string;
+  head: Buffer;
+  /** This file's own detection. */
+  own: LogFormat | null;
+  /** The format it is read with. */
+  format: LogFormat | null;
+  named: FileNameInfo | null;
 }
 
 /** Imports chat-log files into irc_networks / irc_channels / irc_events, idempotently. */
@@ -68,18 +121,133 @@ export class IrcImportService {
     if (opts.date !== undefined && !isValidDate(opts.date)) throw new AppError('validation_failed', `date "${opts.date}" is not a day (YYYY-MM-DD)`);
     if (opts.channel !== undefined && !/^\S{1,255}$/.test(opts.channel))
       throw new AppError('validation_failed', `channel "${opts.channel}" is not a channel or nick name`);
+    let pattern: PathPattern | null = null;
+    if (opts.pathPattern !== undefined) {
+      try {
+        pattern = compilePathPattern(opts.pathPattern);
+      } catch (err) {
+        throw new AppError('validation_failed', `path: ${(err as Error).message}`);
+      }
+    }
     const zone = opts.timeZone ?? 'UTC';
     try {
       assertTimeZone(zone);
     } catch (err) {
       throw new AppError('validation_failed', (err as Error).message);
     }
-    const files = await collectFiles(paths);
-    const counts: IrcImportCounts = { files: 0, lines: 0, inserted: 0, skipped: 0, unparsed: 0, formats: {}, ignoredFiles: [] };
-    const networkId = await this.store.ensureNetwork(opts.source, network);
-    const channelIds = new Map<string, number>();
-    for (const file of files) await this.importFile(file, { networkId, channelIds, counts, forced, zone, opts });
+    const { files, skipped } = await collectFiles(paths);
+    if (opts.date !== undefined && files.length > 1) {
+      throw new AppError(
+        'validation_failed',
+        `--date gives the day of one file, but ${files.length} files were given; let the paths give each file's day (--path '{channel}/{yyyy}/{mm}/{dd}.log' or similar)`,
+      );
+    }
+    const dryRun = opts.dryRun ?? false;
+    const counts: IrcImportCounts = {
+      files: 0,
+      lines: 0,
+      inserted: 0,
+      skipped: 0,
+      unparsed: 0,
+      formats: {},
+      ignoredFiles: [...skipped],
+      notLogs: 0,
+      batchId: null,
+      dryRun,
+      channels: [],
+      unparsedFiles: [],
+      warnings: [],
+      problems: [],
+    };
+    const plans = await this.plan(files, { forced: forced ?? null, pattern, opts, counts });
+    const networkId = dryRun ? await this.store.findNetwork(opts.source, network) : await this.store.ensureNetwork(opts.source, network);
+    if (!dryRun) {
+      counts.batchId = await this.store.startBatch(
+        networkId!,
+        paths.map((p) => path.resolve(p)),
+        {
+          format: formatName,
+          tz: zone,
+          ...(opts.channel !== undefined ? { channel: opts.channel } : {}),
+          ...(opts.date !== undefined ? { date: opts.date } : {}),
+          ...(opts.pathPattern !== undefined ? { path: opts.pathPattern } : {}),
+        },
+      );
+    }
+    const channelIds = new Map<string, number | null>();
+    const dryRunKeys = new Map<string, Set<string>>();
+    for (const plan of plans) await this.importFile(plan, { networkId, channelIds, dryRunKeys, counts, zone, opts, pattern });
+    if (counts.batchId !== null) await this.store.finishBatch(counts.batchId, counts);
+
+    // Files that look like logs but could not be read (no channel or day, not fitting --path,
+    // compressed) are lost data; files no format fits are listed but are usually not logs at all.
+    const lost = counts.ignoredFiles.length - counts.notLogs;
+    if (lost) counts.problems.push(`${lost} log file(s) not imported (see ignoredFiles)`);
+    else if (files.length && !counts.files) counts.problems.push(`none of the ${files.length} file(s) is a chat log this importer reads`);
+    const maxUnparsed = opts.maxUnparsed ?? 0;
+    if (counts.unparsed > maxUnparsed && !opts.allowUnparsed) {
+      counts.problems.push(
+        `${counts.unparsed} line(s) in ${counts.unparsedFiles.length} file(s) match no parser (more than the ${maxUnparsed} allowed); they are listed per file; pass --allow-unparsed to accept that`,
+      );
+    }
     return counts;
+  }
+
+  /**
+   * Chooses each file's format: files are grouped by channel (as their paths name it), and each
+   * channel's format is detected once from the first lines of a sample of its files put
+   * together. A file the channel's format does not fit (its lines are another format's) keeps
+   * its own detection. Per-file detections that disagree are reported.
+   */
+  private async plan(
+    files: string[],
+    c: { forced: LogFormat | null; pattern: PathPattern | null; opts: IrcImportOptions; counts: IrcImportCounts },
+  ): Promise<FilePlan[]> {
+    const groups = new Map<string, FilePlan[]>();
+    const plans: FilePlan[] = [];
+    for (const file of files) {
+      const head = await readHead(file, HEAD_BYTES);
+      const own = detectFormat(file, head);
+      const named = pathInfo(file, own, c.pattern);
+      const key = (c.opts.channel ?? named?.channel ?? `folder:${path.dirname(file)}`).toLowerCase();
+      const plan: FilePlan = { file, head, own, format: c.forced ?? own, named };
+      plans.push(plan);
+      const g = groups.get(key);
+      if (g) g.push(plan);
+      else groups.set(key, [plan]);
+    }
+    for (const [key, group] of groups) {
+      const detected: Record<string, number> = {};
+      for (const p of group) detected[p.own?.name ?? 'none'] = (detected[p.own?.name ?? 'none'] ?? 0) + 1;
+      let chosen: LogFormat | null = c.forced;
+      if (!c.forced) {
+        const step = Math.max(1, group.length / DETECT_SAMPLE_FILES);
+        const sample: string[] = [];
+        for (let i = 0; i < group.length; i += step) sample.push(...sampleLines(group[Math.floor(i)]!.head));
+        chosen = detectFormatFromLines(sample, group[0]!.file);
+        for (const p of group) {
+          // The channel's format, unless this file's own lines do not fit it but fit another format.
+          const fits = chosen !== null && chosen.detect(sampleLines(p.head)) > DETECT_THRESHOLD;
+          p.format = fits || !p.own ? chosen : p.own;
+          if (p.format) p.named = pathInfo(p.file, p.format, c.pattern);
+        }
+      }
+      const label = key.startsWith('folder:') ? key.slice(7) : (group[0]!.named?.channel ?? c.opts.channel ?? key);
+      c.counts.channels.push({ channel: label, format: chosen?.name ?? null, files: group.length, detected });
+      const names = Object.keys(detected).filter((n) => n !== 'none');
+      if (!c.forced && names.length > 1) {
+        const parts = Object.entries(detected)
+          .sort((a, b) => b[1] - a[1])
+          .map(([n, k]) => `${n} ${k}`)
+          .join(', ');
+        const kept = group.filter((p) => p.format !== chosen).length;
+        c.counts.warnings.push(
+          `${label}: files alone look like different formats (${parts}); read as ${chosen?.name ?? 'each its own'}` +
+            `${kept ? ` except ${kept} file(s) whose lines fit only their own format` : ''} (pin one with --format)`,
+        );
+      }
+    }
+    return plans;
   }
 
   /**
@@ -89,62 +257,90 @@ export class IrcImportService {
    * ended on; a netsplit burst that straddles a cut is stored as two bursts.
    */
   private async importFile(
-    file: string,
+    plan: FilePlan,
     c: {
-      networkId: number;
-      channelIds: Map<string, number>;
+      networkId: number | null;
+      channelIds: Map<string, number | null>;
+      dryRunKeys: Map<string, Set<string>>;
       counts: IrcImportCounts;
-      forced: LogFormat | null | undefined;
       zone: string;
       opts: IrcImportOptions;
+      pattern: PathPattern | null;
     },
   ): Promise<void> {
     const { counts, opts } = c;
-    let format: LogFormat | null = c.forced ?? null;
-    let named: FileNameInfo | null = null;
-    let date: string | null = null;
+    const { file, format } = plan;
+    if (!format) {
+      counts.ignoredFiles.push({ path: file, reason: `not a known chat-log format (${LOG_FORMAT_NAMES.join(', ')})` });
+      counts.notLogs += 1;
+      return;
+    }
+    if (c.pattern && !plan.named) {
+      counts.ignoredFiles.push({ path: file, reason: `the path does not fit --path '${c.pattern.pattern}'` });
+      return;
+    }
+    const named = plan.named;
+    let date: string | null = opts.date ?? named?.date ?? null;
     let time: string | null = null;
     let channel: string | null = null;
-    let channelId = 0;
+    let channelId: number | null = null;
     const seen = new Map<string, number>();
+    let unparsedEntry: UnparsedFile | null = null;
+    // Line numbers restart in each chunk; this many lines came before it.
+    let lineBase = 0;
     let first = true;
     for await (const chunk of readChunks(file, opts.chunkBytes ?? CHUNK_BYTES)) {
-      if (first) {
-        format ??= detectFormat(file, chunk);
-        if (!format) {
-          counts.ignoredFiles.push({ path: file, reason: `not a known chat-log format (${LOG_FORMAT_NAMES.join(', ')})` });
-          return;
-        }
-        named = format.parseFileName(file);
-        date = opts.date ?? named?.date ?? null;
-      }
       let parsed: ParsedFile;
       try {
-        parsed = format!.parse(chunk, { date, time });
+        parsed = format.parse(chunk, { date, time });
       } catch (err) {
         if (!(err instanceof ParseError)) throw err;
-        counts.ignoredFiles.push({ path: file, reason: `${err.message} (${format!.name})${first ? '' : '; the lines before were imported'}` });
+        const hint = first ? "; the path gives no day: pass --path (e.g. '{channel}/{yyyy}/{mm}/{dd}.log')" : '; the lines before were imported';
+        counts.ignoredFiles.push({ path: file, reason: `${err.message} (${format.name})${hint}` });
         return;
       }
       if (first) {
         channel = opts.channel ?? named?.channel ?? parsed.channel;
         if (!channel) {
-          counts.ignoredFiles.push({ path: file, reason: `the ${format!.name} file name does not say which channel; pass --channel` });
+          counts.ignoredFiles.push({
+            path: file,
+            reason: `the path does not say which channel (${format.name}); pass --channel, or --path with {channel}`,
+          });
           return;
         }
-        const known = c.channelIds.get(channel);
-        channelId = known ?? (await this.store.ensureChannel(c.networkId, channel));
-        c.channelIds.set(channel, channelId);
+        if (c.channelIds.has(channel)) channelId = c.channelIds.get(channel)!;
+        else {
+          channelId = opts.dryRun
+            ? c.networkId === null
+              ? null
+              : await this.store.findChannel(c.networkId, channel)
+            : await this.store.ensureChannel(c.networkId!, channel);
+          c.channelIds.set(channel, channelId);
+        }
         counts.files += 1;
-        counts.formats[format!.name] = (counts.formats[format!.name] ?? 0) + 1;
+        counts.formats[format.name] = (counts.formats[format.name] ?? 0) + 1;
         first = false;
       }
       const rows = toRows(channel!, parsed.events, c.zone, seen);
-      const inserted = await this.store.insert(c.networkId, channelId, rows, { batchSize: opts.batchSize ?? 1000 });
+      const inserted = opts.dryRun
+        ? await this.countNew(channelId, channel!.toLowerCase(), rows, c.dryRunKeys)
+        : await this.store.insert(c.networkId!, channelId!, rows, { batchSize: opts.batchSize ?? 1000, importBatchId: counts.batchId });
       counts.lines += parsed.lines;
       counts.inserted += inserted;
       counts.unparsed += parsed.unparsed.length;
       counts.skipped += parsed.lines - inserted;
+      if (parsed.unparsed.length) {
+        if (!unparsedEntry) {
+          unparsedEntry = { path: file, count: 0, lines: [] };
+          counts.unparsedFiles.push(unparsedEntry);
+        }
+        unparsedEntry.count += parsed.unparsed.length;
+        for (const u of parsed.unparsed) {
+          if (unparsedEntry.lines.length >= UNPARSED_LISTED) break;
+          unparsedEntry.lines.push({ lineNo: u.lineNo + lineBase, text: u.text.length > 200 ? `${u.text.slice(0, 200)}…` : u.text });
+        }
+      }
+      for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) lineBase += 1;
       const last = parsed.events.at(-1);
       if (last) {
         date = last.localTime.slice(0, 10);
@@ -155,6 +351,41 @@ export class IrcImportService {
       }
     }
   }
+
+  /** Dry run: how many of these rows are not stored yet (nor counted earlier in this run). */
+  private async countNew(channelId: number | null, channelKey: string, rows: NewIrcEvent[], runKeys: Map<string, Set<string>>): Promise<number> {
+    let keys = runKeys.get(channelKey);
+    if (!keys) runKeys.set(channelKey, (keys = new Set()));
+    const stored =
+      channelId === null
+        ? new Set<string>()
+        : await this.store.storedHashes(
+            channelId,
+            rows.map((r) => r.lineHash),
+          );
+    let n = 0;
+    for (const r of rows) {
+      const hex = r.lineHash.toString('hex');
+      if (stored.has(hex) || keys.has(hex)) continue;
+      keys.add(hex);
+      n += 1;
+    }
+    return n;
+  }
+}
+
+/**
+ * Channel and day of a file from its path: the `--path` pattern when given (nothing else), else
+ * the format's own file naming, else a common layout (`#chan/YYYY/MM/DD.log`, `YYYY/MM/DD.log`, …).
+ */
+export function pathInfo(file: string, format: LogFormat | null, pattern: PathPattern | null): FileNameInfo | null {
+  if (pattern) return pattern.match(path.resolve(file));
+  const own = format?.parseFileName(file) ?? null;
+  // A folder named by a number is a month or a year of a dated layout, not a channel.
+  if (own && !(own.channel !== null && /^\d+$/.test(own.channel))) return own;
+  const layout = matchCommonLayout(path.resolve(file));
+  if (layout) return { channel: layout.channel, date: layout.date };
+  return own ? { channel: null, date: own.date } : null;
 }
 
 /**
@@ -235,17 +466,41 @@ export async function* readChunks(file: string, size: number): AsyncGenerator<Bu
   }
 }
 
-async function collectFiles(paths: string[]): Promise<string[]> {
-  const out: string[] = [];
-  for (const p of paths) {
-    const info = await stat(p).catch(() => null);
-    if (!info) throw new AppError('not_found', `no such file or folder: ${p}`);
-    if (info.isDirectory()) {
-      const entries = (await readdir(p, { withFileTypes: true }))
-        .filter((e) => (e.isDirectory() || e.isFile()) && !e.name.startsWith('.') && !/\.(md|gz|zip|bz2|xz)$/i.test(e.name))
-        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      out.push(...(await collectFiles(entries.map((e) => path.join(p, e.name)))));
-    } else if (info.isFile()) out.push(p);
+/** The first `size` bytes of a file (its detection sample). */
+async function readHead(file: string, size: number): Promise<Buffer> {
+  const fh = await open(file, 'r');
+  try {
+    const buf = Buffer.alloc(size);
+    const { bytesRead } = await fh.read(buf, 0, size, 0);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
   }
-  return out;
+}
+
+/**
+ * Files under `paths` in name order. Hidden entries and Markdown notes are passed over silently;
+ * compressed files are reported (they may be logs: decompress them first).
+ */
+async function collectFiles(paths: string[]): Promise<{ files: string[]; skipped: Array<{ path: string; reason: string }> }> {
+  const files: string[] = [];
+  const skipped: Array<{ path: string; reason: string }> = [];
+  const walk = async (list: string[]) => {
+    for (const p of list) {
+      const info = await stat(p).catch(() => null);
+      if (!info) throw new AppError('not_found', `no such file or folder: ${p}`);
+      if (info.isDirectory()) {
+        const entries = (await readdir(p, { withFileTypes: true }))
+          .filter((e) => (e.isDirectory() || e.isFile()) && !e.name.startsWith('.') && !/\.md$/i.test(e.name))
+          .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+        for (const e of entries) {
+          const full = path.join(p, e.name);
+          if (e.isFile() && /\.(gz|zip|bz2|xz|zst|7z)$/i.test(e.name)) skipped.push({ path: full, reason: 'compressed; decompress it first' });
+          else await walk([full]);
+        }
+      } else if (info.isFile()) files.push(p);
+    }
+  };
+  await walk(paths);
+  return { files, skipped };
 }

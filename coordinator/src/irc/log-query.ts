@@ -29,6 +29,8 @@ export interface LogFilter {
   bulkNetsplit: boolean;
   /** Channel ids whose name a word/token term names, per term (`q=qtox` also matches rows in #qtox). */
   channelsByTerm: Map<SearchTerm, number[]>;
+  /** Only these event types; null: all. */
+  eventTypes?: string[] | null;
 }
 
 /** The tsquery expression (and its bindings) for one non-substring term. */
@@ -69,13 +71,16 @@ export function isExclusionOnly(f: LogFilter): boolean {
     f.recipient === null &&
     f.from === null &&
     f.to === null &&
+    !f.eventTypes &&
     f.exclude.every((t) => t.kind !== 'substring' && !f.channelsByTerm.has(t))
   );
 }
 
 /** True when the filter narrows rows beyond channel scope and netsplit handling. */
 export function isSelective(f: LogFilter): boolean {
-  return f.include.length > 0 || f.exclude.length > 0 || f.nickKeys !== null || f.recipient !== null || f.from !== null || f.to !== null;
+  return (
+    f.include.length > 0 || f.exclude.length > 0 || f.nickKeys !== null || f.recipient !== null || f.from !== null || f.to !== null || Boolean(f.eventTypes)
+  );
 }
 
 export function hasTextTerms(f: LogFilter): boolean {
@@ -131,7 +136,11 @@ export function whereClause(f: LogFilter): Fragment {
 
   if (f.nickKeys?.length === 1) conds.push({ sql: 'lower(e.nick) = ?', bindings: [f.nickKeys[0]] });
   else if (f.nickKeys) conds.push({ sql: 'lower(e.nick) = any(?::text[])', bindings: [f.nickKeys] });
-  if (f.recipient) conds.push({ sql: '(lower(e.target) = ? or lower(e.to_nick) = ?)', bindings: [f.recipient, f.recipient] });
+  // MODE targets are mode arguments and a NICK's to_nick is the new nick: neither is addressed to anyone.
+  if (f.recipient)
+    conds.push({ sql: `(lower(e.target) = ? or lower(e.to_nick) = ?) and e.event_type not in ('MODE', 'NICK')`, bindings: [f.recipient, f.recipient] });
+  if (f.eventTypes?.length === 1) conds.push({ sql: 'e.event_type = ?', bindings: [f.eventTypes[0]] });
+  else if (f.eventTypes) conds.push({ sql: 'e.event_type = any(?::text[])', bindings: [f.eventTypes] });
   if (f.from) conds.push({ sql: 'e.occurred_at >= ?::timestamp', bindings: [f.from] });
   if (f.to) conds.push({ sql: `e.occurred_at ${f.toExclusive ? '<' : '<='} ?::timestamp`, bindings: [f.to] });
   if (!f.includeNetsplit) conds.push({ sql: `e.event_type not in ('NETSPLIT', 'NETMERGE')`, bindings: [] });

@@ -11,7 +11,7 @@ import { IRC_API_PREFIXES, ircRoutes } from './routes.js';
  */
 export async function ircPlugin(app: FastifyInstance, deps: IrcDeps) {
   installDomainErrors(app, successErrorBody);
-  const archive = new IrcArchiveService(deps.orm);
+  const archive = new IrcArchiveService(deps.orm, { queryTimeoutMs: deps.config.IRC_QUERY_TIMEOUT_MS });
   await app.register(ircRoutes, { archive, rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX });
   await app.register(ircAdminRoutes, { aliases: archive.aliases, rateLimitMax: deps.config.ADMIN_RATE_LIMIT_PER_MINUTE });
 }

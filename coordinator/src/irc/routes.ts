@@ -5,7 +5,9 @@ import { safeString } from '@sonar/shared';
 import { IRC_SOURCES } from './event-store.js';
 import type { IrcArchiveService, LogSearch } from './archive-service.js';
 import { isValidDate } from './parsers/common.js';
-import { parseQuery, parseTermList } from './search-terms.js';
+import { AppError } from '../http/errors.js';
+import { IRC_EVENT_TYPES } from './parsers/types.js';
+import { parseQuery, parseTermList, termProblem, uniqueTerms, type SearchTerm } from './search-terms.js';
 import { presentLogPage, presentDates } from './presenter.js';
 
 const tags = ['chat-log'];
@@ -63,6 +65,16 @@ export const logsQuery = z.object({
   include_netsplit: boolParam('include_netsplit').optional().describe('Include server split and merge rows; default false'),
   bulk_netsplit: boolParam('bulk_netsplit').optional().describe('With include_netsplit=1, one row per split or merge burst; default true'),
   aggregate: z.enum(['dates'], { error: 'must be dates' }).optional().describe('`dates`: the number of distinct days and their span instead of rows'),
+  event_type: one('event_type', 'comma-separated event types')
+    .refine((v) => v.split(',').every((t) => (IRC_EVENT_TYPES as readonly string[]).includes(t.trim().toUpperCase())), {
+      error: `must be event types separated by commas: ${IRC_EVENT_TYPES.join(', ')}`,
+    })
+    .optional()
+    .describe(`Only these event types, comma-separated (${IRC_EVENT_TYPES.join(', ')}); naming NETSPLIT or NETMERGE implies include_netsplit=1`),
+  order: z
+    .enum(['asc', 'desc'], { error: 'must be asc or desc' })
+    .optional()
+    .describe('`asc` (default): oldest first; `desc`: newest first (offset counts from the newest)'),
 });
 type LogsQuery = z.infer<typeof logsQuery>;
 
@@ -70,12 +82,23 @@ const truthy = (v: string | undefined, dflt: boolean) => (v === undefined ? dflt
 
 function toSearch(q: LogsQuery): LogSearch {
   const parsed = parseQuery(q.q ?? '');
+  const from = new Map<SearchTerm, string>();
+  const tag = (terms: SearchTerm[], name: string) => {
+    for (const t of terms) from.set(t, name);
+    return terms;
+  };
+  const include = uniqueTerms([...tag(parsed.include, 'q'), ...tag(parseTermList(q.include_terms ?? ''), 'include_terms')]);
+  const exclude = uniqueTerms([...tag(parsed.exclude, 'q'), ...tag(parseTermList(q.exclude_terms ?? ''), 'exclude_terms')]);
+  const problem = termProblem(include, exclude, from);
+  if (problem) throw new AppError('validation_failed', problem);
+  const eventTypes = q.event_type ? [...new Set(q.event_type.split(',').map((t) => t.trim().toUpperCase()))] : null;
+  const namesSplits = eventTypes?.some((t) => t === 'NETSPLIT' || t === 'NETMERGE') ?? false;
   return {
     source: q.source ?? 'production',
     networkId: q.network_id !== undefined ? Number(q.network_id) : null,
     channelId: q.channel_id !== undefined ? Number(q.channel_id) : null,
-    include: [...parsed.include, ...parseTermList(q.include_terms ?? '')],
-    exclude: [...parsed.exclude, ...parseTermList(q.exclude_terms ?? '')],
+    include,
+    exclude,
     nick: q.nick?.trim() || null,
     recipient: q.recipient?.trim() || null,
     privateOnly: truthy(q.private_only, false),
@@ -86,8 +109,10 @@ function toSearch(q: LogsQuery): LogSearch {
     dateTo: q.date_to ?? null,
     limit: q.limit !== undefined ? Number(q.limit) : 100,
     offset: q.offset !== undefined ? Number(q.offset) : 0,
-    includeNetsplit: truthy(q.include_netsplit, false),
+    includeNetsplit: truthy(q.include_netsplit, namesSplits),
     bulkNetsplit: truthy(q.bulk_netsplit, true),
+    eventTypes,
+    order: q.order ?? 'asc',
   };
 }
 
@@ -95,7 +120,7 @@ const sourceQuery = z.object({ source: sourceParam });
 const channelsParams = z.object({ networkId: idParam('networkId').describe('Network id (from /networks)') });
 
 const errorBody = z.object({ success: z.literal(false), error: z.string() });
-const errors = { 422: errorBody, 429: errorBody, 500: errorBody };
+const errors = { 422: errorBody, 429: errorBody, 500: errorBody, 503: errorBody };
 
 const network = z.object({ id: z.number().int(), name: z.string() });
 const channel = z.object({
@@ -125,7 +150,8 @@ const nickProfile = z
     nick: z.string(),
     aliases: z.array(z.string()),
     first_seen: z.string(),
-    last_seen: z.string(),
+    last_seen: z.string().describe('Last row of any kind by one of these nicks (message, join, part, quit, nick change, …)'),
+    last_message: z.string().nullable().describe('Last PRIVMSG or ACTION by one of these nicks; null when they never spoke'),
     message_count: z.number().int(),
     event_count: z.number().int(),
     networks: z.array(network),
@@ -228,7 +254,9 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
         schema: {
           ...common,
           summary: 'Search log rows',
-          description: 'Rows in (occurred_at, id) order; times are UTC. `nick_profile` describes the person the `nick` filter names, or is null.',
+          description:
+            'Rows in (occurred_at, id) order (`order=desc`: newest first); times are UTC. `nick_profile` describes the person the `nick` filter names, or is null. ' +
+            'A search running longer than IRC_QUERY_TIMEOUT_MS (5 s) is stopped and answered 503.',
           querystring: logsQuery,
           response: { 200: logsResponse, ...errors },
         },

@@ -103,3 +103,36 @@ export function parseTermList(value: string): SearchTerm[] {
 export function lexemeQuery(lexeme: string, prefix = false): string {
   return `'${lexeme.replace(/\\/g, '\\\\').replace(/'/g, "''")}'${prefix ? ':*' : ''}`;
 }
+
+/** At most this many distinct terms per search (q, include_terms and exclude_terms together). */
+export const MAX_TERMS = 16;
+/** A `*substring` term needs this many characters: shorter ones cannot use the trigram index and scan every message. */
+export const MIN_SUBSTRING = 3;
+/** At most this many `*substring` terms per search (each is a trigram scan or a per-row check). */
+export const MAX_SUBSTRING_TERMS = 4;
+
+/** Terms without repeats (same kind and text); a term both required and excluded stays in both. */
+export function uniqueTerms(terms: SearchTerm[]): SearchTerm[] {
+  const seen = new Set<string>();
+  return terms.filter((t) => {
+    const key = `${t.kind}\n${t.text}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/**
+ * Why these (already de-duplicated) terms cannot be searched, naming the parameter they came from,
+ * or null. `from` maps each term to its parameter.
+ */
+export function termProblem(include: SearchTerm[], exclude: SearchTerm[], from: Map<SearchTerm, string>): string | null {
+  const all = [...include, ...exclude];
+  const name = (t: SearchTerm) => from.get(t) ?? 'q';
+  if (all.length > MAX_TERMS) return `${name(all[MAX_TERMS]!)}: at most ${MAX_TERMS} different terms per search (q, include_terms and exclude_terms together)`;
+  const short = all.find((t) => t.kind === 'substring' && Array.from(t.text).length < MIN_SUBSTRING);
+  if (short) return `${name(short)}: a substring term ("${short.raw}") needs at least ${MIN_SUBSTRING} characters`;
+  const subs = all.filter((t) => t.kind === 'substring');
+  if (subs.length > MAX_SUBSTRING_TERMS) return `${name(subs[MAX_SUBSTRING_TERMS]!)}: at most ${MAX_SUBSTRING_TERMS} *substring terms per search`;
+  return null;
+}

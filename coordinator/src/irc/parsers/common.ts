@@ -195,6 +195,33 @@ export function parsedLine(eventType: IrcEventType, nick: string | null, message
   return { eventType, nick, messageText, target: null, toNick: null, ...extra };
 }
 
+/** `ident@host` as ZNC and EnergyMech write it inside parentheses (ZNC leaves a space where it has no host: `~flo@ `). */
+export const USER_HOST = /^[^\s()@]*@[^\s()]*\s?$/;
+
+/**
+ * What the parentheses after the nick of a join/part/quit line hold (`inner` is the text between
+ * the first `(` and the last `)`): `(ident@host) (reason)`, `(ident@host)` alone, or `(reason)`
+ * alone. A parenthesised text that is not `user@host` is a reason, never a host: older ZNC-style
+ * and EnergyMech logs write `*** Quits: nick (Ping timeout)`.
+ */
+export function hostAndReason(inner: string | undefined): { shape: 'none' | 'host' | 'host+reason' | 'reason'; reason: string | null } {
+  if (inner === undefined) return { shape: 'none', reason: null };
+  const two = /^([^()]*)\) \((.*)$/s.exec(inner);
+  if (two && USER_HOST.test(two[1]!)) return { shape: 'host+reason', reason: two[2] || null };
+  if (USER_HOST.test(inner)) return { shape: 'host', reason: null };
+  return { shape: 'reason', reason: inner || null };
+}
+
+/**
+ * `Joins: nick (…)`, `Parts: nick (…)`, `Quits: nick (…)` and the older colon-less, host-less
+ * `Joins nick` / `Parts nick` / `Quits nick (reason)`, as the text after `*** `; null otherwise.
+ */
+export function presenceLine(s: string): { kind: 'Joins' | 'Parts' | 'Quits'; colon: boolean; nick: string; inner: string | undefined } | null {
+  const r = /^(Joins|Parts|Quits)(:?) (\S+)(?: \((.*)\))?$/s.exec(s);
+  if (!r) return null;
+  return { kind: r[1] as 'Joins' | 'Parts' | 'Quits', colon: r[2] === ':', nick: r[3]!, inner: r[4] };
+}
+
 /** QUIT, or NETSPLIT when the reason is two host names; an empty reason is null. */
 export function quitLine(nick: string, reason: string | null | undefined): ParsedLine {
   const r = reason || null;

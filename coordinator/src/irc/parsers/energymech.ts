@@ -12,6 +12,7 @@
  *   [HH:MM:SS] *** victim was kicked by op (reason)
  *   [HH:MM:SS] *** op sets mode: +o nick
  *   [HH:MM:SS] *** op changes topic to "topic"
+ *   [HH:MM:SS] *** Joins nick / *** Parts nick / *** Quits nick (reason)   (older, colon-less)
  *
  * EnergyMech 3's spy-to-file writes the stamp as `[Jan 2 2017 12:34:56]` (logtime()): that form is
  * read too, and gives the day itself; `[HH:MM:SS]` lines need the day from the file name or --date.
@@ -31,11 +32,13 @@ import {
   dateFromParts,
   DayClock,
   finishEvents,
+  hostAndReason,
   inChannel,
   isValidDate,
   modeLine,
   normalizeTime,
   parsedLine,
+  presenceLine,
   quitLine,
   splitLines,
   stripFormatting,
@@ -54,8 +57,6 @@ export type EnergymechLine = ChannelLine & {
 
 const TIME_STAMP = /^\[(\d{2}):(\d{2}):(\d{2})\] (.*)$/s;
 const DATE_STAMP = /^\[([A-Z][a-z]{2}) +(\d{1,2}) (\d{4}) (\d{2}):(\d{2}):(\d{2})\] (.*)$/s;
-/** `ident@host` as ZNC writes it inside the first parentheses (ZNC leaves a space where it has no host: `~flo@ `). */
-const HOST = /^[^\s()@]*@[^\s()]*\s?$/;
 
 type Body = ChannelLine & { dialect?: Dialect };
 
@@ -98,20 +99,17 @@ function parseBody(rest: string): Body | null {
 
 function parseStatus(s: string): Body | null {
   let r: RegExpExecArray | null;
-  if ((r = /^Joins: (\S+)(?: \(([^)]*)\))?$/.exec(s))) return parsedLine('JOIN', r[1]!, null);
-  if ((r = /^Parts: (\S+)(?: \((.*)\))?$/s.exec(s))) {
-    const inner = r[2];
-    const two = inner === undefined ? null : /^([^()]*)\) \((.*)$/s.exec(inner);
-    if (two) return { ...parsedLine('PART', r[1]!, two[2] || null), dialect: 'znc' };
-    return { ...parsedLine('PART', r[1]!, null), dialect: 'energymech' };
-  }
-  if ((r = /^Quits: (\S+)(?: \((.*)\))?$/s.exec(s))) {
-    const inner = r[2];
-    if (inner === undefined) return quitLine(r[1]!, null);
-    const two = /^([^()]*)\) \((.*)$/s.exec(inner);
-    if (two && HOST.test(two[1]!)) return { ...quitLine(r[1]!, two[2]), dialect: 'znc' };
-    if (HOST.test(inner)) return { ...quitLine(r[1]!, null), dialect: 'znc' };
-    return { ...quitLine(r[1]!, inner), dialect: 'energymech' };
+  const presence = presenceLine(s);
+  if (presence) {
+    const { shape, reason } = hostAndReason(presence.inner);
+    // ZNC writes `(ident@host) (reason)`; a colon-less line, a reason without a host and a part
+    // without a reason are EnergyMech's.
+    const dialect: Dialect = presence.colon && shape === 'host+reason' ? 'znc' : 'energymech';
+    if (presence.kind === 'Joins') return presence.colon ? parsedLine('JOIN', presence.nick, null) : { ...parsedLine('JOIN', presence.nick, null), dialect };
+    if (presence.kind === 'Parts') return { ...parsedLine('PART', presence.nick, reason), dialect };
+    if (shape === 'none' && presence.colon) return quitLine(presence.nick, null);
+    if (shape === 'host') return { ...quitLine(presence.nick, null), dialect: 'znc' };
+    return { ...quitLine(presence.nick, reason), dialect };
   }
   if ((r = /^(\S+) is now known as (\S+)$/.exec(s))) return parsedLine('NICK', r[1]!, null, { toNick: r[2]! });
   if ((r = /^(\S+) was kicked by (\S+)(?: \((.*)\))?$/s.exec(s))) return parsedLine('KICK', r[2]!, r[3] || null, { toNick: r[1]! });

@@ -35,11 +35,19 @@ export const DETECT_THRESHOLD = 0.5;
  * file naming matches, then the earlier in DETECT_ORDER. Null when no format fits more than half of the lines.
  */
 export function detectFormat(filePath: string, content: Buffer): LogFormat | null {
-  const lines = sampleLines(content);
+  return detectFormatFromLines(sampleLines(content), filePath);
+}
+
+/**
+ * detectFormat over decoded lines, which may be the first lines of several files of one channel
+ * put together (so a day whose first lines happen to look like another dialect does not decide
+ * alone); `namingPath` breaks ties by file naming.
+ */
+export function detectFormatFromLines(lines: string[], namingPath: string): LogFormat | null {
   if (!lines.length) return null;
   let best: { format: LogFormat; score: number } | null = null;
   for (const format of DETECT_ORDER) {
-    const score = format.detect(lines) + (format.parseFileName(filePath) ? 0.001 : 0);
+    const score = format.detect(lines) + (format.parseFileName(namingPath) ? 0.001 : 0);
     if (score > DETECT_THRESHOLD && (!best || score > best.score)) best = { format, score };
   }
   return best?.format ?? null;

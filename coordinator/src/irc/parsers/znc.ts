@@ -12,9 +12,13 @@
  *   [HH:MM:SS] *** nick sets mode: +o other
  *   [HH:MM:SS] *** nick changes topic to 'topic'
  *   [HH:MM:SS] *** victim was kicked by op (reason)
+ *
+ * Also read, so a file of a neighbouring dialect loses nothing when it is parsed as ZNC: a quit or
+ * part whose only parentheses hold a reason rather than `user@host` (`*** Quits: nick (Ping
+ * timeout)`), and the older colon-less `*** Joins nick`, `*** Parts nick`, `*** Quits nick (reason)`.
  */
 import path from 'node:path';
-import { DayClock, finishEvents, isNetsplitReason, isValidDate, normalizeTime, splitLines, stripFormatting } from './common.js';
+import { DayClock, finishEvents, hostAndReason, isNetsplitReason, isValidDate, normalizeTime, presenceLine, splitLines, stripFormatting } from './common.js';
 import { ParseError, type FileNameInfo, type IrcEventType, type LogFormat, type ParsedEvent, type ParsedFile, type ParsedLine } from './types.js';
 
 export { decodeLine, stripFormatting } from './common.js';
@@ -71,11 +75,13 @@ export function parseZncLine(line: string): TimedLine | null {
 
 function parseStatus(time: string, s: string): TimedLine | null {
   let r: RegExpExecArray | null;
-  if ((r = /^Joins: (\S+)(?: \(([^)]*)\))?$/.exec(s))) return ev('JOIN', time, r[1]!, null);
-  if ((r = /^Parts: (\S+)(?: \(([^)]*)\))?(?: \((.*)\))?$/s.exec(s))) return ev('PART', time, r[1]!, r[3] || null);
-  if ((r = /^Quits: (\S+)(?: \(([^)]*)\))?(?: \((.*)\))?$/s.exec(s))) {
-    const reason = r[3] || null;
-    return ev(isNetsplitReason(reason) ? 'NETSPLIT' : 'QUIT', time, r[1]!, reason);
+  const presence = presenceLine(s);
+  if (presence) {
+    // A parenthesised text that is not `user@host` is the reason (see hostAndReason).
+    const { reason } = hostAndReason(presence.inner);
+    if (presence.kind === 'Joins') return ev('JOIN', time, presence.nick, null);
+    if (presence.kind === 'Parts') return ev('PART', time, presence.nick, reason);
+    return ev(isNetsplitReason(reason) ? 'NETSPLIT' : 'QUIT', time, presence.nick, reason);
   }
   if ((r = /^(\S+) is now known as (\S+)$/.exec(s))) return ev('NICK', time, r[1]!, null, { toNick: r[2]! });
   if ((r = /^(\S+) was kicked by (\S+)(?: \((.*)\))?$/s.exec(s))) return ev('KICK', time, r[2]!, r[3] ?? null, { toNick: r[1]! });
@@ -85,6 +91,20 @@ function parseStatus(time: string, s: string): TimedLine | null {
   }
   if ((r = /^(\S+) changes topic to '(.*)'$/s.exec(s))) return ev('TOPIC', time, r[1]!, r[2]!);
   return null;
+}
+
+/**
+ * A line ZNC itself writes. The parser also reads a few shapes of neighbouring dialects (see the
+ * file comment) so that nothing is lost when a file is read as ZNC; detection does not count them
+ * for ZNC, so a file with such lines goes to the format that writes them (EnergyMech).
+ */
+function isZncShape(line: string): boolean {
+  if (parseZncLine(line) === null) return false;
+  const body = LINE.exec(line)?.[4] ?? '';
+  const status = /^\*\*\* (.*)$/s.exec(body);
+  const presence = status ? presenceLine(status[1]!) : null;
+  if (presence && (!presence.colon || (presence.kind !== 'Joins' && hostAndReason(presence.inner).shape === 'reason'))) return false;
+  return !/^-\S+?:[#&+!]\S*-/.test(body);
 }
 
 /**
@@ -114,7 +134,7 @@ export const zncFormat: LogFormat = {
   name: 'znc',
   description: 'ZNC log module (#chan_YYYYMMDD.log, or #chan/YYYY-MM-DD.log)',
   parseFileName: (filePath): FileNameInfo | null => parseLogFileName(filePath),
-  detect: (lines) => (lines.length ? lines.filter((l) => parseZncLine(l) !== null).length / lines.length : 0),
+  detect: (lines) => (lines.length ? lines.filter(isZncShape).length / lines.length : 0),
   parse(content, ctx) {
     if (!ctx.date) throw new ParseError('ZNC log lines carry only a time; the file name (or --date) must give the day');
     return parseZncLog(content, ctx.date, ctx.time);
