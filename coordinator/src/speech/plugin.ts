@@ -14,6 +14,7 @@ import { ShareService } from './shares/share-service.js';
 import { shareRoutes } from './shares/share-routes.js';
 import { sharePage } from './shares/share-page.js';
 import { speechUploadRoutes } from './uploads/tus-routes.js';
+import { transcriptRoutes } from './transcript-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
@@ -25,6 +26,7 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechJobRoutes(app, deps); // signed-in API: /api/speech/status, /api/speech/jobs*
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
+  await transcriptRoutes(app, deps); // /api/speech/jobs/{jobId}/transcript.{txt,srt,vtt,json}
   await runNowRoute(app, deps);
   await diarizationRoutes(app, deps);
   // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
@@ -34,5 +36,5 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   // The public share page answers in HTML without sign-in: its own context and error handler.
   await app.register(async (page) => sharePage(page, shares));
   // Pages answer errors in HTML (and send anonymous visitors to sign in), so they get their own context.
-  await app.register(async (pages) => speechPages(pages, deps));
+  await app.register(async (pages) => speechPages(pages, deps, shares));
 }

@@ -1,0 +1,206 @@
+import { UNRESPONSIVE_WARNING_SECONDS, WORKER_CARD_REFRESH_MS, estimateFinish, formatStockholm, formatStockholmTime, mediaClock } from '@sonar/shared/display';
+import { api } from '../lib/api.js';
+import { byId, el, maybeId } from '../lib/dom.js';
+import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot, type LiveStatus } from '../lib/live.js';
+
+/**
+ * /speech/jobs/{id}: live transcript and status (socket.io), the liveness warning after 90 s of
+ * heartbeat silence, the estimated finish from completed-segment timing, and the worker card
+ * refreshed every 15 s while the tab is visible. All times go through the same Europe/Stockholm
+ * formatter as the server's (@sonar/shared/display). Timers use the page's clock (Date.now,
+ * setInterval), which the browser tests replace with a controllable one.
+ */
+
+const list = byId<HTMLOListElement>('segments');
+const jobId = Number(list.dataset.job);
+let attempt = Number(list.dataset.attempt);
+const PROCESSING = new Set(['downloading', 'transcribing', 'finalizing']);
+
+// ---- transcript ------------------------------------------------------------------------------
+
+const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
+
+function addSegment(s: LiveSegment) {
+  if (seen.has(s.seq)) return;
+  seen.add(s.seq);
+  const li = el('li', { data: { seq: String(s.seq), end: String(s.end) } });
+  const who = el('span', { className: 'who', data: { speaker: s.speaker ?? '' }, text: s.speaker ? `Speaker ${s.speaker.slice(1)}` : '' });
+  li.append(el('span', { className: 'muted', text: mediaClock(s.start) }), ' ', who, ` ${s.text}`);
+  const after = [...list.children].find((x) => Number((x as HTMLElement).dataset.seq) > s.seq);
+  list.insertBefore(li, after ?? null);
+  maybeId('new-attempt')?.remove();
+  updateEta(s.end, Date.now());
+}
+
+/** A new attempt (restart, or recovery after a lost runner) starts the pass over: the old segments go. */
+function clearSegments() {
+  list.replaceChildren();
+  seen.clear();
+}
+
+// ---- status ----------------------------------------------------------------------------------
+
+const statusEl = byId('job-status');
+function setStatus(st: { status: string; status_label?: string; stage_label: string | null }) {
+  if (st.status_label) statusEl.textContent = st.status_label;
+  statusEl.dataset.status = st.status;
+  byId('job-stage').textContent = st.stage_label ?? '';
+  liveness.dataset.processing = PROCESSING.has(st.status) ? '1' : '0';
+  evaluateLiveness();
+}
+
+// ---- estimated finish ------------------------------------------------------------------------
+
+const progress = byId('job-progress');
+const eta = byId('job-eta');
+function updateEta(position: number, at: number) {
+  const finish = estimateFinish({
+    durationSeconds: Number(progress.dataset.duration) || null,
+    positionSeconds: position,
+    startedAt: progress.dataset.started || null,
+    progressAt: new Date(at),
+  });
+  if (!finish || statusEl.dataset.status === 'completed') return;
+  const time = el('time', { text: formatStockholm(finish) });
+  time.dateTime = finish.toISOString();
+  eta.replaceChildren(time);
+}
+
+// ---- liveness --------------------------------------------------------------------------------
+
+const liveness = byId('liveness');
+const warning = byId('liveness-warning');
+const silenceEl = byId('silence-seconds');
+const warnAfter = Number(liveness.dataset.warnAfter) || UNRESPONSIVE_WARNING_SECONDS;
+
+/**
+ * The silence is measured on this page's clock from a fixed point: when the page was rendered the
+ * server said how long ago the last heartbeat was. A refresh that reports a NEW heartbeat moves that
+ * point; one that reports the same heartbeat does not (the silence simply goes on).
+ */
+let heartbeat: { at: string; silenceAtSync: number; syncedAt: number } | null =
+  liveness.dataset.secondsSinceHeartbeat && liveness.dataset.lastHeartbeat
+    ? { at: liveness.dataset.lastHeartbeat, silenceAtSync: Number(liveness.dataset.secondsSinceHeartbeat), syncedAt: Date.now() }
+    : null;
+let serverState = liveness.dataset.state ?? 'inactive';
+
+function evaluateLiveness() {
+  const processing = liveness.dataset.processing === '1';
+  const silence = heartbeat ? heartbeat.silenceAtSync + (Date.now() - heartbeat.syncedAt) / 1000 : null;
+  const warn = processing && (serverState === 'unresponsive' || serverState === 'stale' || (silence !== null && silence >= warnAfter));
+  warning.hidden = !warn;
+  if (silence !== null) silenceEl.textContent = String(Math.floor(silence));
+}
+setInterval(evaluateLiveness, 1000);
+evaluateLiveness();
+
+// ---- worker card -----------------------------------------------------------------------------
+
+interface JobDetail {
+  job: {
+    status: string;
+    status_label: string;
+    stage_label: string | null;
+    attempt: number;
+    execution_target: { mode: string; worker: string | null };
+    liveness: {
+      state: string;
+      worker: string | null;
+      attempt: number | null;
+      last_heartbeat_at: string | null;
+      seconds_since_heartbeat: number | null;
+      lease_expires_at: string | null;
+    };
+  };
+}
+
+const refreshed = byId('worker-refreshed');
+let lastGood = Date.now();
+let lastTry = 0;
+
+function showSnapshot(d: JobDetail['job']) {
+  const l = d.liveness;
+  byId('worker-name').textContent = l.worker ?? 'none';
+  byId('worker-attempt').textContent = l.attempt === null ? '—' : String(l.attempt);
+  byId('worker-heartbeat').textContent = l.last_heartbeat_at ? formatStockholm(l.last_heartbeat_at) : '—';
+  byId('worker-lease').textContent = l.lease_expires_at ? formatStockholm(l.lease_expires_at) : '—';
+  byId('worker-target').textContent = d.execution_target.mode === 'worker' ? `worker ${d.execution_target.worker ?? '?'}` : d.execution_target.mode;
+  serverState = l.state;
+  liveness.dataset.state = l.state;
+  if (l.last_heartbeat_at === null || l.seconds_since_heartbeat === null) heartbeat = null;
+  else if (!heartbeat || heartbeat.at !== l.last_heartbeat_at) {
+    heartbeat = { at: l.last_heartbeat_at, silenceAtSync: l.seconds_since_heartbeat, syncedAt: Date.now() };
+  }
+  if (d.attempt > attempt) {
+    attempt = d.attempt;
+    clearSegments();
+  }
+  setStatus(d);
+}
+
+async function refreshWorker() {
+  lastTry = Date.now();
+  refreshed.dataset.state = 'loading';
+  try {
+    const { job } = await api<JobDetail>(`/api/speech/jobs/${jobId}`);
+    showSnapshot(job);
+    lastGood = Date.now();
+    refreshed.dataset.state = 'ok';
+    refreshed.textContent = `As of ${formatStockholmTime(lastGood)}.`;
+  } catch (err) {
+    // Keep the last valid snapshot on the card; say that it is getting old and why.
+    refreshed.dataset.state = 'failed';
+    refreshed.textContent = `Refresh failed at ${formatStockholmTime(Date.now())} (${(err as Error).message}); showing the snapshot of ${formatStockholmTime(lastGood)}.`;
+  }
+}
+
+setInterval(() => {
+  if (document.visibilityState === 'visible') void refreshWorker();
+}, WORKER_CARD_REFRESH_MS);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && Date.now() - lastTry >= WORKER_CARD_REFRESH_MS) void refreshWorker();
+});
+
+// ---- live events -----------------------------------------------------------------------------
+
+const socket = connectLive([jobId]);
+socket.on('snapshot', (snap: LiveSnapshot) => {
+  if (snap.job_id !== jobId) return;
+  // The snapshot is the current pass of the current attempt: segments it lacks are not current.
+  const current = new Set(snap.segments.map((s) => s.seq));
+  if ([...seen].some((seq) => !current.has(seq))) clearSegments();
+  snap.segments.forEach(addSegment);
+});
+socket.on('segment', (s: LiveSegment) => {
+  if (s.job_id === jobId) addSegment(s);
+});
+socket.on('status', (st: LiveStatus) => {
+  if (st.job_id !== jobId) return;
+  if (st.attempt > attempt || (st.status === 'queued' && seen.size)) clearSegments();
+  attempt = Math.max(attempt, st.attempt);
+  setStatus(st);
+});
+
+// Speaker identification started or ended: its state, and (when it ended) each segment's speaker.
+const DIARIZATION_TEXT: Record<string, string> = {
+  pending: 'Waiting for a worker to identify the speakers.',
+  running: 'Identifying speakers…',
+  completed: 'Speakers identified; reload the page to name them.',
+  failed: 'Speaker identification failed; reload the page for the reason.',
+  unavailable: 'No speaker labels; reload the page for the reason.',
+};
+socket.on('diarization', (d: LiveDiarization) => {
+  if (d.job_id !== jobId) return;
+  const state = maybeId('diarization-state');
+  if (state) {
+    state.textContent = DIARIZATION_TEXT[d.state] ?? d.state;
+    state.dataset.state = d.state;
+  }
+  for (const s of d.speakers ?? []) {
+    const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
+    if (who) {
+      who.dataset.speaker = s.speaker;
+      who.textContent = `Speaker ${s.speaker.slice(1)}`;
+    }
+  }
+});
