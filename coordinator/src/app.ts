@@ -8,6 +8,7 @@ import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
+import { consolePlugin } from './console/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
 import { assetsPlugin } from './http/assets.js';
 import { sendErrorPage } from './http/page.js';
@@ -105,7 +106,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     return reply
       .code(404)
-      .send(isIrcApiUrl(request.url) ? { success: false, error: 'Not found.' } : { ok: false, reason: 'not_found', message: `No route ${request.method} ${path}.` });
+      .send(
+        isIrcApiUrl(request.url) ? { success: false, error: 'Not found.' } : { ok: false, reason: 'not_found', message: `No route ${request.method} ${path}.` },
+      );
   });
 
   await app.register(platformPlugin, { version });
@@ -114,6 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
+  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
 
   attachLiveHub(app, domainDeps);
   await speech.work.start(app.log);

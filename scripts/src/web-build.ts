@@ -52,4 +52,3 @@ export async function buildWeb(root: string, opts: { minify?: boolean } = {}): P
   await writeFile(path.join(out, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   return manifest;
 }
-

@@ -10,7 +10,7 @@ import { pageErrorHandler, sendPage } from '../http/page.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
 import type { AccountService } from './account-service.js';
 import { userOf } from './auth-plugin.js';
-import type { AuthRequirement, AuthUser } from './types.js';
+import type { AuthRequirement } from './types.js';
 
 const sessionOnly: AuthRequirement = { accept: ['session'] };
 

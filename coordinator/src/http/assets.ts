@@ -19,7 +19,7 @@ function loadManifest(): Record<string, string> {
   try {
     manifest = JSON.parse(readFileSync(path.join(PUBLIC_DIR, 'manifest.json'), 'utf8')) as Record<string, string>;
   } catch (err) {
-    throw new Error(`The web console's browser bundle is missing (${PUBLIC_DIR}/manifest.json): run "npm run build". ${(err as Error).message}`);
+    throw new Error(`The web console's browser bundle is missing (${PUBLIC_DIR}/manifest.json): run "npm run build".`, { cause: err });
   }
   return manifest;
 }

@@ -83,7 +83,10 @@ export function layout(opts: LayoutOptions): string {
     ? html`<nav class="account" aria-label="Account"><a href="/account" title="Personal access tokens">${user.username}</a><a href="/docs">API docs</a>
         <form class="inline" method="post" action="/logout"><input type="hidden" name="_csrf" value="${opts.csrf ?? ''}"><button class="link" type="submit">Sign out</button></form></nav>`
     : html`<nav class="account" aria-label="Account"><a href="/login">Sign in</a><a href="/docs">API docs</a></nav>`;
-  const scripts = ['common.js' as const, ...(opts.scripts ?? [])].map((s) => html`<script type="module" src="${assetUrl(s)}" nonce="${nonce}"></script>`);
+  // common.js (confirmations of signed-in forms) only where someone is signed in: public pages stay script-free.
+  const scripts = [...(user ? ['common.js' as const] : []), ...(opts.scripts ?? [])].map(
+    (s) => html`<script type="module" src="${assetUrl(s)}" nonce="${nonce}"></script>`,
+  );
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${opts.title} · Sonar</title><link rel="stylesheet" href="${assetUrl('app.css')}">${opts.head ?? ''}${scripts}</head>
 <body><header class="top"><a class="brand" href="/">Sonar</a>${links.length ? html`<nav class="main" aria-label="Main">${links}</nav>` : ''}${account}</header>

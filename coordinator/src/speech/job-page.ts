@@ -203,7 +203,8 @@ export function runtimeLogCard(p: JobView): SafeHtml {
   return html`<div class="card" id="runtime-log"><h2>Runtime log</h2>${
     p.runtime_log.length
       ? html`<div class="table-wrap runtime-log"><table><thead><tr><th>Time</th><th>Event</th><th>Message</th></tr></thead><tbody>${p.runtime_log.map(
-          (e) => html`<tr data-level="${e.level}"><td><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td>${e.event}</td><td>${e.message}</td></tr>`,
+          (e) =>
+            html`<tr data-level="${e.level}"><td><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td>${e.event}</td><td>${e.message}</td></tr>`,
         )}</tbody></table></div>`
       : html`<p class="muted">Nothing logged yet.</p>`
   }</div>`;

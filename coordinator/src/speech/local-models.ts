@@ -36,7 +36,12 @@ export class LocalModelSettings {
       ]);
     const row = rows[0];
     if (!row || !Array.isArray(row.value)) return { models: [...this.seed], source: 'environment', updatedAt: null, updatedBy: null };
-    return { models: row.value.filter((m): m is string => typeof m === 'string'), source: 'database', updatedAt: new Date(row.updated_at), updatedBy: row.updated_by };
+    return {
+      models: row.value.filter((m): m is string => typeof m === 'string'),
+      source: 'database',
+      updatedAt: new Date(row.updated_at),
+      updatedBy: row.updated_by,
+    };
   }
 
   /** Saves the allowlist (names as in "small, large"); an empty list means the local runner runs nothing automatically. */

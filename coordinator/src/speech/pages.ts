@@ -152,7 +152,11 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       const caller = userOf(request);
       let id: number;
       try {
-        const { fields, source, upload } = await readSubmission(request, reply, { media: deps.speech.media, limits: uploadLimits(deps.config), schema: createJobFieldsSchema });
+        const { fields, source, upload } = await readSubmission(request, reply, {
+          media: deps.speech.media,
+          limits: uploadLimits(deps.config),
+          schema: createJobFieldsSchema,
+        });
         id = (await createSubmittedJob(jobs, deps.speech.media, caller, upload, { channel: 'web', source, ...jobSettings(fields) })).id;
       } catch (err) {
         const e = normalizeError(err, request);
@@ -250,7 +254,12 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
    * to `redirect` with a notice, or the job page again with the refusal in `card` (422).
    */
   const formAction =
-    <B>(card: CardError, notice: string, action: (user: AuthUser, jobId: number, body: B) => Promise<unknown>, redirect = (jobId: number) => `/speech/jobs/${jobId}`) =>
+    <B>(
+      card: CardError,
+      notice: string,
+      action: (user: AuthUser, jobId: number, body: B) => Promise<unknown>,
+      redirect = (jobId: number) => `/speech/jobs/${jobId}`,
+    ) =>
     async (request: FastifyRequest<{ Params: { jobId: number }; Body: B }>, reply: FastifyReply) => {
       const { jobId } = request.params;
       try {
@@ -286,15 +295,36 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
 
   // Cancel, restart, delete and the public link: the rules of the API routes, as form posts.
   const simple = { schema: { ...hidden, params: jobParams, body: csrfOnly }, ...action };
-  r.post('/speech/jobs/:jobId/cancel', simple, formAction('actionsError', 'cancel-requested', (user, jobId) => jobs.cancel(user, jobId)));
-  r.post('/speech/jobs/:jobId/restart', simple, formAction('actionsError', 'restarted', (user, jobId) => jobs.restart(user, jobId)));
+  r.post(
+    '/speech/jobs/:jobId/cancel',
+    simple,
+    formAction('actionsError', 'cancel-requested', (user, jobId) => jobs.cancel(user, jobId)),
+  );
+  r.post(
+    '/speech/jobs/:jobId/restart',
+    simple,
+    formAction('actionsError', 'restarted', (user, jobId) => jobs.restart(user, jobId)),
+  );
   r.post(
     '/speech/jobs/:jobId/delete',
     simple,
-    formAction('actionsError', 'deleted', (user, jobId) => jobs.remove(user, jobId), () => '/speech'),
+    formAction(
+      'actionsError',
+      'deleted',
+      (user, jobId) => jobs.remove(user, jobId),
+      () => '/speech',
+    ),
   );
-  r.post('/speech/jobs/:jobId/share', simple, formAction('actionsError', 'share-created', (user, jobId) => shares.enable(user, jobId)));
-  r.post('/speech/jobs/:jobId/share/disable', simple, formAction('actionsError', 'share-disabled', (user, jobId) => shares.disable(user, jobId)));
+  r.post(
+    '/speech/jobs/:jobId/share',
+    simple,
+    formAction('actionsError', 'share-created', (user, jobId) => shares.enable(user, jobId)),
+  );
+  r.post(
+    '/speech/jobs/:jobId/share/disable',
+    simple,
+    formAction('actionsError', 'share-disabled', (user, jobId) => shares.disable(user, jobId)),
+  );
 
   /** Administrators: the execution target (`auto`, `local` or `worker:<name>`), with the rules of PUT /api/speech/jobs/{jobId}/target. */
   r.post(
@@ -310,5 +340,4 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       throw validationFailed({ target: ['choose automatic, local or a worker'] });
     }),
   );
-
 }

@@ -5,7 +5,8 @@ import { maybeId } from '../lib/dom.js';
  * incompatible or which differences a forced run overrides (the server refuses incompatible
  * choices either way).
  */
-const select = maybeId<HTMLSelectElement>('target-select');
+const target = maybeId('target-select');
+const select = target instanceof HTMLSelectElement ? target : null;
 const reason = maybeId('target-reason');
 if (select && reason) {
   const show = () => {

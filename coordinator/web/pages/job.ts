@@ -1,6 +1,6 @@
 import { UNRESPONSIVE_WARNING_SECONDS, WORKER_CARD_REFRESH_MS, estimateFinish, formatStockholm, formatStockholmTime, mediaClock } from '@sonar/shared/display';
 import { api } from '../lib/api.js';
-import { byId, el, maybeId } from '../lib/dom.js';
+import { byId, byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot, type LiveStatus } from '../lib/live.js';
 
 /**
@@ -11,7 +11,7 @@ import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot,
  * setInterval), which the browser tests replace with a controllable one.
  */
 
-const list = byId<HTMLOListElement>('segments');
+const list = byIdAs('segments', HTMLOListElement);
 const jobId = Number(list.dataset.job);
 let attempt = Number(list.dataset.attempt);
 const PROCESSING = new Set(['downloading', 'transcribing', 'finalizing']);

@@ -1,6 +1,6 @@
-import { Upload, type DetailedError } from 'tus-js-client';
+import { DetailedError, Upload } from 'tus-js-client';
 import { api } from '../lib/api.js';
-import { byId, el } from '../lib/dom.js';
+import { byId, byIdAs, el } from '../lib/dom.js';
 import { connectLive, type LiveStatus } from '../lib/live.js';
 
 /**
@@ -14,10 +14,10 @@ import { connectLive, type LiveStatus } from '../lib/live.js';
  * again, so a body that arrived completely is never resent (rule 5).
  */
 
-const form = byId<HTMLFormElement>('submit-form');
-const fileInput = byId<HTMLInputElement>('media_file');
+const form = byIdAs('submit-form', HTMLFormElement);
+const fileInput = byIdAs('media_file', HTMLInputElement);
 const status = byId('submit-status');
-const results = byId<HTMLUListElement>('submit-results');
+const results = byIdAs('submit-results', HTMLUListElement);
 const csrf = form.dataset.csrf ?? '';
 fileInput.multiple = true;
 byId('media-hint').textContent = `${byId('media-hint').textContent?.split('.')[0] ?? ''}. Several files: one job per file.`;
@@ -27,7 +27,7 @@ interface QueuedJob {
 }
 
 function uploadError(err: Error): string {
-  const res = (err as DetailedError).originalResponse;
+  const res = err instanceof DetailedError ? err.originalResponse : null;
   if (res) {
     const body = res.getBody();
     try {

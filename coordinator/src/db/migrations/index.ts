@@ -9,7 +9,7 @@ import { Migration20261121000700IrcSearch } from './20261121-0007-irc-search.js'
 import { Migration20261124000800SpeechJobState } from './20261124-0008-speech-job-state.js';
 import { Migration20261124000900UserTokenVersion } from './20261124-0009-user-token-version.js';
 import { Migration20261124001000DiarizationRevisions } from './20261124-0010-diarization-revisions.js';
-import { Migration20261125001200AppSettings } from './20261125-0012-app-settings.js';
+import { Migration20261124001200AppSettings } from './20261124-0012-app-settings.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -24,7 +24,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124000800SpeechJobState', class: Migration20261124000800SpeechJobState },
   { name: 'Migration20261124000900UserTokenVersion', class: Migration20261124000900UserTokenVersion },
   { name: 'Migration20261124001000DiarizationRevisions', class: Migration20261124001000DiarizationRevisions },
-  { name: 'Migration20261125001200AppSettings', class: Migration20261125001200AppSettings },
+  { name: 'Migration20261124001200AppSettings', class: Migration20261124001200AppSettings },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -14,5 +14,5 @@ export const MIGRATION_NAMES = [
   'Migration20261124000800SpeechJobState',
   'Migration20261124000900UserTokenVersion',
   'Migration20261124001000DiarizationRevisions',
-  'Migration20261125001200AppSettings',
+  'Migration20261124001200AppSettings',
 ] as const;

@@ -131,7 +131,12 @@ export function renderTranscript(t: DownloadTranscript, format: TranscriptFormat
  * name (RFC 6266 / RFC 5987), so a title with quotes, slashes or non-Latin letters stays safe.
  */
 export function attachmentDisposition(title: string, format: TranscriptFormat): string {
-  const base = title.replace(/[\p{Cc}/\\:*?"<>|]+/gu, ' ').replace(/\s+/g, ' ').trim().slice(0, 120) || 'transcript';
+  const base =
+    title
+      .replace(/[\p{Cc}/\\:*?"<>|]+/gu, ' ')
+      .replace(/\s+/g, ' ')
+      .trim()
+      .slice(0, 120) || 'transcript';
   const ascii = base.replace(/[^\x20-\x7e]/g, '_').replace(/[%;]/g, '_');
   return `attachment; filename="${ascii}.${format}"; filename*=UTF-8''${encodeURIComponent(`${base}.${format}`)}`;
 }

@@ -89,19 +89,23 @@ export function plainText(t: PublicTranscript): string {
 
 export async function sharePage(app: FastifyInstance, shares: ShareService) {
   // Readers need not be signed in; the layout greets nobody (the page identifies no one).
-  const headers = (reply: FastifyReply) =>
-    reply.header('x-robots-tag', 'noindex').header('referrer-policy', 'no-referrer').header('cache-control', 'no-store');
+  const headers = (reply: FastifyReply) => reply.header('x-robots-tag', 'noindex').header('referrer-policy', 'no-referrer').header('cache-control', 'no-store');
   const send = (reply: FastifyReply, title: string, body: SafeHtml) => sendPage(headers(reply), { title, head: NOINDEX, body, user: null });
 
   const NOT_FOUND = html`<div class="card"><h1>Transcript not found</h1>
       <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`;
   const notFound = (request: FastifyRequest, reply: FastifyReply) =>
-    sendErrorPage(request, headers(reply), { status: 404, reason: 'not_found', message: 'Transcript not found' }, { body: NOT_FOUND, user: null });
+    sendErrorPage(
+      request,
+      headers(reply),
+      { status: 404, reason: 'not_found', message: 'Transcript not found' },
+      { body: NOT_FOUND, user: null, head: NOINDEX },
+    );
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
     if (e.status === 404) return notFound(request, reply);
-    return sendErrorPage(request, headers(reply), e, { user: null });
+    return sendErrorPage(request, headers(reply), e, { user: null, head: NOINDEX });
   });
 
   app.get<{ Params: { token: string }; Querystring: Record<string, string | undefined> }>(

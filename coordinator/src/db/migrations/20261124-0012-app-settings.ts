@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * The first one is `speech.local_models`, the local runner's model allowlist; while it has no row
  * the SPEECH_LOCAL_MODELS environment variable (default `small`) is the value (it only seeds it).
  */
-export class Migration20261125001200AppSettings extends Migration {
+export class Migration20261124001200AppSettings extends Migration {
   override async up(): Promise<void> {
     this.addSql(`create table app_settings (
       key text primary key,
