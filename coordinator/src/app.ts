@@ -111,7 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       );
   });
 
-  await app.register(platformPlugin, { version });
+  await app.register(platformPlugin, { version, outbound: speech.outbound, orm, config });
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);

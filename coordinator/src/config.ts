@@ -93,6 +93,13 @@ export const envSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).max(320).optional(),
 
+  /** SpamAssassin's spamd for POST /api/spam/analyze (SPAMC protocol over TCP). */
+  SPAMD_HOST: z.string().min(1).default('127.0.0.1'),
+  SPAMD_PORT: port.default(783),
+  SPAMD_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(15_000),
+  /** Whether spamd runs its network tests (DNS blocklists, URIBL, Razor…); without them answers are `degraded`. */
+  SPAMD_NETWORK_TESTS: bool.default(false),
+
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce
     .number()

@@ -12,6 +12,10 @@ export const COMMON_REASONS = [
   'conflict',
   'internal_error',
   'service_unavailable',
+  /** The request asks for something this route does not answer (e.g. a browser navigation to a JSON-only route). */
+  'not_acceptable',
+  /** An upstream the route had to ask answered unusably or could not be reached. */
+  'bad_gateway',
 ] as const;
 
 /** DNS API reasons (spec section Errors, DNS). */

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { errorBodySchema, ircErrorBodySchema, TOKEN_SCOPES, PERMISSIONS } from '@sonar/shared';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { startNamed } from '../support/bind.js';
+import { startSpamd } from '../support/spamd.js';
 import { createJwtUser, createTestApp } from '../support/harness.js';
 
 /**
@@ -29,8 +30,11 @@ const ZONE = 'fuzz.test';
 const ns = await startNamed({ zones: [{ name: ZONE, records: [{ name: `www.${ZONE}`, type: 'A', rdata: '10.9.0.1' }] }] });
 await chmod(ns.keyFile, 0o644);
 const mediaDir = await mkdtemp(path.join(tmpdir(), 'sonar-fuzz-media-'));
+// A real spamd behind /api/spam/analyze (without one it answers 503, as it should).
+const spamd = await startSpamd();
 const t = await createTestApp({
   env: {
+    SPAMD_PORT: String(spamd.port),
     SPEECH_MEDIA_DIR: mediaDir,
     SPEECH_UPLOAD_MAX_MB: '4',
     // Rate limits high enough that the fuzz tests the routes rather than the limiter (429 is accepted anyway).
@@ -48,6 +52,7 @@ afterAll(async () => {
   console.log(`fuzz: ${requestNumber} requests over ${operations.length} operations (FUZZ_RUNS=${RUNS}): ${counts}`);
   await t.close();
   await ns.stop();
+  await spamd.stop();
   await rm(mediaDir, { recursive: true, force: true });
 });
 

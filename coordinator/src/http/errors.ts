@@ -55,6 +55,8 @@ export const DEFAULT_STATUS: Record<Reason, number> = {
   rate_limited: 429,
   internal_error: 500,
   service_unavailable: 503,
+  not_acceptable: 406,
+  bad_gateway: 502,
   required_paths_missing_or_unreadable: 404,
   missing_query: 422,
   cache_unavailable: 409,

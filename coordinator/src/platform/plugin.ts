@@ -1,11 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { platformSchema } from '@sonar/shared';
+import type { OutboundPolicy } from '@sonar/shared';
 import { installDomainErrors, okReasonBody } from '../http/errors.js';
+import { FeedResolver } from './rss/feed-resolver.js';
+import { rssRoutes } from './rss/rss-routes.js';
+import { SpamService } from './spam/spam-service.js';
+import { spamRoutes } from './spam/spam-routes.js';
+import type { Orm } from '../db/orm.js';
+import type { Config } from '../config.js';
 
-/** Platform metadata: the public semantic version and nothing about framework or runtime. */
-export async function platformPlugin(app: FastifyInstance, opts: { version: string }) {
+/** Platform endpoints (spec group E): the public version, RSS source resolution and spam scoring. */
+export async function platformPlugin(app: FastifyInstance, opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config }) {
   installDomainErrors(app, okReasonBody);
+  await rssRoutes(app, new FeedResolver(opts.outbound));
+  await spamRoutes(app, new SpamService(opts.orm, opts.config));
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
     config: { auth: 'public' },
     schema: {

@@ -15,4 +15,5 @@ export const MIGRATION_NAMES = [
   'Migration20261124000900UserTokenVersion',
   'Migration20261124001000DiarizationRevisions',
   'Migration20261124001200AppSettings',
+  'Migration20261124001500SpamProfiles',
 ] as const;
