@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseSubtitles } from '@plussub/srt-vtt-parser';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
@@ -88,9 +88,27 @@ async function jwt(userId: number): Promise<string> {
   return svc.app.jwt.sign(await accessJwtPayload(new AccountService(svc.orm), userId));
 }
 
+/** Each user signs in once (the sign-in rate limit counts per client); later contexts reuse the session cookie. */
+const sessions = new Map<string, Awaited<ReturnType<BrowserContext['storageState']>>>();
+
 /** A signed-in context that records CSP violations (an init script runs before the page's own). */
 async function signedIn(name: string | null, opts: { javaScriptEnabled?: boolean; viewport?: { width: number; height: number } } = {}) {
-  const context = await browser.newContext({ javaScriptEnabled: opts.javaScriptEnabled ?? true, viewport: opts.viewport ?? { width: 1280, height: 900 } });
+  if (name && !sessions.has(name)) {
+    const login = await browser.newContext();
+    const page = await login.newPage();
+    await page.goto(`${svc.url}/login`);
+    await page.fill('#username', name);
+    await page.fill('#password', password);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${svc.url}/`);
+    sessions.set(name, await login.storageState());
+    await login.close();
+  }
+  const context = await browser.newContext({
+    javaScriptEnabled: opts.javaScriptEnabled ?? true,
+    viewport: opts.viewport ?? { width: 1280, height: 900 },
+    ...(name ? { storageState: sessions.get(name) } : {}),
+  });
   await context.addInitScript(() => {
     const w = window as unknown as { cspViolations: string[] };
     w.cspViolations = [];
@@ -100,15 +118,6 @@ async function signedIn(name: string | null, opts: { javaScriptEnabled?: boolean
   context.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) consoleErrors.push(m.text());
   });
-  if (name) {
-    const page = await context.newPage();
-    await page.goto(`${svc.url}/login`);
-    await page.fill('#username', name);
-    await page.fill('#password', password);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${svc.url}/`);
-    await page.close();
-  }
   return { context, consoleErrors };
 }
 
