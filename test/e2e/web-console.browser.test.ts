@@ -279,6 +279,7 @@ describe('web console pages', { timeout: 90_000 }, () => {
     await page.clock.runFor(61_000);
     await expect.poll(() => page.isVisible('#liveness-warning')).toBe(true);
     expect(Number(await page.textContent('#silence-seconds'))).toBeGreaterThanOrEqual(90);
+    expect(await page.textContent('#liveness-state')).toBe('No heartbeat for 90 seconds or more.');
     await shot(page, 'job-liveness-warning');
     await expectNoCspViolations(page, consoleErrors);
     await context.close();

@@ -72,6 +72,8 @@ const liveness = byId('liveness');
 const warning = byId('liveness-warning');
 const silenceEl = byId('silence-seconds');
 const warnAfter = Number(liveness.dataset.warnAfter) || UNRESPONSIVE_WARNING_SECONDS;
+const stateText = byId('liveness-state');
+let serverText = stateText.textContent ?? '';
 
 /**
  * The silence is measured on this page's clock from a fixed point: when the page was rendered the
@@ -90,9 +92,20 @@ function evaluateLiveness() {
   const warn = processing && (serverState === 'unresponsive' || serverState === 'stale' || (silence !== null && silence >= warnAfter));
   warning.hidden = !warn;
   if (silence !== null) silenceEl.textContent = String(Math.floor(silence));
+  // The server's sentence ("working and reporting progress") is stale once the silence is this long.
+  stateText.textContent = warn ? 'No heartbeat for 90 seconds or more.' : serverText;
 }
 setInterval(evaluateLiveness, 1000);
 evaluateLiveness();
+
+const LIVENESS_TEXT: Record<string, string> = {
+  inactive: 'No runner is working on this job.',
+  active: 'A runner is working on this job and reporting progress.',
+  quiet: 'The runner sends heartbeats but has reported no progress for a while.',
+  unresponsive: 'No heartbeat for 90 seconds or more.',
+  stale: 'No heartbeat and the lease has expired: automatic recovery will queue the job again.',
+  suspect: 'Something is off; reload the page for the reason.',
+};
 
 // ---- worker card -----------------------------------------------------------------------------
 
@@ -125,6 +138,7 @@ function showSnapshot(d: JobDetail['job']) {
   byId('worker-heartbeat').textContent = l.last_heartbeat_at ? formatStockholm(l.last_heartbeat_at) : '—';
   byId('worker-lease').textContent = l.lease_expires_at ? formatStockholm(l.lease_expires_at) : '—';
   byId('worker-target').textContent = d.execution_target.mode === 'worker' ? `worker ${d.execution_target.worker ?? '?'}` : d.execution_target.mode;
+  if (l.state !== serverState) serverText = LIVENESS_TEXT[l.state] ?? l.state;
   serverState = l.state;
   liveness.dataset.state = l.state;
   if (l.last_heartbeat_at === null || l.seconds_since_heartbeat === null) heartbeat = null;
