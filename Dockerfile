@@ -36,6 +36,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN npx tsc -b \
+    && npm run build:web \
     && npm run whisper:build -w worker \
     && npm prune --omit=dev --no-audit --no-fund \
     && rm -rf node_modules/.cache

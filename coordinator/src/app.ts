@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
+import fastifyHelmet from '@fastify/helmet';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { AccountService } from './accounts/account-service.js';
@@ -7,7 +8,10 @@ import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
+import { consolePlugin } from './console/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
+import { assetsPlugin } from './http/assets.js';
+import { sendErrorPage } from './http/page.js';
 import { clientErrorHandler, errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
@@ -59,6 +63,31 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
   metrics.setSpeechQueue(() => jobCountsByStatus(orm));
 
+  await app.register(fastifyHelmet, {
+    // A fresh nonce per response (reply.cspNonce): pages mark their <script> tags with it, so no
+    // other inline script runs. Styles come from the bundled stylesheet only.
+    enableCSPNonces: true,
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'", 'data:'],
+        fontSrc: ["'self'"],
+        // socket.io (same origin, ws: or wss:), fetch and tus uploads.
+        connectSrc: ["'self'"],
+        objectSrc: ["'none'"],
+        baseUri: ["'none'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+      },
+    },
+    referrerPolicy: { policy: 'same-origin' },
+    // Cross-origin isolation would refuse nothing this console loads, but also gains it nothing.
+    crossOriginEmbedderPolicy: false,
+  });
+  await app.register(assetsPlugin);
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {
     global: false,
@@ -70,15 +99,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(authPlugin, { config, accounts, sessionStore });
 
   installDomainErrors(app, okReasonBody);
-  app.setNotFoundHandler((request, reply) =>
-    reply
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    // A browser asking for a page that does not exist gets the console's error page.
+    const accept = request.headers.accept ?? '';
+    if (request.method === 'GET' && accept.includes('text/html') && !path.startsWith('/api/') && !isIrcApiUrl(path)) {
+      return sendErrorPage(request, reply, { status: 404, reason: 'not_found', message: `There is no page at ${path}.` });
+    }
+    return reply
       .code(404)
       .send(
-        isIrcApiUrl(request.url)
-          ? { success: false, error: 'Not found.' }
-          : { ok: false, reason: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` },
-      ),
-  );
+        isIrcApiUrl(request.url) ? { success: false, error: 'Not found.' } : { ok: false, reason: 'not_found', message: `No route ${request.method} ${path}.` },
+      );
+  });
 
   await app.register(platformPlugin, { version, outbound: speech.outbound, orm, config });
   await app.register(accountsPlugin, domainDeps);
@@ -86,6 +119,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
+  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
 
   attachLiveHub(app, domainDeps);
   await speech.work.start(app.log);

@@ -8,3 +8,4 @@ export * from './cidr.js';
 export * from './outbound.js';
 export * from './media.js';
 export * from './executables.js';
+export * from './display.js';

@@ -517,7 +517,8 @@ describe('every real route of the application', () => {
       /^\/docs(\/.*)?$/,
       /^\/openapi\.json$/,
       /^\/metrics$/,
-      /^\/speech\/assets\/tus\.min\.js$/,
+      // The web console's bundle (content-hashed files of coordinator/dist/public).
+      /^\/assets\/\*$/,
     ];
     expect(publicUrls.filter((u) => !allowed.some((re) => re.test(u)))).toEqual([]);
   });
@@ -566,6 +567,7 @@ describe('every real route of the application', () => {
     throw new Error(`no credential for ${label(r)}`);
   }
 
+  // One request per route (well over a hundred): more than the default 30 s on a loaded machine.
   it('a signed-in user without the required permission gets 403 on every route that requires one', async () => {
     const sessions = new Map<string, { jar: CookieJar; csrf: string }>();
     const guarded = protectedRoutes().filter((r) => r.auth.adminOnly || (r.auth.permissions?.length ?? 0) > 0);
@@ -583,8 +585,9 @@ describe('every real route of the application', () => {
       if (!shapeOk) failures.push(`${label(r)}: body ${res.body}`);
     }
     expect(failures).toEqual([]);
-  });
+  }, 90_000);
 
+  // One request per route (well over a hundred): more than the default 30 s on a loaded machine.
   it('an administrator passes authentication and authorization everywhere, and nothing answers 5xx', async () => {
     const sessions = new Map<string, { jar: CookieJar; csrf: string }>();
     const failures: string[] = [];
@@ -594,7 +597,7 @@ describe('every real route of the application', () => {
       if ([401, 403].includes(res.statusCode) || res.statusCode >= 500) failures.push(`${label(r)}: ${res.statusCode} ${res.body.slice(0, 160)}`);
     }
     expect(failures).toEqual([]);
-  });
+  }, 90_000);
 
   it('public routes answer without credentials and never with 401', async () => {
     const failures: string[] = [];

@@ -4,6 +4,7 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, type EmbeddedPg } from '../../coordinator/src/infra/embedded-postgres.js';
 import { resolveRedis, type RedisRuntime } from '../../coordinator/src/infra/redis-runtime.js';
 import { migrate, openOrm } from '../../coordinator/src/db/orm.js';
+import { buildWeb } from '../../scripts/src/web-build.js';
 import { DEFAULT_PG_ADMIN_URL, canConnect, databaseUrl, withAdminClient } from './infra.js';
 
 declare module 'vitest' {
@@ -22,6 +23,8 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const root = path.resolve(import.meta.dirname, '../..');
+  // The web console's bundle, built from the current sources: no test sees a stale one.
+  await buildWeb(root);
   let embedded: EmbeddedPg | null = null;
 
   let adminUrl = process.env.TEST_DATABASE_URL ?? DEFAULT_PG_ADMIN_URL;

@@ -236,9 +236,13 @@ export const authPlugin = fp(
       const secret = request.session?._csrf;
       const body = request.body as Record<string, unknown> | undefined;
       const h = request.headers;
+      // A multipart form (the no-script upload form of /speech) has no parsed body before its handler
+      // streams the file, so such a form carries its token in the action URL (`?_csrf=`, redacted in logs).
+      const query = /^multipart\/form-data/i.test(h['content-type'] ?? '') ? (request.query as Record<string, unknown> | undefined) : undefined;
       const token =
         (typeof body?._csrf === 'string' ? body._csrf : undefined) ??
-        [h['x-csrf-token'], h['csrf-token'], h['x-xsrf-token'], h['xsrf-token']].find((v): v is string => typeof v === 'string');
+        [h['x-csrf-token'], h['csrf-token'], h['x-xsrf-token'], h['xsrf-token']].find((v): v is string => typeof v === 'string') ??
+        (typeof query?._csrf === 'string' ? query._csrf : undefined);
       if (!secret || !token || !csrfTokens.verify(secret, token)) {
         throw new AppError('csrf_invalid', 'Missing or invalid CSRF token; reload the page and try again.');
       }

@@ -5,11 +5,12 @@ import { z } from 'zod';
 import { TOKEN_SCOPES, safeString } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { AppError, normalizeError } from '../http/errors.js';
-import { html, layout } from '../http/html.js';
+import { html } from '../http/html.js';
+import { pageErrorHandler, sendPage } from '../http/page.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
 import type { AccountService } from './account-service.js';
 import { userOf } from './auth-plugin.js';
-import type { AuthRequirement, AuthUser } from './types.js';
+import type { AuthRequirement } from './types.js';
 
 const sessionOnly: AuthRequirement = { accept: ['session'] };
 
@@ -33,36 +34,21 @@ const tokenBody = z.object({
   expires_in_days: z.union([z.literal(''), z.coerce.number().int()]).optional(),
 });
 
-/** Browser pages: sign in, sign out, home, and personal access tokens. */
+/** Browser pages: sign in, sign out, and personal access tokens (the home page is console/dashboard.ts). */
 export async function accountPages(base: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
   const { config, accounts } = opts;
   await base.register(formBody);
   const app = base.withTypeProvider<ZodTypeProvider>();
 
-  // Pages answer in HTML: an anonymous visitor is sent to the sign-in page, other errors get a page.
-  app.setErrorHandler((error, request, reply) => {
-    const e = normalizeError(error, request);
-    if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
-    if (e.reason === 'unauthenticated') {
-      return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
-    }
-    return reply
-      .code(e.status)
-      .type('text/html; charset=utf-8')
-      .send(
-        page(reply, 'Error', html`<div class="card"><h1>Something went wrong</h1><p class="error">${e.message}</p><p><a href="/">Back</a></p></div>`, null),
-      );
-  });
-
-  function page(reply: FastifyReply, title: string, body: ReturnType<typeof html>, user: AuthUser | null): string {
-    return layout({ title, body, user, csrf: user ? reply.generateCsrf() : '' });
-  }
+  // Pages answer in HTML: an anonymous visitor is sent to the sign-in page, other errors get the error page.
+  app.setErrorHandler((error, request, reply) => pageErrorHandler(request, reply, normalizeError(error, request)));
 
   function loginForm(reply: FastifyReply, next: string, error?: string, username = '') {
     const csrf = reply.generateCsrf();
-    return layout({
+    return sendPage(reply, {
+      user: null,
       title: 'Sign in',
-      body: html`<div class="card" style="max-width:26rem;margin:3rem auto">
+      body: html`<div class="card narrow">
         <h1>Sign in</h1>
         ${error ? html`<p class="error" role="alert">${error}</p>` : ''}
         <form method="post" action="/login">
@@ -88,7 +74,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     async (request, reply) => {
       const next = safeNext(request.query.next);
       if (await app.sessionUser(request)) return reply.redirect(next, 303);
-      return reply.type('text/html; charset=utf-8').send(loginForm(reply, next));
+      return loginForm(reply, next);
     },
   );
 
@@ -98,10 +84,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     try {
       app.verifyCsrf(request);
     } catch {
-      return reply
-        .code(403)
-        .type('text/html; charset=utf-8')
-        .send(loginForm(reply, next, 'Your sign-in form expired; please try again.'));
+      return loginForm(reply.code(403), next, 'Your sign-in form expired; please try again.');
     }
     try {
       const user = await accounts.authenticatePassword(username, password);
@@ -111,10 +94,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
       request.log.info({ userId: user.id }, 'web sign-in');
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
-      return reply
-        .code(401)
-        .type('text/html; charset=utf-8')
-        .send(loginForm(reply, next, err.message, username));
+      return loginForm(reply.code(401), next, err.message, username);
     }
     return reply.redirect(next, 303);
   });
@@ -122,15 +102,6 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   app.post('/logout', { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
     await request.session.destroy();
     return reply.redirect('/login', 303);
-  });
-
-  app.get('/', { schema: hidden, config: { auth: sessionOnly } }, async (request, reply) => {
-    const user = userOf(request);
-    const body = html`<div class="card"><h1>Welcome, ${user.username}</h1>
-      <p class="muted">${user.isAdmin ? 'Administrator' : `Permissions: ${user.permissions.join(', ') || 'none'}`}</p>
-      <ul><li><a href="/account">Personal access tokens</a></li><li><a href="/docs">API reference (OpenAPI)</a></li>
-      <li><a href="/api/platform">Platform version</a></li></ul></div>`;
-    return reply.type('text/html; charset=utf-8').send(page(reply, 'Home', body, user));
   });
 
   async function accountPage(request: FastifyRequest, reply: FastifyReply, created?: { name: string; token: string; callbackSecret: string }, error?: string) {
@@ -167,7 +138,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
           <label for="expires">Expires after (days, empty for never)</label><input id="expires" name="expires_in_days" type="number" min="1" max="3650">
           <button type="submit">Create token</button>
         </form></div>`;
-    return reply.type('text/html; charset=utf-8').send(page(reply, 'Tokens', body, user));
+    return sendPage(reply, { title: 'Tokens', body, user });
   }
 
   app.get('/account', { schema: hidden, config: { auth: sessionOnly } }, (request, reply) => accountPage(request, reply));

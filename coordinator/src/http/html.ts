@@ -1,3 +1,5 @@
+import { assetUrl, type WebEntry } from './assets.js';
+
 /** Minimal server-side HTML: a tagged template that escapes every interpolation unless marked safe. */
 export class SafeHtml {
   constructor(readonly value: string) {}
@@ -36,26 +38,57 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
   return new SafeHtml(out);
 }
 
-const STYLE = `
-:root{color-scheme:light dark;--fg:#1d1f23;--muted:#5d6470;--bg:#fafafa;--card:#fff;--line:#d9dce1;--accent:#2456c8;--bad:#b42318}
-@media (prefers-color-scheme:dark){:root{--fg:#e7e9ec;--muted:#a3a9b3;--bg:#15171a;--card:#1d2024;--line:#343941;--accent:#7aa2ff;--bad:#ff8a80}}
-*{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);background:var(--bg)}
-header{display:flex;gap:1rem;align-items:center;justify-content:space-between;padding:.75rem 1.25rem;border-bottom:1px solid var(--line);background:var(--card)}
-header a{color:inherit;text-decoration:none;font-weight:600}nav{display:flex;gap:1rem;align-items:center}nav a{font-weight:400;color:var(--accent)}
-main{max-width:56rem;margin:2rem auto;padding:0 1.25rem}.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:1.25rem 1.5rem;margin-bottom:1.25rem}
-label{display:block;margin:.75rem 0 .25rem;font-weight:600}input,select{width:100%;padding:.5rem .6rem;border:1px solid var(--line);border-radius:6px;background:transparent;color:inherit;font:inherit}
-button{margin-top:1rem;padding:.5rem 1rem;border:0;border-radius:6px;background:var(--accent);color:#fff;font:inherit;cursor:pointer}button.link{background:none;color:var(--accent);padding:0;margin:0}
-.error{color:var(--bad);font-weight:600}.muted{color:var(--muted)}code,.secret{font-family:ui-monospace,monospace;word-break:break-all}
-table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
-.checks label{display:inline-flex;gap:.35rem;font-weight:400;margin-right:1rem}.checks input{width:auto}form.inline{display:inline}
-`;
+/** Who the layout greets and which parts of the console it links to. */
+export interface PageUser {
+  username: string;
+  isAdmin: boolean;
+  permissions: readonly string[];
+}
 
-export function layout(opts: { title: string; body: SafeHtml; user?: { username: string } | null; csrf?: string; head?: SafeHtml }): string {
-  const nav = opts.user
-    ? html`<nav><a href="/account">${opts.user.username}</a><a href="/docs">API docs</a>
+/** The parts of the console in the navigation, each shown to those who may use it. */
+const NAV: ReadonlyArray<{ key: string; href: string; label: string; visible: (u: PageUser) => boolean }> = [
+  { key: 'home', href: '/', label: 'Home', visible: () => true },
+  { key: 'speech', href: '/speech', label: 'Speech', visible: (u) => u.isAdmin || u.permissions.includes('speech.use') },
+  // Zone rights are per zone: /dns lists the ones the user may read (none is a valid answer).
+  { key: 'dns', href: '/dns', label: 'DNS', visible: () => true },
+  { key: 'irc', href: '/irc', label: 'Chat logs', visible: () => true },
+  { key: 'admin', href: '/admin', label: 'Admin', visible: (u) => u.isAdmin },
+];
+
+export interface LayoutOptions {
+  title: string;
+  body: SafeHtml;
+  user?: PageUser | null;
+  /** The CSRF token of the sign-out form (pages for a signed-in user). */
+  csrf?: string;
+  head?: SafeHtml;
+  /** The request's CSP script nonce (reply.cspNonce.script): every <script> carries it. */
+  nonce?: string;
+  /** Bundled browser modules the page runs (coordinator/web/pages). */
+  scripts?: readonly WebEntry[];
+  /** The navigation entry to mark as the current part. */
+  active?: string;
+}
+
+/** The page frame: stylesheet, header with the navigation the user may use, the body, and the page's modules. */
+export function layout(opts: LayoutOptions): string {
+  const user = opts.user ?? null;
+  const nonce = opts.nonce ?? '';
+  const links = user
+    ? NAV.filter((n) => n.visible(user)).map(
+        (n) => html`<a href="${n.href}" ${opts.active === n.key ? new SafeHtml('aria-current="page"') : ''}>${n.label}</a>`,
+      )
+    : [];
+  const account = user
+    ? html`<nav class="account" aria-label="Account"><a href="/account" title="Personal access tokens">${user.username}</a><a href="/docs">API docs</a>
         <form class="inline" method="post" action="/logout"><input type="hidden" name="_csrf" value="${opts.csrf ?? ''}"><button class="link" type="submit">Sign out</button></form></nav>`
-    : html`<nav><a href="/docs">API docs</a></nav>`;
+    : html`<nav class="account" aria-label="Account"><a href="/login">Sign in</a><a href="/docs">API docs</a></nav>`;
+  // common.js (confirmations of signed-in forms) only where someone is signed in: public pages stay script-free.
+  const scripts = [...(user ? ['common.js' as const] : []), ...(opts.scripts ?? [])].map(
+    (s) => html`<script type="module" src="${assetUrl(s)}" nonce="${nonce}"></script>`,
+  );
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${opts.title} · Sonar</title>${opts.head ?? ''}<style>${new SafeHtml(STYLE)}</style></head>
-<body><header><a href="/">Sonar</a>${nav}</header><main>${opts.body}</main></body></html>`.value;
+<title>${opts.title} · Sonar</title><link rel="stylesheet" href="${assetUrl('app.css')}">${opts.head ?? ''}${scripts}</head>
+<body><header class="top"><a class="brand" href="/">Sonar</a>${links.length ? html`<nav class="main" aria-label="Main">${links}</nav>` : ''}${account}</header>
+<main>${opts.body}</main></body></html>`.value;
 }

@@ -13,6 +13,7 @@ export const REDACTED = '[redacted]';
 
 /** Query parameters whose value is a credential (compared case-insensitively). */
 const SECRET_QUERY_PARAMS = new Set([
+  '_csrf',
   'apikey',
   'api_key',
   'api-key',

@@ -16,6 +16,7 @@ import { sharePage } from './shares/share-page.js';
 import { speechUploadRoutes } from './uploads/tus-routes.js';
 import { AiService } from './ai/ai-service.js';
 import { aiRoutes } from './ai/ai-routes.js';
+import { transcriptRoutes } from './transcript-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
@@ -27,6 +28,7 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechJobRoutes(app, deps); // signed-in API: /api/speech/status, /api/speech/jobs*
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
+  await transcriptRoutes(app, deps); // /api/speech/jobs/{jobId}/transcript.{txt,srt,vtt,json}
   await runNowRoute(app, deps);
   await diarizationRoutes(app, deps);
   await aiRoutes(app, deps, new AiService(deps.speech.jobs, deps.speech.repo, deps.speech.ai));
@@ -37,5 +39,5 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   // The public share page answers in HTML without sign-in: its own context and error handler.
   await app.register(async (page) => sharePage(page, shares));
   // Pages answer errors in HTML (and send anonymous visitors to sign in), so they get their own context.
-  await app.register(async (pages) => speechPages(pages, deps));
+  await app.register(async (pages) => speechPages(pages, deps, shares));
 }

@@ -140,7 +140,8 @@ async function readMultipart<F extends CreateJobFields>(
           part.file.destroy();
           throw validationFailed({ media_file: ['only one file may be uploaded per request'] });
         }
-        if (typeof raw.source_url === 'string' && raw.source_url.trim() !== '') {
+        // (An unchosen file input of a browser form sends an empty part without a name: not a file.)
+        if (part.filename && typeof raw.source_url === 'string' && raw.source_url.trim() !== '') {
           part.file.destroy();
           const message = 'send either source_url or media_file, not both';
           throw validationFailed({ source_url: [message], media_file: [message] });

@@ -10,6 +10,7 @@ import { Migration20261124000800SpeechJobState } from './20261124-0008-speech-jo
 import { Migration20261124000900UserTokenVersion } from './20261124-0009-user-token-version.js';
 import { Migration20261124001000DiarizationRevisions } from './20261124-0010-diarization-revisions.js';
 import { Migration20261125001400IrcImportBatches } from './20261125-0014-irc-import-batches.js';
+import { Migration20261124001200AppSettings } from './20261124-0012-app-settings.js';
 import { Migration20261124001500SpamProfiles } from './20261124-0015-spam-profiles.js';
 import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
 import { MIGRATION_NAMES } from './names.js';
@@ -27,6 +28,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124000900UserTokenVersion', class: Migration20261124000900UserTokenVersion },
   { name: 'Migration20261124001000DiarizationRevisions', class: Migration20261124001000DiarizationRevisions },
   { name: 'Migration20261125001400IrcImportBatches', class: Migration20261125001400IrcImportBatches },
+  { name: 'Migration20261124001200AppSettings', class: Migration20261124001200AppSettings },
   { name: 'Migration20261124001500SpamProfiles', class: Migration20261124001500SpamProfiles },
   { name: 'Migration20261125001100SpeechAi', class: Migration20261125001100SpeechAi },
 ];

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LOCAL_ALLOWLIST_SQL } from '../local-models.js';
 import type { Knex } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, type DiarizationState, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import type { Orm } from '../../db/orm.js';
@@ -198,7 +199,7 @@ export const isDiarizeToken = (token: string) => token.startsWith(DIARIZE_TOKEN_
 export interface ClaimOptions {
   ttlSeconds: number;
   presenceTtlSeconds: number;
-  /** SPEECH_LOCAL_MODELS: the models the local runner may run automatically. */
+  /** SPEECH_LOCAL_MODELS: the seed of the local model allowlist (the administrator's setting in app_settings wins). */
   localModels: string[];
 }
 
@@ -214,7 +215,7 @@ const CLAIMABLE = (pinned: string) => `j.status = 'queued' and j.cancel_requeste
     or (j.execution_target = 'local' and :isLocal)
     or (j.execution_target = 'auto' and j.model = any(:models::text[])
         and (not j.diarization_requested or :diarize)
-        and (not :isLocal or (j.model = any(:allow::text[]) and not exists (${REMOTE_PRESENT}))))
+        and (not :isLocal or (j.model = any(${LOCAL_ALLOWLIST_SQL}) and not exists (${REMOTE_PRESENT}))))
   )
   and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))`;
 
@@ -392,7 +393,7 @@ export class JobRepository {
          update speech_jobs j set
             status = 'queued', max_attempts = j.attempt + :retries, failure_error = null, outcome = null,
             cancel_requested_at = null, stage_label = 'Waiting for a worker', stage_detail = null,
-            audio_position_seconds = 0, finished_at = null, updated_at = now(),
+            audio_position_seconds = 0, transcript_text = null, finished_at = null, updated_at = now(),
             callback_cycle = j.callback_cycle + (j.status = 'failed')::int,
             callback_status = case when j.status <> 'failed' then j.callback_status when j.callback_url is null then null else 'pending' end,
             callback_http_status = case when j.status = 'failed' then null else j.callback_http_status end,
@@ -406,6 +407,11 @@ export class JobRepository {
           returning ${STATUS_COLUMNS.split(', ')
             .map((c) => `j.${c}`)
             .join(', ')}
+       ), cleared as (
+         -- the next attempt starts the pass from scratch: the previous attempt's segments must not
+         -- show as the current transcript while the job waits (the claim clears them too)
+         delete from speech_segments s using speech_jobs jj, moved
+          where jj.id = moved.id and s.job_id = jj.id and s.pass = jj.current_pass
        ), ev as (
          insert into speech_job_events (job_id, event, message) select id, 'restarted', :message from moved
        )
@@ -671,7 +677,7 @@ export class JobRepository {
               or (j.execution_target = 'local' and :isLocal)
               or (j.execution_target = 'auto' and :diarize and (not :isLocal or not exists (${REMOTE_PRESENT}))
                   and (exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass)
-                       or (j.model = any(:models::text[]) and (not :isLocal or j.model = any(:allow::text[]))))))
+                       or (j.model = any(:models::text[]) and (not :isLocal or j.model = any(${LOCAL_ALLOWLIST_SQL}))))))
           order by j.owner_is_admin desc, j.diarization_rerun_requested_at, j.id
           limit 1
           for update of j skip locked

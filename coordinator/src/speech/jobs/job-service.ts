@@ -7,6 +7,7 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError, forbidden, notFound } from '../../http/errors.js';
 import { SpeechWorker } from '../workers/entities.js';
+import { targetIncompatibility } from '../workers/compatibility.js';
 import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget, type TranslationRow } from './entities.js';
 import type { WorkAvailable } from './job-events.js';
 import type { JobRepository } from './job-repository.js';
@@ -315,6 +316,17 @@ export class JobService {
     if (target.mode === 'worker') {
       const worker = target.worker ? await em.findOne(SpeechWorker, { name: target.worker }) : null;
       if (!worker || worker.revokedAt) throw businessRule('worker', `no active worker named "${target.worker ?? ''}"`);
+      // Spec Queue rule 4: a fresh worker with a known claim-capability mismatch cannot be NEWLY
+      // saved as the target (the job's current target may be saved again).
+      const fresh = worker.lastSeenAt !== null && Date.now() - worker.lastSeenAt.getTime() < this.config.WORKER_PRESENCE_TTL_MS;
+      const why = targetIncompatibility({
+        name: worker.name,
+        fresh,
+        revoked: false,
+        contractVersion: worker.contractVersion,
+        capabilities: worker.capabilities,
+      });
+      if (why && job.targetWorker?.id !== worker.id) throw businessRule('worker', `worker "${worker.name}" is incompatible: ${why}`);
       workerId = worker.id;
     }
     await this.repo.setTarget(

@@ -2,6 +2,7 @@ import { POCKETSPHINX_MODEL } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { ExecutionTarget } from './entities.js';
+import { LOCAL_MODELS_KEY } from '../local-models.js';
 
 /**
  * Languages of models whose workers do not say (agents from before `Capabilities.model_languages`).
@@ -20,7 +21,7 @@ export interface CatalogWorker {
   local: boolean;
   /** Seen within WORKER_PRESENCE_TTL_MS (by the database clock). */
   present: boolean;
-  /** Models it takes on `auto` jobs: what it advertises; for a local runner only those on SPEECH_LOCAL_MODELS. */
+  /** Models it takes on `auto` jobs: what it advertises; for a local runner only those on the local allowlist (admin setting, seeded by SPEECH_LOCAL_MODELS). */
   models: string[];
   /** Model → languages it transcribes; [] any language; a model missing here: not known. */
   languages: Record<string, readonly string[]>;
@@ -176,13 +177,19 @@ export class ModelCatalog {
   ) {}
 
   async snapshot(): Promise<ModelCatalogSnapshot> {
-    const rows = await this.orm.em.getConnection().execute<WorkerRow[]>(
-      `select id, name, capabilities,
+    const conn = this.orm.em.getConnection();
+    const [rows, allowRows] = await Promise.all([
+      conn.execute<WorkerRow[]>(
+        `select id, name, capabilities,
                 coalesce(last_seen_at > now() - make_interval(secs => ?), false) as present
            from speech_workers where revoked_at is null and capabilities is not null order by id`,
-      [this.config.WORKER_PRESENCE_TTL_MS / 1000],
-    );
-    const allow = new Set(this.config.SPEECH_LOCAL_MODELS);
+        [this.config.WORKER_PRESENCE_TTL_MS / 1000],
+      ),
+      // The administrator's allowlist (app_settings), else SPEECH_LOCAL_MODELS.
+      conn.execute<Array<{ value: unknown }>>('select value from app_settings where key = ?', [LOCAL_MODELS_KEY]),
+    ]);
+    const stored = allowRows[0]?.value;
+    const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
     return new ModelCatalogSnapshot(
       rows.map((row) => {
         const parsed: unknown = typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities;

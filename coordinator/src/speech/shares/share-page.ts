@@ -1,7 +1,10 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { formatStockholm } from '@sonar/shared';
 import { normalizeError } from '../../http/errors.js';
-import { html, layout, SafeHtml } from '../../http/html.js';
+import { html, SafeHtml } from '../../http/html.js';
+import { sendErrorPage, sendPage } from '../../http/page.js';
 import { humanDuration } from '../jobs/liveness.js';
+import { TRANSCRIPT_FORMATS, TRANSCRIPT_MEDIA_TYPES, attachmentDisposition, renderTranscript, type DownloadTranscript } from '../jobs/transcript-formats.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { SHARE_PATH_PREFIX } from './share-links.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
@@ -9,29 +12,13 @@ import type { PublicTranscript, ShareService } from './share-service.js';
 /**
  * Public transcript page `GET /shared/speech/transcript/{token}` (no sign-in): a reading-first
  * layout (title, duration, paragraphs grouped from the segments) that needs no JavaScript; `?full`
- * opens the detailed layout (every segment with start–end times and speaker labels), and
- * `{token}.txt` is the same transcript as plain text. Unknown and disabled tokens answer 404.
+ * opens the detailed layout (every segment with start–end times and speaker labels),
+ * `{token}.txt` is the same transcript as plain text, and `{token}.srt`, `.vtt` and `.json` are
+ * subtitle and JSON downloads. Unknown and disabled tokens answer 404.
  * Nothing identifies the owner or the job beyond the title they gave it.
  */
 
 const NOINDEX = new SafeHtml('<meta name="robots" content="noindex"><meta name="referrer" content="no-referrer">');
-
-const PAGE_STYLE = new SafeHtml(`<style>
-.transcript h1{margin-top:0}.reading p{margin:0 0 1rem;line-height:1.7;font-size:1.05rem}.speaker{display:block;font-size:.85rem;font-weight:600;color:var(--muted);letter-spacing:.02em}
-.segments td.time{white-space:nowrap;font-variant-numeric:tabular-nums;color:var(--muted)}.segments td.who{white-space:nowrap;font-weight:600}
-.views{display:flex;gap:1rem;flex-wrap:wrap}
-</style>`);
-
-// Dates on the page are Stockholm time, as the specification asks for speech pages.
-const stockholm = new Intl.DateTimeFormat('en-GB', {
-  timeZone: 'Europe/Stockholm',
-  year: 'numeric',
-  month: 'short',
-  day: 'numeric',
-  hour: '2-digit',
-  minute: '2-digit',
-  timeZoneName: 'short',
-});
 
 /** Media position as m:ss or h:mm:ss. */
 export function clock(seconds: number): string {
@@ -101,29 +88,24 @@ export function plainText(t: PublicTranscript): string {
 }
 
 export async function sharePage(app: FastifyInstance, shares: ShareService) {
-  const send = (reply: FastifyReply, status: number, title: string, body: SafeHtml) =>
-    reply
-      .code(status)
-      .header('x-robots-tag', 'noindex')
-      .header('referrer-policy', 'no-referrer')
-      .header('cache-control', 'no-store')
-      .type('text/html; charset=utf-8')
-      .send(layout({ title, head: html`${NOINDEX}${PAGE_STYLE}`, body }));
+  // Readers need not be signed in; the layout greets nobody (the page identifies no one).
+  const headers = (reply: FastifyReply) => reply.header('x-robots-tag', 'noindex').header('referrer-policy', 'no-referrer').header('cache-control', 'no-store');
+  const send = (reply: FastifyReply, title: string, body: SafeHtml) => sendPage(headers(reply), { title, head: NOINDEX, body, user: null });
 
-  const notFound = (reply: FastifyReply) =>
-    send(
-      reply,
-      404,
-      'Transcript not found',
-      html`<div class="card"><h1>Transcript not found</h1>
-      <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`,
+  const NOT_FOUND = html`<div class="card"><h1>Transcript not found</h1>
+      <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`;
+  const notFound = (request: FastifyRequest, reply: FastifyReply) =>
+    sendErrorPage(
+      request,
+      headers(reply),
+      { status: 404, reason: 'not_found', message: 'Transcript not found' },
+      { body: NOT_FOUND, user: null, head: NOINDEX },
     );
 
   app.setErrorHandler((error, request, reply) => {
     const e = normalizeError(error, request);
-    if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
-    if (e.status === 404) return notFound(reply);
-    return send(reply, e.status, 'Error', html`<div class="card"><h1>Something went wrong</h1><p class="error">${e.message}</p></div>`);
+    if (e.status === 404) return notFound(request, reply);
+    return sendErrorPage(request, headers(reply), e, { user: null, head: NOINDEX });
   });
 
   app.get<{ Params: { token: string }; Querystring: Record<string, string | undefined> }>(
@@ -131,20 +113,49 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
     { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
-      const asText = raw.endsWith('.txt');
-      const token = asText ? raw.slice(0, -'.txt'.length) : raw;
+      const download = TRANSCRIPT_FORMATS.find((f) => raw.endsWith(`.${f}`));
+      const token = download ? raw.slice(0, -(download.length + 1)) : raw;
       const t = await shares.findPublic(token);
       if (!t) {
-        if (asText) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Transcript not found.\n');
-        return notFound(reply);
+        if (download) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Transcript not found.\n');
+        return notFound(request, reply);
       }
-      if (asText) {
+      if (download === 'txt') {
         return reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(plainText(t));
       }
+      if (download) {
+        return reply
+          .header('x-robots-tag', 'noindex')
+          .header('cache-control', 'no-store')
+          .header('content-disposition', attachmentDisposition(t.title, download))
+          .type(TRANSCRIPT_MEDIA_TYPES[download])
+          .send(renderTranscript(shareDownload(t), download));
+      }
       const full = request.query.full !== undefined;
-      return send(reply, 200, t.title, full ? detailed(t, token) : reading(t, token));
+      return send(reply, t.title, full ? detailed(t, token) : reading(t, token));
     },
   );
+}
+
+/** The shared transcript for the subtitle and JSON downloads: speakers are already named, no job id. */
+function shareDownload(t: PublicTranscript): DownloadTranscript {
+  return {
+    jobId: null,
+    title: t.title,
+    language: t.language,
+    model: null,
+    pass: 1,
+    status: t.status,
+    durationSeconds: t.durationSeconds,
+    transcriptText: t.transcriptText,
+    segments: t.segments,
+    speakerLabels: {},
+  };
+}
+
+/** Links to the other views and the downloads. */
+function views(token: string, current: 'reading' | 'full'): SafeHtml {
+  return html`<nav class="views muted" aria-label="Views and downloads">${current === 'full' ? html`<a href="${token}">Reading view</a>` : html`<a href="?full">Show timestamps and speakers</a>`}<a href="${token}.txt">Plain text</a><a href="${token}.srt" download>SRT subtitles</a><a href="${token}.vtt" download>WebVTT subtitles</a><a href="${token}.json" download>JSON</a></nav>`;
 }
 
 function facts(t: PublicTranscript): SafeHtml {
@@ -153,7 +164,7 @@ function facts(t: PublicTranscript): SafeHtml {
   if (duration) parts.push(html`<span data-testid="duration">Duration ${duration}</span>`);
   if (t.language) parts.push(html`<span>Language ${t.language}</span>`);
   if (t.finishedAt) {
-    parts.push(html`<span>Transcribed <time datetime="${t.finishedAt.toISOString()}">${stockholm.format(t.finishedAt)}</time></span>`);
+    parts.push(html`<span>Transcribed <time datetime="${t.finishedAt.toISOString()}">${formatStockholm(t.finishedAt)}</time></span>`);
   }
   return html`<p class="muted">${parts.map((p, i) => html`${i > 0 ? ' · ' : ''}${p}`)}</p>`;
 }
@@ -167,7 +178,7 @@ function reading(t: PublicTranscript, token: string): SafeHtml {
   return html`<article class="card transcript reading" data-layout="reading">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    <nav class="views muted"><a href="?full">Show timestamps and speakers</a><a href="${token}.txt">Plain text</a></nav>
+    ${views(token, 'reading')}
     <hr>
     <div class="text" data-testid="transcript">${
       paragraphs.length
@@ -186,7 +197,7 @@ function detailed(t: PublicTranscript, token: string): SafeHtml {
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    <nav class="views muted"><a href="${token}">Reading view</a><a href="${token}.txt">Plain text</a></nav>
+    ${views(token, 'full')}
     ${
       rows.length
         ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`

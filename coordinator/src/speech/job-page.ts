@@ -1,0 +1,325 @@
+import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, mediaClock } from '@sonar/shared';
+import { html, SafeHtml } from '../http/html.js';
+import type { SpeechJob, SpeechSegment } from './jobs/entities.js';
+import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
+import type { RetranscriptionState } from './jobs/retranscription.js';
+import { speakerAwareTranscript, speakerName, type presentDiarization } from './jobs/speakers.js';
+import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
+import { isProcessing } from './jobs/job-transitions.js';
+import { languageName } from './ai/work.js';
+
+/**
+ * The cards of the job page `/speech/jobs/{jobId}`, one render function each (so the page can
+ * grow card by card). Every card reads without JavaScript; forms post without it. The browser
+ * module (coordinator/web/pages/job.ts) adds live segments, status, the liveness warning, the
+ * estimated finish and the worker card's refresh, and finds its elements by the ids set here.
+ */
+
+export type JobView = ReturnType<typeof presentJobDetail>;
+type PresentedDiarization = ReturnType<typeof presentDiarization>;
+
+const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
+
+/** Title, status and stage, the facts of the job, progress and the estimated finish. */
+export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
+  const eta = isProcessing(job.status)
+    ? estimateFinish({
+        durationSeconds: p.source_duration_seconds,
+        positionSeconds: p.progress.audio_position_seconds,
+        startedAt: p.started_at,
+        progressAt: job.audioPositionSeconds > 0 ? p.updated_at : null,
+      })
+    : null;
+  return html`<div class="card" id="summary"><h1>${p.source_label}</h1>
+    <p><span class="badge" id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</span>
+      <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
+    ${p.failure_error ? html`<p class="error" id="failure">${p.failure_error}</p>` : ''}
+    ${p.cancel_requested && isProcessing(job.status) ? html`<p class="warning" id="cancel-requested">Cancellation requested; the worker stops at its next heartbeat.</p>` : ''}
+    <dl class="facts">
+      <dt>Model</dt><dd>${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.engine ? ` · ${p.engine}${p.engine_model && p.engine_model !== p.engine ? ` (${p.engine_model})` : ''}` : ''}</dd>
+      ${p.language ? html`<dt>Language</dt><dd>${p.language}</dd>` : ''}
+      ${p.source_duration_human ? html`<dt>Length</dt><dd>${p.source_duration_human}</dd>` : ''}
+      <dt>Queued</dt><dd><time datetime="${p.created_at}">${formatStockholm(p.created_at)}</time> · ${p.queue_channel_label}</dd>
+      ${p.started_at ? html`<dt>Started</dt><dd><time datetime="${p.started_at}">${formatStockholm(p.started_at)}</time></dd>` : ''}
+      ${p.finished_at ? html`<dt>Finished</dt><dd><time datetime="${p.finished_at}">${formatStockholm(p.finished_at)}</time></dd>` : ''}
+      <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
+        p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
+      }${p.progress.throughput ? ` · ${p.progress.throughput}× real time` : ''}</dd>
+      <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
+      <dt>Attempt</dt><dd>${p.attempt} of ${p.max_attempts}</dd>
+      ${p.source_url ? html`<dt>Source</dt><dd class="mono">${p.source_url}</dd>` : ''}
+      ${p.source_note ? html`<dt>Note</dt><dd class="transcript" id="source-note">${p.source_note}</dd>` : ''}
+    </dl></div>`;
+}
+
+/**
+ * Liveness: the state from the server, and the warning that appears after 90 seconds without a
+ * runner heartbeat (spec Liveness). The warning is separate from automatic reclaiming, which
+ * happens once the lease expires; the script re-evaluates the silence every second.
+ */
+export function livenessCard(job: SpeechJob, p: JobView): SafeHtml {
+  const l = p.liveness;
+  const warn = l.state === 'unresponsive' || l.state === 'stale';
+  return html`<div class="card" id="liveness" data-state="${l.state}" data-processing="${isProcessing(job.status) ? '1' : '0'}"
+      data-seconds-since-heartbeat="${l.seconds_since_heartbeat ?? ''}" data-last-heartbeat="${l.last_heartbeat_at ?? ''}" data-warn-after="${UNRESPONSIVE_WARNING_SECONDS}">
+    <h2>Liveness</h2>
+    <p id="liveness-state">${livenessText(l)}</p>
+    <p class="warning" id="liveness-warning" role="alert" ${warn ? '' : new SafeHtml('hidden')}>No heartbeat from the runner for <span id="silence-seconds">${l.seconds_since_heartbeat ?? UNRESPONSIVE_WARNING_SECONDS}</span> s: the runner has likely stopped.
+      Automatic recovery is separate: the job is queued again once its lease expires${l.lease_expires_at ? html` (<time datetime="${l.lease_expires_at}">${formatStockholm(l.lease_expires_at)}</time>)` : ''}.</p>
+  </div>`;
+}
+
+const LIVENESS_TEXT: Record<string, string> = {
+  inactive: 'No runner is working on this job.',
+  active: 'A runner is working on this job and reporting progress.',
+  quiet: 'The runner sends heartbeats but has reported no progress for a while (a hard part of the recording?).',
+  unresponsive: 'No heartbeat for 90 seconds or more.',
+  stale: 'No heartbeat and the lease has expired: automatic recovery will queue the job again.',
+  suspect: 'Something is off.',
+};
+
+function livenessText(l: JobView['liveness']): string {
+  return `${LIVENESS_TEXT[l.state] ?? l.state}${l.reason ? ` ${l.reason}.` : ''}`;
+}
+
+/**
+ * The worker card: who runs the job (lease), its last heartbeat and the execution target. The
+ * script refreshes it every 15 seconds while the tab is visible and keeps the last valid snapshot
+ * when a refresh fails (spec Display).
+ */
+export function workerCard(p: JobView): SafeHtml {
+  const l = p.liveness;
+  return html`<div class="card" id="worker-card" data-job="${p.id}"><h2>Worker</h2>
+    <dl class="facts">
+      <dt>Runner</dt><dd id="worker-name">${l.worker ?? 'none'}</dd>
+      <dt>Attempt</dt><dd id="worker-attempt">${l.attempt ?? '—'}</dd>
+      <dt>Last heartbeat</dt><dd id="worker-heartbeat">${l.last_heartbeat_at ? formatStockholm(l.last_heartbeat_at) : '—'}</dd>
+      <dt>Lease expires</dt><dd id="worker-lease">${l.lease_expires_at ? formatStockholm(l.lease_expires_at) : '—'}</dd>
+      <dt>Target</dt><dd id="worker-target">${p.execution_target.mode === 'worker' ? `worker ${p.execution_target.worker ?? '?'}` : p.execution_target.mode}</dd>
+    </dl>
+    <p class="muted" id="worker-refreshed" role="status">As of ${formatStockholm(new Date())}.</p></div>`;
+}
+
+/** Downloads of the current pass (also while it runs: the segments so far). */
+export function downloadsCard(p: JobView): SafeHtml {
+  const names: Record<string, string> = { txt: 'Text (TXT)', srt: 'Subtitles (SRT)', vtt: 'Subtitles (WebVTT)', json: 'Segments (JSON)' };
+  return html`<div class="card" id="downloads"><h2>Download</h2><p class="downloads">${TRANSCRIPT_FORMATS.map(
+    (f) => html`<a href="/api/speech/jobs/${p.id}/transcript.${f}" download data-format="${f}">${names[f]}</a>`,
+  )}</p></div>`;
+}
+
+/** Share create/disable with the link, and cancel / restart / delete, as forms that post without script. */
+export function actionsCard(job: SpeechJob, p: JobView, csrf: string, mayChange: boolean, error: string | undefined): SafeHtml | '' {
+  if (!mayChange) return '';
+  const processing = isProcessing(job.status);
+  return html`<div class="card" id="actions"><h2>Share and manage</h2>
+    ${error ? html`<p class="error" role="alert" id="actions-error">${error}</p>` : ''}
+    ${
+      p.share
+        ? html`<div class="share-link"><label for="share-url">Public link</label><input id="share-url" readonly value="${p.share.url}">
+          <a class="button secondary" href="${p.share.url}">Open</a></div>
+          <form method="post" action="/speech/jobs/${p.id}/share/disable" data-confirm="Disable the public link? It stops working at once.">${csrfField(csrf)}<button class="secondary" type="submit" id="share-disable">Stop sharing</button></form>`
+        : job.status === 'completed'
+          ? html`<form method="post" action="/speech/jobs/${p.id}/share">${csrfField(csrf)}<button type="submit" id="share-create">Create a public link</button>
+            <span class="muted">Anyone with the link can read the transcript (no sign-in).</span></form>`
+          : html`<p class="muted">A public link can be created once the transcript is completed.</p>`
+    }
+    <div class="actions">
+      ${processing ? html`<form method="post" action="/speech/jobs/${p.id}/cancel">${csrfField(csrf)}<button class="secondary" type="submit" id="job-cancel">Cancel</button></form>` : ''}
+      ${job.status === 'failed' || job.status === 'queued' ? html`<form method="post" action="/speech/jobs/${p.id}/restart">${csrfField(csrf)}<button class="secondary" type="submit" id="job-restart">Restart</button></form>` : ''}
+      ${processing ? '' : html`<form method="post" action="/speech/jobs/${p.id}/delete" data-confirm="Delete this job, its transcript, history and media?">${csrfField(csrf)}<button class="danger" type="submit" id="job-delete">Delete</button></form>`}
+    </div></div>`;
+}
+
+/** One option of the target selector (admins). */
+export interface TargetOption {
+  name: string;
+  online: boolean;
+  incompatible: string | null;
+  mismatches: string[];
+}
+
+/**
+ * Execution target (administrators): automatic, the local runner, or a named worker (offline ones
+ * too). A fresh worker with a known claim-capability mismatch is listed as incompatible with the
+ * reason and cannot be chosen (spec Queue rule 4); the API refuses it as well.
+ */
+export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string, error: string | undefined): SafeHtml {
+  const current = job.executionTarget === 'worker' ? `worker:${job.targetWorker?.name ?? ''}` : job.executionTarget;
+  const opt = (value: string, label: string, disabled = false, reason = '') =>
+    html`<option value="${value}" ${value === current ? new SafeHtml('selected') : ''} ${disabled ? new SafeHtml('disabled') : ''} data-reason="${reason}">${label}</option>`;
+  return html`<div class="card" id="target"><h2>Execution target</h2>
+    ${error ? html`<p class="error" role="alert" id="target-error">${error}</p>` : ''}
+    <form method="post" action="/speech/jobs/${job.id}/target">${csrfField(csrf)}
+      <label for="target-select">Run this job on</label>
+      <select id="target-select" name="target">
+        ${opt('auto', 'Automatic (any compatible worker)')}${opt('local', 'The local runner')}
+        ${options.map((o) => {
+          // The job's current target stays selectable (re-saving it is not a new choice).
+          const blocked = o.incompatible !== null && current !== `worker:${o.name}`;
+          const label = `${o.name} (${o.online ? 'online' : 'offline'})${o.incompatible ? ` — incompatible: ${o.incompatible}` : o.mismatches.length ? ` — forced: ${o.mismatches.join(', ')}` : ''}`;
+          return opt(`worker:${o.name}`, label, blocked, o.incompatible ?? o.mismatches.join(', '));
+        })}
+      </select>
+      <p class="hint" id="target-reason"></p>
+      <button type="submit">Save target</button>
+      <p class="hint">A named worker is an exact target: it never falls back to another runner, and may take the job despite model or diarization differences.</p>
+    </form>
+    ${
+      options.some((o) => o.incompatible)
+        ? html`<ul class="muted" id="incompatible-workers">${options.filter((o) => o.incompatible).map((o) => html`<li data-worker="${o.name}">${o.name}: incompatible — ${o.incompatible}</li>`)}</ul>`
+        : ''
+    }</div>`;
+}
+
+/** The live transcript of the current pass (segments arrive over socket.io). */
+export function transcriptCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
+  return html`<div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}">
+      ${segments.map(
+        (s) =>
+          html`<li data-seq="${s.seq}" data-end="${s.endSeconds}"><span class="muted">${mediaClock(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
+      )}
+    </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}
+    ${job.status === 'queued' && job.attempt > 0 && !segments.length ? html`<p class="muted" id="new-attempt">Waiting for the next attempt; the transcript starts over.</p>` : ''}</div>`;
+}
+
+type AnalysisView = NonNullable<JobView['analysis']>;
+
+/** An analysis result as HTML: the summary, key points, action items and topics. */
+function analysisResult(r: AnalysisView['result'] | null | undefined): SafeHtml | '' {
+  if (!r) return '';
+  const list = (title: string, items: string[]) => (items.length ? html`<h3>${title}</h3><ul>${items.map((i) => html`<li>${i}</li>`)}</ul>` : '');
+  return html`<p>${r.summary}</p>${list('Key points', r.key_points)}${list('Action items', r.action_items)}${
+    r.topics.length ? html`<p class="muted">Topics: ${r.topics.join(', ')}</p>` : ''
+  }`;
+}
+
+/** The Analysis card: its state, provider and result, and "Analyse again" (AI access, completed transcript). */
+export function analysisCard(job: SpeechJob, p: JobView, mayAnalyze: boolean, csrf: string): SafeHtml {
+  const analysis = p.analysis;
+  const provider = analysis?.provider && analysis.provider !== 'none' ? html` <span class="muted">· ${analysis.provider}</span>` : '';
+  return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
+    <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
+    ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
+    <div id="analysis-result">${analysisResult(analysis?.result)}</div>
+    ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
+  </div>`;
+}
+
+/** Translations of the transcript (and of its analysis), one per requested language. */
+export function translationsCard(p: JobView): SafeHtml {
+  return html`<div class="card" id="translations"><h2>Translations</h2>${
+    p.translations.length
+      ? p.translations.map(
+          (
+            t,
+          ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
+          ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
+        )
+      : html`<p class="muted">${p.translation_target_languages.length ? `Requested: ${p.translation_target_languages.join(', ')}; none available yet.` : 'No translations.'}</p>`
+  }</div>`;
+}
+
+/** The owner's metadata form (title, note); "Suggest title" only fills the field (spec "Titles"). */
+export function metadataCard(job: SpeechJob, aiActions: boolean, csrf: string): SafeHtml {
+  return html`<div class="card"><h2>Title and note</h2>
+    <form id="metadata-form" data-job="${job.id}" data-csrf="${csrf}">
+      <label for="meta-title">Title</label><input id="meta-title" name="source_label" maxlength="300" value="${job.sourceLabel ?? ''}" placeholder="${job.sourceFilename ?? job.sourceUrl ?? ''}">
+      ${aiActions && job.status === 'completed' ? html`<button type="button" id="suggest-title">Suggest title</button>` : ''}
+      <label for="meta-note">Note</label><textarea id="meta-note" name="source_note" maxlength="5000" rows="3">${job.sourceNote ?? ''}</textarea>
+      <button type="submit">Save</button> <span id="metadata-status" role="status"></span>
+    </form></div>`;
+}
+
+/** The workflow log (`runtime_log[]`), times in Europe/Stockholm. */
+export function runtimeLogCard(p: JobView): SafeHtml {
+  return html`<div class="card" id="runtime-log"><h2>Runtime log</h2>${
+    p.runtime_log.length
+      ? html`<div class="table-wrap runtime-log"><table><thead><tr><th>Time</th><th>Event</th><th>Message</th></tr></thead><tbody>${p.runtime_log.map(
+          (e) =>
+            html`<tr data-level="${e.level}"><td><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td>${e.event}</td><td>${e.message}</td></tr>`,
+        )}</tbody></table></div>`
+      : html`<p class="muted">Nothing logged yet.</p>`
+  }</div>`;
+}
+
+const DIARIZATION_TEXT: Record<string, (d: PresentedDiarization) => string> = {
+  pending: () => 'Waiting for a worker to identify the speakers.',
+  running: () => 'Identifying speakers…',
+  completed: (d) => `${d.speaker_count ?? 0} ${d.speaker_count === 1 ? 'speaker' : 'speakers'}${d.engine ? ` (${d.engine})` : ''}.`,
+  failed: (d) => `Speaker identification failed${d.error ? `: ${d.error}` : '.'} The transcript is not affected.`,
+  unavailable: (d) => `No speaker labels${d.error ? `: ${d.error}` : '.'}`,
+  skipped: () => 'Speaker labels are off for this job.',
+};
+
+/**
+ * "Speakers": the diarization state, the speakers with their share of the talk, the speaker editor
+ * (names, saved with the form) and the run / run-again action, for the owner. Works without script.
+ */
+export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boolean, csrf: string, error: string | undefined): SafeHtml {
+  const busy = d.state === 'pending' || d.state === 'running';
+  const rerunnable = owner && job.status === 'completed' && !busy && job.mediaPath !== null;
+  return html`<div class="card" id="speakers"><h2>Speakers</h2>
+    ${error ? html`<p class="error" role="alert" id="speakers-error">${error}</p>` : ''}
+    <p id="diarization-state" data-state="${d.state}">${DIARIZATION_TEXT[d.state]?.(d) ?? d.state}</p>
+    ${
+      d.speakers.length
+        ? owner && !busy
+          ? html`<form method="post" action="/speech/jobs/${job.id}/speakers" id="speaker-editor">
+        ${csrfField(csrf)}
+        <div class="table-wrap"><table><thead><tr><th>Speaker</th><th>Name</th><th>Segments</th><th>Talk</th></tr></thead><tbody>
+        ${d.speakers.map(
+          (
+            s,
+          ) => html`<tr><td>${s.key}</td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
+            <td>${s.segment_count}</td><td>${Math.round(s.seconds)} s</td></tr>`,
+        )}
+        </tbody></table></div>
+        <button type="submit">Save names</button>
+      </form>`
+          : html`<ul>${d.speakers.map((s) => html`<li>${s.name}: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
+        : ''
+    }
+    ${
+      rerunnable
+        ? html`<form method="post" action="/speech/jobs/${job.id}/diarization" id="diarization-rerun">
+        ${csrfField(csrf)}
+        <button type="submit">${d.state === 'completed' ? 'Identify speakers again' : 'Identify speakers'}</button>
+        <span class="muted">The transcript stays as it is${d.state === 'completed' ? '; the new speakers replace these and their names' : ''}.</span>
+      </form>`
+        : ''
+    }</div>`;
+}
+
+/** "Re-transcribe": the model choices when the caller may start a new pass, else why not. */
+export function retranscriptionCard(state: RetranscriptionState, csrf: string, error: string | undefined): SafeHtml {
+  const { job } = state;
+  return html`<div class="card" id="retranscription"><h2>Re-transcribe</h2>
+    ${error ? html`<p class="error" role="alert" id="retranscription-error">${error}</p>` : ''}
+    ${
+      state.canStart
+        ? html`<form method="post" action="/speech/jobs/${job.id}/retranscription">
+        ${csrfField(csrf)}
+        <label for="retranscribe-model">Model of the new pass</label>
+        <select id="retranscribe-model" name="model">${state.models.map((m) => html`<option value="${m}">${m}</option>`)}</select>
+        <button type="submit">Re-transcribe</button>
+        <p class="muted">The current pass (model ${job.model}) is kept below as a read-only revision.</p>
+      </form>`
+        : html`<p class="muted" id="retranscription-unavailable">${state.unavailableReason ?? ''}</p>`
+    }</div>`;
+}
+
+/** Earlier passes, read-only: model, engine, completion time, transcript and the speaker-aware transcript. */
+export function revisionsCard(state: RetranscriptionState): SafeHtml | '' {
+  if (!state.revisions.length) return '';
+  return html`<div class="card" id="revisions"><h2>Earlier passes</h2>
+    ${state.revisions.map(({ revision: rev, segments }) => {
+      const bySpeaker = speakerAwareTranscript(segments, rev.speakerLabels);
+      const engine = rev.engine ? `${rev.engine}${rev.engineModel && rev.engineModel !== rev.engine ? ` (${rev.engineModel})` : ''}` : 'unknown engine';
+      return html`<section class="revision" data-pass="${rev.pass}"><h3>Pass ${rev.pass} · model ${rev.model}</h3>
+        <p class="muted">${engine}${rev.completedAt ? ` · completed ${formatStockholm(rev.completedAt)}` : ''} · archived ${formatStockholm(rev.archivedAt)}</p>
+        ${rev.transcriptText?.trim() ? html`<p class="transcript">${rev.transcriptText}</p>` : html`<p class="muted">${NO_SPEECH_DETAIL}</p>`}
+        ${bySpeaker ? html`<h4>By speaker</h4>${bySpeaker.split('\n\n').map((para) => html`<p class="speaker-turn">${para}</p>`)}` : ''}
+      </section>`;
+    })}</div>`;
+}

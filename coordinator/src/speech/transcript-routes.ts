@@ -1,0 +1,75 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { errorBodySchema } from '@sonar/shared';
+import { userOf } from '../accounts/auth-plugin.js';
+import type { AuthRequirement } from '../accounts/types.js';
+import type { SpeechDeps } from '../deps.js';
+import { presentJob } from './jobs/presenter.js';
+import { SPEECH_RATE_LIMIT } from './policy.js';
+import { jobIdParams } from './schemas.js';
+import {
+  TRANSCRIPT_FORMATS,
+  TRANSCRIPT_MEDIA_TYPES,
+  attachmentDisposition,
+  downloadOfJob,
+  renderTranscript,
+  type TranscriptFormat,
+} from './jobs/transcript-formats.js';
+
+const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
+const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
+const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
+const format = z.enum(TRANSCRIPT_FORMATS);
+const description =
+  'The current pass of a visible job as a download (`Content-Disposition: attachment`, named after the title): `txt` plain ' +
+  'text (speaker turns when speakers are known), `srt` SubRip and `vtt` WebVTT subtitles (one cue per segment, speaker ' +
+  'names as a prefix or a `<v>` voice span), `json` the segments with start/end seconds and speakers. Available while the ' +
+  'job runs too (the segments so far). Add `inline=1` to view it in the browser instead.';
+
+/** Signed-in API: transcript downloads (TXT, SRT, WebVTT, JSON) of a job's current pass. */
+export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const { jobs } = deps.speech;
+  const inline = z.enum(['0', '1']).optional().describe('1: no attachment header (view in the browser)');
+
+  async function send(reply: FastifyReply, userJob: { jobId: number }, request: Parameters<typeof userOf>[0], fmt: TranscriptFormat, asInline: boolean) {
+    const job = await jobs.getVisible(userOf(request), userJob.jobId);
+    const segments = await jobs.segments(job.id, job.currentPass);
+    const title = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }).source_label;
+    const body = renderTranscript(downloadOfJob(job, segments, title), fmt);
+    if (!asInline) void reply.header('content-disposition', attachmentDisposition(title, fmt));
+    // Never cached by shared caches: the transcript is private and changes while the job runs.
+    return reply.header('cache-control', 'private, no-store').type(TRANSCRIPT_MEDIA_TYPES[fmt]).send(body);
+  }
+
+  r.get('/api/speech/jobs/:jobId/transcript.:format', {
+    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    schema: {
+      tags: ['speech'],
+      security,
+      summary: 'Download the transcript as TXT, SRT, WebVTT or JSON',
+      description,
+      params: jobIdParams.extend({ format }),
+      querystring: z.object({ inline }),
+      produces: Object.values(TRANSCRIPT_MEDIA_TYPES),
+      response: { 200: z.string().describe('The transcript in the requested format'), ...errors },
+    },
+    handler: (request, reply) => send(reply, request.params, request, request.params.format, request.query.inline === '1'),
+  });
+
+  r.get('/api/speech/jobs/:jobId/transcript', {
+    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    schema: {
+      tags: ['speech'],
+      security,
+      summary: 'Download the transcript (format as a query parameter)',
+      description: `Same as \`/transcript.{format}\`, with \`format\` (default \`txt\`) in the query. ${description}`,
+      params: jobIdParams,
+      querystring: z.object({ format: format.default('txt'), inline }),
+      produces: Object.values(TRANSCRIPT_MEDIA_TYPES),
+      response: { 200: z.string().describe('The transcript in the requested format'), ...errors },
+    },
+    handler: (request, reply) => send(reply, request.params, request, request.query.format, request.query.inline === '1'),
+  });
+}

@@ -1,0 +1,39 @@
+import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
+import type { WorkerCapabilities } from './entities.js';
+
+/** What the target rules need to know about a worker (WorkerView has it). */
+export interface TargetCandidate {
+  name: string;
+  fresh: boolean;
+  revoked: boolean;
+  contractVersion: number | null;
+  capabilities: (Partial<WorkerCapabilities> & { local?: boolean }) | null;
+}
+
+/**
+ * Why a worker cannot take a pinned job when it next claims (spec Queue rule 4, last sentence): a
+ * FRESH worker with KNOWN capabilities that cannot claim under the current contract, or that
+ * advertises no model at all, is incompatible. Model and diarization mismatches are not: a named
+ * target is a force attempt that overrides them. Offline workers and workers that never said
+ * Hello are not judged (they may be chosen in advance). Null: compatible (or unknown).
+ */
+export function targetIncompatibility(w: TargetCandidate): string | null {
+  if (w.revoked) return 'the worker is revoked';
+  if (!w.fresh || !w.capabilities) return null;
+  if (w.contractVersion !== null && w.contractVersion !== WORKER_CONTRACT_VERSION) {
+    return `it speaks worker contract ${w.contractVersion}; a pinned job is assigned only on a claim under the current contract ${WORKER_CONTRACT_VERSION}`;
+  }
+  const models = Array.isArray(w.capabilities.models) ? w.capabilities.models : [];
+  if (models.length === 0) return 'it advertises no transcription model, so it cannot claim any job';
+  return null;
+}
+
+/** Differences a force attempt overrides, shown next to a compatible worker (model, diarization). */
+export function targetMismatches(w: TargetCandidate, job: { model: string; diarizationRequested: boolean }): string[] {
+  if (!w.capabilities) return [];
+  const out: string[] = [];
+  const models = Array.isArray(w.capabilities.models) ? w.capabilities.models : [];
+  if (!models.includes(job.model)) out.push(`does not advertise model ${job.model}`);
+  if (job.diarizationRequested && w.capabilities.diarization !== true) out.push('has no diarizer');
+  return out;
+}
