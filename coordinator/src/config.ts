@@ -93,6 +93,30 @@ export const envSchema = z.object({
     .optional(),
   MAIL_FROM: z.string().min(3).max(320).optional(),
 
+  /**
+   * OpenAI-compatible provider of transcript analysis, translations and titles (the official
+   * `openai` client). Unset OPENAI_BASE_URL or OPENAI_MODEL: that work is reported unavailable.
+   */
+  OPENAI_BASE_URL: z.url().optional(),
+  OPENAI_API_KEY: z.string().min(1).max(500).optional(),
+  OPENAI_MODEL: z.string().min(1).max(200).optional(),
+  /** Seconds one upstream request may take (each retry gets its own). */
+  OPENAI_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(120),
+  /** Retries of a request the upstream answered 408/409/429/5xx or that failed to connect (exponential backoff, Retry-After honoured). */
+  OPENAI_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
+  /** The model's context window in tokens: longer transcripts are analysed and translated in chunks (map-reduce). */
+  OPENAI_CONTEXT_TOKENS: z.coerce.number().int().min(512).max(10_000_000).default(16_384),
+  /** Tokens reserved for each reply (max_tokens of every request). */
+  OPENAI_MAX_OUTPUT_TOKENS: z.coerce.number().int().min(64).max(1_000_000).default(2048),
+  /** Ask for `response_format: {type: "json_object"}` (turn off for endpoints that reject it; replies are validated either way). */
+  OPENAI_JSON_MODE: bool.default(true),
+  /** Stream replies (`stream: true`, server-sent events) instead of waiting for the whole body. */
+  OPENAI_STREAM: bool.default(false),
+  /** Parallel AI tasks per coordinator (BullMQ queue speech-ai). */
+  SPEECH_AI_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  /** How long the callback and report of a completed job wait for its analysis, translations and title, seconds. */
+  SPEECH_AI_NOTIFY_WAIT_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
+
   /** SpamAssassin's spamd for POST /api/spam/analyze (SPAMC protocol over TCP). */
   SPAMD_HOST: z.string().min(1).default('127.0.0.1'),
   SPAMD_PORT: port.default(783),

@@ -22,6 +22,7 @@ import {
   parseKeyClause,
   startNamedProcess,
   stopStaleNamed,
+  superviseNamed,
   zoneText,
   type NamedProcess,
 } from './dns/named-runtime.js';
@@ -215,7 +216,33 @@ async function startLocalDns(svc: RunningCoordinator, guard: ChildGuard, logger:
     const why = (err as Error).message.split('\n').find((l) => /address in use|failed|error|cannot/i.test(l)) ?? (err as Error).message.split('\n')[0];
     return none(`DNS master:   not started (port ${port}: ${why?.trim()}); set DNS_QUICKSTART_PORT to a free port`);
   }
-  guard.watch(named.child.pid, { name: 'named', signal: 'SIGTERM', match: [path.join(dir, 'named.conf')] });
+  const confMatch = { name: 'named', signal: 'SIGTERM' as const, match: [path.join(dir, 'named.conf')] };
+  guard.watch(named.child.pid, confMatch);
+  // The quick start notices when its named dies (killed, crashed) and starts it again, with backoff.
+  const supervisor = superviseNamed(
+    named,
+    () =>
+      startNamedProcess({
+        dir,
+        keyFile,
+        keyName: parseKeyClause(readFileSync(keyFile, 'utf8')).name,
+        port,
+        zones: [{ name: SAMPLE_ZONE, file: zoneFile }],
+        onLine: (line) => logger.debug({ named: true }, line),
+      }),
+    {
+      onExit: ({ code, signal, lastLines, delayMs }) => {
+        guard.forget(named.child.pid);
+        logger.error({ code, signal, lastLines }, `BIND named exited unexpectedly; starting it again in ${delayMs} ms`);
+      },
+      onRestart: (p, attempt) => {
+        named = p;
+        guard.watch(p.child.pid, confMatch);
+        logger.warn({ pid: p.child.pid, attempt }, `BIND named is running again on 127.0.0.1:${port}`);
+      },
+      onRestartFailed: (err, delayMs) => logger.error({ err }, `BIND named did not start again; next try in ${delayMs} ms`),
+    },
+  );
   const zones = new ZoneRegistry(svc.orm);
   const existing = await zones.get(SAMPLE_ZONE);
   if (!existing || existing.server !== '127.0.0.1' || existing.port !== port || existing.filePath !== zoneFile || existing.keyPath !== keyFile) {
@@ -238,7 +265,7 @@ async function startLocalDns(svc: RunningCoordinator, guard: ChildGuard, logger:
   return {
     banner: `DNS master:   127.0.0.1:${port} (zone ${SAMPLE_ZONE}; try GET /api/dns/zones with the admin session or a key from npm run cli -- dnskey:create --name me)`,
     stop: async () => {
-      await named.stop();
+      await supervisor.stop();
       guard.forget(named.child.pid);
     },
   };

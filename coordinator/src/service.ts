@@ -16,6 +16,7 @@ import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
 import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
+import { AiQueue } from './speech/ai/ai-queue.js';
 import { IrcEventStore } from './irc/event-store.js';
 import { IrcLiveLogger, loadIrcLoggerConfig } from './irc/live-logger.js';
 
@@ -30,6 +31,8 @@ export interface RunningCoordinator {
   speech: SpeechServices;
   /** Terminal callbacks and completion reports (BullMQ queues speech-callbacks, speech-reports). */
   notifications: SpeechNotifications;
+  /** Analysis, translations and automatic titles (BullMQ queue speech-ai). */
+  ai: AiQueue;
   /** The live IRC logger, when IRC_LOGGER_CONFIG names its configuration. */
   ircLogger: IrcLiveLogger | null;
   logger: Logger;
@@ -102,12 +105,36 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     });
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);
-    const notifications = startSpeechNotifications({ orm, repo: speech.repo, redis, config, logger, prefix: `${config.REDIS_KEY_PREFIX}bull` });
+    const notifications = startSpeechNotifications({
+      orm,
+      repo: speech.repo,
+      redis,
+      config,
+      logger,
+      prefix: `${config.REDIS_KEY_PREFIX}bull`,
+      aiProviderLabel: speech.ai?.label ?? null,
+    });
     cleanups.unshift(() => notifications.close());
     for (const queue of notifications.queues) {
       metrics.trackQueue(queue);
       logQueueErrors(queue, logger, queue.name);
     }
+    const ai = new AiQueue({
+      orm,
+      repo: speech.repo,
+      redis,
+      provider: speech.ai,
+      logger: logger.child({ component: 'speech-ai' }),
+      prefix: `${config.REDIS_KEY_PREFIX}bull`,
+      concurrency: config.SPEECH_AI_CONCURRENCY,
+    });
+    // Closed before the notifications (cleanups run in reverse): a task's result may still release a waiting callback.
+    cleanups.unshift(() => ai.close());
+    ai.onSettled(() => notifications.outbox.kick());
+    ai.start();
+    metrics.trackQueue(ai.queue);
+    logQueueErrors(ai.queue, logger, ai.queue.name);
+    if (!speech.ai) logger.info('transcript analysis, translations and titles are unavailable (OPENAI_BASE_URL/OPENAI_MODEL are not set)');
 
     const workers = new WorkerRegistry(orm, redis, config);
     const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });
@@ -151,6 +178,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       workers,
       speech,
       notifications,
+      ai,
       ircLogger,
       logger,
       close() {

@@ -29,6 +29,7 @@ export const DNS_REASONS = [
   'cache_invalidation_disabled',
   'cache_clear_protected',
   'validation_failed',
+  'outcome_unknown',
 ] as const;
 
 export const ACCOUNT_REASONS = ['invalid_credentials', 'account_disabled'] as const;

@@ -96,7 +96,9 @@ describe('authentication and zone visibility', () => {
     const g = (await get('/api/dns/zones')).json();
     expect(g).toMatchObject({ ok: true, count: 2, is_admin: false, access_type: 'api_key_global' });
     expect(g.zones.map((z: { zone: string }) => z.zone)).toEqual([A, B]);
-    expect(g.zones[0]).toMatchObject({ zone: A, file: ns.zoneFile(A), key: ns.keyFile });
+    expect(g.zones[0]).toMatchObject({ zone: A, file: ns.zoneFile(A) });
+    // The TSIG key file path is for administrators only.
+    expect(g.zones[0]).not.toHaveProperty('key');
     const w = (await get('/api/dns/zones', 'writer')).json();
     expect(w).toMatchObject({ count: 1, access_type: 'authenticated', is_admin: false });
     expect(w.zones[0]).toMatchObject({ zone: A, can_write: true });
@@ -105,6 +107,8 @@ describe('authentication and zone visibility', () => {
     const { jar } = await browserLogin(t.app, admin.name, admin.password);
     const s = (await t.app.inject({ method: 'GET', url: '/api/dns/zones', headers: { cookie: jar.header() } })).json();
     expect(s).toMatchObject({ count: 2, is_admin: true, access_type: 'authenticated' });
+    expect(s.zones[0]).toMatchObject({ zone: A, key: ns.keyFile });
+    for (const who of ['writer', 'reader'] as const) for (const zone of (await get('/api/dns/zones', who)).json().zones) expect(zone).not.toHaveProperty('key');
   });
 
   it('accepts the key as Bearer, X-API-Key and ?api_key=', async () => {
@@ -197,13 +201,22 @@ describe('writes', () => {
     expect(res.json()).toMatchObject({ ok: true, record: { name: `aaa.${A}`, type: 'A', rdata: '10.0.0.50', ttl: 120 } });
     expect(await digRecords(`aaa.${A}`, 'A')).toEqual([{ name: `aaa.${A}`, ttl: 120, class: 'IN', type: 'A', rdata: '10.0.0.50' }]);
     const after = await cacheRows(A);
-    expect(after.filter((r) => !before.some((b) => b.id === r.id))).toEqual([expect.objectContaining({ name: `aaa.${A}`, type: 'A', rdata: '10.0.0.50' })]);
-    expect(before.filter((b) => !after.some((r) => r.id === b.id))).toEqual([]);
+    // The written pair, and the SOA row with the serial the update gave the zone (the cached serial follows it).
+    const soaBefore = before.find((r) => r.type === 'SOA')!;
+    const soaAfter = after.find((r) => r.type === 'SOA')!;
+    expect(after.filter((r) => !before.some((b) => b.id === r.id))).toEqual([
+      expect.objectContaining({ name: `aaa.${A}`, type: 'A', rdata: '10.0.0.50' }),
+      expect.objectContaining({ name: A, type: 'SOA' }),
+    ]);
+    expect(before.filter((b) => !after.some((r) => r.id === b.id))).toEqual([soaBefore]);
+    const serialOf = (rdata: string) => Number(rdata.split(' ')[2]);
+    expect(serialOf(soaAfter.rdata)).toBe(serialOf(soaBefore.rdata) + 1);
     const page = (await get(`/api/dns/zones/${A}/cache?limit=5`)).json();
-    expect(page.record_count).toBe(before.length + 1);
+    expect(page.record_count).toBe(after.length);
+    expect(page.serial).toBe(serialOf(soaAfter.rdata));
     expect(page.display_signature).not.toBe(sigBefore);
     // The cached serial followed our own update, so a refresh finds nothing new and keeps the rows.
-    await get(`/api/dns/zones/${A}/axfr`);
+    expect((await get(`/api/dns/zones/${A}/axfr`)).json().zoneData[0]).toEqual(expect.objectContaining({ type: 'SOA', rdata: soaAfter.rdata }));
     expect((await cacheRows(A)).map((r) => r.id)).toEqual(after.map((r) => r.id));
   });
 

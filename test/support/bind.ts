@@ -34,6 +34,10 @@ export interface NamedServer {
   nsupdate(commands: string[]): Promise<string>;
   /** named's log lines so far. */
   logs(): string[];
+  /** Sends a signal to the running named (SIGKILL, SIGSTOP, SIGCONT); resolves once a killed one has exited. */
+  signal(sig: NodeJS.Signals): Promise<void>;
+  /** Starts named again on the same port and files (after a kill), resolving once it answers. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -46,8 +50,10 @@ export async function startNamed(opts: { zones: ZoneSpec[]; keyName?: string }):
     const key = await generateTsigKey(keyName, keyFile);
     const zoneFile = (zone: string) => path.join(dir, `db.${zone.replace(/\.$/, '')}`);
     for (const z of opts.zones) await writeFile(zoneFile(z.name), zoneText(z));
-    const proc = await startNamedProcess({ dir, keyFile, keyName, zones: opts.zones.map((z) => ({ name: z.name, file: zoneFile(z.name) })) });
+    const zones = opts.zones.map((z) => ({ name: z.name, file: zoneFile(z.name) }));
+    let proc = await startNamedProcess({ dir, keyFile, keyName, zones });
     const port = proc.port;
+    const earlier: string[] = [];
     return {
       host: '127.0.0.1',
       port,
@@ -63,8 +69,17 @@ export async function startNamed(opts: { zones: ZoneSpec[]; keyName?: string }):
         const script = [`server 127.0.0.1 ${port}`, ...commands, 'send', ''].join('\n');
         return (await runTool(bindTool('nsupdate'), ['-k', keyFile], script)).stdout;
       },
-      logs: () => [...proc.lines],
+      logs: () => [...earlier, ...proc.lines],
+      async signal(sig) {
+        proc.child.kill(sig);
+        if (sig === 'SIGKILL' || sig === 'SIGTERM') await proc.exited;
+      },
+      async restart() {
+        earlier.push(...proc.lines);
+        proc = await startNamedProcess({ dir, keyFile, keyName, zones, port });
+      },
       async stop() {
+        proc.child.kill('SIGCONT');
         await proc.stop();
         await rm(dir, { recursive: true, force: true });
       },

@@ -83,6 +83,12 @@ export class SimWorker {
     });
   }
 
+  /** Claims the next task (a transcription or a diarization rerun), or null when none is waiting. */
+  async claim(waitMs = 2000) {
+    const res = await this.client.claim({ session_id: this.session, wait_ms: waitMs });
+    return res.has_job ? res.job : null;
+  }
+
   close() {
     this.client.close();
   }

@@ -42,7 +42,16 @@ export const SESSION_COOKIE = 'sonar_session';
 interface Presented {
   value: string;
   kind: SecretKind;
-  where: 'bearer' | 'x-api-key' | 'apikey' | 'api_key';
+  where: 'bearer' | 'basic' | 'x-api-key' | 'apikey' | 'api_key';
+}
+
+/** The password of `Authorization: Basic base64(user:password)` (RFC 7617), or null when the header is not that. */
+function basicPassword(header: string): string | null {
+  const m = /^Basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (!m) return null;
+  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon >= 0 ? decoded.slice(colon + 1) : null;
 }
 
 /** Credentials in the request, in the order they are considered. */
@@ -51,8 +60,10 @@ function presentedCredentials(request: FastifyRequest): Presented[] {
   const auth = request.headers.authorization;
   if (auth) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    const basic = m ? null : basicPassword(auth);
+    if (basic) found.push({ value: basic, kind: classifySecret(basic), where: 'basic' });
     // A malformed Authorization header is a credential that fails, not an absent one.
-    found.push({ value: m?.[1] ?? '', kind: m?.[1] ? classifySecret(m[1]) : 'unknown', where: 'bearer' });
+    else found.push({ value: m?.[1] ?? '', kind: m?.[1] ? classifySecret(m[1]) : 'unknown', where: 'bearer' });
   }
   const headerKey = request.headers['x-api-key'];
   if (typeof headerKey === 'string' && headerKey) found.push({ value: headerKey, kind: classifySecret(headerKey), where: 'x-api-key' });
@@ -75,7 +86,7 @@ function transportAllowed(p: Presented, req: AuthRequirement): boolean {
         (p.where === 'bearer' || (req.tokenLegacyTransports === true && (p.where === 'x-api-key' || p.where === 'apikey')))
       );
     case 'dns_api_key':
-      return req.accept.includes('dns_api_key') && p.where !== 'apikey';
+      return req.accept.includes('dns_api_key') && p.where !== 'apikey' && (p.where !== 'basic' || req.basicAuthApiKey === true);
     default:
       return false;
   }

@@ -33,6 +33,11 @@ export interface AuthRequirement {
   permissions?: Permission[];
   /** Only administrators (403 otherwise). */
   adminOnly?: boolean;
+  /**
+   * A DNS API key may also come as the password of HTTP Basic auth (any user name): ACME clients
+   * such as lego's httpreq provider can send nothing else (and drop query strings).
+   */
+  basicAuthApiKey?: boolean;
 }
 
 /**

@@ -7,20 +7,25 @@ import type { Config } from '../config.js';
 import type { Orm } from '../db/orm.js';
 import { AppError, validationFailed } from '../http/errors.js';
 import {
+  DnsConnectionError,
+  DnsOutcomeUnknownError,
   DnsRcodeError,
+  DnsTimeoutError,
   UpdateNotAppliedError,
   InvalidUpdateError,
+  isInZone,
   fieldErrorsToRecord,
   noCname,
   normalizeName,
   validateRecord,
   type DnsMasterClient,
+  type DnsRecord,
   type FieldError,
   type Prerequisite,
   type UpdateOperation,
   type ValidRecord,
 } from './wire/index.js';
-import { masterUnavailable } from './master-errors.js';
+import { masterUnavailable, outcomeUnknown } from './master-errors.js';
 import { ZoneCache, detectSearch, displaySignature, type Page } from './zone-cache.js';
 import { ZoneRegistry, cachePolicyOf, checkPaths, type ZoneRow } from './zone-registry.js';
 
@@ -194,38 +199,151 @@ export class DnsService {
     return v.value;
   }
 
-  /** 409 cname_conflict when an address record would be added beside an existing CNAME (nothing is sent). */
-  private async assertNoCname(client: DnsMasterClient, r: ValidRecord) {
-    if (r.type !== 'A' && r.type !== 'AAAA') return;
-    const res = await client.query(r.name, 'CNAME');
-    const cname = res.answers.find((a) => a.type === 'CNAME' && a.name === r.name);
-    if (cname) throw cnameConflict(r.name, cname.rdata);
+  /**
+   * One write request's master I/O, bounded by DNS_TIMEOUT_MS in total: the pre-checks and the
+   * UPDATE must be over by 70 % of it, the rest is kept for the read-back (which is what tells an
+   * unanswered UPDATE's outcome) and the cache sync.
+   */
+  private async writer(z: ZoneRow): Promise<Writer> {
+    const base = await this.cache.client(z);
+    const start = Date.now();
+    const total = this.config.DNS_TIMEOUT_MS;
+    return { early: base.withDeadline(start + Math.floor(total * 0.7)), late: base.withDeadline(start + total) };
   }
 
-  /** One signed UPDATE, read back; the touched cache rows follow the master. */
-  private async send(z: ZoneRow, client: DnsMasterClient, ops: UpdateOperation[], prereqs: Prerequisite[], pairs: Array<{ name: string; type: string }>) {
-    const before = await client.soaSerial(z.zone).catch(() => null);
+  /**
+   * What the master has now at each name (every type, one pipelined ANY query per name) and at the
+   * in-zone targets of MX/apex NS adds (A and AAAA): the facts the pre-checks decide on.
+   */
+  private async facts(z: ZoneRow, client: DnsMasterClient, names: string[], targets: string[]): Promise<Facts> {
+    const uniqueNames = [...new Set(names)];
+    const uniqueTargets = [...new Set(targets)];
+    const questions = [
+      ...uniqueNames.map((name) => ({ name, type: 'ANY' })),
+      ...uniqueTargets.flatMap((name) => [
+        { name, type: 'A' },
+        { name, type: 'AAAA' },
+      ]),
+    ];
+    let answers;
     try {
-      await client.update(z.zone, ops, prereqs, { verify: true });
+      answers = await client.queryMany(questions);
     } catch (err) {
-      throw mapWriteError(err, ops);
+      throw masterUnavailable(err, `zone ${z.zone}: the master DNS server could not be asked before the change, so nothing was sent`);
     }
-    await this.cache.syncPairs(z, client, pairs, before);
+    const at = new Map<string, DnsRecord[]>();
+    uniqueNames.forEach((name, i) =>
+      at.set(
+        name,
+        answers[i]!.answers.filter((r) => r.name === name && !DNSSEC_TYPES.has(r.type)),
+      ),
+    );
+    const addressed = new Set<string>();
+    uniqueTargets.forEach((name, i) => {
+      const base = uniqueNames.length + i * 2;
+      if ([answers[base]!, answers[base + 1]!].some((a) => a.answers.some((r) => r.name === name && (r.type === 'A' || r.type === 'AAAA'))))
+        addressed.add(name);
+    });
+    return { at: (name) => at.get(name) ?? [], addressed };
+  }
+
+  /**
+   * The pre-checks of one add (or the add half of an update) against the master's data; null when
+   * it may be sent. BIND acknowledges and then ignores data beside a CNAME (RFC 1034 §3.6.2), so
+   * those are refused here with the types in the way; it REFUSES an MX or apex NS whose in-zone
+   * target has no address, which is the caller's data, so that is a 400 naming the target.
+   */
+  private addProblem(z: ZoneRow, r: ValidRecord, facts: Facts, ctx: AddContext = {}): AppError | null {
+    const here = facts.at(r.name);
+    const cleared = ctx.deletedTypes ?? new Set<string>();
+    if (r.type === 'CNAME') {
+      const cname = here.find((x) => x.type === 'CNAME');
+      if (cname && !ctx.replacing && !cleared.has('CNAME'))
+        return new AppError(
+          'cname_conflict',
+          `${r.name} already has a CNAME to ${cname.rdata}; a name holds one CNAME only. Use /api/dns/records/update to replace it. Nothing was sent.`,
+        );
+      const others = [...new Set(here.filter((x) => x.type !== 'CNAME' && !cleared.has(x.type)).map((x) => x.type))];
+      if (others.length)
+        return new AppError(
+          'cname_conflict',
+          `${r.name} already has ${others.join(', ')} data; a CNAME cannot coexist with other data at one name (remove it first). Nothing was sent.`,
+        );
+    } else {
+      const cname = here.find((x) => x.type === 'CNAME');
+      if (cname && !cleared.has('CNAME')) return cnameConflict(r.name, cname.rdata);
+    }
+    const target = inZoneTarget(z, r);
+    if (target && !facts.addressed.has(target) && !ctx.addedAddresses?.has(target)) {
+      const what = r.type === 'MX' ? 'an MX' : 'a zone apex NS';
+      return validationFailed({
+        [ctx.field ?? 'target']: [
+          `${target} has no A or AAAA record in zone ${z.zone}; add its address first (the master refuses ${what} whose in-zone target has none)`,
+        ],
+      });
+    }
+    return null;
+  }
+
+  /**
+   * One signed UPDATE, read back, and the touched cache rows made the master's. Unanswered (the
+   * connection dropped after sending, or no answer in time): the read-back decides; a change it
+   * shows in the zone is a success, anything else is `outcome_unknown`, never "not applied", since
+   * a stopped master may still apply what it has received. A change the master acknowledged is a
+   * success even when the read-back cannot be done (then `verified: false`).
+   */
+  private async send(
+    z: ZoneRow,
+    w: Writer,
+    ops: UpdateOperation[],
+    prereqs: Prerequisite[],
+    pairs: Array<{ name: string; type: string }>,
+  ): Promise<SendResult> {
+    const before = await w.early.soaSerial(z.zone).catch(() => null);
+    let result: SendResult = { verified: true };
+    try {
+      await w.early.update(z.zone, ops, prereqs);
+      try {
+        const mismatches = await w.late.verifyUpdate(ops);
+        if (mismatches.length) throw new AppError('conflict', new UpdateNotAppliedError(mismatches).message);
+      } catch (err) {
+        if (err instanceof AppError) throw err;
+        result = {
+          verified: false,
+          note: `The master acknowledged the change (NOERROR); reading it back failed: ${(err as Error).message}.`,
+        };
+      }
+    } catch (err) {
+      if (!(err instanceof DnsOutcomeUnknownError)) throw mapWriteError(err, ops);
+      let mismatches;
+      try {
+        mismatches = await w.late.verifyUpdate(ops);
+      } catch (again) {
+        throw outcomeUnknown(err, `asking the master again failed too (${(again as Error).message})`);
+      }
+      if (mismatches.length) throw outcomeUnknown(err, 'a read-back right after does not show the change, but the master may still apply what it received');
+      result = { verified: true, note: 'The master did not answer the UPDATE; a read-back shows the change in the zone.' };
+    }
+    await this.cache.syncAfterWrite(z, w.late, pairs, before);
+    return result;
   }
 
   async add(body: { domain?: unknown; type?: unknown; target?: unknown; ttl?: unknown; zone: ZoneRow }) {
     const z = body.zone;
     const r = this.validate(z, body);
     const ttl = r.ttl ?? this.config.DNS_DEFAULT_TTL;
-    const client = await this.cache.client(z);
-    await this.assertNoCname(client, r);
-    const prereqs = r.type === 'A' || r.type === 'AAAA' ? [noCname(r.name)] : [];
-    await this.send(z, client, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], prereqs, [{ name: r.name, type: r.type }]);
+    const w = await this.writer(z);
+    const target = inZoneTarget(z, r);
+    const facts = await this.facts(z, w.early, [r.name], target ? [target] : []);
+    const problem = this.addProblem(z, r, facts);
+    if (problem) throw problem;
+    const sent = await this.send(z, w, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], addPrereqs(r), [{ name: r.name, type: r.type }]);
     return {
       ok: true as const,
-      message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.`,
+      message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
       zone: z.zone,
       record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata },
+      verified: sent.verified,
     };
   }
 
@@ -234,18 +352,21 @@ export class DnsService {
     if (body.target === undefined || body.target === null || body.target === '')
       throw validationFailed({ target: ['is required (the whole RRset is never deleted implicitly)'] });
     const r = this.validate(z, body, '', true);
-    const client = await this.cache.client(z);
-    const existing = (await client.query(r.name, r.type)).answers.some((a) => a.name === r.name && a.type === r.type && a.rdata === r.rdata);
-    if (!existing) throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
-    await this.send(z, client, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
+    const w = await this.writer(z);
+    const facts = await this.facts(z, w.early, [r.name], []);
+    if (!facts.at(r.name).some((a) => a.type === r.type && a.rdata === r.rdata))
+      throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
+    const sent = await this.send(z, w, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
     return {
       ok: true as const,
-      message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.`,
+      message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
       zone: z.zone,
       record: { name: r.name, class: 'IN', type: r.type, rdata: r.rdata },
+      verified: sent.verified,
     };
   }
 
+  /** Replaces one value (`old_target`) or the whole RRset; without `ttl` the RRset keeps its TTL (the default only for a new RRset). */
   async update(body: { domain?: unknown; type?: unknown; old_target?: unknown; new_target?: unknown; ttl?: unknown; zone: ZoneRow }) {
     const z = body.zone;
     const next = this.validate(z, { domain: body.domain, type: body.type, target: body.new_target, ttl: body.ttl });
@@ -257,40 +378,47 @@ export class DnsService {
       else old = v.value;
     }
     if (errors.length) throw validationFailed(fieldErrorsToRecord(errors));
-    const ttl = next.ttl ?? this.config.DNS_DEFAULT_TTL;
-    const client = await this.cache.client(z);
-    await this.assertNoCname(client, next);
+    const w = await this.writer(z);
+    const target = inZoneTarget(z, next);
+    const facts = await this.facts(z, w.early, [next.name], target ? [target] : []);
+    const current = facts.at(next.name).filter((a) => a.type === next.type);
+    const problem = this.addProblem(z, next, facts, { replacing: true, field: 'new_target' });
+    if (problem) throw problem;
+    const ttl = next.ttl ?? current[0]?.ttl ?? this.config.DNS_DEFAULT_TTL;
     const ops: UpdateOperation[] = [];
-    const prereqs: Prerequisite[] = next.type === 'A' || next.type === 'AAAA' ? [noCname(next.name)] : [];
     if (old) {
-      const exists = (await client.query(old.name, old.type)).answers.some((a) => a.name === old.name && a.type === old.type && a.rdata === old.rdata);
-      if (!exists) throw new AppError('not_found', `${old.name} ${old.type} ${old.rdata} does not exist.`);
-      ops.push({ op: 'delete', name: old.name, type: old.type, rdata: old.data });
+      const o = old;
+      if (!current.some((a) => a.rdata === o.rdata)) throw new AppError('not_found', `${o.name} ${o.type} ${o.rdata} does not exist.`);
+      ops.push({ op: 'delete', name: o.name, type: o.type, rdata: o.data });
     } else {
       ops.push({ op: 'deleteRRset', name: next.name, type: next.type });
     }
     ops.push({ op: 'add', name: next.name, type: next.type, ttl, rdata: next.data });
-    await this.send(z, client, ops, prereqs, [{ name: next.name, type: next.type }]);
+    const prereqs = next.type === 'CNAME' ? [] : [noCname(next.name)];
+    const sent = await this.send(z, w, ops, prereqs, [{ name: next.name, type: next.type }]);
     return {
       ok: true as const,
-      message: `Updated ${next.name} ${next.type}: ${old ? old.rdata : '(whole RRset)'} → ${next.rdata}.`,
+      message: `Updated ${next.name} ${next.type}: ${old ? old.rdata : '(whole RRset)'} → ${next.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
       zone: z.zone,
       record: { name: next.name, ttl, class: 'IN', type: next.type, rdata: next.rdata },
       ...(old ? { old_rdata: old.rdata } : {}),
+      verified: sent.verified,
     };
   }
 
   /**
-   * 1..100 operations of one zone in ONE UPDATE message (atomic on the master). Operations that
-   * fail the pre-checks (CNAME conflict) are reported and left out; when the combined message is
-   * refused or its read-back disagrees, each remaining operation is sent on its own so every
-   * result says what happened to it.
+   * 1..100 operations in ONE UPDATE message per zone (atomic on the master). The pre-checks are one
+   * pipelined batch of queries per zone; operations that fail them are reported and left out. When
+   * the master refuses the combined message (an RCODE) or its read-back disagrees, each remaining
+   * operation is sent on its own so every result says what happened to it. A master that cannot be
+   * reached, or an unanswered message, fails the whole request (503), never a per-operation guess.
    */
   async bulk(operations: WriteOp[], allowedZone: (z: ZoneRow) => void) {
     const errors: FieldError[] = [];
     const valid: Array<{ i: number; action: 'ADD' | 'DELETE'; r: ValidRecord; z: ZoneRow }> = [];
+    const zoneOf = await this.zones.zonesFor(operations.map((op) => (typeof op.domain === 'string' ? op.domain : '')));
     for (const [i, op] of operations.entries()) {
-      const z = typeof op.domain === 'string' ? await this.zones.zoneFor(op.domain) : null;
+      const z = zoneOf[i];
       if (!z) {
         errors.push({ field: `operations.${i}.domain`, message: 'is not inside any managed zone' });
         continue;
@@ -318,15 +446,28 @@ export class DnsService {
     });
     let messages = 0;
     for (const z of zones.values()) {
-      const client = await this.cache.client(z);
+      const w = await this.writer(z);
       const mine = valid.filter((v) => v.z.id === z.id);
-      const deletedCnames = new Set(mine.filter((v) => v.action === 'DELETE' && v.r.type === 'CNAME').map((v) => v.r.name));
+      const deletedTypes = new Map<string, Set<string>>();
+      for (const v of mine) if (v.action === 'DELETE') (deletedTypes.get(v.r.name) ?? deletedTypes.set(v.r.name, new Set()).get(v.r.name)!).add(v.r.type);
+      const addedAddresses = new Set(mine.filter((v) => v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA')).map((v) => v.r.name));
+      const adds = mine.filter((v) => v.action === 'ADD');
+      const facts = await this.facts(
+        z,
+        w.early,
+        adds.map((v) => v.r.name),
+        adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null),
+      );
       const sendable: typeof mine = [];
       for (const v of mine) {
-        if (v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA') && !deletedCnames.has(v.r.name)) {
-          const cname = (await client.query(v.r.name, 'CNAME')).answers.find((a) => a.type === 'CNAME' && a.name === v.r.name);
-          if (cname) {
-            Object.assign(results[v.i]!, { ok: false, reason: 'cname_conflict', message: cnameConflict(v.r.name, cname.rdata).message });
+        if (v.action === 'ADD') {
+          const problem = this.addProblem(z, v.r, facts, {
+            deletedTypes: deletedTypes.get(v.r.name),
+            addedAddresses,
+            field: `operations.${v.i}.target`,
+          });
+          if (problem) {
+            Object.assign(results[v.i]!, { ok: false, reason: problem.reason, message: problem.message });
             continue;
           }
         }
@@ -337,25 +478,26 @@ export class DnsService {
         v.action === 'ADD'
           ? { op: 'add', name: v.r.name, type: v.r.type, ttl: v.r.ttl ?? this.config.DNS_DEFAULT_TTL, rdata: v.r.data }
           : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
-      const prereqOf = (v: (typeof mine)[number]): Prerequisite[] =>
-        v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA') && !deletedCnames.has(v.r.name) ? [noCname(v.r.name)] : [];
+      const prereqOf = (v: (typeof mine)[number]): Prerequisite[] => (v.action === 'ADD' && !deletedTypes.has(v.r.name) ? addPrereqs(v.r) : []);
       const pairs = sendable.map((v) => ({ name: v.r.name, type: v.r.type }));
+      messages++;
       try {
-        messages++;
-        await this.send(z, client, sendable.map(toOp), sendable.flatMap(prereqOf), pairs);
+        await this.send(z, w, sendable.map(toOp), sendable.flatMap(prereqOf), pairs);
         for (const v of sendable) Object.assign(results[v.i]!, { ok: true });
-      } catch {
+      } catch (err) {
+        if (!isPerOperation(err)) throw err;
+        // One at a time, each with a budget of its own: the combined message was refused as a whole.
         for (const v of sendable) {
           try {
             messages++;
-            await this.send(z, client, [toOp(v)], prereqOf(v), [{ name: v.r.name, type: v.r.type }]);
+            await this.send(z, await this.writer(z), [toOp(v)], prereqOf(v), [{ name: v.r.name, type: v.r.type }]);
             Object.assign(results[v.i]!, { ok: true });
-          } catch (err) {
-            const e = err instanceof AppError ? err : mapWriteError(err, [toOp(v)]);
-            Object.assign(results[v.i]!, { ok: false, reason: e.reason, message: e.message });
+          } catch (e) {
+            if (!isPerOperation(e)) throw e;
+            const a = e instanceof AppError ? e : mapWriteError(e, [toOp(v)]);
+            Object.assign(results[v.i]!, { ok: false, reason: a.reason, message: a.message });
           }
         }
-        await this.cache.syncPairs(z, client, pairs, null);
       }
     }
     const failed = results.filter((r) => !r.ok).length;
@@ -374,36 +516,49 @@ export class DnsService {
   async acmePresent(domain: string, value: string, ttl: number | undefined, z: ZoneRow) {
     const owner = acmeOwner(domain);
     const t = ttl ?? this.config.DNS_ACME_TTL;
-    const client = await this.cache.client(z);
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value), ttl: t });
-    await this.send(z, client, [{ op: 'add', name: owner, type: 'TXT', ttl: t, rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
-    return { ok: true as const, message: `Challenge published at ${owner}.`, owner, fqdn: `${owner}.`, zone: z.zone, value, challenge: value, ttl: t };
+    const w = await this.writer(z);
+    const problem = this.addProblem(z, r, await this.facts(z, w.early, [owner], []));
+    if (problem) throw problem;
+    const sent = await this.send(z, w, [{ op: 'add', name: owner, type: 'TXT', ttl: t, rdata: r.data }], addPrereqs(r), [{ name: owner, type: 'TXT' }]);
+    return {
+      ok: true as const,
+      message: `Challenge published at ${owner}.${sent.note ? ` ${sent.note}` : ''}`,
+      owner,
+      fqdn: `${owner}.`,
+      zone: z.zone,
+      value,
+      challenge: value,
+      ttl: t,
+      verified: sent.verified,
+    };
   }
 
   async acmeCleanup(domain: string, value: string, z: ZoneRow) {
     const owner = acmeOwner(domain);
-    const client = await this.cache.client(z);
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value) }, '', true);
-    const present = (await client.query(owner, 'TXT')).answers.some((a) => a.name === owner && a.type === 'TXT' && a.rdata === r.rdata);
-    if (present) await this.send(z, client, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
+    const w = await this.writer(z);
+    const present = (await this.facts(z, w.early, [owner], [])).at(owner).some((a) => a.type === 'TXT' && a.rdata === r.rdata);
+    const sent = present ? await this.send(z, w, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]) : null;
     return {
       ok: true as const,
-      message: present ? `Challenge removed from ${owner}.` : `No such challenge at ${owner}; nothing to remove.`,
+      message: present ? `Challenge removed from ${owner}.${sent?.note ? ` ${sent.note}` : ''}` : `No such challenge at ${owner}; nothing to remove.`,
       owner,
       fqdn: `${owner}.`,
       zone: z.zone,
       value,
       challenge: value,
       removed: present,
+      verified: sent?.verified ?? true,
     };
   }
 
   /** Removes every `_acme-challenge` TXT value at the owner except `keep`. */
   async acmeCleanupStale(domain: string, opts: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }, z: ZoneRow) {
     const owner = acmeOwner(domain);
-    const client = await this.cache.client(z);
+    const w = await this.writer(z);
     const keepRdata = new Set((opts.keep ?? []).map((k) => txtOf(k)));
-    const rows = (await client.query(owner, 'TXT')).answers.filter((a) => a.name === owner && a.type === 'TXT');
+    const rows = (await this.facts(z, w.early, [owner], [])).at(owner).filter((a) => a.type === 'TXT');
     const value = (rdata: string) => rdata.replace(/^"|"$/g, '').replace(/\\(.)/g, '$1');
     const removed = rows.filter((r) => !keepRdata.has(r.rdata)).map((r) => value(r.rdata));
     const kept = rows.filter((r) => keepRdata.has(r.rdata)).map((r) => value(r.rdata));
@@ -412,8 +567,10 @@ export class DnsService {
     if (!dryRun && removed.length) {
       try {
         const ops = rows.filter((r) => !keepRdata.has(r.rdata)).map((r): UpdateOperation => ({ op: 'delete', name: owner, type: 'TXT', rdata: r.rdata }));
-        await this.send(z, client, ops, [], [{ name: owner, type: 'TXT' }]);
+        await this.send(z, w, ops, [], [{ name: owner, type: 'TXT' }]);
       } catch (err) {
+        // Unreachable or unanswered: the request fails as a whole (503), it is not a per-value error.
+        if (!isPerOperation(err)) throw err;
         errors.push((err as Error).message);
       }
     }
@@ -437,6 +594,60 @@ export class DnsService {
   }
 }
 
+interface Writer {
+  /** Pre-checks and the UPDATE. */
+  early: DnsMasterClient;
+  /** Read-back and cache sync. */
+  late: DnsMasterClient;
+}
+
+interface Facts {
+  /** The master's records at a name (DNSSEC types left out). */
+  at: (name: string) => DnsRecord[];
+  /** Asked-about targets that have an A or AAAA record. */
+  addressed: Set<string>;
+}
+
+interface AddContext {
+  /** An update replaces the RRset of its type (a CNAME may replace a CNAME). */
+  replacing?: boolean;
+  /** Types the same bulk deletes at this name. */
+  deletedTypes?: Set<string>;
+  /** Names the same bulk gives an A/AAAA. */
+  addedAddresses?: Set<string>;
+  /** The field a 400 names. */
+  field?: string;
+}
+
+interface SendResult {
+  /** The change was read back from the master. */
+  verified: boolean;
+  note?: string;
+}
+
+const DNSSEC_TYPES = new Set(['RRSIG', 'NSEC', 'NSEC3', 'NSEC3PARAM', 'DNSKEY', 'CDS', 'CDNSKEY', 'TYPE65534']);
+
+/** The in-zone target an MX, or an NS at the zone apex, points at (BIND refuses the add when it has no address), else null. */
+function inZoneTarget(z: ZoneRow, r: ValidRecord): string | null {
+  let target: string | null = null;
+  if (r.data.type === 'MX') target = r.data.exchange;
+  else if (r.data.type === 'NS' && r.name === z.zone) target = r.data.target;
+  if (!target) return null;
+  const t = normalizeName(target);
+  return t !== '' && isInZone(t, z.zone) ? t : null;
+}
+
+/** Prerequisites that make the master refuse (instead of silently ignore) an add that raced a conflicting one. */
+function addPrereqs(r: ValidRecord): Prerequisite[] {
+  return r.type === 'CNAME' ? [{ require: 'nameNotInUse', name: r.name }] : [noCname(r.name)];
+}
+
+/** A failure that concerns one operation (the bulk then tries each on its own), not an unreachable master or an unknown outcome. */
+function isPerOperation(err: unknown): boolean {
+  if (err instanceof AppError) return err.reason !== 'outcome_unknown' && !(err.reason === 'service_unavailable' && err.details.headers !== undefined);
+  return err instanceof DnsRcodeError || err instanceof UpdateNotAppliedError || err instanceof InvalidUpdateError;
+}
+
 function cnameConflict(name: string, target: string) {
   return new AppError('cname_conflict', `${name} has a CNAME to ${target}; remove that CNAME first, a CNAME cannot coexist with address records.`);
 }
@@ -446,11 +657,18 @@ function mapWriteError(err: unknown, ops: UpdateOperation[]): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof InvalidUpdateError) return validationFailed(fieldErrorsToRecord(err.errors));
   if (err instanceof DnsRcodeError && err.prerequisiteFailed) {
-    const add = ops.find((o) => o.op === 'add' && (o.type === 'A' || o.type === 'AAAA'));
-    if (err.code === 'YXRRSET' && add)
-      return new AppError('cname_conflict', `${add.name} has a CNAME (added concurrently); remove that CNAME first. Nothing was changed.`);
+    const add = ops.find((o) => o.op === 'add');
+    if ((err.code === 'YXRRSET' || err.code === 'YXDOMAIN') && add)
+      return new AppError(
+        'cname_conflict',
+        add.type === 'CNAME'
+          ? `${add.name} got other data concurrently; a CNAME cannot coexist with it. Nothing was changed.`
+          : `${add.name} has a CNAME (added concurrently); remove that CNAME first. Nothing was changed.`,
+      );
     return new AppError('conflict', `The zone changed concurrently: ${err.message}. Nothing was changed.`);
   }
   if (err instanceof UpdateNotAppliedError) return new AppError('conflict', err.message);
-  return masterUnavailable(err, 'The master DNS server did not apply the change');
+  if (err instanceof DnsConnectionError || err instanceof DnsTimeoutError)
+    return masterUnavailable(err, 'The master DNS server could not be reached, so the change was not sent');
+  return masterUnavailable(err, 'The master DNS server refused the change');
 }

@@ -267,3 +267,94 @@ export async function startNamedProcess(o: StartNamedOptions): Promise<NamedProc
   }
   throw new Error(`named did not start answering:\n${lastError}`);
 }
+
+export interface SupervisorHooks {
+  /** named exited unexpectedly; it will be started again after `delayMs`. */
+  onExit?: (info: { code: number | null; signal: NodeJS.Signals | null; lastLines: string[]; delayMs: number }) => void;
+  /** named runs and answers again. */
+  onRestart?: (p: NamedProcess, attempt: number) => void;
+  /** A restart failed; the next try comes after `delayMs`. */
+  onRestartFailed?: (err: Error, delayMs: number) => void;
+}
+
+export interface BackoffOptions {
+  /** First delay after an exit (ms). */
+  initialMs?: number;
+  /** Longest delay (ms); each failure in a row doubles it up to this. */
+  maxMs?: number;
+  /** A named that has run this long counts as healthy again: the next exit starts at initialMs. */
+  resetAfterMs?: number;
+}
+
+export interface NamedSupervisor {
+  current(): NamedProcess;
+  /** Stops supervising and stops named. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Keeps a named running: when it exits without `stop()` (killed, crashed), it is started again by
+ * `restart` after a delay that doubles with each exit or failed start in a row (initialMs, 2×, 4×…
+ * up to maxMs) and falls back to initialMs once named has stayed up for resetAfterMs.
+ */
+export function superviseNamed(
+  first: NamedProcess,
+  restart: () => Promise<NamedProcess>,
+  hooks: SupervisorHooks = {},
+  o: BackoffOptions = {},
+): NamedSupervisor {
+  const initialMs = o.initialMs ?? 1000;
+  const maxMs = o.maxMs ?? 30_000;
+  const resetAfterMs = o.resetAfterMs ?? 60_000;
+  let proc = first;
+  let startedAt = Date.now();
+  let delay = initialMs;
+  let stopping = false;
+  let timer: NodeJS.Timeout | null = null;
+  let attempt = 0;
+
+  const schedule = (ms: number) => {
+    timer = setTimeout(() => {
+      timer = null;
+      void tryRestart();
+    }, ms);
+    timer.unref();
+    delay = Math.min(maxMs, delay * 2);
+  };
+  const tryRestart = async () => {
+    if (stopping) return;
+    attempt++;
+    try {
+      const p = await restart();
+      if (stopping) {
+        await p.stop();
+        return;
+      }
+      proc = p;
+      startedAt = Date.now();
+      watch(p);
+      hooks.onRestart?.(p, attempt);
+    } catch (err) {
+      if (stopping) return;
+      hooks.onRestartFailed?.(err as Error, delay);
+      schedule(delay);
+    }
+  };
+  const watch = (p: NamedProcess) => {
+    void p.exited.then((code) => {
+      if (stopping || p !== proc) return;
+      if (Date.now() - startedAt >= resetAfterMs) delay = initialMs;
+      hooks.onExit?.({ code, signal: p.child.signalCode, lastLines: p.lines.slice(-5), delayMs: delay });
+      schedule(delay);
+    });
+  };
+  watch(first);
+  return {
+    current: () => proc,
+    async stop() {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+      await proc.stop();
+    },
+  };
+}

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { safeString } from '@sonar/shared';
 import { principalOf } from '../accounts/auth-plugin.js';
@@ -31,6 +32,9 @@ const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist
 /** OpenAPI: a session or a DNS API key (a whitelisted client address needs neither). */
 const security: Array<Record<string, string[]>> = [{ session: [] }, { dnsApiKey: [] }];
 const doc = { tags: ['dns'], security };
+/** The ACME helpers also take the key as an HTTP Basic password: what lego's httpreq provider can send. */
+const ACME_AUTH: AuthRequirement = { ...AUTH, basicAuthApiKey: true };
+const acmeDoc = { tags: ['dns'], security: [...security, { dnsApiKeyBasic: [] }] };
 const ok = <T>(schema: T) => ({ 200: schema, ...dnsErrors });
 
 /** DNS zone editor API routes (/api/dns); the plugin sets their error shape and rate limit. */
@@ -76,7 +80,8 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
         zones: zones.map((zone) => ({
           zone: zone.zone,
           file: zone.filePath,
-          key: zone.keyPath,
+          // Where the TSIG secret lies is for administrators only (not readers, keys or whitelisted addresses).
+          ...(a.isAdmin ? { key: zone.keyPath } : {}),
           server: zone.server,
           port: zone.port,
           can_write: canWrite(a, zone.zone),
@@ -219,21 +224,25 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     },
   );
 
-  // ACME DNS-01: `{domain, challenge, ttl}` or the `{fqdn, value}` body that lego's httpreq provider and similar hooks send.
+  // ACME DNS-01, three body shapes: `{domain, challenge, ttl}`; `{fqdn, value}` (lego httpreq's default
+  // mode and similar hooks); `{domain, token, keyAuth}` (lego httpreq HTTPREQ_MODE=RAW), whose TXT
+  // value is computed here as ACME defines it (RFC 8555 §8.4: base64url of SHA-256 of the key authorization).
   const acmeBody = z.looseObject({
     domain: safeString().min(1).max(300).optional(),
     fqdn: safeString().min(1).max(300).optional(),
     challenge: safeString().min(1).max(1000).optional(),
     value: safeString().min(1).max(1000).optional(),
+    token: safeString().min(1).max(1000).optional(),
+    keyAuth: safeString().min(1).max(2000).optional(),
     ttl: z.coerce.number().int().min(0).max(86400).optional(),
   });
   type AcmeBody = z.infer<typeof acmeBody>;
   async function acmeTarget(req: FastifyRequest, body: AcmeBody, needValue: boolean) {
     const domain = body.domain ?? body.fqdn;
-    const value = body.challenge ?? body.value;
+    const value = body.challenge ?? body.value ?? (body.keyAuth ? dns01Value(body.keyAuth) : undefined);
     const errors: Record<string, string[]> = {};
     if (!domain) errors.domain = ['is required (or fqdn)'];
-    if (needValue && !value) errors.challenge = ['is required (or value)'];
+    if (needValue && !value) errors.challenge = ['is required (or value, or keyAuth)'];
     if (Object.keys(errors).length) throw validationFailed(errors);
     const owner = acmeOwner(domain!);
     const zone = await writableZoneOf(await access(req), owner);
@@ -242,7 +251,10 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
 
   r.post(
     '/api/dns/acme/present',
-    { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: publish a challenge', body: acmeBody, response: ok(acmePresentResponseSchema) } },
+    {
+      config: { auth: ACME_AUTH },
+      schema: { ...acmeDoc, summary: 'ACME DNS-01: publish a challenge', body: acmeBody, response: ok(acmePresentResponseSchema) },
+    },
     async (req) => {
       const t = await acmeTarget(req, req.body, true);
       return { ...(await dns.acmePresent(t.domain, t.value, req.body.ttl, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
@@ -251,7 +263,10 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
 
   r.post(
     '/api/dns/acme/cleanup',
-    { config: { auth: AUTH }, schema: { ...doc, summary: 'ACME DNS-01: remove a challenge', body: acmeBody, response: ok(acmeCleanupResponseSchema) } },
+    {
+      config: { auth: ACME_AUTH },
+      schema: { ...acmeDoc, summary: 'ACME DNS-01: remove a challenge', body: acmeBody, response: ok(acmeCleanupResponseSchema) },
+    },
     async (req) => {
       const t = await acmeTarget(req, req.body, true);
       return { ...(await dns.acmeCleanup(t.domain, t.value, t.zone)), ...(req.body.fqdn ? { fqdn: req.body.fqdn } : {}) };
@@ -261,9 +276,9 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
   r.post(
     '/api/dns/acme/cleanup-stale',
     {
-      config: { auth: AUTH },
+      config: { auth: ACME_AUTH },
       schema: {
-        ...doc,
+        ...acmeDoc,
         summary: 'ACME DNS-01: remove every challenge at the owner except keep_challenges',
         response: ok(acmeCleanupStaleResponseSchema),
         body: z.object({
@@ -284,3 +299,6 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     },
   );
 }
+
+/** The DNS-01 TXT value of a key authorization (RFC 8555 §8.4). */
+const dns01Value = (keyAuth: string) => createHash('sha256').update(keyAuth).digest('base64url');

@@ -25,7 +25,16 @@ export const dnsRecordSchema = z.object({ name: z.string(), ttl: z.number(), cla
 export const zoneListResponseSchema = z.object({
   ok: z.literal(true),
   count: z.number(),
-  zones: z.array(z.object({ zone: z.string(), file: z.string(), key: z.string(), server: z.string(), port: z.number(), can_write: z.boolean() })),
+  zones: z.array(
+    z.object({
+      zone: z.string(),
+      file: z.string(),
+      key: z.string().optional().describe('TSIG key file path on the server: administrators only'),
+      server: z.string(),
+      port: z.number(),
+      can_write: z.boolean(),
+    }),
+  ),
   is_admin: z.boolean(),
   access_type: z.enum(['authenticated', 'api_key_global', 'ip_whitelist']),
 });
@@ -83,12 +92,18 @@ export const zoneSearchResponseSchema = z.object({
 
 export const cacheClearResponseSchema = z.object({ ok: z.literal(true), zone: z.string(), message: z.string(), cache_policy: cachePolicySchema });
 
-export const recordWriteResponseSchema = z.object({ ok: z.literal(true), message: z.string(), zone: z.string(), record: dnsRecordSchema });
+const verified = z
+  .boolean()
+  .describe(
+    'true: the change was read back from the master. false: the master acknowledged it (NOERROR) but the read-back could not be done; the message says why.',
+  );
+export const recordWriteResponseSchema = z.object({ ok: z.literal(true), message: z.string(), zone: z.string(), record: dnsRecordSchema, verified });
 export const recordDeleteResponseSchema = z.object({
   ok: z.literal(true),
   message: z.string(),
   zone: z.string(),
   record: dnsRecordSchema.omit({ ttl: true }),
+  verified,
 });
 export const recordUpdateResponseSchema = recordWriteResponseSchema.extend({
   old_rdata: z.string().optional().describe('With old_target: the replaced value (otherwise the whole RRset was replaced)'),
@@ -121,6 +136,7 @@ const acmeFields = {
   zone: z.string(),
   value: z.string(),
   challenge: z.string(),
+  verified,
 };
 export const acmePresentResponseSchema = z.object({ ...acmeFields, ttl: z.number() });
 export const acmeCleanupResponseSchema = z.object({ ...acmeFields, removed: z.boolean() });

@@ -5,10 +5,12 @@
  * writes through the API replace only the rows of the name/type pairs they touched.
  */
 import { createHash } from 'node:crypto';
+import { finished } from 'node:stream/promises';
+import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
-import { DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { DnsError, DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
 
@@ -58,7 +60,8 @@ export function detectSearch(q: string): { mode: SearchMode; term: string } {
   const t = q.trim();
   const forced = /^(ip|type|name|data):(.*)$/i.exec(t);
   if (forced) return { mode: forced[1]!.toLowerCase() as SearchMode, term: forced[2]!.trim() };
-  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,}$/i.test(t))
+  // Addresses and address prefixes: `10.1`, `10.1.2.`, `2001:db8`, `2001:db8::`, `fe80:`.
+  if (isIPv4(t) || isIPv6(t) || /^\d{1,3}(\.\d{1,3}){1,2}\.?$/.test(t) || /^[0-9a-f]{1,4}(:[0-9a-f]{0,4}){1,7}:?$/i.test(t))
     return { mode: 'ip', term: t.toLowerCase() };
   if (TYPES.has(t.toUpperCase()) && /^[A-Za-z]+$/.test(t)) return { mode: 'type', term: t.toUpperCase() };
   if (/^[A-Za-z0-9_*.-]+$/.test(t)) return { mode: 'name', term: normalizeName(t) || t.toLowerCase() };
@@ -98,47 +101,113 @@ export class ZoneCache {
         return { transferred: false, serial };
       }
     }
-    const result = await client.axfr(z.zone).catch((e: unknown) => upstream(e, z));
-    await this.replaceAll(z.id, result.records, result.serial);
-    return { transferred: true, serial: result.serial };
-  }
-
-  async replaceAll(zoneId: number, records: DnsRecord[], serial: number): Promise<void> {
-    await this.knex().transaction(async (trx) => {
-      await trx.raw(`select zone_id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`, [zoneId]);
-      await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
-      await insertRows(trx, zoneId, records);
-      await trx.raw(
-        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values (?, ?, ?, now())
-         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at`,
-        [zoneId, serial, records.length],
-      );
-    });
+    const serial = await this.replaceByTransfer(z.id, (onRecords) => client.axfr(z.zone, onRecords)).catch((e: unknown) =>
+      e instanceof DnsError ? upstream(e, z) : Promise.reject(e as Error),
+    );
+    return { transferred: true, serial };
   }
 
   /**
-   * After a verified write: the rows of each touched name/type pair become the master's current
-   * answer for that pair; nothing else changes. `serial` advances only when the master's serial moved
+   * A full replace fed by a running zone transfer: in one transaction on one connection, the zone's
+   * rows are deleted and the transferred records are streamed into PostgreSQL's COPY (pg-copy-streams)
+   * message by message while the transfer goes on, so neither side waits for the other. A failed
+   * transfer rolls everything back. Takes the zone row lock that the write sync takes too.
+   */
+  async replaceByTransfer(zoneId: number, transfer: (onRecords: (records: DnsRecord[]) => void) => Promise<{ serial: number }>): Promise<number> {
+    const knex = this.knex();
+    // The raw pg connection (knex's client is untyped): COPY needs the connection itself, not a query builder.
+    const pool = knex.client as { acquireConnection(): Promise<PgClient>; releaseConnection(c: PgClient): Promise<unknown> };
+    const conn = await pool.acquireConnection();
+    try {
+      await conn.query('begin');
+      await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [zoneId]);
+      await conn.query('delete from dns_record_cache where zone_id = $1', [zoneId]);
+      const copy = conn.query(copyFrom('copy dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin'));
+      const done = finished(copy);
+      let count = 0;
+      let result: { serial: number };
+      try {
+        result = await transfer((records) => {
+          count += records.length;
+          copy.write(copyRows(zoneId, records));
+        });
+      } catch (err) {
+        copy.destroy();
+        await done.catch(() => undefined);
+        throw err;
+      }
+      copy.end();
+      await done;
+      await conn.query(
+        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values ($1, $2, $3, now())
+         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at`,
+        [zoneId, result.serial, count],
+      );
+      await conn.query('commit');
+      // A big replace leaves the new rows' pages not yet all-visible, and until they are, the page
+      // query's index-only scan falls back to reading rows. Vacuum now instead of whenever autovacuum
+      // comes by (not awaited: the answer does not wait for it; a failure only means later).
+      if (count >= 10_000) void knex.raw('vacuum (analyze) dns_record_cache').catch(() => undefined);
+      return result.serial;
+    } catch (err) {
+      await conn.query('rollback').catch(() => undefined);
+      throw err;
+    } finally {
+      await pool.releaseConnection(conn);
+    }
+  }
+
+  /**
+   * After a write: the rows of each touched name/type pair become the master's current answer for
+   * that pair; nothing else changes. Runs with the zone row locked (FOR UPDATE, the lock a full
+   * replace takes too) and asks the master inside it, so concurrent writers apply their answers
+   * one after another and a later writer never sees an older answer. `record_count` moves by the
+   * rows deleted and inserted (no recount, which each READ COMMITTED writer would do on its own
+   * snapshot). `serial` and the SOA row advance together, and only when the master's serial moved
    * by exactly our one update from the cached serial (otherwise someone else also changed the zone,
    * and the next refresh transfers it).
+   *
+   * Never fails the write it follows: when the master or the database cannot be asked, the cache
+   * is marked stale so that the next read transfers the zone again.
    */
+  async syncAfterWrite(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
+    try {
+      await this.syncPairs(z, client, pairs, serialBefore);
+    } catch {
+      await this.knex()
+        .raw(`update dns_zone_cache_state set cached_at = to_timestamp(0) where zone_id = ?`, [z.id])
+        .catch(() => undefined);
+    }
+  }
+
   async syncPairs(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
-    const state = await this.state(z.id);
-    if (!state) return;
     const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
-    const answers = await Promise.all(
-      unique.map(async (p) => ({ ...p, rows: (await client.query(p.name, p.type)).answers.filter((r) => r.name === p.name && r.type === p.type) })),
-    );
-    const serialAfter = await client.soaSerial(z.zone).catch(() => null);
     await this.knex().transaction(async (trx) => {
-      for (const a of answers) {
-        await trx.raw(`delete from dns_record_cache where zone_id = ? and name = ? and type = ?`, [z.id, a.name, a.type]);
-        await insertRows(trx, z.id, a.rows);
+      const locked = await trx.raw<{ rows: Array<{ serial: string | null }> }>(
+        `select s.serial from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
+        [z.id],
+      );
+      const cached = locked.rows[0]?.serial;
+      if (cached === null || cached === undefined) return;
+      const answers = await client.queryMany([...unique, { name: z.zone, type: 'SOA' }]);
+      const rows = unique.flatMap((p, i) => answers[i]!.answers.filter((r) => r.name === p.name && r.type === p.type));
+      const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
+      const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
+      const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
+      const keys = unique.map((p) => ({ n: p.name, t: p.type }));
+      if (advance && soa) {
+        keys.push({ n: z.zone, t: 'SOA' });
+        rows.push(soa);
       }
-      const advance = serialBefore !== null && serialAfter !== null && state.serial === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
+      const deleted = await trx.raw<{ rowCount: number | null }>(
+        `delete from dns_record_cache where zone_id = ? and (name, type) in (select x.n, x.t from jsonb_to_recordset(?::jsonb) as x(n text, t text))`,
+        [z.id, JSON.stringify(keys)],
+      );
+      await insertRows(trx, z.id, rows);
+      const delta = rows.length - (deleted.rowCount ?? 0);
       await trx.raw(
-        `update dns_zone_cache_state set record_count = (select count(*) from dns_record_cache where zone_id = ?)${advance ? ', serial = ?' : ''} where zone_id = ?`,
-        advance ? [z.id, serialAfter, z.id] : [z.id, z.id],
+        `update dns_zone_cache_state set record_count = record_count + ?${advance ? ', serial = ?' : ''} where zone_id = ?`,
+        advance ? [delta, serialAfter, z.id] : [delta, z.id],
       );
     });
   }
@@ -153,7 +222,11 @@ export class ZoneCache {
 
   async page(zoneId: number, recordCount: number, page: number, perPage: number): Promise<Page> {
     const res = await this.knex().raw<{ rows: DnsRecord[] }>(
-      `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?`,
+      // The offset walks the ordering index only (an index-only scan over its key columns), and only the
+      // page's rows are fetched from the table: deep pages cost index entries, not row reads.
+      `select c.name, c.ttl, c.class, c.type, c.rdata from dns_record_cache c
+       join (select id from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?) p on p.id = c.id
+       order by c.sort_key, c.type_rank, c.type, c.rdata, c.id`,
       [zoneId, perPage, (page - 1) * perPage],
     );
     const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
@@ -174,8 +247,9 @@ export class ZoneCache {
         binds = [term];
         break;
       case 'name':
-        where = `name like ? or (type in ('CNAME','NS','MX','SRV','PTR') and lower(rdata) like ?)`;
-        binds = [like, like];
+        // A bare word may be a name fragment or a word of record data (`spf1` in an apex `v=spf1` TXT): both match.
+        where = `name like ? or rdata ilike ?`;
+        binds = [like, `%${escapeLike(term)}%`];
         break;
       default:
         where = `rdata ilike ?`;
@@ -207,6 +281,21 @@ export class ZoneCache {
   }
 }
 
+interface PgClient {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  query<T extends NodeJS.WritableStream>(stream: T): T;
+}
+
+/** COPY text format: backslash, tab, newline and carriage return escaped (PostgreSQL docs, COPY, "Text Format"). */
+const copyText = (v: string) => v.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'));
+
+function copyRows(zoneId: number, records: DnsRecord[]): string {
+  let out = '';
+  for (const r of records)
+    out += `${zoneId}\t${copyText(sortKey(r.name))}\t${typeRank(r.type)}\t${copyText(r.name)}\t${copyText(r.type)}\t${copyText(r.class)}\t${r.ttl}\t${copyText(r.rdata)}\n`;
+  return out;
+}
+
 async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
   const CHUNK = 5000;
   for (let i = 0; i < records.length; i += CHUNK) {
@@ -217,6 +306,12 @@ async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
       [zoneId, JSON.stringify(chunk)],
     );
   }
+}
+
+/** The serial of an SOA row's presentation form (`mname rname serial refresh retry expire minimum`). */
+function soaSerialOf(rdata: string): number | null {
+  const serial = Number(rdata.trim().split(/\s+/)[2]);
+  return Number.isInteger(serial) ? serial : null;
 }
 
 /** Master unreachable or refusing: a 503 naming the zone (never a stack). */

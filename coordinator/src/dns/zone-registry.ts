@@ -103,6 +103,22 @@ export class ZoneRegistry {
     return r ? toRow(r) : null;
   }
 
+  /** zoneFor of many names with one query (the bulk route); null where a name is in no zone. */
+  async zonesFor(names: string[]): Promise<Array<ZoneRow | null>> {
+    const all = await this.list();
+    const byName = new Map(all.map((z) => [z.zone, z]));
+    return names.map((name) => {
+      const n = normalizeName(name);
+      if (!/^[a-z0-9_*.-]+$/.test(n)) return null;
+      const labels = n.split('.');
+      for (let i = 0; i < labels.length; i++) {
+        const z = byName.get(labels.slice(i).join('.'));
+        if (z) return z;
+      }
+      return null;
+    });
+  }
+
   /** Adds or replaces a zone (the CLI's `dns:zone:add`). Paths are stored as given; readability is checked per request. */
   async upsert(input: ZoneInput): Promise<ZoneRow> {
     const name = validateName(input.zone, 'owner', { field: 'zone' });

@@ -64,6 +64,8 @@ export const DEFAULT_STATUS: Record<Reason, number> = {
   cname_conflict: 409,
   cache_invalidation_disabled: 403,
   cache_clear_protected: 403,
+  // A change was sent to the master DNS server and no answer came; a read-back could not show it applied.
+  outcome_unknown: 503,
 };
 
 export interface NormalizedError {

@@ -28,6 +28,11 @@ export const openApiPlugin = fp(
             bearerJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'From POST /api/account/login.' },
             personalToken: { type: 'http', scheme: 'bearer', description: 'Personal access token (sonar_pat_…).' },
             dnsApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'DNS API key (sonar_dns_…); also as Bearer or ?api_key=.' },
+            dnsApiKeyBasic: {
+              type: 'http',
+              scheme: 'basic',
+              description: 'ACME routes only: a DNS API key as the HTTP Basic password, any user name (lego httpreq HTTPREQ_USERNAME/HTTPREQ_PASSWORD).',
+            },
           },
         },
       },

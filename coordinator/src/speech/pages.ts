@@ -5,14 +5,16 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { JOB_STATUS_LABELS } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
-import type { AuthRequirement, AuthUser } from '../accounts/types.js';
+import { hasPermission, type AuthRequirement, type AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { AppError, normalizeError, okReasonBody, sendError, validationFailed } from '../http/errors.js';
 import { html, layout, SafeHtml } from '../http/html.js';
-import { NO_SPEECH_DETAIL, diarizationRecord, presentJob } from './jobs/presenter.js';
+import { NO_SPEECH_DETAIL, diarizationRecord, presentAnalysis, presentJob, presentTranslation } from './jobs/presenter.js';
+import { JobService } from './jobs/job-service.js';
+import { languageName } from './ai/work.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
 import { presentDiarization, speakerAwareTranscript, speakerName } from './jobs/speakers.js';
-import type { SpeechJob } from './jobs/entities.js';
+import type { SpeechJob, TranslationRow } from './jobs/entities.js';
 import { SPEECH_RATE_LIMIT } from './policy.js';
 import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
 
@@ -102,7 +104,10 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         <label for="source_label">Title</label><input id="source_label" name="source_label" maxlength="300">
         <label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option value="${m}" ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}${connected.has(m) ? '' : ' (no worker connected)'}</option>`)}</select>
         ${models.length ? '' : html`<p class="muted" id="no-models">No worker has registered a model yet: start a worker agent (see the README) before queueing.</p>`}
+        <label for="source_note">Note</label><textarea id="source_note" name="source_note" maxlength="5000" rows="2"></textarea>
         <label for="language">Language hint (empty: detect)</label><input id="language" name="language" maxlength="16" placeholder="en">
+        <label for="analysis_language">Analysis language (empty: no analysis)</label><input id="analysis_language" name="analysis_language" maxlength="16" placeholder="en">
+        <label for="translation_target_languages">Translate into (comma-separated)</label><input id="translation_target_languages" name="translation_target_languages" maxlength="400" placeholder="de, fr">
         <div class="checks"><label><input type="checkbox" name="disable_diarization" value="1"> Skip speaker labels</label></div>
         <button type="submit">Queue</button> <span id="submit-status" role="status"></span>
       </form></div>
@@ -125,6 +130,9 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, (await jobs.detail(job)).speakerStats);
     const csrf = reply.generateCsrf();
     const notice = opts.notice ? NOTICES[opts.notice] : undefined;
+    const translations = await jobs.translations(job.id, job.currentPass);
+    const aiActions = deps.speech.ai !== null && hasPermission(user, 'provider_openai');
+    const owner = job.owner.id === user.id;
     const body = html`${notice ? html`<div class="card" role="status" id="notice"><p>${notice}</p></div>` : ''}<div class="card"><h1>${p.source_label}</h1>
       <p><strong id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</strong> · <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
       <p class="muted">Model ${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.source_duration_human ? ` · ${p.source_duration_human}` : ''} · queued ${stockholm.format(job.createdAt)}</p>
@@ -136,8 +144,9 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         )}
       </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}</div>
       ${speakersCard(job, diarization, job.owner.id === user.id, csrf, opts.speakersError)}
+      ${analysisCard(job, translations, aiActions && (owner || JobService.canManageAll(user)), csrf)}${owner ? metadataCard(job, aiActions, csrf) : ''}
       ${retranscriptionCard(state, csrf, opts.error)}${revisionsCard(state)}`;
-    return page(reply, p.source_label, user, body, JOB_SCRIPT);
+    return page(reply, p.source_label, user, body, JOB_SCRIPT + AI_SCRIPT);
   }
 
   r.get(
@@ -272,6 +281,47 @@ function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boolean, c
 }
 
 /** "Re-transcribe": the model choices when the caller may start a new pass, else why not. */
+/** An analysis result as HTML: the summary, key points, action items and topics. */
+function analysisResult(r: ReturnType<typeof presentAnalysis> extends infer A ? (A extends { result: infer R } ? R : never) : never): SafeHtml | '' {
+  if (!r) return '';
+  const list = (title: string, items: string[]) => (items.length ? html`<h3>${title}</h3><ul>${items.map((i) => html`<li>${i}</li>`)}</ul>` : '');
+  return html`<p>${r.summary}</p>${list('Key points', r.key_points)}${list('Action items', r.action_items)}${
+    r.topics.length ? html`<p class="muted">Topics: ${r.topics.join(', ')}</p>` : ''
+  }`;
+}
+
+/** The Analysis card: its state and result, "Analyse again" (AI access, completed transcript), and the translations. */
+function analysisCard(job: SpeechJob, translations: TranslationRow[], mayAnalyze: boolean, csrf: string): SafeHtml {
+  const analysis = presentAnalysis(job.analysis);
+  const provider = analysis?.provider && analysis.provider !== 'none' ? html` <span class="muted">· ${analysis.provider}</span>` : '';
+  return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
+    <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
+    ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
+    <div id="analysis-result">${analysisResult(analysis?.result ?? null)}</div>
+    ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
+    ${
+      translations.length
+        ? html`<h2>Translations</h2>${translations.map(presentTranslation).map(
+            (
+              t,
+            ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
+          ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
+          )}`
+        : ''
+    }</div>`;
+}
+
+/** The owner's metadata form (title, note); "Suggest title" only fills the field (spec "Titles"). */
+function metadataCard(job: SpeechJob, aiActions: boolean, csrf: string): SafeHtml {
+  return html`<div class="card"><h2>Title and note</h2>
+    <form id="metadata-form" data-job="${job.id}" data-csrf="${csrf}">
+      <label for="meta-title">Title</label><input id="meta-title" name="source_label" maxlength="300" value="${job.sourceLabel ?? ''}" placeholder="${job.sourceFilename ?? job.sourceUrl ?? ''}">
+      ${aiActions && job.status === 'completed' ? html`<button type="button" id="suggest-title">Suggest title</button>` : ''}
+      <label for="meta-note">Note</label><textarea id="meta-note" name="source_note" maxlength="5000" rows="3">${job.sourceNote ?? ''}</textarea>
+      <button type="submit">Save</button> <span id="metadata-status" role="status"></span>
+    </form></div>`;
+}
+
 function retranscriptionCard(state: RetranscriptionState, csrf: string, error: string | undefined): SafeHtml {
   const { job } = state;
   return html`<div class="card" id="retranscription"><h2>Re-transcribe</h2>
@@ -327,6 +377,7 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
   socket.on('connect', () => socket.emit('subscribe', { jobId }));
   socket.on('snapshot', (snap) => snap.segments.forEach(add));
   socket.on('segment', add);
+  socket.on('analysis', (ev) => document.dispatchEvent(new CustomEvent('sonar:analysis', { detail: ev })));
   socket.on('status', (st) => {
     const el = document.getElementById('job-status');
     el.textContent = st.status_label; el.dataset.status = st.status;
@@ -342,6 +393,76 @@ const JOB_SCRIPT = `<script src="/socket.io/socket.io.js"></script><script>
     for (const s of d.speakers || []) {
       const who = list.querySelector('li[data-seq="' + s.seq + '"] .who');
       if (who) { who.dataset.speaker = s.speaker; who.textContent = 'Speaker ' + s.speaker.slice(1); }
+    }
+  });
+})();
+</script>`;
+
+/**
+ * The metadata form (title, note) saves with PATCH /api/speech/jobs/{id}; "Suggest title" only
+ * fills the title field (saved with the form, spec "Titles"). Live `analysis` events update the
+ * states shown; when one ends the page is read again from the API for the result.
+ */
+const AI_SCRIPT = `<script>
+(() => {
+  const form = document.getElementById('metadata-form');
+  const jobId = Number(document.getElementById('segments').dataset.job);
+  const say = (id, text) => { const el = document.getElementById(id); if (el) el.textContent = text; };
+  const call = async (method, url, csrf, body) => {
+    const res = await fetch(url, { method, headers: Object.assign({ 'x-csrf-token': csrf, accept: 'application/json' }, body ? { 'content-type': 'application/json' } : {}), body: body ? JSON.stringify(body) : undefined });
+    const json = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error(json.message || ('HTTP ' + res.status));
+    return json;
+  };
+  if (form) {
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      say('metadata-status', 'Saving…');
+      try {
+        await call('PATCH', '/api/speech/jobs/' + jobId, form.dataset.csrf, { source_label: form.source_label.value, source_note: form.source_note.value });
+        say('metadata-status', 'Saved.');
+      } catch (e) { say('metadata-status', e.message); }
+    });
+    const suggest = document.getElementById('suggest-title');
+    if (suggest) suggest.addEventListener('click', async () => {
+      say('metadata-status', 'Asking for a title…');
+      try {
+        const json = await call('POST', '/api/speech/jobs/' + jobId + '/title-suggestion', form.dataset.csrf);
+        form.source_label.value = json.title;
+        say('metadata-status', 'Suggested; save to keep it.');
+      } catch (e) { say('metadata-status', e.message); }
+    });
+  }
+  const analyze = document.getElementById('analyze');
+  if (analyze) analyze.addEventListener('click', async () => {
+    try { await call('POST', '/api/speech/jobs/' + jobId + '/analyze', analyze.dataset.csrf); say('analyze-status', 'Queued.'); }
+    catch (e) { say('analyze-status', e.message); }
+  });
+  const card = document.getElementById('analysis');
+  const render = (r) => {
+    const box = document.getElementById('analysis-result');
+    box.replaceChildren();
+    if (!r) return;
+    const p = document.createElement('p'); p.textContent = r.summary; box.append(p);
+    for (const [title, items] of [['Key points', r.key_points], ['Action items', r.action_items]]) {
+      if (!items.length) continue;
+      const h = document.createElement('h3'); h.textContent = title;
+      const ul = document.createElement('ul');
+      for (const i of items) { const li = document.createElement('li'); li.textContent = i; ul.append(li); }
+      box.append(h, ul);
+    }
+  };
+  document.addEventListener('sonar:analysis', async (e) => {
+    const ev = e.detail;
+    if (ev.kind === 'analysis') { card.dataset.state = ev.state; say('analysis-state', ev.state); }
+    if (ev.kind === 'translation') {
+      const d = card.querySelector('details[data-language="' + ev.language + '"]');
+      if (d) { d.dataset.state = ev.state; d.querySelector('.translation-state').textContent = ev.state; }
+    }
+    if (ev.kind === 'title' && ev.title && form && !form.source_label.matches(':focus')) form.source_label.value = ev.title;
+    if (ev.kind === 'analysis' && ev.state === 'completed') {
+      const res = await fetch('/api/speech/jobs/' + jobId, { headers: { accept: 'application/json' } });
+      if (res.ok) render((await res.json()).job.analysis.result);
     }
   });
 })();
@@ -401,7 +522,7 @@ const QUEUE_SCRIPT = `<script src="/speech/assets/tus.min.js"></script><script>
     const data = new FormData(form);
     const files = [...form.media_file.files];
     const common = {};
-    for (const k of ['source_label', 'model', 'language']) if (data.get(k)) common[k] = String(data.get(k));
+    for (const k of ['source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages']) if (data.get(k)) common[k] = String(data.get(k));
     if (data.get('disable_diarization')) common.disable_diarization = '1';
     const results = [];
     const failures = [];

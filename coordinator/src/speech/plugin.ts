@@ -14,6 +14,8 @@ import { ShareService } from './shares/share-service.js';
 import { shareRoutes } from './shares/share-routes.js';
 import { sharePage } from './shares/share-page.js';
 import { speechUploadRoutes } from './uploads/tus-routes.js';
+import { AiService } from './ai/ai-service.js';
+import { aiRoutes } from './ai/ai-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
@@ -27,6 +29,7 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
   await runNowRoute(app, deps);
   await diarizationRoutes(app, deps);
+  await aiRoutes(app, deps, new AiService(deps.speech.jobs, deps.speech.repo, deps.speech.ai));
   // Resumable uploads (tus): their own context for the application/offset+octet-stream parser.
   await app.register(async (tus) => speechUploadRoutes(tus, deps));
   const shares = new ShareService(deps.orm, deps.speech.jobs);

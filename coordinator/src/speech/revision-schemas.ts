@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DIARIZATION_STATES, JOB_STATUSES, safeString } from '@sonar/shared';
+import { analysisSchema, translationSchema } from './schemas.js';
 
 /** Zod schemas of re-transcription (spec Resources C "Re-transcription revision records"): validation and OpenAPI output. */
 
@@ -61,8 +62,8 @@ export const revisionSchema = z.object({
   speaker_aware_transcript: z.string().nullable().describe('"[hh:mm:ss] Name: text" paragraphs; null when no segment has a speaker'),
   diarization: revisionDiarizationSchema,
   speaker_labels: z.record(z.string(), z.string()).describe('Speaker-editor state: speaker key → name'),
-  analysis: z.record(z.string(), z.unknown()).nullable(),
-  translations: z.array(z.unknown()),
+  analysis: analysisSchema.nullable().describe('The analysis of that pass as it was archived'),
+  translations: z.array(translationSchema).describe('The translations of that pass as they were archived'),
 });
 
 export const revisionsResponseSchema = z.object({

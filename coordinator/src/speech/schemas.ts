@@ -95,6 +95,56 @@ export const diarizationSchema = z
   })
   .describe('Speaker diarization of the current pass (spec "Diarization state")');
 
+const aiState = z.enum(['pending', 'running', 'completed', 'failed', 'unavailable']);
+
+/** The documented JSON shape of an analysis result (also inside each translation). */
+export const analysisResultSchema = z
+  .object({
+    summary: z.string(),
+    key_points: z.array(z.string()),
+    action_items: z.array(z.string()),
+    topics: z.array(z.string()),
+  })
+  .describe('summary: a few sentences; key_points, action_items (tasks or follow-ups, who when known), topics (short labels)');
+
+export const analysisSchema = z
+  .object({
+    state: aiState,
+    language: z.string().nullable().describe('Language of the analysis; null: the transcript’s own'),
+    generation: z.number().int().describe('Grows with each run (a request, or a diarization rerun that found more speakers)'),
+    provider: z.string().nullable().describe('"model at host" of the OpenAI-compatible provider that ran it'),
+    model: z.string().nullable(),
+    result: analysisResultSchema.nullable().describe('Set when completed'),
+    error: z.string().nullable().describe('Why it failed or is unavailable (the upstream’s status and reason for provider failures)'),
+    requested_by: z.string().nullable().describe('Who asked for it with POST …/analyze; null for the automatic run'),
+    updated_at: timestamp.nullable(),
+  })
+  .describe('Transcript analysis of the current pass; null when none was asked for');
+
+export const translationSchema = z.object({
+  language: z.string(),
+  state: aiState,
+  status: aiState.describe('The same as state'),
+  text: z.string().nullable().describe('The translated transcript, when completed'),
+  segments: z.array(z.object({ seq: z.number().int(), text: z.string() })).describe('Translated segments by seq, when completed'),
+  analysis: analysisResultSchema.nullable().describe('The analysis translated, when one was completed'),
+  provider: z.string().nullable(),
+  model: z.string().nullable(),
+  error: z.string().nullable(),
+  updated_at: timestamp.nullable(),
+});
+
+const autoTitleSchema = z
+  .object({
+    state: aiState,
+    title: z.string().nullable(),
+    applied: z.boolean().describe('The title became source_label (false when the owner changed the title meanwhile)'),
+    error: z.string().nullable(),
+    updated_at: timestamp.nullable(),
+  })
+  .nullable()
+  .describe('Additive: the automatic title of an uploaded file still named after the file; null when none applies');
+
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
 export const jobDetailSchema = jobSchema.extend({
   transcript_text: z.string().nullable(),
@@ -109,8 +159,10 @@ export const jobDetailSchema = jobSchema.extend({
     seconds_since_heartbeat: z.number().nullable(),
     lease_expires_at: timestamp.nullable(),
   }),
-  analysis: z.record(z.string(), z.unknown()).nullable(),
-  translations: z.array(z.unknown()),
+  analysis: analysisSchema.nullable(),
+  translations: z.array(translationSchema).describe('One entry per translation target language of the current pass'),
+  auto_title: autoTitleSchema,
+  title_edited: z.boolean().describe('Additive: the owner saved a title of their own; automatic titles never replace it'),
   diarization: diarizationSchema,
   speaker_aware_transcript: z
     .string()

@@ -15,6 +15,7 @@ import { RetranscriptionService } from './jobs/retranscription.js';
 import { DiarizationService } from './diarization/diarization-service.js';
 import { RevisionRepository } from './jobs/revision-repository.js';
 import { TusUploads } from './uploads/tus-uploads.js';
+import { type AiProvider, NO_ACCESS_REASON, NO_PROVIDER_REASON, createAiProvider } from './ai/provider.js';
 
 /** The speech domain's long-lived services, shared by HTTP routes, socket.io and the gRPC server. */
 export interface SpeechServices {
@@ -34,6 +35,8 @@ export interface SpeechServices {
   uploads: TusUploads;
   /** Releases retained media past media_retained_until (maintenance task speech-media-release). */
   retention: MediaRetention;
+  /** The OpenAI-compatible provider of analysis, translations and titles; null when OPENAI_BASE_URL or OPENAI_MODEL is unset. */
+  ai: AiProvider | null;
   /** Re-transcription with another model, and the read-only revisions of earlier passes. */
   retranscription: RetranscriptionService;
   /** Diarization reruns and the speaker editor. */
@@ -46,7 +49,8 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const work = new WorkAvailable(redis, `${config.REDIS_KEY_PREFIX}speech:work`);
   const live = new LiveHub(redis, config.REDIS_KEY_PREFIX);
   const outbound = new OutboundPolicy(config.OUTBOUND_ALLOW_RANGES);
-  const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL));
+  const ai = createAiProvider(config);
+  const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL), { configured: ai !== null, noProvider: NO_PROVIDER_REASON, noAccess: NO_ACCESS_REASON });
   const jobs = new JobService(orm, config, media, work, repo, outbound);
   const leases = new LeaseService(repo, config, work, live);
   const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);
@@ -55,5 +59,5 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const retention = new MediaRetention(repo, media);
   const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
   const diarization = new DiarizationService(jobs, repo, work);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization };
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization, ai };
 }

@@ -11,6 +11,7 @@ import { Migration20261124000900UserTokenVersion } from './20261124-0009-user-to
 import { Migration20261124001000DiarizationRevisions } from './20261124-0010-diarization-revisions.js';
 import { Migration20261125001400IrcImportBatches } from './20261125-0014-irc-import-batches.js';
 import { Migration20261124001500SpamProfiles } from './20261124-0015-spam-profiles.js';
+import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -27,6 +28,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124001000DiarizationRevisions', class: Migration20261124001000DiarizationRevisions },
   { name: 'Migration20261125001400IrcImportBatches', class: Migration20261125001400IrcImportBatches },
   { name: 'Migration20261124001500SpamProfiles', class: Migration20261124001500SpamProfiles },
+  { name: 'Migration20261125001100SpeechAi', class: Migration20261125001100SpeechAi },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

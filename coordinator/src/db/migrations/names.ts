@@ -16,4 +16,5 @@ export const MIGRATION_NAMES = [
   'Migration20261124001000DiarizationRevisions',
   'Migration20261125001400IrcImportBatches',
   'Migration20261124001500SpamProfiles',
+  'Migration20261125001100SpeechAi',
 ] as const;

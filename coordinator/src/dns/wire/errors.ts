@@ -133,3 +133,18 @@ export class UpdateNotAppliedError extends DnsError {
     this.name = 'UpdateNotAppliedError';
   }
 }
+
+/**
+ * An UPDATE was sent but no answer came (the connection dropped, or the wait ran out): the server
+ * may have applied it, may apply it later (a stopped server resumes), or may never see it. Only a
+ * read-back can tell, and a read-back that does not show it yet proves nothing.
+ */
+export class DnsOutcomeUnknownError extends DnsError {
+  constructor(
+    readonly operation: string,
+    override readonly cause: DnsConnectionError | DnsTimeoutError,
+  ) {
+    super('OUTCOME_UNKNOWN', `${operation}: sent, but no answer came (${cause.message})`);
+    this.name = 'DnsOutcomeUnknownError';
+  }
+}

@@ -6,7 +6,17 @@
  */
 import { connect, type Socket } from 'node:net';
 import dnsPacket from 'dns-packet';
-import { DnsConnectionError, DnsError, DnsProtocolError, DnsRcodeError, DnsTimeoutError, TsigError, UpdateNotAppliedError, rcodeName } from './errors.js';
+import {
+  DnsConnectionError,
+  DnsError,
+  DnsOutcomeUnknownError,
+  DnsProtocolError,
+  DnsRcodeError,
+  DnsTimeoutError,
+  TsigError,
+  UpdateNotAppliedError,
+  rcodeName,
+} from './errors.js';
 import { CLASS_IN, OPCODE_QUERY, OPCODE_UPDATE, parseMessage, type WireMessage, type WireRecord } from './message.js';
 import { normalizeName } from './names.js';
 import { decodeRdata, renderRdata, typeName, typeNumber } from './rdata.js';
@@ -40,6 +50,11 @@ export interface ServerOptions {
   transferTimeoutMs?: number;
   /** Clock in seconds, used to sign and to check answers' time (tests skew it). */
   now?: () => number;
+  /**
+   * Absolute time (ms since the epoch) by which every exchange must be over: each connect and
+   * each wait is cut to what is left, so one API request's master I/O has one bound in total.
+   */
+  deadline?: number;
 }
 
 const DEFAULTS = { port: 53, connectTimeoutMs: 5000, timeoutMs: 10_000, transferTimeoutMs: 300_000, now: nowSeconds };
@@ -143,9 +158,20 @@ class FramedConnection {
 }
 
 function settings(opts: ServerOptions) {
-  return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) } as Required<Omit<ServerOptions, 'key'>> & {
+  return { ...DEFAULTS, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) } as Required<
+    Omit<ServerOptions, 'key' | 'deadline'>
+  > & {
     key?: TsigKey;
+    deadline?: number;
   };
+}
+
+/** `ms`, cut to what is left before the deadline; a timeout when nothing is left. */
+function within(s: { deadline?: number }, ms: number, operation: string): number {
+  if (s.deadline === undefined) return ms;
+  const left = s.deadline - Date.now();
+  if (left <= 0) throw new DnsTimeoutError(`${operation}: the request's time for the master is spent`);
+  return Math.min(ms, left);
 }
 
 /** Encodes a QUERY with dns-packet; the QTYPE is patched in so RFC 3597 `TYPEnnn` works too. */
@@ -183,10 +209,17 @@ async function exchange(request: Buffer, opts: ServerOptions, operation: string,
   const s = settings(opts);
   const id = request.readUInt16BE(0);
   const { toSend, verifier } = signRequest(request, s);
-  const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
+  const conn = await FramedConnection.open(s.server, s.port, within(s, s.connectTimeoutMs, operation));
   try {
     conn.send(toSend);
-    const raw = await conn.read(s.timeoutMs);
+    let raw: Buffer;
+    try {
+      raw = await conn.read(within(s, s.timeoutMs, operation));
+    } catch (err) {
+      // A change that was sent and not answered may or may not have happened.
+      if (opcode === OPCODE_UPDATE && (err instanceof DnsConnectionError || err instanceof DnsTimeoutError)) throw new DnsOutcomeUnknownError(operation, err);
+      throw err;
+    }
     return checkAnswer(raw, id, opcode, verifier, operation, okRcodes, true);
   } finally {
     conn.close();
@@ -251,6 +284,51 @@ export async function query(name: string, type: string, opts: ServerOptions): Pr
   };
 }
 
+/**
+ * Several authoritative reads over ONE TCP connection, pipelined (RFC 7766 §6.2.1.1: all queries
+ * are written at once, answers may come in any order and are matched by message id). Answers come
+ * back in the order of `questions`.
+ */
+export async function queryMany(questions: Array<{ name: string; type: string }>, opts: ServerOptions): Promise<QueryResult[]> {
+  if (questions.length === 0) return [];
+  const s = settings(opts);
+  const operation = `QUERY ×${questions.length}`;
+  const ids = new Set<number>();
+  const pending = new Map<number, { index: number; verifier: TsigVerifier | null; operation: string }>();
+  const frames: Buffer[] = [];
+  questions.forEach((q, index) => {
+    if (ids.size >= 0xffff) throw new DnsError('INVALID_QUERY', 'too many questions for one connection');
+    let id = randomId();
+    while (ids.has(id)) id = randomId();
+    ids.add(id);
+    const { toSend, verifier } = signRequest(buildQuery(q.name, q.type, id), s);
+    pending.set(id, { index, verifier, operation: `QUERY ${normalizeName(q.name)} ${q.type}` });
+    frames.push(toSend);
+  });
+  const out: QueryResult[] = new Array<QueryResult>(questions.length);
+  const conn = await FramedConnection.open(s.server, s.port, within(s, s.connectTimeoutMs, operation));
+  try {
+    for (const f of frames) conn.send(f);
+    while (pending.size) {
+      const raw = await conn.read(within(s, s.timeoutMs, operation));
+      const id = raw.length >= 2 ? raw.readUInt16BE(0) : -1;
+      const p = pending.get(id);
+      if (!p) throw new DnsProtocolError(`${operation}: answer id ${id} matches no open question`);
+      pending.delete(id);
+      const msg = checkAnswer(raw, id, OPCODE_QUERY, p.verifier, p.operation, [0, 3], true);
+      out[p.index] = {
+        rcode: msg.header.rcode === 3 ? 'NXDOMAIN' : 'NOERROR',
+        authoritative: msg.header.aa,
+        answers: msg.answers.map((rr) => toRecord(msg, rr)),
+        authorities: msg.authorities.map((rr) => toRecord(msg, rr)),
+      };
+    }
+  } finally {
+    conn.close();
+  }
+  return out;
+}
+
 /** The zone's SOA serial as the master serves it now (a signed SOA query). */
 export async function soaSerial(zone: string, opts: ServerOptions): Promise<number> {
   const z = normalizeName(zone);
@@ -289,7 +367,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
   const request = buildQuery(z, 'AXFR', id);
   const { toSend, verifier } = signRequest(request, s);
   const deadline = Date.now() + s.transferTimeoutMs;
-  const conn = await FramedConnection.open(s.server, s.port, s.connectTimeoutMs);
+  const conn = await FramedConnection.open(s.server, s.port, within(s, s.connectTimeoutMs, operation));
   const records: DnsRecord[] = [];
   let serial: number | null = null;
   let messages = 0;
@@ -300,7 +378,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
       if (left <= 0) throw new DnsTimeoutError(`${operation}: transfer took longer than ${s.transferTimeoutMs} ms`);
       let raw: Buffer;
       try {
-        raw = await conn.read(Math.min(s.timeoutMs, left));
+        raw = await conn.read(within(s, Math.min(s.timeoutMs, left), operation));
       } catch (err) {
         if (err instanceof DnsConnectionError)
           throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${records.length} records read)`);
@@ -374,41 +452,41 @@ export interface Mismatch {
 /** Reads back every name/type the operations touch and lists where the zone differs from what they should have left. */
 export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOptions): Promise<Mismatch[]> {
   const out: Mismatch[] = [];
-  await Promise.all(
-    expectations(operations).map(async (e) => {
-      const res = await query(e.name, e.type, opts);
-      const here = res.answers.filter((r) => r.name === e.name);
-      if (e.type === 'ANY') {
-        // Zone apex SOA/NS cannot be deleted by UPDATE; anything else left must have been re-added.
-        const apex = here.some((r) => r.type === 'SOA');
-        for (const r of here) {
-          if (e.present.includes(r.type) || (apex && (r.type === 'SOA' || r.type === 'NS'))) continue;
-          out.push({ name: e.name, type: r.type, rdata: r.rdata, problem: 'still present after the name was deleted' });
-        }
-        return;
+  const wanted = expectations(operations);
+  const answers = await queryMany(wanted, opts);
+  wanted.forEach((e, i) => {
+    const res = answers[i]!;
+    const here = res.answers.filter((r) => r.name === e.name);
+    if (e.type === 'ANY') {
+      // Zone apex SOA/NS cannot be deleted by UPDATE; anything else left must have been re-added.
+      const apex = here.some((r) => r.type === 'SOA');
+      for (const r of here) {
+        if (e.present.includes(r.type) || (apex && (r.type === 'SOA' || r.type === 'NS'))) continue;
+        out.push({ name: e.name, type: r.type, rdata: r.rdata, problem: 'still present after the name was deleted' });
       }
-      const have = new Set(here.filter((r) => r.type === e.type).map((r) => r.rdata));
-      for (const r of e.present) {
-        if (!have.has(r)) {
-          const cname = here.find((x) => x.type === 'CNAME' && e.type !== 'CNAME');
-          out.push({
-            name: e.name,
-            type: e.type,
-            rdata: r,
-            problem: cname
-              ? `not present: the name has a CNAME (${cname.rdata}) and the server ignored the add`
-              : 'not present after an acknowledged add (ignored by the server, e.g. CNAME beside other data)',
-          });
-        }
+      return;
+    }
+    const have = new Set(here.filter((r) => r.type === e.type).map((r) => r.rdata));
+    for (const r of e.present) {
+      if (!have.has(r)) {
+        const cname = here.find((x) => x.type === 'CNAME' && e.type !== 'CNAME');
+        out.push({
+          name: e.name,
+          type: e.type,
+          rdata: r,
+          problem: cname
+            ? `not present: the name has a CNAME (${cname.rdata}) and the server ignored the add`
+            : 'not present after an acknowledged add (ignored by the server, e.g. CNAME beside other data)',
+        });
       }
-      for (const r of e.absent) if (have.has(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after an acknowledged delete' });
-      if (e.exhaustive) {
-        for (const r of have)
-          if (!e.present.includes(r) && !e.absent.includes(r))
-            out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after its RRset was deleted' });
-      }
-    }),
-  );
+    }
+    for (const r of e.absent) if (have.has(r)) out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after an acknowledged delete' });
+    if (e.exhaustive) {
+      for (const r of have)
+        if (!e.present.includes(r) && !e.absent.includes(r))
+          out.push({ name: e.name, type: e.type, rdata: r, problem: 'still present after its RRset was deleted' });
+    }
+  });
   return out;
 }
 
@@ -423,6 +501,13 @@ export class DnsMasterClient {
   }
   query(name: string, type: string) {
     return query(name, type, this.opts);
+  }
+  queryMany(questions: Array<{ name: string; type: string }>) {
+    return queryMany(questions, this.opts);
+  }
+  /** The same server with every exchange bounded by `deadline` (ms since the epoch). */
+  withDeadline(deadline: number) {
+    return new DnsMasterClient({ ...this.opts, deadline });
   }
   update(zone: string, operations: UpdateOperation[], prerequisites: Prerequisite[] = [], options: { verify?: boolean } = {}) {
     return update(zone, operations, prerequisites, { ...this.opts, ...options });

@@ -6,6 +6,44 @@ import type { SpeakerLabels, StoredTurn } from './speakers.js';
 
 export type ExecutionTarget = 'auto' | 'local' | 'worker';
 
+type AiRecordState = 'pending' | 'running' | 'completed' | 'failed' | 'unavailable';
+
+/** speech_jobs.analysis as JobRepository writes it. */
+export interface AnalysisRecord {
+  state: AiRecordState;
+  language: string | null;
+  generation: number;
+  provider: string | null;
+  model: string | null;
+  result: { summary: string; key_points: string[]; action_items: string[]; topics: string[] } | null;
+  error: string | null;
+  updated_at: string;
+  requested_by?: string | null;
+}
+
+/** speech_jobs.auto_title as JobRepository writes it. */
+export interface AutoTitleRecord {
+  state: AiRecordState;
+  title: string | null;
+  applied: boolean;
+  error: string | null;
+  updated_at: string;
+}
+
+/** A row of speech_translations (current pass). */
+export interface TranslationRow {
+  language: string;
+  state: AiRecordState;
+  generation: number;
+  text: string | null;
+  segments: Array<{ seq: number; text: string }> | null;
+  analysis: AnalysisRecord['result'];
+  provider: string | null;
+  model: string | null;
+  error: string | null;
+  updated_at: Date | string;
+}
+
 /** A transcription job and its current (primary) pass. */
 export class SpeechJob {
   [OptionalProps]?:
@@ -34,6 +72,9 @@ export class SpeechJob {
     | 'diarizationRerunRequestedAt'
     | 'diarizationAttempts'
     | 'speakerLabels'
+    | 'analysis'
+    | 'autoTitle'
+    | 'sourceLabelEdited'
     | 'executionTarget'
     | 'targetWorker'
     | 'currentPass'
@@ -100,6 +141,12 @@ export class SpeechJob {
   diarizationAttempts = 0;
   /** Speaker editor state of the current pass: speaker key → name. */
   speakerLabels: SpeakerLabels = {};
+  /** The current pass's analysis record (AI_TRANSITIONS); null when none was asked for. */
+  analysis: AnalysisRecord | null = null;
+  /** The automatic title of an uploaded file (AI_TRANSITIONS); null when none applies. */
+  autoTitle: AutoTitleRecord | null = null;
+  /** The owner saved a title of their own: automatic titles never replace it. */
+  sourceLabelEdited = false;
   executionTarget: ExecutionTarget = 'auto';
   targetWorker: SpeechWorker | null = null;
   currentPass = 1;
@@ -219,6 +266,9 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     diarizationRerunRequestedAt: ts('diarization_rerun_requested_at', true),
     diarizationAttempts: { type: 'integer', fieldName: 'diarization_attempts' },
     speakerLabels: { type: 'json', fieldName: 'speaker_labels' },
+    analysis: { type: 'json', columnType: 'jsonb', fieldName: 'analysis', nullable: true },
+    autoTitle: { type: 'json', columnType: 'jsonb', fieldName: 'auto_title', nullable: true },
+    sourceLabelEdited: { type: 'boolean', fieldName: 'source_label_edited' },
     executionTarget: str('execution_target', false),
     targetWorker: { kind: 'm:1', entity: () => SpeechWorker, fieldName: 'target_worker_id', nullable: true },
     currentPass: { type: 'integer', fieldName: 'current_pass' },

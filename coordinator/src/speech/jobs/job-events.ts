@@ -27,11 +27,22 @@ export interface LiveDiarization {
   speakers?: Array<{ seq: number; speaker: string }>;
 }
 
+/** An analysis, translation or automatic title of the current pass changed state (socket.io event `analysis`). */
+export interface LiveAi {
+  kind: 'analysis' | 'translation' | 'title';
+  state: string;
+  /** The translation's target language; the analysis language (null: the transcript's own). */
+  language: string | null;
+  /** An automatic title that was applied. */
+  title?: string;
+}
+
 /** Where job changes go: browsers (socket.io) and claim long-polls. Implemented by the live hub. */
 export interface JobEventSink {
   segment(jobId: number, pass: number, segment: LiveSegment): void;
   status(jobId: number, status: LiveStatus): void;
   diarization(jobId: number, update: LiveDiarization): void;
+  ai(jobId: number, update: LiveAi): void;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Orm } from '../../db/orm.js';
 import { PreparedStatement, inTransaction } from '../../db/prepared.js';
 import type { JobEventSink } from './job-events.js';
 import { speakerForSegment, type SpeakerLabels, type StoredTurn } from './speakers.js';
-import { DIARIZATION_TRANSITIONS, PROCESSING_STATUSES, fromStatuses, type JobOutcome } from './job-transitions.js';
+import { AI_TRANSITIONS, DIARIZATION_TRANSITIONS, PROCESSING_STATUSES, fromStatuses, type AiState, type JobOutcome } from './job-transitions.js';
 
 /** A (job, attempt, token) that no longer holds its job. The only way a worker learns it lost a lease. */
 export class StaleLeaseError extends Error {
@@ -135,6 +135,42 @@ const LIVE_LEASE = `l.job_id = :job and l.attempt = :attempt and l.worker_id = :
 const WANTS_NOTIFICATION = `((job.queue_channel = 'api' and job.callback_url is not null)
   or (:reports and exists (select 1 from users u where u.id = job.owner_id and coalesce(btrim(u.email), '') <> '')))`;
 
+export type AiKind = 'analysis' | 'translation' | 'title';
+
+/** One unit of AI work: a row of speech_ai_tasks and the BullMQ job it becomes. */
+export interface AiTaskRef {
+  jobId: number;
+  pass: number;
+  kind: AiKind;
+  /** The translation's target language ('' for the analysis and the title). */
+  language: string;
+  generation: number;
+}
+
+/** Whether AI work can run at all, and the reasons it is unavailable (bindings :aiOn, :noProvider, :noAccess). */
+/** How a task ended: its result, or why not (and the runtime-log line either way). */
+export type AiOutcome<T> = { state: 'completed'; result: T; message: string } | { state: 'failed' | 'unavailable'; error: string; message: string };
+
+export interface AiAvailability {
+  configured: boolean;
+  noProvider: string;
+  noAccess: string;
+}
+
+/** The analysis record of speech_jobs.analysis as built in SQL (see README "AI analysis, translations and titles"). */
+const aiRecord = (state: string, language: string, generation: string, error: string) =>
+  `jsonb_build_object('state', ${state}, 'language', ${language}, 'generation', ${generation}, 'provider', null, 'model', null,
+     'result', null, 'error', ${error}, 'updated_at', now())`;
+
+/** The automatic-title record of speech_jobs.auto_title. */
+const titleRecord = (state: string, error: string) =>
+  `jsonb_build_object('state', ${state}, 'title', null, 'applied', false, 'error', ${error}, 'updated_at', now())`;
+
+/** An uploaded file whose title is still its file name and that the owner never titled (spec "Titles"); columns of `j`. */
+const TITLE_ELIGIBLE = `(j.source_type = 'upload' and not j.source_label_edited and (j.source_label is null or j.source_label = j.source_filename))`;
+
+const LANGUAGE_WORDS = (column: string) => `coalesce(${column}, 'the transcript''s language')`;
+
 /** A job whose lease ended without its worker: its status afterwards, and whether a diarization rerun waits for a runner again. */
 export interface LeaseEnd {
   jobId: number;
@@ -257,12 +293,29 @@ const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attemp
 export class JobRepository {
   private readonly terminalListeners: Array<(jobs: Array<{ jobId: number; status: JobStatus }>, notified: boolean) => void> = [];
 
+  private readonly aiListeners: Array<() => void> = [];
+
   constructor(
     private readonly orm: Orm,
     private readonly sink: JobEventSink,
     /** Completion reports are enabled (SMTP_URL is set): owners with an address are notified too. */
     private readonly reportsEnabled: boolean,
+    /** Whether analysis, translations and titles can run (a provider is configured), and why not. */
+    private readonly ai: AiAvailability = { configured: false, noProvider: 'No AI provider is configured.', noAccess: 'The owner has no AI-provider access.' },
   ) {}
+
+  /** Called after transitions that wrote speech_ai_tasks rows (the AI dispatcher drains them). */
+  onAiWork(listener: () => void) {
+    this.aiListeners.push(listener);
+  }
+
+  private aiQueued() {
+    for (const l of this.aiListeners) l();
+  }
+
+  private aiBindings() {
+    return { aiOn: this.ai.configured, noProvider: this.ai.noProvider, noAccess: this.ai.noAccess };
+  }
 
   get knex(): Knex {
     return this.orm.em.getConnection().getKnex();
@@ -436,6 +489,9 @@ export class JobRepository {
          select j.* from speech_jobs j
           where j.id = :id and j.owner_id = :owner and j.status = any(:from::text[]) and j.model <> :model
             and j.media_path is not null and j.diarization_state not in ('pending', 'running')
+            -- analysis and translation work of the pass must have ended (spec "Re-transcription availability")
+            and coalesce(j.analysis->>'state', '') not in ('pending', 'running')
+            and not exists (select 1 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass and t.state in ('pending', 'running'))
           for update
        ), rev as (
          insert into speech_revisions (job_id, pass, model, language, engine, engine_model, transcript_text, duration_seconds,
@@ -446,7 +502,14 @@ export class JobRepository {
                   'speaker_count', diarization_speaker_count, 'error', diarization_error,
                   'updated_at', ${iso('diarization_updated_at')}, 'rerun_requested_at', ${iso('diarization_rerun_requested_at')},
                   'turns', diarization_turns),
-                speaker_labels, null, '[]'::jsonb, finished_at, :owner
+                speaker_labels, analysis,
+                (select coalesce(jsonb_agg(jsonb_build_object('language', t.language, 'state', t.state, 'status', t.state,
+                          'text', case when t.state = 'completed' then t.text end,
+                          'segments', case when t.state = 'completed' then coalesce(t.segments, '[]'::jsonb) else '[]'::jsonb end,
+                          'analysis', case when t.state = 'completed' then t.analysis end, 'provider', t.provider, 'model', t.model,
+                          'error', t.error, 'updated_at', ${iso('t.updated_at')}) order by t.language), '[]'::jsonb)
+                   from speech_translations t where t.job_id = cur.id and t.pass = cur.current_pass),
+                finished_at, :owner
            from cur
          returning job_id, pass
        ), moved as (
@@ -460,6 +523,8 @@ export class JobRepository {
             diarization_state = case when cur.diarization_requested then 'pending' else 'skipped' end,
             diarization_engine = null, diarization_speaker_count = null, diarization_turns = null, diarization_error = null,
             diarization_updated_at = null, diarization_rerun_requested_at = null, diarization_attempts = 0, speaker_labels = '{}'::jsonb,
+            -- the new pass starts without analysis or title work (its translations are keyed by pass)
+            analysis = null, auto_title = null,
             callback_cycle = cur.callback_cycle + 1,
             callback_status = case when cur.callback_url is null then null else 'pending' end,
             callback_http_status = null, callback_last_attempt_at = null, callback_delivered_at = null, callback_error = null,
@@ -776,7 +841,16 @@ export class JobRepository {
    */
   async finishMany(items: FinishRequest[]): Promise<Array<FinishResult | StaleLeaseError>> {
     const rows = await this.prepared<
-      StatusRow & { outcome: JobOutcome; notified: boolean; diarization_state: DiarizationState; diarization_speaker_count: number | null }
+      StatusRow & {
+        outcome: JobOutcome;
+        notified: boolean;
+        diarization_state: DiarizationState;
+        diarization_speaker_count: number | null;
+        ai_queued: boolean;
+        analysis_state: AiState | null;
+        analysis_language: string | null;
+        title_state: AiState | null;
+      }
     >(
       'speech_finish',
       `with r as (
@@ -791,6 +865,11 @@ export class JobRepository {
           where l.job_id = r.job_id and l.attempt = r.attempt and l.worker_id = r.wid and l.token_hash = r.hash
             and l.ended_at is null and l.expires_at > now()
          returning l.job_id, l.attempt
+       ), acc as (
+         -- whether the pass's AI work may run: a provider is configured and the owner has AI access (admins always)
+         select l.job_id, case when not :aiOn then :noProvider::text
+                               when not (u.is_admin or 'provider_openai' = any(u.permissions)) then :noAccess::text end as block
+           from l join speech_jobs jj on jj.id = l.job_id join users u on u.id = jj.owner_id
        ), segs as (
          select l.job_id, count(s.seq)::int as n,
                 coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
@@ -833,12 +912,53 @@ export class JobRepository {
             -- token-API jobs get a public share as soon as the transcript completes
             share_token = case when r.success and j.queue_channel = 'api' and j.share_token is null then r.share else j.share_token end,
             share_created_at = case when r.success and j.queue_channel = 'api' and j.share_token is null then now() else j.share_created_at end,
+            -- the pass's AI work (AI_TRANSITIONS.plan): pending, or unavailable with the reason
+            analysis = case when r.success and j.analysis_language is not null then ${aiRecord("case when acc.block is null then 'pending' else 'unavailable' end", 'j.analysis_language', '1', 'acc.block')}
+              else j.analysis end,
+            auto_title = case when r.success and ${TITLE_ELIGIBLE} then ${titleRecord("case when acc.block is null then 'pending' else 'unavailable' end", 'acc.block')}
+              else j.auto_title end,
             finished_at = now(), updated_at = now()
-           from l join r on r.job_id = l.job_id join segs on segs.job_id = l.job_id
+           from l join r on r.job_id = l.job_id join segs on segs.job_id = l.job_id join acc on acc.job_id = l.job_id
           where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
          returning j.id, j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, j.attempt, j.outcome, j.callback_cycle, segs.n,
                    j.queue_channel, j.callback_url, j.owner_id, r.error, r.success, j.diarization_requested, j.diarization_state,
-                   j.diarization_speaker_count, j.diarization_engine, j.diarization_error
+                   j.diarization_speaker_count, j.diarization_engine, j.diarization_error, j.current_pass, j.translation_target_languages,
+                   j.analysis->>'state' as analysis_state, j.analysis->>'language' as analysis_language, j.auto_title->>'state' as title_state, acc.block
+       ), ai_tr as (
+         insert into speech_translations (job_id, pass, language, state, error)
+         select job.id, job.current_pass, t.lang, case when job.block is null then 'pending' else 'unavailable' end, job.block
+           from job cross join lateral unnest(job.translation_target_languages) as t(lang)
+          where job.success
+         on conflict (job_id, pass, language) do nothing
+         returning job_id, pass, language, state, generation
+       ), ai_tasks as (
+         -- translations wait for a pending analysis (they translate it too): its end queues them
+         insert into speech_ai_tasks (job_id, pass, kind, language, generation)
+         select id, current_pass, 'analysis', '', 1 from job where success and analysis_state = 'pending'
+         union all select id, current_pass, 'title', '', 1 from job where success and title_state = 'pending'
+         union all select t.job_id, t.pass, 'translation', t.language, t.generation from ai_tr t join job on job.id = t.job_id
+          where t.state = 'pending' and job.analysis_state is distinct from 'pending'
+         on conflict do nothing
+         returning job_id
+       ), ai_ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'analysis_' || analysis_state,
+                case when analysis_state = 'pending' then 'Transcript analysis queued (' || ${LANGUAGE_WORDS('analysis_language')} || ').'
+                     else 'Transcript analysis unavailable: ' || block end,
+                case when analysis_state = 'pending' then 'info' else 'warn' end
+           from job where success and analysis_state is not null
+         union all
+         select job.id, 'translations_' || min(t.state),
+                case when min(t.state) = 'pending' then 'Translations queued: ' || string_agg(t.language, ', ' order by t.language) || '.'
+                     else 'Translations unavailable (' || string_agg(t.language, ', ' order by t.language) || '): ' || job.block end,
+                case when min(t.state) = 'pending' then 'info' else 'warn' end
+           from job join ai_tr t on t.job_id = job.id group by job.id, job.block
+         union all
+         select id, 'title_' || title_state,
+                case when title_state = 'pending' then 'A title is generated from the transcript (the title is still the file name).'
+                     else 'No title is generated: ' || block end,
+                case when title_state = 'pending' then 'info' else 'warn' end
+           from job where success and title_state is not null
        ), dev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, 'diarization_' || diarization_state, ${DIARIZATION_EVENT_MESSAGE}, case when diarization_state = 'completed' then 'info' else 'warn' end
@@ -858,7 +978,10 @@ export class JobRepository {
          returning job_id
        )
        select id, status, stage_label, stage_detail, audio_position_seconds, attempt, outcome, diarization_state, diarization_speaker_count,
-              exists (select 1 from note where note.job_id = job.id) as notified
+              exists (select 1 from note where note.job_id = job.id) as notified,
+              exists (select 1 from ai_tasks where ai_tasks.job_id = job.id) as ai_queued,
+              case when success then analysis_state end as analysis_state, case when success then analysis_language end as analysis_language,
+              case when success then title_state end as title_state
          from job`,
       {
         jobs: items.map((i) => i.ref.job_id),
@@ -880,10 +1003,16 @@ export class JobRepository {
         diarTurns: items.map((i) => JSON.stringify(i.diarization?.turns ?? [])),
         from: fromStatuses('complete'), // the same statuses as 'fail'
         reports: this.reportsEnabled,
+        ...this.aiBindings(),
       },
     );
     if (rows.length) {
       this.publish(rows);
+      for (const r of rows) {
+        if (r.analysis_state) this.sink.ai(Number(r.id), { kind: 'analysis', state: r.analysis_state, language: r.analysis_language ?? null });
+        if (r.title_state) this.sink.ai(Number(r.id), { kind: 'title', state: r.title_state, language: null });
+      }
+      if (rows.some((r) => r.ai_queued)) this.aiQueued();
       this.terminal(
         rows,
         rows.some((r) => r.notified),
@@ -1078,14 +1207,21 @@ export class JobRepository {
         ? null
         : (!result.success ? result.error : o?.error) || (state === 'failed' ? 'The diarizer failed.' : 'The worker cannot label speakers.');
     const { rows } = await this.knex.raw<{
-      rows: Array<{ id: number; diarization_state: DiarizationState; diarization_speaker_count: number | null; before: number | null }>;
+      rows: Array<{
+        id: number;
+        diarization_state: DiarizationState;
+        diarization_speaker_count: number | null;
+        before: number | null;
+        regenerate: boolean;
+        analysis_language: string | null;
+      }>;
     }>(
       `with l as (
          update speech_leases l set ended_at = now(), outcome = case when :state = 'completed' then 'completed' else 'failed' end
           where ${LIVE_LEASE} and l.kind = 'diarize'
          returning l.job_id, l.attempt
        ), prev as (
-         select j.id, j.diarization_speaker_count as before from speech_jobs j join l on l.job_id = j.id
+         select j.id, j.diarization_speaker_count as before, j.analysis->>'generation' as analysis_generation from speech_jobs j join l on l.job_id = j.id
        ), job as (
          update speech_jobs j set
             diarization_state = :state,
@@ -1094,16 +1230,30 @@ export class JobRepository {
             diarization_turns = case when :state = 'completed' then :turns::jsonb else j.diarization_turns end,
             diarization_error = left(:error::text, 2000),
             speaker_labels = case when :state = 'completed' then '{}'::jsonb else j.speaker_labels end,
+            -- more speakers than before: a completed analysis is regenerated once (AI_TRANSITIONS.regenerate; its translations follow)
+            analysis = case when :state = 'completed' and :count::int > coalesce(prev.before, 0) and j.analysis->>'state' = 'completed'
+              then j.analysis || jsonb_build_object('state', 'pending', 'generation', (j.analysis->>'generation')::int + 1, 'result', null,
+                                                    'error', null, 'requested_by', null, 'updated_at', now())
+              else j.analysis end,
             diarization_rerun_requested_at = null, diarization_updated_at = now(), updated_at = now()
            from l, prev
           where j.id = l.job_id and prev.id = j.id and j.attempt = l.attempt and j.status = 'completed' and j.diarization_state = 'running'
-         returning j.id, j.diarization_state, j.diarization_speaker_count, j.diarization_engine, j.diarization_error, prev.before
+         returning j.id, j.current_pass, j.diarization_state, j.diarization_speaker_count, j.diarization_engine, j.diarization_error, prev.before,
+                   (j.analysis->>'generation') is distinct from prev.analysis_generation as regenerate, (j.analysis->>'generation')::int as generation,
+                   j.analysis->>'language' as analysis_language
        ), ev as (
          insert into speech_job_events (job_id, event, message, level)
          select id, 'diarization_' || diarization_state, ${DIARIZATION_EVENT_MESSAGE}, case when diarization_state = 'completed' then 'info' else 'warn' end
            from job
+         union all
+         select id, 'analysis_regenerating', 'The rerun found more speakers (' || coalesce(before, 0) || ' → ' || diarization_speaker_count ||
+                '): the analysis and its translations are regenerated from the speaker-aware transcript.', 'info'
+           from job where regenerate
+       ), regen as (
+         insert into speech_ai_tasks (job_id, pass, kind, generation) select id, current_pass, 'analysis', generation from job where regenerate
+         on conflict do nothing
        )
-       select id, diarization_state, diarization_speaker_count, before from job`,
+       select id, diarization_state, diarization_speaker_count, before, regenerate, analysis_language from job`,
       {
         ...fence(workerId, ref),
         state,
@@ -1114,6 +1264,10 @@ export class JobRepository {
       },
     );
     const r = rows[0];
+    if (r?.regenerate) {
+      this.sink.ai(Number(r.id), { kind: 'analysis', state: 'pending', language: r.analysis_language });
+      this.aiQueued();
+    }
     if (r) return { duplicate: false, state: r.diarization_state, speakerCount: r.diarization_speaker_count, previousSpeakerCount: r.before };
     const why = await this.staleReason(workerId, ref);
     if (why.outcome === (state === 'completed' ? 'completed' : 'failed')) {
@@ -1170,6 +1324,246 @@ export class JobRepository {
     const r = rows[0];
     if (!r) return null;
     return typeof r.speaker_labels === 'string' ? (JSON.parse(r.speaker_labels) as SpeakerLabels) : r.speaker_labels;
+  }
+
+  // ---- analysis, translations and automatic titles (AI_TRANSITIONS) ------------------------------
+
+  /**
+   * POST analyze: none | completed | failed | unavailable → pending, with the next generation and
+   * its task row, on a completed job. Null when the job is not completed or an analysis is pending
+   * or running (the caller re-reads the row to say which).
+   */
+  async requestAnalysis(jobId: number, by: string): Promise<AiTaskRef | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number; current_pass: number; generation: number; language: string | null }> }>(
+      `with job as (
+         update speech_jobs j set
+            analysis = ${aiRecord(`'pending'`, 'coalesce(j.analysis_language, j.language)', `coalesce((j.analysis->>'generation')::int, 0) + 1`, 'null')}
+                       || jsonb_build_object('requested_by', :by::text),
+            updated_at = now()
+          where j.id = :id and j.status = 'completed' and coalesce(j.analysis->>'state', 'none') = any(:from::text[])
+         returning j.id, j.current_pass, (j.analysis->>'generation')::int as generation, j.analysis->>'language' as language
+       ), task as (
+         insert into speech_ai_tasks (job_id, pass, kind, generation) select id, current_pass, 'analysis', generation from job on conflict do nothing
+       ), ev as (
+         insert into speech_job_events (job_id, event, message)
+         select id, 'analysis_requested', 'Transcript analysis (' || ${LANGUAGE_WORDS('language')} || ') requested by ' || :by || '.' from job
+       )
+       select * from job`,
+      { id: jobId, by, from: [...AI_TRANSITIONS.request.from] },
+    );
+    const r = rows[0];
+    if (!r) return null;
+    this.sink.ai(jobId, { kind: 'analysis', state: 'pending', language: r.language });
+    this.aiQueued();
+    return { jobId, pass: Number(r.current_pass), kind: 'analysis', language: '', generation: Number(r.generation) };
+  }
+
+  /**
+   * A queue worker takes a task: pending → running (running → running when a task interrupted by
+   * a coordinator shutdown or crash runs again). Null when the task is stale: another generation
+   * or pass superseded it, or it already ended.
+   */
+  async startAi(ref: AiTaskRef, provider: { label: string; model: string }): Promise<{ language: string | null; sourceLanguage: string | null } | null> {
+    const from = [...AI_TRANSITIONS.start.from];
+    const params = { id: ref.jobId, pass: ref.pass, gen: ref.generation, lang: ref.language, from, provider: provider.label, model: provider.model };
+    let rows: Array<{ id: number; language: string | null; source_language: string | null; before: AiState }>;
+    if (ref.kind === 'analysis') {
+      ({ rows } = await this.knex.raw(
+        `with prev as (select id, analysis->>'state' as before from speech_jobs where id = :id), job as (
+           update speech_jobs j set analysis = j.analysis || jsonb_build_object('state', 'running', 'provider', :provider::text, 'model', :model::text, 'updated_at', now())
+             from prev
+            where j.id = prev.id and j.status = 'completed' and j.current_pass = :pass
+              and j.analysis->>'state' = any(:from::text[]) and (j.analysis->>'generation')::int = :gen
+           returning j.id, j.analysis->>'language' as language, j.language as source_language, prev.before
+         ), ev as (
+           insert into speech_job_events (job_id, event, message)
+           select id, case when before = 'running' then 'analysis_resumed' else 'analysis_running' end,
+                  case when before = 'running' then 'Transcript analysis started again after an interruption (' else 'Transcript analysis started (' end || :provider || ').'
+             from job
+         )
+         select * from job`,
+        params,
+      ));
+    } else if (ref.kind === 'translation') {
+      ({ rows } = await this.knex.raw(
+        `with prev as (
+           select t.id, t.state as before, j.language as source_language from speech_translations t
+             join speech_jobs j on j.id = t.job_id and j.current_pass = t.pass and j.status = 'completed'
+            where t.job_id = :id and t.pass = :pass and t.language = :lang and t.generation = :gen and t.state = any(:from::text[])
+         ), tr as (
+           update speech_translations t set state = 'running', provider = :provider, model = :model, error = null, updated_at = now()
+             from prev where t.id = prev.id
+           returning t.job_id as id, t.language, prev.source_language, prev.before
+         ), ev as (
+           insert into speech_job_events (job_id, event, message)
+           select id, case when before = 'running' then 'translation_resumed' else 'translation_running' end,
+                  case when before = 'running' then 'Translation into ' || language || ' started again after an interruption.' else 'Translation into ' || language || ' started.' end
+             from tr
+         )
+         select * from tr`,
+        params,
+      ));
+    } else {
+      ({ rows } = await this.knex.raw(
+        `update speech_jobs j set auto_title = j.auto_title || jsonb_build_object('state', 'running', 'updated_at', now())
+          where j.id = :id and j.status = 'completed' and j.current_pass = :pass and j.auto_title->>'state' = any(:from::text[])
+         returning j.id, j.language, j.language as source_language, 'pending' as before`,
+        params,
+      ));
+    }
+    const r = rows[0];
+    if (!r) return null;
+    this.sink.ai(ref.jobId, { kind: ref.kind, state: 'running', language: ref.kind === 'translation' ? ref.language : r.language });
+    return { language: r.language, sourceLanguage: r.source_language };
+  }
+
+  /**
+   * running → completed | failed | unavailable of the task's generation (a stale result is dropped:
+   * null). A completed analysis is translated too: every translation of the pass that is not
+   * unavailable is queued again with the next generation; an analysis that did not complete lets
+   * the translations that waited for it go ahead.
+   */
+  async finishAnalysis(ref: AiTaskRef, outcome: AiOutcome<unknown>): Promise<{ translationsQueued: number } | null> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number; language: string | null; queued: number }> }>(
+      `with job as (
+         update speech_jobs j set
+            analysis = j.analysis || jsonb_build_object('state', :state::text, 'result', :result::jsonb, 'error', :error::text, 'updated_at', now()),
+            updated_at = now()
+          where j.id = :id and j.current_pass = :pass and j.analysis->>'state' = 'running' and (j.analysis->>'generation')::int = :gen
+         returning j.id, j.current_pass, j.analysis->>'language' as language
+       ), requeue as (
+         update speech_translations t set state = 'pending', generation = t.generation + case when t.state = 'pending' then 0 else 1 end,
+                error = null, updated_at = now()
+           from job where :state::text = 'completed' and t.job_id = job.id and t.pass = job.current_pass and t.state <> 'unavailable'
+         returning t.job_id, t.pass, t.language, t.generation
+       ), waiting as (
+         select t.job_id, t.pass, t.language, t.generation from speech_translations t join job on t.job_id = job.id and t.pass = job.current_pass
+          where :state::text <> 'completed' and t.state = 'pending'
+       ), tasks as (
+         insert into speech_ai_tasks (job_id, pass, kind, language, generation)
+         select job_id, pass, 'translation', language, generation from requeue
+         union all select job_id, pass, 'translation', language, generation from waiting
+         on conflict do nothing
+         returning id
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'analysis_' || :state::text, :message, case when :state::text = 'completed' then 'info' else 'warn' end from job
+       )
+       select job.id, job.language, (select count(*) from requeue)::int + (select count(*) from waiting)::int as queued from job`,
+      { ...this.outcomeBindings(ref, outcome), message: outcome.message },
+    );
+    const r = rows[0];
+    if (!r) return null;
+    this.sink.ai(ref.jobId, { kind: 'analysis', state: outcome.state, language: r.language });
+    if (r.queued > 0) this.aiQueued();
+    return { translationsQueued: Number(r.queued) };
+  }
+
+  /** running → completed | failed | unavailable of one translation (its generation only; a stale result is dropped: false). */
+  async finishTranslation(
+    ref: AiTaskRef,
+    outcome: AiOutcome<{ text: string; segments: Array<{ seq: number; text: string }>; analysis: unknown }>,
+  ): Promise<boolean> {
+    const done = outcome.state === 'completed' ? outcome.result : null;
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `with tr as (
+         update speech_translations t set state = :state::text, text = :translated, segments = :segments::jsonb, analysis = :analysis::jsonb,
+                error = :error::text, updated_at = now()
+           from speech_jobs j
+          where j.id = t.job_id and j.current_pass = t.pass and t.job_id = :id and t.pass = :pass and t.language = :lang
+            and t.generation = :gen and t.state = 'running'
+         returning t.job_id as id
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'translation_' || :state::text, :message, case when :state::text = 'completed' then 'info' else 'warn' end from tr
+       )
+       select id from tr`,
+      {
+        ...this.outcomeBindings(ref, outcome),
+        // (not `text`: a binding of that name would also replace the `::text` casts)
+        translated: done?.text ?? null,
+        segments: done ? JSON.stringify(done.segments) : null,
+        analysis: done?.analysis ? JSON.stringify(done.analysis) : null,
+        message: outcome.message,
+      },
+    );
+    if (!rows.length) return false;
+    this.sink.ai(ref.jobId, { kind: 'translation', state: outcome.state, language: ref.language });
+    return true;
+  }
+
+  /**
+   * running → completed | failed | unavailable of the automatic title. A completed title becomes
+   * the job's title only while the title is still the file name and the owner never saved one
+   * (checked on the row in this statement: an edit that came first wins). Returns whether it was applied.
+   */
+  async finishTitle(ref: AiTaskRef, outcome: AiOutcome<string>): Promise<{ applied: boolean; title: string | null } | null> {
+    const title = outcome.state === 'completed' ? outcome.result : null;
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number; applied: boolean }> }>(
+      `with job as (
+         update speech_jobs j set
+            source_label = case when :state::text = 'completed' and ${TITLE_ELIGIBLE} then :title::text else j.source_label end,
+            auto_title = j.auto_title || jsonb_build_object('state', :state::text, 'title', :title::text,
+              'applied', :state::text = 'completed' and ${TITLE_ELIGIBLE}, 'error', :error::text, 'updated_at', now()),
+            updated_at = now()
+          where j.id = :id and j.current_pass = :pass and j.auto_title->>'state' = 'running'
+         returning j.id, (j.auto_title->>'applied')::boolean as applied
+       ), ev as (
+         insert into speech_job_events (job_id, event, message, level)
+         select id, 'title_' || :state::text,
+                case when :state::text <> 'completed' then :message
+                     when applied then 'Title generated from the transcript: "' || :title || '".'
+                     else 'A title was generated ("' || :title || '") but not applied: the title was changed meanwhile.' end,
+                case when :state::text = 'completed' then 'info' else 'warn' end
+           from job
+       )
+       select id, applied from job`,
+      { ...this.outcomeBindings(ref, outcome), title, message: outcome.message },
+    );
+    const r = rows[0];
+    if (!r) return null;
+    this.sink.ai(ref.jobId, { kind: 'title', state: outcome.state, language: null, ...(r.applied && title ? { title } : {}) });
+    return { applied: r.applied, title };
+  }
+
+  private outcomeBindings(ref: AiTaskRef, outcome: AiOutcome<unknown>) {
+    return {
+      id: ref.jobId,
+      pass: ref.pass,
+      gen: ref.generation,
+      lang: ref.language,
+      state: outcome.state,
+      result: outcome.state === 'completed' && ref.kind === 'analysis' ? JSON.stringify(outcome.result) : null,
+      error: outcome.state === 'completed' ? null : outcome.error.slice(0, 2000),
+    };
+  }
+
+  /**
+   * The metadata form (owner): title and note. Saving a title different from the current one marks
+   * it as the owner's: automatic titles never replace it. An empty title falls back to the file
+   * name or URL when shown.
+   */
+  async updateMetadata(jobId: number, change: { label?: string | null; note?: string | null }, by: string): Promise<boolean> {
+    const { rows } = await this.knex.raw<{ rows: Array<{ id: number }> }>(
+      `with j as (
+         update speech_jobs set
+            source_label_edited = source_label_edited or (:setLabel and :label::text is distinct from source_label),
+            source_label = case when :setLabel then :label::text else source_label end,
+            source_note = case when :setNote then :note::text else source_note end,
+            updated_at = now()
+          where id = :id returning id
+       ), ev as (insert into speech_job_events (job_id, event, message) select id, 'metadata_changed', :message from j)
+       select id from j`,
+      {
+        id: jobId,
+        setLabel: change.label !== undefined,
+        label: change.label ?? null,
+        setNote: change.note !== undefined,
+        note: change.note ?? null,
+        message: `${change.label !== undefined ? (change.note !== undefined ? 'Title and note' : 'Title') : 'Note'} saved by ${by}.`,
+      },
+    );
+    return rows.length > 0;
   }
 
   // ---- coordinator-side staging of URL sources ---------------------------------------------------

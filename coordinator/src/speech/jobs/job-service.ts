@@ -7,7 +7,7 @@ import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError, forbidden, notFound } from '../../http/errors.js';
 import { SpeechWorker } from '../workers/entities.js';
-import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget } from './entities.js';
+import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget, type TranslationRow } from './entities.js';
 import type { WorkAvailable } from './job-events.js';
 import type { JobRepository } from './job-repository.js';
 import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
@@ -215,10 +215,22 @@ export class JobService {
     return {
       lease: lease ? Object.assign(lease, { workerName: lease.worker.name, workerRevoked: lease.worker.revokedAt !== null }) : null,
       events,
+      translations: await this.translations(job.id, job.currentPass),
       segmentCount,
       speakerStats: speakerStats(labelled),
       speakerAwareTranscript: speakerAwareTranscript(labelled, job.speakerLabels),
     };
+  }
+
+  /** The translations of a pass, by language. */
+  async translations(jobId: number, pass: number): Promise<TranslationRow[]> {
+    return this.em()
+      .getConnection()
+      .execute<TranslationRow[]>(
+        `select language, state, generation, text, segments, analysis, provider, model, error, updated_at
+           from speech_translations where job_id = ? and pass = ? order by language`,
+        [jobId, pass],
+      );
   }
 
   /** A pass's segments as the speaker helpers read them (speakers.ts). */

@@ -66,3 +66,39 @@ export const DIARIZATION_TRANSITIONS = {
   /** A rerun's lease ended without its worker: pending again while tries remain, else failed. */
   expire: { from: ['running'], to: 'pending | failed' },
 } as const satisfies Record<string, { from: readonly DiarizationState[]; to: string }>;
+
+/**
+ * Every move of an analysis (speech_jobs.analysis.state), a translation (speech_translations.state)
+ * and an automatic title (speech_jobs.auto_title.state) of the current pass. JobRepository is
+ * their only writer; each move is one statement guarded by these `from` states and, for analyses
+ * and translations, by the generation of the task (a newer request supersedes an older run, whose
+ * result is then dropped). `none` is a job without an analysis record. Any statement that makes
+ * work pending writes its speech_ai_tasks row in the same statement (the outbox of BullMQ queue
+ * speech-ai), so a crash between the commit and the queueing loses nothing.
+ */
+/** State of an analysis, a translation or an automatic title. */
+export type AiState = 'pending' | 'running' | 'completed' | 'failed' | 'unavailable';
+
+export const AI_TRANSITIONS = {
+  /**
+   * The pass completed: the analysis (when analysis_language was given), each translation target
+   * and the title of an uploaded file still named after the file become pending, or unavailable
+   * (no provider configured, or the owner lacks provider_openai; admins always have it).
+   * Translations wait for a pending analysis.
+   */
+  plan: { from: ['none'], to: 'pending | unavailable' },
+  /** POST /api/speech/jobs/{id}/analyze on a completed job: a new generation. */
+  request: { from: ['none', 'completed', 'failed', 'unavailable'], to: 'pending' },
+  /** A diarization rerun found more speakers than before: a completed analysis is regenerated once (its translations follow). */
+  regenerate: { from: ['completed'], to: 'pending' },
+  /** A queue worker takes the task; `running` again when a task interrupted by a shutdown or crash is retried. */
+  start: { from: ['pending', 'running'], to: 'running' },
+  /** The provider's result, or why there is none (unavailable: the provider was unset meanwhile). */
+  finish: { from: ['running'], to: 'completed | failed | unavailable' },
+  /**
+   * A completed analysis queues every translation of the pass that is not unavailable again (next
+   * generation), so translations carry the current analysis; an analysis that ended otherwise lets
+   * waiting translations go ahead without it.
+   */
+  translate: { from: ['pending', 'running', 'completed', 'failed'], to: 'pending' },
+} as const satisfies Record<string, { from: ReadonlyArray<AiState | 'none'>; to: string }>;

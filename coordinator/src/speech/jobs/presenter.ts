@@ -1,5 +1,5 @@
 import { JOB_STATUS_LABELS, QUEUE_CHANNEL_LABELS } from '@sonar/shared';
-import type { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment } from './entities.js';
+import type { AnalysisRecord, AutoTitleRecord, SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, TranslationRow } from './entities.js';
 import { shareUrl } from '../shares/share-links.js';
 import { computeLiveness, humanDuration } from './liveness.js';
 import { presentDiarization, type DiarizationRecord, type SpeakerStat } from './speakers.js';
@@ -8,6 +8,8 @@ import type { JobAvailability } from './model-catalog.js';
 export interface JobDetail {
   lease: (SpeechLease & { workerName: string; workerRevoked: boolean }) | null;
   events: SpeechJobEvent[];
+  /** The current pass's translations. */
+  translations: TranslationRow[];
   segmentCount: number;
   /** Labelled segments and seconds per speaker of the current pass. */
   speakerStats: SpeakerStat[];
@@ -30,6 +32,47 @@ export function diarizationRecord(job: SpeechJob): DiarizationRecord {
 }
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+/** Timestamps inside jsonb records are PostgreSQL's text form; the API shows ISO 8601 UTC. */
+const isoText = (v: Date | string | null | undefined) => (v ? new Date(v).toISOString() : null);
+
+/** `analysis` of the job detail (README "AI analysis, translations and titles"). */
+export function presentAnalysis(a: AnalysisRecord | null) {
+  if (!a) return null;
+  return {
+    state: a.state,
+    language: a.language,
+    generation: Number(a.generation),
+    provider: a.provider,
+    model: a.model,
+    result: a.state === 'completed' ? a.result : null,
+    error: a.error,
+    requested_by: a.requested_by ?? null,
+    updated_at: isoText(a.updated_at),
+  };
+}
+
+/** One entry of `translations[]`. */
+export function presentTranslation(t: TranslationRow) {
+  return {
+    language: t.language,
+    state: t.state,
+    status: t.state,
+    text: t.state === 'completed' ? t.text : null,
+    segments: t.state === 'completed' ? (t.segments ?? []) : [],
+    analysis: t.state === 'completed' ? t.analysis : null,
+    provider: t.provider,
+    model: t.model,
+    error: t.error,
+    updated_at: isoText(t.updated_at),
+  };
+}
+
+/** `auto_title` (additive): the automatic title of an uploaded file. */
+export function presentAutoTitle(t: AutoTitleRecord | null) {
+  if (!t) return null;
+  return { state: t.state, title: t.title, applied: Boolean(t.applied), error: t.error, updated_at: isoText(t.updated_at) };
+}
 
 export interface PresentOptions {
   /** PUBLIC_BASE_URL: share links are absolute. */
@@ -169,8 +212,10 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
       seconds_since_heartbeat: liveness.secondsSinceHeartbeat === null ? null : Math.round(liveness.secondsSinceHeartbeat),
       lease_expires_at: iso(lease?.expiresAt),
     },
-    analysis: null,
-    translations: [] as unknown[],
+    analysis: presentAnalysis(job.analysis),
+    translations: detail.translations.map(presentTranslation),
+    auto_title: presentAutoTitle(job.autoTitle),
+    title_edited: job.sourceLabelEdited,
     diarization: presentDiarization(diarizationRecord(job), job.speakerLabels, detail.speakerStats),
     speaker_aware_transcript: detail.speakerAwareTranscript,
   };

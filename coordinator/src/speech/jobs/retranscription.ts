@@ -13,6 +13,8 @@ export const UNAVAILABLE = {
   notCompleted: 'The current pass is not completed.',
   diarizationPending: 'Speaker diarization is still pending.',
   diarizationRunning: 'Speaker diarization is still running.',
+  analysisBusy: 'Transcript analysis is still pending or running.',
+  translationsBusy: 'Translation work is still pending or running.',
   noMedia: 'No retained copy of the source media exists; re-transcription is not possible.',
   noModel: 'No other model is available.',
   noLocalModel: 'No other model is available on the local runner (a URL source is re-transcribed from its retained copy on the local runner only).',
@@ -72,6 +74,10 @@ export class RetranscriptionService {
     if (job.status !== 'completed') return { field: 'status', message: UNAVAILABLE.notCompleted };
     if (diarizationBusy(job)) {
       return { field: 'diarization', message: job.diarizationState === 'running' ? UNAVAILABLE.diarizationRunning : UNAVAILABLE.diarizationPending };
+    }
+    if (job.analysis?.state === 'pending' || job.analysis?.state === 'running') return { field: 'analysis', message: UNAVAILABLE.analysisBusy };
+    if ((await this.jobs.translations(job.id, job.currentPass)).some((t) => t.state === 'pending' || t.state === 'running')) {
+      return { field: 'translations', message: UNAVAILABLE.translationsBusy };
     }
     if (!job.mediaPath) {
       const released = await this.revisions.mediaReleasedAt(job.id);

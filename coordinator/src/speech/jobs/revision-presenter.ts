@@ -1,6 +1,8 @@
 import type { RetranscriptionState } from './retranscription.js';
 import type { RevisionRow, RevisionSegment } from './revision-repository.js';
 import { presentDiarization, speakerAwareTranscript, speakerName, speakerStats } from './speakers.js';
+import { presentAnalysis, type presentTranslation } from './presenter.js';
+import type { AnalysisRecord } from './entities.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -33,8 +35,9 @@ export function presentRevision(revision: RevisionRow, segments: RevisionSegment
     speaker_aware_transcript: speakerAwareTranscript(segments, labels),
     diarization: presentDiarization(revision.diarization, labels, speakerStats(segments)),
     speaker_labels: labels,
-    analysis: revision.analysis,
-    translations: revision.translations,
+    // The pass's analysis record as it was archived; translations are archived in their presented shape.
+    analysis: presentAnalysis(revision.analysis as AnalysisRecord | null),
+    translations: revision.translations as Array<ReturnType<typeof presentTranslation>>,
   };
 }
 

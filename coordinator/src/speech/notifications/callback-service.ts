@@ -11,6 +11,8 @@ import { closeWorker } from '../../queue/workers.js';
 import type { JobRepository } from '../jobs/job-repository.js';
 import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
+import type { AnalysisRecord } from '../jobs/entities.js';
+import { analysisText } from '../ai/work.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -44,12 +46,22 @@ export interface CallbackEnvelope {
     job_url: string;
     share_url: string | null;
     transcript_text: string | null;
+    /** The completed analysis as text (summary, key points, action items, topics); null when there is none. */
     analysis_text: string | null;
-    translations: unknown[];
+    translations: CallbackTranslation[];
     share: { url: string } | null;
     speaker_aware_transcript: string | null;
     failure_error?: string | null;
   };
+}
+
+/** One entry of the callback's `translations[]`. */
+export interface CallbackTranslation {
+  language: string;
+  status: string;
+  text: string | null;
+  analysis_text: string | null;
+  error: string | null;
 }
 
 /** BullMQ job id of the one delivery for (job, cycle); BullMQ refuses ':' in custom ids. */
@@ -139,6 +151,8 @@ interface JobRow {
   speaker_labels: SpeakerLabels | string | null;
   /** The current pass's segments (speaker-aware transcript), when any has a speaker. */
   segments: TranscriptSegment[] | string | null;
+  analysis: AnalysisRecord | string | null;
+  translations: Array<{ language: string; state: string; text: string | null; analysis: AnalysisRecord['result']; error: string | null }> | string | null;
 }
 
 /**
@@ -222,7 +236,10 @@ export class CallbackService {
               failure_error, share_token, share_disabled_at, callback_url, callback_status, callback_cycle, api_token_id, speaker_labels,
               (select json_agg(json_build_object('start', s.start_seconds, 'end', s.end_seconds, 'text', s.text, 'speaker', s.speaker) order by s.seq)
                  from speech_segments s where s.job_id = j.id and s.pass = j.current_pass
-                  and exists (select 1 from speech_segments x where x.job_id = j.id and x.pass = j.current_pass and x.speaker is not null)) as segments
+                  and exists (select 1 from speech_segments x where x.job_id = j.id and x.pass = j.current_pass and x.speaker is not null)) as segments,
+              j.analysis,
+              (select json_agg(json_build_object('language', t.language, 'state', t.state, 'text', t.text, 'analysis', t.analysis, 'error', t.error) order by t.language)
+                 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass) as translations
          from speech_jobs j where id = ?`,
       [jobId],
     );
@@ -232,6 +249,7 @@ export class CallbackService {
   private envelopeOf(row: JobRow, status: TerminalStatus): CallbackEnvelope {
     const { config } = this.deps;
     const completed = status === 'completed';
+    const analysis = parsed<AnalysisRecord>(row.analysis);
     const shareUrl = completed && row.share_token && !row.share_disabled_at ? sharePageUrl(config.PUBLIC_BASE_URL, row.share_token) : null;
     const job: CallbackEnvelope['job'] = {
       job_id: row.id,
@@ -245,8 +263,16 @@ export class CallbackService {
       job_url: jobPageUrl(config, row.id),
       share_url: shareUrl,
       transcript_text: completed ? (row.transcript_text ?? '') : null,
-      analysis_text: null,
-      translations: [],
+      analysis_text: completed && analysis?.state === 'completed' ? analysisText(analysis.result) : null,
+      translations: completed
+        ? (parsed<NonNullable<Exclude<JobRow['translations'], string>>>(row.translations) ?? []).map((t) => ({
+            language: t.language,
+            status: t.state,
+            text: t.state === 'completed' ? t.text : null,
+            analysis_text: t.state === 'completed' ? analysisText(t.analysis) : null,
+            error: t.error,
+          }))
+        : [],
       share: shareUrl ? { url: shareUrl } : null,
       speaker_aware_transcript: completed
         ? speakerAwareTranscript(parsed<TranscriptSegment[]>(row.segments) ?? [], parsed<SpeakerLabels>(row.speaker_labels) ?? {})

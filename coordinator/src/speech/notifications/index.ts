@@ -31,13 +31,17 @@ export function startSpeechNotifications(deps: {
   logger: Logger;
   prefix: string;
   outbound?: OutboundPolicy;
+  /** The configured AI provider ("model at host"), named in reports. */
+  aiProviderLabel?: string | null;
 }): SpeechNotifications {
   const logger = deps.logger.child({ component: 'speech-notifications' });
   const callbacks = new CallbackService({ ...deps, logger }).start();
   const smtpUrl = deps.config.SMTP_URL;
-  const reports = smtpUrl ? new ReportMailer({ ...deps, config: { ...deps.config, SMTP_URL: smtpUrl }, logger }).start() : null;
+  const reports = smtpUrl
+    ? new ReportMailer({ ...deps, config: { ...deps.config, SMTP_URL: smtpUrl }, logger, providerLabel: deps.aiProviderLabel ?? null }).start()
+    : null;
   if (!reports) logger.info('completion report e-mails are disabled (SMTP_URL is not set)');
-  const outbox = new NotificationOutbox({ orm: deps.orm, callbacks, reports, logger }).start();
+  const outbox = new NotificationOutbox({ orm: deps.orm, callbacks, reports, logger, aiWaitSeconds: deps.config.SPEECH_AI_NOTIFY_WAIT_SECONDS }).start();
   // A transition that wrote a notification row wakes the dispatcher at once; the poll is the safety net.
   deps.repo.onTerminal((_jobs, notified) => {
     if (notified) outbox.kick();

@@ -16,6 +16,11 @@ const BATCH = 100;
  * crash after the adds, before the commit) is still delivered once; a row whose adds failed
  * (Redis down) stays and is tried again. Any coordinator may dispatch; rows are taken with skip
  * locked, so two never take the same row.
+ *
+ * The notification of a completed job waits while the pass's analysis, a translation or the
+ * automatic title is pending or running, at most SPEECH_AI_NOTIFY_WAIT_SECONDS after the job
+ * completed (then it goes with what exists); the AI queue kicks the dispatcher whenever such work
+ * ends, and the poll covers restarts. A failed job is notified at once.
  */
 export class NotificationOutbox {
   private timer: NodeJS.Timeout | null = null;
@@ -23,7 +28,7 @@ export class NotificationOutbox {
   private again = false;
   private closed = false;
 
-  constructor(private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger }) {}
+  constructor(private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger; aiWaitSeconds: number }) {}
 
   private get knex(): Knex {
     return this.deps.orm.em.getConnection().getKnex();
@@ -60,9 +65,17 @@ export class NotificationOutbox {
     let total = 0;
     for (;;) {
       const n = await this.knex.transaction(async (trx) => {
+        // A completed job's notification waits (at most aiWaitSeconds) until its analysis, translations
+        // and automatic title have ended, so the callback and report carry them.
         const { rows } = await trx.raw<{ rows: Array<{ id: number; job_id: number; cycle: number; status: TerminalStatus }> }>(
-          `select id, job_id, cycle, status from speech_notifications where dispatched_at is null order by id limit ? for update skip locked`,
-          [BATCH],
+          `select n.id, n.job_id, n.cycle, n.status from speech_notifications n
+            where n.dispatched_at is null
+              and (n.status <> 'completed' or n.created_at <= now() - make_interval(secs => ?) or not exists (
+                select 1 from speech_jobs j where j.id = n.job_id
+                   and (j.analysis->>'state' in ('pending', 'running') or j.auto_title->>'state' in ('pending', 'running')
+                        or exists (select 1 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass and t.state in ('pending', 'running')))))
+            order by n.id limit ? for update of n skip locked`,
+          [this.deps.aiWaitSeconds, BATCH],
         );
         for (const r of rows) {
           await this.deps.callbacks.enqueue(r.job_id, r.cycle, r.status);

@@ -10,6 +10,7 @@ import { html } from '../../http/html.js';
 import { humanDuration } from '../jobs/liveness.js';
 import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 import { deliveryJobId, jobPageUrl, type TerminalStatus } from './callback-service.js';
+import type { AnalysisRecord, AutoTitleRecord } from '../jobs/entities.js';
 import { closeWorker } from '../../queue/workers.js';
 
 export const REPORT_QUEUE = 'speech-reports';
@@ -61,6 +62,9 @@ interface ReportRow {
   diarization_note: string | null;
   diarization_engine: string | null;
   diarization_error: string | null;
+  analysis: AnalysisRecord | string | null;
+  auto_title: AutoTitleRecord | string | null;
+  translations: string | null;
 }
 
 /** Text a report may show: one line, no control characters, bounded. */
@@ -86,8 +90,32 @@ function diarizationNote(state: DiarizationState, requested: boolean, error: str
   return null;
 }
 
-/** Builds the report mail of one job (text and simple HTML). */
-export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: ReportRow, status: TerminalStatus): ReportContent {
+const parsedJson = <T>(v: T | string | null): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
+
+/** The AI part of a report: which provider, and the state of the analysis, translations and title. */
+function aiFacts(row: ReportRow, providerLabel: string | null): Array<[string, string]> {
+  const analysis = parsedJson<AnalysisRecord>(row.analysis);
+  const title = parsedJson<AutoTitleRecord>(row.auto_title);
+  if (!analysis && !title && !row.translations) return [];
+  const provider = analysis?.provider && analysis.provider !== 'none' ? analysis.provider : providerLabel;
+  const facts: Array<[string, string]> = [['AI provider', provider ? `OpenAI-compatible: ${provider}` : 'not configured']];
+  if (analysis) {
+    facts.push(['Analysis', analysis.state === 'completed' || !analysis.error ? analysis.state : `${analysis.state}: ${safeText(analysis.error, 300)}`]);
+    if (analysis.state === 'completed' && analysis.result) facts.push(['Summary', safeText(analysis.result.summary, 1000) ?? '']);
+  }
+  if (row.translations) facts.push(['Translations', row.translations]);
+  if (title)
+    facts.push(['Generated title', title.state === 'completed' ? `${safeText(title.title, 200)}${title.applied ? '' : ' (not applied)'}` : title.state]);
+  return facts;
+}
+
+/** Builds the report mail of one job (text and simple HTML). `providerLabel`: the configured AI provider ("model at host"), if any. */
+export function buildReport(
+  config: Pick<Config, 'PUBLIC_BASE_URL'>,
+  row: ReportRow,
+  status: TerminalStatus,
+  providerLabel: string | null = null,
+): ReportContent {
   const title = safeText(row.source_label ?? row.source_filename ?? row.source_url, 200) ?? `Job ${row.id}`;
   const jobUrl = jobPageUrl(config, row.id);
   const shareUrl = row.share_token && !row.share_disabled_at ? sharePageUrl(config.PUBLIC_BASE_URL, row.share_token) : null;
@@ -116,6 +144,7 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
     ['Labelled segments', String(d.labelledSegmentCount)],
     ...(d.note ? ([['Diarization note', d.note]] as Array<[string, string]>) : []),
   ];
+  const ai = failed ? [] : aiFacts(row, providerLabel);
   const heading = `Transcription ${failed ? 'failed' : 'completed'}: ${title}`;
   const text = [
     heading,
@@ -124,6 +153,7 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
     '',
     'Speaker labels',
     ...diarization.map(([k, v]) => `${k}: ${v}`),
+    ...(ai.length ? ['', 'Analysis and translations', ...ai.map(([k, v]) => `${k}: ${v}`)] : []),
     '',
     `Open the job: ${jobUrl}`,
     '',
@@ -137,6 +167,7 @@ export function buildReport(config: Pick<Config, 'PUBLIC_BASE_URL'>, row: Report
 <table>${rows(facts)}</table>
 <h3>Speaker labels</h3>
 <table>${rows(diarization)}</table>
+${ai.length ? html`<h3>Analysis and translations</h3><table>${rows(ai)}</table>` : ''}
 <p><a href="${jobUrl}">Open the job</a></p>
 </body></html>`;
   return { to: row.email ?? '', subject: heading, text, html: body.toString() };
@@ -153,7 +184,9 @@ export class ReportMailer {
   private readonly transport: Transporter;
   private readonly from: string;
 
-  constructor(private readonly deps: { orm: Orm; redis: Redis; config: Config & { SMTP_URL: string }; logger: Logger; prefix: string }) {
+  constructor(
+    private readonly deps: { orm: Orm; redis: Redis; config: Config & { SMTP_URL: string }; logger: Logger; prefix: string; providerLabel?: string | null },
+  ) {
     this.queue = new Queue<ReportDelivery>(REPORT_QUEUE, { connection: deps.redis, prefix: deps.prefix });
     this.transport = nodemailer.createTransport(deps.config.SMTP_URL);
     const host = new URL(deps.config.PUBLIC_BASE_URL).hostname || 'localhost';
@@ -207,7 +240,10 @@ export class ReportMailer {
               (select count(distinct s.speaker) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as speakers,
               (select count(*) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as labelled,
               (select e.message from speech_job_events e where e.job_id = j.id and e.event like 'diarization%' and e.level in ('warn', 'error')
-                order by e.at desc, e.id desc limit 1) as diarization_note
+                order by e.at desc, e.id desc limit 1) as diarization_note,
+              j.analysis, j.auto_title,
+              (select string_agg(t.language || ' ' || t.state || coalesce(' (' || left(t.error, 200) || ')', ''), ', ' order by t.language)
+                 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass) as translations
          from speech_jobs j join users u on u.id = j.owner_id where j.id = ?`,
       [jobId],
     );
@@ -217,7 +253,7 @@ export class ReportMailer {
   /** The report of a job as it would be sent now (null when it has no owner e-mail). */
   async preview(jobId: number, status: TerminalStatus): Promise<ReportContent | null> {
     const row = await this.loadRow(jobId);
-    return row?.email ? buildReport(this.deps.config, row, status) : null;
+    return row?.email ? buildReport(this.deps.config, row, status, this.deps.providerLabel ?? null) : null;
   }
 
   private async send(job: Job<ReportDelivery>): Promise<{ status: string }> {
@@ -225,7 +261,7 @@ export class ReportMailer {
     const row = await this.loadRow(jobId);
     if (!row || !row.email?.trim() || Number(row.callback_cycle) !== cycle) return { status: 'skipped' };
     if (row.report_sent_at) return { status: 'already-sent' };
-    const report = buildReport(this.deps.config, row, status);
+    const report = buildReport(this.deps.config, row, status, this.deps.providerLabel ?? null);
     await this.transport.sendMail({ from: this.from, to: row.email, subject: report.subject, text: report.text, html: report.html });
     await this.knex.raw('update speech_jobs set report_sent_at = now() where id = ? and callback_cycle = ? and report_sent_at is null', [jobId, cycle]);
     return { status: 'sent' };

@@ -1,0 +1,57 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import {
+  generateTsigKey,
+  soaAnswers,
+  startNamedProcess,
+  superviseNamed,
+  zoneText,
+  type NamedProcess,
+  type NamedSupervisor,
+} from '../../coordinator/src/dns/named-runtime.js';
+
+/** The quick start's named supervision (superviseNamed) on a real named: SIGKILL it, it comes back on its port, with backoff, logged. */
+let dir: string;
+let supervisor: NamedSupervisor | undefined;
+
+afterAll(async () => {
+  await supervisor?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+it('a killed named is noticed and started again with doubling delays', async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'sonar-named-sup-'));
+  const keyFile = path.join(dir, 'tsig.key');
+  const zoneFile = path.join(dir, 'db.sup.test');
+  const { name: keyName } = await generateTsigKey('sup-key', keyFile);
+  await writeFile(zoneFile, zoneText({ name: 'sup.test', records: [{ name: 'www.sup.test', type: 'A', rdata: '10.9.9.9' }] }));
+  const opts = { dir, keyFile, keyName, zones: [{ name: 'sup.test', file: zoneFile }] };
+  const first = await startNamedProcess(opts);
+  const exits: Array<{ signal: string | null; delayMs: number }> = [];
+  let restarted: (p: NamedProcess) => void = () => {};
+  const nextRestart = () => new Promise<NamedProcess>((resolve) => (restarted = resolve));
+  supervisor = superviseNamed(
+    first,
+    () => startNamedProcess({ ...opts, port: first.port }),
+    { onExit: (e) => exits.push({ signal: e.signal, delayMs: e.delayMs }), onRestart: (p) => restarted(p) },
+    { initialMs: 50, maxMs: 1000, resetAfterMs: 60_000 },
+  );
+
+  let back = nextRestart();
+  first.child.kill('SIGKILL');
+  const second = await back;
+  expect(second.child.pid).not.toBe(first.child.pid);
+  expect(await soaAnswers(first.port, 'sup.test')).toBe(true);
+
+  back = nextRestart();
+  second.child.kill('SIGKILL');
+  const third = await back;
+  expect(await soaAnswers(first.port, 'sup.test')).toBe(true);
+  expect(exits).toEqual([
+    { signal: 'SIGKILL', delayMs: 50 },
+    { signal: 'SIGKILL', delayMs: 100 },
+  ]);
+  expect(supervisor.current()).toBe(third);
+}, 60_000);
