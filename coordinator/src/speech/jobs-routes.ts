@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { uploadLimits } from './host-limits.js';
 import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
-import { presentJob, presentJobDetail, presentSegment, queuedMessage } from './jobs/presenter.js';
+import { presentJob, presentSegment, queuedMessage } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
   jobDetailSchema,
@@ -19,6 +19,7 @@ import {
   statusResponseSchema,
 } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
+import { jobDetailPresenter } from './job-detail.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const speechAdmin: AuthRequirement = { accept: ['session', 'jwt'], adminOnly: true };
@@ -34,6 +35,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
   const { config } = deps;
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
+  const detail = jobDetailPresenter(deps);
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
 
@@ -140,11 +142,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
     },
     handler: async (request) => {
       const job = await jobs.getVisible(userOf(request), request.params.jobId);
-      const [detail, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
-      return {
-        ok: true as const,
-        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability }),
-      };
+      return { ok: true as const, job: await detail(job) };
     },
   });
 

@@ -7,10 +7,11 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { unauthenticated } from '../http/errors.js';
 import { uploadLimits } from './host-limits.js';
-import { presentJob, presentJobDetail, queuedMessage } from './jobs/presenter.js';
+import { presentJob, queuedMessage } from './jobs/presenter.js';
 import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
 import { apiCreateJobFieldsSchema, jobDetailSchema, jobIdParams, jobMessageResponseSchema, jobSchema, statusResponseSchema } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
+import { jobDetailPresenter } from './job-detail.js';
 
 /** Spec Authentication "Speech transcription", 3: an active personal token with scope speech.api. */
 const tokenAuth: AuthRequirement = {
@@ -41,6 +42,7 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
   const { config } = deps;
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
+  const detail = jobDetailPresenter(deps);
   const routeConfig = { auth: tokenAuth, rateLimit: SPEECH_RATE_LIMIT };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
 
@@ -95,11 +97,7 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
     },
     handler: async (request) => {
       const job = await jobs.getVisible(userOf(request), request.params.jobId, 'api');
-      const [detail, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
-      return {
-        ok: true as const,
-        job: presentJobDetail(job, detail, { unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability }),
-      };
+      return { ok: true as const, job: await detail(job) };
     },
   });
 

@@ -6,10 +6,9 @@ import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { presentJobDetail } from '../jobs/presenter.js';
-import type { SpeechJob } from '../jobs/entities.js';
 import { jobDetailSchema, jobIdParams } from '../schemas.js';
 import type { AiService } from './ai-service.js';
+import { jobDetailPresenter } from '../job-detail.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -28,19 +27,10 @@ const metadataText = (max: number, multiline: boolean) =>
 
 /** Transcript analysis on demand, title suggestions and the metadata form (title, note). */
 export async function aiRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>, ai: AiService) {
-  const { config } = deps;
-  const { jobs, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
 
-  const detail = async (job: SpeechJob) => {
-    const [d, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
-    return presentJobDetail(job, d, {
-      unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS,
-      publicBaseUrl: config.PUBLIC_BASE_URL,
-      availability,
-    });
-  };
+  const detail = jobDetailPresenter(deps);
 
   r.post('/api/speech/jobs/:jobId/analyze', {
     config: user,

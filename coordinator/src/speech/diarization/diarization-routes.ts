@@ -6,9 +6,8 @@ import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { presentJobDetail } from '../jobs/presenter.js';
-import type { SpeechJob } from '../jobs/entities.js';
 import { jobDetailSchema, jobIdParams } from '../schemas.js';
+import { jobDetailPresenter } from '../job-detail.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -19,19 +18,11 @@ const response = z.object({ ok: z.literal(true), message: z.string(), job: jobDe
 
 /** Speaker diarization of a job: run or re-run it, and name its speakers (owner only). */
 export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
-  const { config } = deps;
-  const { jobs, models: catalog, diarization } = deps.speech;
+  const { diarization } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
 
-  const detail = async (job: SpeechJob) => {
-    const [d, availability] = await Promise.all([jobs.detail(job), catalog.snapshot()]);
-    return presentJobDetail(job, d, {
-      unresponsiveAfterSeconds: config.SPEECH_UNRESPONSIVE_AFTER_SECONDS,
-      publicBaseUrl: config.PUBLIC_BASE_URL,
-      availability,
-    });
-  };
+  const detail = jobDetailPresenter(deps);
 
   r.post('/api/speech/jobs/:jobId/diarization', {
     config: user,
