@@ -8,6 +8,7 @@ import type { AiKind, AiOutcome, AiTaskRef, JobRepository } from '../jobs/job-re
 import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
 import { AiAborted, AiProviderError, NO_PROVIDER_REASON, type AiProvider } from './provider.js';
 import { analyseTranscript, analysisResultSchema, languageName, suggestTitle, translateTranscript, type AnalysisResult } from './work.js';
+import { DrainLoop } from '../../infra/drain-loop.js';
 
 export const AI_QUEUE = 'speech-ai';
 
@@ -51,10 +52,7 @@ interface TranscriptRow {
 export class AiQueue {
   readonly queue: Queue<AiTaskRef>;
   private worker: Worker<AiTaskRef> | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private again = false;
-  private closed = false;
+  private readonly loop: DrainLoop;
   /** One controller per task in progress: close() aborts them all. */
   private readonly aborts = new Set<AbortController>();
   /** Called when AI work of a job ended (the notification outbox waits for it). */
@@ -72,6 +70,10 @@ export class AiQueue {
     },
   ) {
     this.queue = new Queue<AiTaskRef>(AI_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+    this.loop = new DrainLoop(
+      () => this.drain(),
+      (err: unknown) => this.deps.logger.warn({ err }, 'speech AI tasks not dispatched yet; will retry'),
+    );
   }
 
   private get knex(): Knex {
@@ -98,30 +100,12 @@ export class AiQueue {
     });
     this.worker.on('error', (err) => logger.error({ err }, 'speech AI worker error'));
     this.deps.repo.onAiWork(this.kick);
-    this.timer = setInterval(this.kick, POLL_MS);
-    this.timer.unref();
-    this.kick();
+    this.loop.start(POLL_MS);
     return this;
   }
 
   /** Dispatches waiting task rows (now, or right after the pass in progress). */
-  readonly kick = () => {
-    if (this.closed) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.drain()
-      .then(() => undefined)
-      .catch((err: unknown) => this.deps.logger.warn({ err }, 'speech AI tasks not dispatched yet; will retry'))
-      .finally(() => {
-        this.running = null;
-        if (this.again) {
-          this.again = false;
-          this.kick();
-        }
-      });
-  };
+  readonly kick = () => this.loop.kick();
 
   /** Moves undispatched speech_ai_tasks rows into the queue; returns how many. */
   async drain(): Promise<number> {
@@ -172,7 +156,7 @@ export class AiQueue {
     let outcome: AiOutcome<unknown>;
     const abort = new AbortController();
     this.aborts.add(abort);
-    if (this.closed) abort.abort();
+    if (this.loop.isClosed) abort.abort();
     try {
       outcome = provider ? await this.run(ref, provider, started, abort.signal) : unavailable(ref, NO_PROVIDER_REASON);
     } catch (err) {
@@ -255,10 +239,9 @@ export class AiQueue {
 
   /** Aborts in-flight provider requests (their tasks are retried later), then closes the worker and the queue. */
   async close() {
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+    const loop = this.loop.close();
     for (const a of this.aborts) a.abort();
-    await this.running;
+    await loop;
     await closeWorker(this.worker);
     await this.queue.close();
   }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Orm } from '../../db/orm.js';
 import type { CallbackService, TerminalStatus } from './callback-service.js';
 import type { ReportMailer } from './report-mailer.js';
+import { DrainLoop } from '../../infra/drain-loop.js';
 
 /** Undispatched notifications are looked for this often even when no terminal transition kicked the dispatcher. */
 const POLL_MS = 5_000;
@@ -23,42 +24,26 @@ const BATCH = 100;
  * ends, and the poll covers restarts. A failed job is notified at once.
  */
 export class NotificationOutbox {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private again = false;
-  private closed = false;
+  private readonly loop: DrainLoop;
 
-  constructor(private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger; aiWaitSeconds: number }) {}
+  constructor(private readonly deps: { orm: Orm; callbacks: CallbackService; reports: ReportMailer | null; logger: Logger; aiWaitSeconds: number }) {
+    this.loop = new DrainLoop(
+      () => this.drain(),
+      (err: unknown) => this.deps.logger.warn({ err }, 'speech notifications not dispatched yet; will retry'),
+    );
+  }
 
   private get knex(): Knex {
     return this.deps.orm.em.getConnection().getKnex();
   }
 
   start(): this {
-    this.timer = setInterval(() => this.kick(), POLL_MS);
-    this.timer.unref();
-    this.kick();
+    this.loop.start(POLL_MS);
     return this;
   }
 
   /** Dispatches what is waiting (now, or right after the pass in progress). */
-  readonly kick = () => {
-    if (this.closed) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.drain()
-      .then(() => undefined)
-      .catch((err: unknown) => this.deps.logger.warn({ err }, 'speech notifications not dispatched yet; will retry'))
-      .finally(() => {
-        this.running = null;
-        if (this.again) {
-          this.again = false;
-          this.kick();
-        }
-      });
-  };
+  readonly kick = () => this.loop.kick();
 
   /** Dispatches until nothing is waiting; returns how many rows it dispatched. */
   async drain(): Promise<number> {
@@ -89,9 +74,7 @@ export class NotificationOutbox {
     }
   }
 
-  async close() {
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
+  close() {
+    return this.loop.close();
   }
 }
