@@ -679,9 +679,9 @@ const EVENT_TYPES = ['PRIVMSG', 'ACTION', 'NOTICE', 'JOIN', 'PART', 'QUIT', 'NIC
 /** Shares of the normal rows (netsplit bursts come on top, ~1.3% of all rows). */
 const EVENT_WEIGHTS = [71, 3, 2, 9, 4, 7, 2, 1.2, 0.2, 0.3];
 /** UTC hour of day 0..23 (Europe + Americas evening peak), Monday..Sunday. */
-const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
+export const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
 const WEEKDAY_WEIGHTS = [1.0, 1.05, 1.05, 1.0, 0.95, 0.7, 0.65];
-const QUIT_REASONS = [
+export const QUIT_REASONS = [
   'Quit: Leaving',
   'Ping timeout: 260 seconds',
   'Read error: Connection reset by peer',

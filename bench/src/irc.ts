@@ -17,7 +17,18 @@ import pg from 'pg';
 import { loadConfig } from '../../coordinator/dist/config.js';
 import { IrcImportService } from '../../coordinator/dist/irc/import-service.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
-import { BENCH_IRC_DATABASE, benchDatabaseUrl, englishCount, makeNicks, readBenchState, vocabulary, zipf, type FinishedBenchState } from './irc-generate.js';
+import {
+  BENCH_IRC_DATABASE,
+  HOUR_WEIGHTS,
+  QUIT_REASONS,
+  benchDatabaseUrl,
+  englishCount,
+  makeNicks,
+  readBenchState,
+  vocabulary,
+  zipf,
+  type FinishedBenchState,
+} from './irc-generate.js';
 import { coordinatorEnv, errorText, log, ms, percentile, rng, secs, type Fail, type Row } from './lib.js';
 
 const int = (name: string, fallback: number): number => {
@@ -46,16 +57,6 @@ export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about
 
 // ---- ZNC files for the import phase ---------------------------------------------------------------
 
-const HOUR_WEIGHTS = [3.0, 2.4, 1.8, 1.3, 1.0, 0.9, 1.0, 1.4, 2.2, 3.2, 4.0, 4.5, 4.8, 5.0, 5.1, 5.3, 5.5, 5.6, 5.5, 5.3, 5.0, 4.6, 4.1, 3.5];
-const QUIT_REASONS = [
-  'Quit: Leaving',
-  'Ping timeout: 260 seconds',
-  'Read error: Connection reset by peer',
-  'Remote host closed the connection',
-  'Quit: ZNC 1.8.2 - https://znc.in',
-  'Client Quit',
-  'Quit: WeeChat 3.8',
-];
 const KICK_REASONS = ['spam', 'flood', 'please stay on topic', 'no bots'];
 const two = (n: number) => String(n).padStart(2, '0');
 const clock = (s: number) => `${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
