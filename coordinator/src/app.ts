@@ -10,6 +10,7 @@ import { PgSessionStore } from './accounts/session-store.js';
 import { assistantPlugin } from './assistant/plugin.js';
 import { consolePlugin } from './console/plugin.js';
 import { dnsPlugin } from './dns/plugin.js';
+import { dnsProvidersPage } from './dns/providers/admin-page.js';
 import { assetsPlugin } from './http/assets.js';
 import { sendErrorPage } from './http/page.js';
 import { clientErrorHandler, errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
@@ -120,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
   await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
+  await app.register(dnsProvidersPage, domainDeps); // /admin/dns-providers
 
   attachLiveHub(app, domainDeps);
   await speech.work.start(app.log);

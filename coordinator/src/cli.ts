@@ -107,7 +107,16 @@ const run = runWith(async (orm) => new (await import('./accounts/account-service
 const runWorkers = runWith(async (orm) => new (await import('./speech/workers/worker-directory.js')).WorkerDirectory(orm, 45_000));
 const dnsEnv = () =>
   envSchema
-    .pick({ DNS_CACHE_TTL_SECONDS: true, DNS_DEFAULT_TTL: true, DNS_ACME_TTL: true, DNS_TIMEOUT_MS: true })
+    .pick({
+      DNS_CACHE_TTL_SECONDS: true,
+      DNS_DEFAULT_TTL: true,
+      DNS_ACME_TTL: true,
+      DNS_TIMEOUT_MS: true,
+      DNS_CLOUDFLARE_API_URL: true,
+      DNS_CLOUDFLARE_TOKEN_REF: true,
+      DNS_PROVIDER_LEGACY_FILE: true,
+      DNS_PROVIDER_DETECT_TTL_SECONDS: true,
+    })
     .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('DNS_') && v)));
 const runDns = runWith(async (orm) => new (await import('./dns/dns-service.js')).DnsService(orm, dnsEnv()));
 
@@ -414,7 +423,7 @@ program
         json: { zones },
         text: table(
           ['ZONE', 'MASTER', 'FILE', 'KEY'],
-          zones.map((z) => [z.zone, `${z.server}:${z.port}`, z.file, z.key]),
+          zones.map((z) => [z.zone, z.file === null ? '(provider zone)' : `${z.server}:${z.port}`, z.file ?? '-', z.key ?? '-']),
           'no zones registered',
         ),
       };
@@ -428,6 +437,97 @@ program
     runDns(async (dns, zone: string) => {
       if (!(await dns.zones.remove(zone))) fail('not_found', `zone "${zone}" is not registered`);
       return { json: { zone }, text: [`zone ${zone} removed`] };
+    }),
+  );
+
+// ---- DNS provider zones ------------------------------------------------------------------------
+
+program
+  .command('dns:providers:list')
+  .description('list provider zones: mapping rows, the imported older host-side config, NS-detected zones')
+  .action(
+    runDns(async (dns) => {
+      const dir = dns.providers.directory;
+      const [mappings, legacy] = await Promise.all([dir.listMappings(), dir.importLegacy()]);
+      const saved = new Set(mappings.map((m) => m.zone));
+      const rows = [
+        ...mappings.map((m) => ({ zone: m.zone, provider: m.provider, provider_zone_id: m.providerZoneId, token_ref: m.tokenRef, source: 'mapping' })),
+        ...legacy
+          .filter((l) => !saved.has(l.zone))
+          .map((l) => ({ zone: l.zone, provider: 'cloudflare', provider_zone_id: l.providerZoneId, token_ref: l.tokenRef, source: `imported (${l.origin})` })),
+      ];
+      const detected: Array<Record<string, string | boolean>> = [];
+      for (const z of await dns.zones.list()) {
+        if (z.filePath === null) continue;
+        const b = await dir.binding(z);
+        if (b?.source === 'detected')
+          detected.push({
+            zone: z.zone,
+            provider: b.provider,
+            provider_zone_id: b.providerZoneId ?? '',
+            token_ref: b.tokenRef,
+            source: 'detected',
+            ready: b.ready,
+          });
+      }
+      const all = [...rows, ...detected];
+      return {
+        json: { providers: all },
+        text: table(
+          ['ZONE', 'PROVIDER', 'ZONE ID', 'TOKEN REF', 'SOURCE'],
+          all.map((r) => [String(r.zone), String(r.provider), String(r.provider_zone_id) || '-', String(r.token_ref), String(r.source)]),
+          'no provider zones',
+        ),
+      };
+    }),
+  );
+
+program
+  .command('dns:providers:add <zone>')
+  .description('map a zone to an external DNS provider (replaces an existing mapping); the zone id is looked up when omitted')
+  .requiredOption('--token-ref <ref>', 'where the API token is: env:NAME, file:/path or file:/path#KEY (never the token itself)')
+  .option('--provider <key>', 'provider key', 'cloudflare')
+  .option('--zone-id <id>', 'zone id at the provider (default: looked up by name with the token)')
+  .action(
+    runDns(async (dns, zone: string, o: { tokenRef: string; provider: string; zoneId?: string }) => {
+      const m = await dns.providers.directory.saveMapping({
+        zone,
+        provider: o.provider,
+        tokenRef: o.tokenRef,
+        ...(o.zoneId ? { providerZoneId: o.zoneId } : {}),
+      });
+      return {
+        json: { zone: m.zone, provider: m.provider, provider_zone_id: m.providerZoneId, token_ref: m.tokenRef },
+        text: [`zone ${m.zone} mapped to ${m.provider} zone ${m.providerZoneId} (token from ${m.tokenRef})`],
+      };
+    }),
+  );
+
+program
+  .command('dns:providers:import')
+  .description('save the imported older host-side provider config (DNS_PROVIDER_LEGACY_FILE or CLOUDFLARE_* environment) as mapping rows')
+  .action(
+    runDns(async (dns) => {
+      const dir = dns.providers.directory;
+      const saved = [];
+      for (const l of await dir.importLegacy())
+        saved.push(await dir.saveMapping({ zone: l.zone, provider: 'cloudflare', providerZoneId: l.providerZoneId, tokenRef: l.tokenRef }));
+      return {
+        json: { saved: saved.map((m) => ({ zone: m.zone, provider_zone_id: m.providerZoneId, token_ref: m.tokenRef })) },
+        text: saved.length
+          ? saved.map((m) => `zone ${m.zone} saved as a mapping (${m.providerZoneId}, token from ${m.tokenRef})`)
+          : ['no older provider config found'],
+      };
+    }),
+  );
+
+program
+  .command('dns:providers:remove <zone>')
+  .description('remove a provider mapping (a zone without zone file goes too, with its cache)')
+  .action(
+    runDns(async (dns, zone: string) => {
+      if (!(await dns.providers.directory.removeMapping(zone))) fail('not_found', `zone "${zone}" has no provider mapping`);
+      return { json: { zone }, text: [`provider mapping of ${zone} removed`] };
     }),
   );
 

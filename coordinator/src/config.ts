@@ -166,6 +166,14 @@ export const envSchema = z.object({
   DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
   /** DNS API requests per minute per client, all /api/dns routes together. */
   DNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(300),
+  /** Cloudflare v4 API base URL (tests point it at a local stand-in). */
+  DNS_CLOUDFLARE_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.cloudflare.com/client/v4'),
+  /** Where the Cloudflare token for NS-detected zones is read from: env:NAME, file:/path or file:/path#KEY. */
+  DNS_CLOUDFLARE_TOKEN_REF: z.string().min(5).max(1100).default('env:CLOUDFLARE_API_TOKEN'),
+  /** Older host-side provider config (KEY=value lines: CLOUDFLARE_API_TOKEN, CLOUDFLARE_ZONE_ID, CLOUDFLARE_ZONE); imported as a fallback. */
+  DNS_PROVIDER_LEGACY_FILE: z.string().min(1).optional(),
+  /** How long an NS detection, a looked-up provider zone id and the legacy config are remembered. */
+  DNS_PROVIDER_DETECT_TTL_SECONDS: z.coerce.number().int().min(0).max(86400).default(300),
 
   // Chat-log archive
   /** Chat-log API: requests per minute per client (the spec's typical value is 60). */

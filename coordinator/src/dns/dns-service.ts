@@ -25,11 +25,14 @@ import {
   type UpdateOperation,
   type ValidRecord,
 } from './wire/index.js';
+import { cnameProblem, type CnameContext } from './cname-rules.js';
 import { masterUnavailable, outcomeUnknown } from './master-errors.js';
 import { ZoneCache, detectSearch, displaySignature, type Page } from './zone-cache.js';
 import { ZoneRegistry, cachePolicyOf, checkPaths, type ZoneRow } from './zone-registry.js';
+import { ProviderDirectory, type ProviderConfig } from './providers/directory.js';
+import { ProviderZones, providerFields, providerMethod } from './providers/provider-zones.js';
 
-type DnsConfig = Pick<Config, 'DNS_CACHE_TTL_SECONDS' | 'DNS_DEFAULT_TTL' | 'DNS_ACME_TTL' | 'DNS_TIMEOUT_MS'>;
+type DnsConfig = Pick<Config, 'DNS_CACHE_TTL_SECONDS' | 'DNS_DEFAULT_TTL' | 'DNS_ACME_TTL' | 'DNS_TIMEOUT_MS'> & ProviderConfig;
 
 export interface WriteOp {
   action: 'ADD' | 'DELETE';
@@ -65,6 +68,8 @@ export const txtOf = (value: string) => `"${value.replace(/[\\"]/g, (c) => `\\${
 export class DnsService {
   readonly zones: ZoneRegistry;
   readonly cache: ZoneCache;
+  /** Provider zones (providers/): their reads and writes go through the provider's API. */
+  readonly providers: ProviderZones;
 
   constructor(
     orm: Orm,
@@ -72,16 +77,25 @@ export class DnsService {
   ) {
     this.zones = new ZoneRegistry(orm);
     this.cache = new ZoneCache(() => this.zones.knex(), config.DNS_TIMEOUT_MS);
+    this.providers = new ProviderZones(new ProviderDirectory(this.zones, config), this.cache);
   }
 
   ttlOf(z: ZoneRow) {
     return z.cacheTtlSeconds ?? this.config.DNS_CACHE_TTL_SECONDS;
   }
 
-  /** Registered zone with readable paths, else 404. */
+  /** Registered zone (older provider config imported first) bound to its provider, or with readable paths; else 404. */
   async zone(name: string): Promise<ZoneRow> {
-    const z = await this.zones.get(name);
+    let z = await this.zones.get(name);
+    if (!z && (await this.providers.directory.importLegacy()).length) z = await this.zones.get(name);
     if (!z) throw new AppError('not_found', `zone ${normalizeName(name)} is not managed here`);
+    return this.bind(z);
+  }
+
+  /** A provider zone gets its binding; a local zone must have readable paths (404 otherwise). */
+  async bind(z: ZoneRow): Promise<ZoneRow> {
+    const provider = await this.providers.directory.binding(z);
+    if (provider) return { ...z, provider };
     await checkPaths(z);
     return z;
   }
@@ -111,19 +125,30 @@ export class DnsService {
   }
 
   async read(z: ZoneRow, method: 'cache' | 'axfr' | 'file', page: number, perPage: number) {
+    if (method === 'file' && z.provider) throw validationFailed({ method: [`zone ${z.zone} is a ${z.provider.label} zone: it has no zone file here`] });
     if (method === 'file') {
       const p = await this.cache.fromFile(z, page, perPage);
       return { ok: true as const, method: 'FILE' as const, ...this.pageBody(z, p), cache_ttl_seconds: this.ttlOf(z), cache_policy: cachePolicyOf(z) };
     }
     let state = await this.cache.state(z.id);
-    let used: 'CACHE' | 'AXFR' = 'CACHE';
+    let used: string = 'CACHE';
     if (method === 'axfr' || !state || this.meta(z, state.cachedAt).cache_is_stale || this.expired(z, state.cachedAt)) {
-      await this.cache.refresh(z);
+      // A provider zone's refresh is a provider fetch (method: the provider's name), not a transfer.
+      if (z.provider) await this.providers.refresh(z);
+      else await this.cache.refresh(z);
       state = (await this.cache.state(z.id))!;
-      used = 'AXFR';
+      used = z.provider ? providerMethod(z.provider) : 'AXFR';
     }
     const p = await this.cache.page(z.id, state.recordCount, page, perPage);
-    return { ok: true as const, method: used, ...this.pageBody(z, p), serial: state.serial, ...this.meta(z, state.cachedAt) };
+    return {
+      ok: true as const,
+      method: used,
+      ...this.pageBody(z, p),
+      serial: state.serial,
+      ...this.meta(z, state.cachedAt),
+      ...providerFields(z),
+      ...(z.provider && used === 'CACHE' ? { source_method: providerMethod(z.provider) } : {}),
+    };
   }
 
   async cacheHelper(z: ZoneRow, page: number, perPage: number) {
@@ -149,6 +174,8 @@ export class DnsService {
       ...this.pageBody(z, p),
       serial: state.serial,
       ...meta,
+      ...providerFields(z),
+      ...(z.provider ? { source_method: providerMethod(z.provider) } : {}),
     };
   }
 
@@ -171,6 +198,8 @@ export class DnsService {
       ...meta,
       query: q,
       search_mode: mode,
+      ...providerFields(z),
+      ...(z.provider ? { source_method: providerMethod(z.provider) } : {}),
     };
   }
 
@@ -254,25 +283,8 @@ export class DnsService {
    * target has no address, which is the caller's data, so that is a 400 naming the target.
    */
   private addProblem(z: ZoneRow, r: ValidRecord, facts: Facts, ctx: AddContext = {}): AppError | null {
-    const here = facts.at(r.name);
-    const cleared = ctx.deletedTypes ?? new Set<string>();
-    if (r.type === 'CNAME') {
-      const cname = here.find((x) => x.type === 'CNAME');
-      if (cname && !ctx.replacing && !cleared.has('CNAME'))
-        return new AppError(
-          'cname_conflict',
-          `${r.name} already has a CNAME to ${cname.rdata}; a name holds one CNAME only. Use /api/dns/records/update to replace it. Nothing was sent.`,
-        );
-      const others = [...new Set(here.filter((x) => x.type !== 'CNAME' && !cleared.has(x.type)).map((x) => x.type))];
-      if (others.length)
-        return new AppError(
-          'cname_conflict',
-          `${r.name} already has ${others.join(', ')} data; a CNAME cannot coexist with other data at one name (remove it first). Nothing was sent.`,
-        );
-    } else {
-      const cname = here.find((x) => x.type === 'CNAME');
-      if (cname && !cleared.has('CNAME')) return cnameConflict(r.name, cname.rdata);
-    }
+    const conflict = cnameProblem(r, facts.at(r.name), ctx);
+    if (conflict) return conflict;
     const target = inZoneTarget(z, r);
     if (target && !facts.addressed.has(target) && !ctx.addedAddresses?.has(target)) {
       const what = r.type === 'MX' ? 'an MX' : 'a zone apex NS';
@@ -332,12 +344,16 @@ export class DnsService {
     const z = body.zone;
     const r = this.validate(z, body);
     const ttl = r.ttl ?? this.config.DNS_DEFAULT_TTL;
-    const w = await this.writer(z);
-    const target = inZoneTarget(z, r);
-    const facts = await this.facts(z, w.early, [r.name], target ? [target] : []);
-    const problem = this.addProblem(z, r, facts);
-    if (problem) throw problem;
-    const sent = await this.send(z, w, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], addPrereqs(r), [{ name: r.name, type: r.type }]);
+    let sent: SendResult;
+    if (z.provider) sent = await this.providers.add(z, r, ttl);
+    else {
+      const w = await this.writer(z);
+      const target = inZoneTarget(z, r);
+      const facts = await this.facts(z, w.early, [r.name], target ? [target] : []);
+      const problem = this.addProblem(z, r, facts);
+      if (problem) throw problem;
+      sent = await this.send(z, w, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], addPrereqs(r), [{ name: r.name, type: r.type }]);
+    }
     return {
       ok: true as const,
       message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
@@ -352,11 +368,15 @@ export class DnsService {
     if (body.target === undefined || body.target === null || body.target === '')
       throw validationFailed({ target: ['is required (the whole RRset is never deleted implicitly)'] });
     const r = this.validate(z, body, '', true);
-    const w = await this.writer(z);
-    const facts = await this.facts(z, w.early, [r.name], []);
-    if (!facts.at(r.name).some((a) => a.type === r.type && a.rdata === r.rdata))
-      throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
-    const sent = await this.send(z, w, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
+    let sent: SendResult;
+    if (z.provider) sent = await this.providers.delete(z, r);
+    else {
+      const w = await this.writer(z);
+      const facts = await this.facts(z, w.early, [r.name], []);
+      if (!facts.at(r.name).some((a) => a.type === r.type && a.rdata === r.rdata))
+        throw new AppError('not_found', `${r.name} ${r.type} ${r.rdata} does not exist.`);
+      sent = await this.send(z, w, [{ op: 'delete', name: r.name, type: r.type, rdata: r.data }], [], [{ name: r.name, type: r.type }]);
+    }
     return {
       ok: true as const,
       message: `Deleted ${r.name} IN ${r.type} ${r.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
@@ -378,6 +398,10 @@ export class DnsService {
       else old = v.value;
     }
     if (errors.length) throw validationFailed(fieldErrorsToRecord(errors));
+    if (z.provider) {
+      const sent = await this.providers.update(z, next, old, this.config.DNS_DEFAULT_TTL);
+      return this.updated(z, next, old, sent.ttl, sent);
+    }
     const w = await this.writer(z);
     const target = inZoneTarget(z, next);
     const facts = await this.facts(z, w.early, [next.name], target ? [target] : []);
@@ -396,6 +420,10 @@ export class DnsService {
     ops.push({ op: 'add', name: next.name, type: next.type, ttl, rdata: next.data });
     const prereqs = next.type === 'CNAME' ? [] : [noCname(next.name)];
     const sent = await this.send(z, w, ops, prereqs, [{ name: next.name, type: next.type }]);
+    return this.updated(z, next, old, ttl, sent);
+  }
+
+  private updated(z: ZoneRow, next: ValidRecord, old: ValidRecord | undefined, ttl: number, sent: SendResult) {
     return {
       ok: true as const,
       message: `Updated ${next.name} ${next.type}: ${old ? old.rdata : '(whole RRset)'} → ${next.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
@@ -437,7 +465,7 @@ export class DnsService {
     const zones = new Map(valid.map((v) => [v.z.id, v.z]));
     for (const z of zones.values()) {
       allowedZone(z);
-      await checkPaths(z);
+      zones.set(z.id, await this.bind(z));
     }
 
     const results: OpResult[] = operations.map((_, i) => {
@@ -446,8 +474,12 @@ export class DnsService {
     });
     let messages = 0;
     for (const z of zones.values()) {
-      const w = await this.writer(z);
       const mine = valid.filter((v) => v.z.id === z.id);
+      if (z.provider) {
+        messages += await this.providers.bulk(z, mine, results, this.config.DNS_DEFAULT_TTL);
+        continue;
+      }
+      const w = await this.writer(z);
       const deletedTypes = new Map<string, Set<string>>();
       for (const v of mine) if (v.action === 'DELETE') (deletedTypes.get(v.r.name) ?? deletedTypes.set(v.r.name, new Set()).get(v.r.name)!).add(v.r.type);
       const addedAddresses = new Set(mine.filter((v) => v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA')).map((v) => v.r.name));
@@ -517,10 +549,14 @@ export class DnsService {
     const owner = acmeOwner(domain);
     const t = ttl ?? this.config.DNS_ACME_TTL;
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value), ttl: t });
-    const w = await this.writer(z);
-    const problem = this.addProblem(z, r, await this.facts(z, w.early, [owner], []));
-    if (problem) throw problem;
-    const sent = await this.send(z, w, [{ op: 'add', name: owner, type: 'TXT', ttl: t, rdata: r.data }], addPrereqs(r), [{ name: owner, type: 'TXT' }]);
+    let sent: SendResult;
+    if (z.provider) sent = await this.providers.add(z, r, t);
+    else {
+      const w = await this.writer(z);
+      const problem = this.addProblem(z, r, await this.facts(z, w.early, [owner], []));
+      if (problem) throw problem;
+      sent = await this.send(z, w, [{ op: 'add', name: owner, type: 'TXT', ttl: t, rdata: r.data }], addPrereqs(r), [{ name: owner, type: 'TXT' }]);
+    }
     return {
       ok: true as const,
       message: `Challenge published at ${owner}.${sent.note ? ` ${sent.note}` : ''}`,
@@ -537,9 +573,16 @@ export class DnsService {
   async acmeCleanup(domain: string, value: string, z: ZoneRow) {
     const owner = acmeOwner(domain);
     const r = this.validate(z, { domain: owner, type: 'TXT', target: txtOf(value) }, '', true);
-    const w = await this.writer(z);
-    const present = (await this.facts(z, w.early, [owner], [])).at(owner).some((a) => a.type === 'TXT' && a.rdata === r.rdata);
-    const sent = present ? await this.send(z, w, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]) : null;
+    let present: boolean;
+    let sent: SendResult | null = null;
+    if (z.provider) {
+      present = (await this.providers.txtAt(z, owner)).some((a) => a.rdata === r.rdata);
+      if (present) sent = await this.providers.delete(z, r);
+    } else {
+      const w = await this.writer(z);
+      present = (await this.facts(z, w.early, [owner], [])).at(owner).some((a) => a.type === 'TXT' && a.rdata === r.rdata);
+      if (present) sent = await this.send(z, w, [{ op: 'delete', name: owner, type: 'TXT', rdata: r.data }], [], [{ name: owner, type: 'TXT' }]);
+    }
     return {
       ok: true as const,
       message: present ? `Challenge removed from ${owner}.${sent?.note ? ` ${sent.note}` : ''}` : `No such challenge at ${owner}; nothing to remove.`,
@@ -556,9 +599,9 @@ export class DnsService {
   /** Removes every `_acme-challenge` TXT value at the owner except `keep`. */
   async acmeCleanupStale(domain: string, opts: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }, z: ZoneRow) {
     const owner = acmeOwner(domain);
-    const w = await this.writer(z);
+    const w = z.provider ? null : await this.writer(z);
     const keepRdata = new Set((opts.keep ?? []).map((k) => txtOf(k)));
-    const rows = (await this.facts(z, w.early, [owner], [])).at(owner).filter((a) => a.type === 'TXT');
+    const rows = w ? (await this.facts(z, w.early, [owner], [])).at(owner).filter((a) => a.type === 'TXT') : await this.providers.txtAt(z, owner);
     const value = (rdata: string) => rdata.replace(/^"|"$/g, '').replace(/\\(.)/g, '$1');
     const removed = rows.filter((r) => !keepRdata.has(r.rdata)).map((r) => value(r.rdata));
     const kept = rows.filter((r) => keepRdata.has(r.rdata)).map((r) => value(r.rdata));
@@ -567,7 +610,13 @@ export class DnsService {
     if (!dryRun && removed.length) {
       try {
         const ops = rows.filter((r) => !keepRdata.has(r.rdata)).map((r): UpdateOperation => ({ op: 'delete', name: owner, type: 'TXT', rdata: r.rdata }));
-        await this.send(z, w, ops, [], [{ name: owner, type: 'TXT' }]);
+        if (w) await this.send(z, w, ops, [], [{ name: owner, type: 'TXT' }]);
+        else
+          await this.providers.deleteTxt(
+            z,
+            owner,
+            rows.filter((r) => !keepRdata.has(r.rdata)).map((r) => r.rdata),
+          );
       } catch (err) {
         // Unreachable or unanswered: the request fails as a whole (503), it is not a per-value error.
         if (!isPerOperation(err)) throw err;
@@ -576,7 +625,8 @@ export class DnsService {
     }
     if (!dryRun && opts.refreshZoneCache) {
       try {
-        await this.cache.refresh(z);
+        if (z.provider) await this.providers.refresh(z);
+        else await this.cache.refresh(z);
       } catch (err) {
         errors.push(`cache refresh: ${(err as Error).message}`);
       }
@@ -608,11 +658,7 @@ interface Facts {
   addressed: Set<string>;
 }
 
-interface AddContext {
-  /** An update replaces the RRset of its type (a CNAME may replace a CNAME). */
-  replacing?: boolean;
-  /** Types the same bulk deletes at this name. */
-  deletedTypes?: Set<string>;
+interface AddContext extends CnameContext {
   /** Names the same bulk gives an A/AAAA. */
   addedAddresses?: Set<string>;
   /** The field a 400 names. */
@@ -646,10 +692,6 @@ function addPrereqs(r: ValidRecord): Prerequisite[] {
 function isPerOperation(err: unknown): boolean {
   if (err instanceof AppError) return err.reason !== 'outcome_unknown' && !(err.reason === 'service_unavailable' && err.details.headers !== undefined);
   return err instanceof DnsRcodeError || err instanceof UpdateNotAppliedError || err instanceof InvalidUpdateError;
-}
-
-function cnameConflict(name: string, target: string) {
-  return new AppError('cname_conflict', `${name} has a CNAME to ${target}; remove that CNAME first, a CNAME cannot coexist with address records.`);
 }
 
 /** Master answers → documented reasons. */

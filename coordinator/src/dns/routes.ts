@@ -10,7 +10,7 @@ import type { Config } from '../config.js';
 import { validationFailed } from '../http/errors.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
 import { acmeOwner, type DnsService } from './dns-service.js';
-import { checkPaths, type ZoneRow } from './zone-registry.js';
+import type { ZoneRow } from './zone-registry.js';
 import {
   acmeCleanupResponseSchema,
   acmeCleanupStaleResponseSchema,
@@ -61,11 +61,11 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
   async function writableZoneOf(a: ZoneAccess, domain: unknown, field = 'domain'): Promise<ZoneRow> {
     const name = validateName(domain, 'owner', { field });
     if (!name.ok) throw validationFailed(fieldErrorsToRecord(name.errors));
-    const zone = await dns.zones.zoneFor(name.value);
+    let zone = await dns.zones.zoneFor(name.value);
+    if (!zone && (await dns.providers.directory.importLegacy()).length) zone = await dns.zones.zoneFor(name.value);
     if (!zone) throw validationFailed({ [field]: [`${name.value} is not inside any managed zone`] });
     requireWrite(a, zone.zone);
-    await checkPaths(zone);
-    return zone;
+    return dns.bind(zone);
   }
 
   r.get(
@@ -73,19 +73,38 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     { config: { auth: AUTH }, schema: { ...doc, summary: 'Zones the caller can read', response: ok(zoneListResponseSchema) } },
     async (req) => {
       const a = await access(req);
+      await dns.providers.directory.importLegacy();
       const zones = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
+      const bindings = await Promise.all(zones.map((zone) => dns.providers.directory.binding(zone)));
       return {
         ok: true as const,
         count: zones.length,
-        zones: zones.map((zone) => ({
-          zone: zone.zone,
-          file: zone.filePath,
-          // Where the TSIG secret lies is for administrators only (not readers, keys or whitelisted addresses).
-          ...(a.isAdmin ? { key: zone.keyPath } : {}),
-          server: zone.server,
-          port: zone.port,
-          can_write: canWrite(a, zone.zone),
-        })),
+        zones: zones.map((zone, i) => {
+          const b = bindings[i];
+          if (b)
+            return {
+              zone: zone.zone,
+              file: null,
+              can_write: canWrite(a, zone.zone),
+              provider: b.provider,
+              provider_label: b.label,
+              is_external: true,
+              provider_zone_id: b.providerZoneId ?? '',
+              provider_ready: b.ready,
+              provider_source: b.source,
+              // Which token reference fails and why is for administrators.
+              ...(a.isAdmin && b.problem ? { provider_problem: b.problem } : {}),
+            };
+          return {
+            zone: zone.zone,
+            file: zone.filePath,
+            // Where the TSIG secret lies is for administrators only (not readers, keys or whitelisted addresses).
+            ...(a.isAdmin && zone.keyPath !== null ? { key: zone.keyPath } : {}),
+            server: zone.server,
+            port: zone.port,
+            can_write: canWrite(a, zone.zone),
+          };
+        }),
         is_admin: a.isAdmin,
         access_type: a.accessType,
       };

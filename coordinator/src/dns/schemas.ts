@@ -28,11 +28,21 @@ export const zoneListResponseSchema = z.object({
   zones: z.array(
     z.object({
       zone: z.string(),
-      file: z.string(),
-      key: z.string().optional().describe('TSIG key file path on the server: administrators only'),
-      server: z.string(),
-      port: z.number(),
+      file: z.string().nullable().describe('zone file path; null for external (provider) zones'),
+      key: z.string().optional().describe('TSIG key file path on the server: administrators only (local zones)'),
+      server: z.string().optional().describe('master server (local zones)'),
+      port: z.number().optional().describe('master server port (local zones)'),
       can_write: z.boolean(),
+      provider: z.string().optional().describe('external zones: provider key (`cloudflare`)'),
+      provider_label: z.string().optional().describe('external zones: provider name'),
+      is_external: z.boolean().optional().describe('external zones: true'),
+      provider_zone_id: z.string().optional().describe('external zones: the zone id at the provider (empty when the token cannot find the zone)'),
+      provider_ready: z.boolean().optional().describe('external zones: whether the provider path is usable (token readable, zone id known)'),
+      provider_source: z
+        .enum(['mapping', 'imported', 'detected'])
+        .optional()
+        .describe('external zones: a mapping row, the imported older host-side config, or NS auto-detection'),
+      provider_problem: z.string().optional().describe('external zones, administrators only: why the provider path is not usable'),
     }),
   ),
   is_admin: z.boolean(),
@@ -61,15 +71,29 @@ const cacheFields = {
 
 const cacheSource = z.enum(['from_database', 'from_database_stale']);
 
+/** Present when the zone is routed through an external provider. */
+const providerFields = {
+  provider: z.string().optional(),
+  provider_label: z.string().optional(),
+  source_method: z.string().optional().describe('provider zones served from the cache: the upstream source (upper-cased provider name)'),
+};
+
 /** `GET /api/dns/zones/:zone` (`method=cache|axfr|file`) and `/axfr`. */
 export const zoneReadResponseSchema = z.union([
-  z.object({ ok: z.literal(true), method: z.enum(['CACHE', 'AXFR']), ...pageFields, serial: z.number(), ...cacheFields }),
+  z.object({
+    ok: z.literal(true),
+    method: z.string().describe('`CACHE`, `AXFR` (a transfer from the master), or the upper-cased provider name (`CLOUDFLARE`) for a live provider fetch'),
+    ...pageFields,
+    serial: z.number().describe('SOA serial of the cached zone (0 for provider zones)'),
+    ...cacheFields,
+    ...providerFields,
+  }),
   z.object({ ok: z.literal(true), method: z.literal('FILE'), ...pageFields, cache_ttl_seconds: z.number(), cache_policy: cachePolicySchema }),
 ]);
 
 /** `GET /api/dns/zones/:zone/cache`: a cached page, or `source: needs_axfr` when there is none (or it expired). */
 export const zoneCacheResponseSchema = z.union([
-  z.object({ ok: z.literal(true), method: z.literal('CACHE'), source: cacheSource, ...pageFields, serial: z.number(), ...cacheFields }),
+  z.object({ ok: z.literal(true), method: z.literal('CACHE'), source: cacheSource, ...pageFields, serial: z.number(), ...cacheFields, ...providerFields }),
   z.object({
     ok: z.literal(true),
     source: z.literal('needs_axfr'),
@@ -88,6 +112,7 @@ export const zoneSearchResponseSchema = z.object({
   ...cacheFields,
   query: z.string(),
   search_mode: z.enum(['ip', 'type', 'name', 'data']),
+  ...providerFields,
 });
 
 export const cacheClearResponseSchema = z.object({ ok: z.literal(true), zone: z.string(), message: z.string(), cache_policy: cachePolicySchema });

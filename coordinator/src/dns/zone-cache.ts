@@ -10,6 +10,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
+import { AppError } from '../http/errors.js';
 import { DnsError, DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
@@ -212,6 +213,39 @@ export class ZoneCache {
     });
   }
 
+  /**
+   * A provider zone's write: the rows of the touched name/type pairs become `rows` (the provider's
+   * read-back), under the same zone row lock and with the same exact count arithmetic as
+   * syncPairs. Never fails the write it follows: on an error the cache is marked stale.
+   */
+  async replacePairs(zoneId: number, pairs: Array<{ name: string; type: string }>, rows: DnsRecord[]): Promise<void> {
+    const keys = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { n: normalizeName(p.name), t: p.type }])).values()];
+    try {
+      await this.knex().transaction(async (trx) => {
+        const locked = await trx.raw<{ rows: Array<{ serial: string | null }> }>(
+          `select s.serial from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
+          [zoneId],
+        );
+        if (locked.rows[0]?.serial === null || locked.rows[0]?.serial === undefined) return;
+        const deleted = await trx.raw<{ rowCount: number | null }>(
+          `delete from dns_record_cache where zone_id = ? and (name, type) in (select x.n, x.t from jsonb_to_recordset(?::jsonb) as x(n text, t text))`,
+          [zoneId, JSON.stringify(keys)],
+        );
+        await insertRows(trx, zoneId, rows);
+        await trx.raw(`update dns_zone_cache_state set record_count = record_count + ? where zone_id = ?`, [rows.length - (deleted.rowCount ?? 0), zoneId]);
+      });
+    } catch {
+      await this.markStale(zoneId);
+    }
+  }
+
+  /** The next read transfers (or fetches) the zone again. */
+  async markStale(zoneId: number): Promise<void> {
+    await this.knex()
+      .raw(`update dns_zone_cache_state set cached_at = to_timestamp(0) where zone_id = ?`, [zoneId])
+      .catch(() => undefined);
+  }
+
   async clear(zoneId: number): Promise<void> {
     await this.knex().transaction(async (trx) => {
       await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
@@ -275,6 +309,7 @@ export class ZoneCache {
 
   /** `method=file`: the zone file (with its journal applied) in cache order. */
   async fromFile(z: ZoneRow, page: number, perPage: number): Promise<Page> {
+    if (z.filePath === null) throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone} has no zone file here (a provider zone)`);
     const all = (await readZoneFile(z.zone, z.filePath, { journal: true }).catch((e: unknown) => upstream(e, z))).sort(compareRecords);
     const rows = all.slice((page - 1) * perPage, page * perPage);
     return { rows, recordCount: all.length, page, perPage, hasMore: page * perPage < all.length };

@@ -6,6 +6,7 @@ import { access, constants, readFile } from 'node:fs/promises';
 import type { Knex } from '@mikro-orm/postgresql';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
+import type { ProviderBinding } from './providers/types.js';
 import { normalizeName, parseKeyFile, validateName, type TsigKey } from './wire/index.js';
 
 export interface ZoneRow {
@@ -13,13 +14,16 @@ export interface ZoneRow {
   zone: string;
   server: string;
   port: number;
-  filePath: string;
-  keyPath: string;
+  /** Null for a provider zone (no zone file and no TSIG key here). */
+  filePath: string | null;
+  keyPath: string | null;
   cacheTtlSeconds: number | null;
   invalidateEnabled: boolean;
   invalidateIntervalSeconds: number;
   lastInvalidatedAt: Date | null;
   protectFromClear: boolean;
+  /** Set once the zone is known to be served by an external provider (DnsService.bind). */
+  provider?: ProviderBinding;
 }
 
 export interface CachePolicy {
@@ -45,8 +49,8 @@ function toRow(r: Record<string, unknown>): ZoneRow {
     zone: String(r.zone),
     server: String(r.server),
     port: Number(r.port),
-    filePath: String(r.file_path),
-    keyPath: String(r.key_path),
+    filePath: r.file_path === null ? null : (r.file_path as string),
+    keyPath: r.key_path === null ? null : (r.key_path as string),
     cacheTtlSeconds: r.cache_ttl_seconds === null ? null : Number(r.cache_ttl_seconds),
     invalidateEnabled: Boolean(r.invalidate_enabled),
     invalidateIntervalSeconds: Number(r.invalidate_interval_seconds),
@@ -149,6 +153,14 @@ export class ZoneRegistry {
     return toRow(res.rows[0]!);
   }
 
+  /** A zone served by an external provider: a row without zone file and key (kept when the zone is already registered). */
+  async ensureExternal(zone: string): Promise<ZoneRow> {
+    const name = validateName(zone, 'owner', { field: 'zone' });
+    if (!name.ok) throw invalid('zone', name.errors[0]!.message);
+    await this.knex().raw(`insert into dns_zones (zone, file_path, key_path) values (?, null, null) on conflict (zone) do nothing`, [name.value]);
+    return (await this.get(name.value))!;
+  }
+
   async setPolicy(zone: string, policy: Partial<Pick<ZoneRow, 'invalidateEnabled' | 'invalidateIntervalSeconds' | 'protectFromClear' | 'cacheTtlSeconds'>>) {
     const z = await this.get(zone);
     if (!z) throw new AppError('not_found', `zone ${zone} is not registered`);
@@ -173,6 +185,11 @@ export class ZoneRegistry {
 
 /** Both server-side paths readable, else 404 required_paths_missing_or_unreadable. */
 export async function checkPaths(z: ZoneRow): Promise<void> {
+  if (z.filePath === null || z.keyPath === null)
+    throw new AppError(
+      'required_paths_missing_or_unreadable',
+      `zone ${z.zone} has no zone file and TSIG key here and no usable provider mapping (dns:providers:list shows the mappings)`,
+    );
   const bad: string[] = [];
   for (const [what, p] of [
     ['zone file', z.filePath],
@@ -188,6 +205,7 @@ export async function checkPaths(z: ZoneRow): Promise<void> {
 }
 
 export async function loadKey(z: ZoneRow): Promise<TsigKey> {
+  if (z.keyPath === null) throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone} has no TSIG key file (a provider zone)`);
   try {
     return parseKeyFile(await readFile(z.keyPath, 'utf8'));
   } catch (err) {
