@@ -539,9 +539,9 @@ program
   .option('--refresh-zone-cache', 'refresh the zone cache afterwards')
   .action(
     runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
-      const [{ acmeOwner }, { checkPaths }] = await Promise.all([import('./dns/dns-service.js'), import('./dns/zone-registry.js')]);
-      const zone = (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`);
-      await checkPaths(zone);
+      const { acmeOwner } = await import('./dns/dns-service.js');
+      // A provider zone (mapping, imported config, NS detection) is bound to its provider; a local one needs readable paths.
+      const zone = await dns.bind((await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`));
       const r = await dns.acmeCleanupStale(domain, { keep: o.keep ?? [], dryRun: !!o.dryRun, refreshZoneCache: !!o.refreshZoneCache }, zone);
       if (r.errors.length) process.exitCode = 1;
       return {

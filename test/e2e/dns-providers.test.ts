@@ -320,6 +320,14 @@ describe('writes through the provider', () => {
     expect(await cacheRows(CF, `alias.${CF}`)).toEqual([{ name: `alias.${CF}`, type: 'CNAME', rdata: `new.${CF}`, ttl: 900 }]);
     const missing = await post('/api/dns/records/update', { domain: `www.${CF}`, type: 'A', old_target: '192.0.2.77', new_target: '192.0.2.3' });
     expect(missing.statusCode).toBe(404);
+    // Cloudflare's "automatic" TTL (1) is kept when the update gives none; PATCH leaves other fields (proxied) alone.
+    cf.put('zcf', { type: 'A', name: `auto.${CF}`, content: '192.0.2.5', ttl: 1 });
+    const before = cf.requests.length;
+    const auto = await post('/api/dns/records/update', { domain: `auto.${CF}`, type: 'A', new_target: '192.0.2.6' });
+    expect(auto.statusCode, auto.body).toBe(200);
+    expect(auto.json().record).toMatchObject({ rdata: '192.0.2.6', ttl: 300 });
+    expect(at('zcf', `auto.${CF}`)).toEqual(['A 192.0.2.6 1']);
+    expect(writesSince(before).map((r) => r.method)).toEqual(['PATCH']);
   });
 
   it('delete: gone at Cloudflare and from the cache; an absent value is 404', async () => {
@@ -441,7 +449,9 @@ describe('honest errors', () => {
     const res = await get(`/api/dns/zones/${BAD}`);
     expect(res.statusCode).toBe(503);
     expect(res.json()).toMatchObject({ ok: false, reason: 'service_unavailable' });
-    expect(res.json().message).toMatch(/Cloudflare refused the API token from env:SONAR_TEST_CF_REFUSED/);
+    expect(res.json().message).toMatch(
+      /Cloudflare refused the API token from env:SONAR_TEST_CF_REFUSED \(GET \/zones\/zbad\/dns_records: Cloudflare answered 403: 10000 Authentication error\)/,
+    );
     expect(res.json().message).not.toMatch(/tok-refused/);
   });
 
@@ -452,6 +462,13 @@ describe('honest errors', () => {
     const res = await post('/api/dns/records/add', { domain: `x.${BAD}`, type: 'A', target: '192.0.2.61' });
     expect(res.statusCode).toBe(503);
     expect(res.json().message).toMatch(/environment variable SONAR_TEST_CF_UNSET is not set/);
+    // A token file's path is for administrators: API answers do not show it.
+    const secretDir = path.join(dir, 'secret-place');
+    expect((await runCli(['dns:providers:add', BAD, '--token-ref', `file:${secretDir}/cf.token`, '--zone-id', 'zbad'])).code).toBe(0);
+    const file = await get(`/api/dns/zones/${BAD}`);
+    expect(file.statusCode).toBe(503);
+    expect(file.json().message).toMatch(/the token file is not readable \(ENOENT\)/);
+    expect(file.body).not.toContain('secret-place');
   });
 });
 
@@ -533,5 +550,21 @@ describe('admin page /admin/dns-providers', () => {
       { zone: LEGACY, provider_zone_id: 'zlegacy', token_ref: `file:${path.join(dir, 'cloudflare.env')}#CF_API_TOKEN` },
     ]);
     expect((await runCli(['dns:providers:remove', 'nowhere.test'])).code).toBe(1);
+  });
+});
+
+describe('provider unreachable', () => {
+  it('connection refused: 503 service_unavailable with Retry-After, saying so', async () => {
+    await cf.close();
+    const res = await get(`/api/dns/zones/${CF}/axfr`);
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBeDefined();
+    expect(res.json()).toMatchObject({ ok: false, reason: 'service_unavailable' });
+    expect(res.json().message).toMatch(/the Cloudflare API could not be reached \(ECONNREFUSED\)/);
+    const add = await post('/api/dns/records/add', { domain: `gone.${CF}`, type: 'A', target: '192.0.2.70' });
+    expect(add.statusCode).toBe(503);
+    expect(add.json().message).toMatch(/could not be reached.*nothing was sent/);
+    // The cache still answers, marked as the provider's.
+    expect((await get(`/api/dns/zones/${CF}/cache`)).json()).toMatchObject({ method: 'CACHE', source_method: 'CLOUDFLARE' });
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Cloudflare's v4 REST API, the calls the DNS API needs: GET /zones?name=, GET /zones/{id},
- * GET/POST /zones/{id}/dns_records (paged with page/per_page and result_info), PUT and DELETE
+ * GET/POST /zones/{id}/dns_records (paged with page/per_page and result_info), PATCH and DELETE
  * /zones/{id}/dns_records/{rid}. Plain fetch rather than the official `cloudflare` client: these
  * few calls are all that is used, and the answer to the caller depends on what the API said
  * exactly (status, the `errors[]` codes, Retry-After of a 429), which the generated client retries
@@ -9,6 +9,7 @@
  */
 import { AppError, validationFailed } from '../../http/errors.js';
 import { RETRY_AFTER_SECONDS } from '../../infra/unavailable.js';
+import { publicRef } from './token-ref.js';
 import { normalizeName, parseRdata, renderRdata, type DnsRecord, type ValidRecord } from '../wire/index.js';
 
 /** What a Cloudflare DNS record looks like on the wire (the fields used). */
@@ -131,8 +132,9 @@ export class CloudflareClient {
     return (await this.call<CfRecord>('POST', `/zones/${encodeURIComponent(zoneId)}/dns_records`, undefined, payload)).result!;
   }
 
-  async replaceRecord(zoneId: string, id: string, payload: object): Promise<CfRecord> {
-    return (await this.call<CfRecord>('PUT', `/zones/${encodeURIComponent(zoneId)}/dns_records/${encodeURIComponent(id)}`, undefined, payload)).result!;
+  /** PATCH, not PUT: fields the request does not name (`proxied`, comments, tags) stay as they are. */
+  async patchRecord(zoneId: string, id: string, payload: object): Promise<CfRecord> {
+    return (await this.call<CfRecord>('PATCH', `/zones/${encodeURIComponent(zoneId)}/dns_records/${encodeURIComponent(id)}`, undefined, payload)).result!;
   }
 
   async deleteRecord(zoneId: string, id: string): Promise<void> {
@@ -206,7 +208,7 @@ export function providerFailure(err: unknown, ctx: { zone: string; tokenRef: str
   if (err.status === 401 || err.status === 403 || err.codes.some((c) => c === 10000 || c === 9109))
     return new AppError(
       'service_unavailable',
-      `zone ${ctx.zone}: Cloudflare refused the API token from ${ctx.tokenRef} (${err.message}); an administrator must fix the token or its permissions`,
+      `zone ${ctx.zone}: Cloudflare refused the API token from ${publicRef(ctx.tokenRef)} (${err.message}); an administrator must fix the token or its permissions`,
     );
   // A record that went away meanwhile is the caller's 404; an unknown zone id is a wrong mapping.
   if (err.status === 404 && err.path.includes('/dns_records/')) return new AppError('not_found', `zone ${ctx.zone}: ${err.message}`);

@@ -10,7 +10,7 @@ import { AppError, validationFailed } from '../../http/errors.js';
 import { DnsMasterClient, normalizeName, validateName } from '../wire/index.js';
 import { loadKey, type ZoneRegistry, type ZoneRow } from '../zone-registry.js';
 import { CloudflareClient, isCloudflareNameServer, providerFailure } from './cloudflare.js';
-import { checkTokenRef, parseEnvFile, resolveTokenRef } from './token-ref.js';
+import { checkTokenRef, parseEnvFile, publicRef, resolveTokenRef } from './token-ref.js';
 import { PROVIDERS, type ProviderBinding, type ProviderKey } from './types.js';
 
 export type ProviderConfig = Pick<
@@ -116,7 +116,7 @@ export class ProviderDirectory {
       const found = await client.findZone(name.value).catch((e: unknown) => {
         throw providerFailure(e, { zone: name.value, tokenRef });
       });
-      if (!found) throw validationFailed({ zone: [`the token from ${tokenRef} cannot see a Cloudflare zone named ${name.value}`] });
+      if (!found) throw validationFailed({ zone: [`the token from ${publicRef(tokenRef)} cannot see a Cloudflare zone named ${name.value}`] });
       id = found.id;
     }
     const z = await this.zones.ensureExternal(name.value);
@@ -210,7 +210,7 @@ export class ProviderDirectory {
     const found = await this.remember(`id:${z.zone}`, async () => {
       try {
         const zone = await (await this.clientFor({ tokenRef, zone: z.zone })).findZone(z.zone);
-        return zone ? { id: zone.id } : { problem: `the token from ${tokenRef} cannot access the Cloudflare zone ${z.zone}` };
+        return zone ? { id: zone.id } : { problem: `the token from ${publicRef(tokenRef)} cannot access the Cloudflare zone ${z.zone}` };
       } catch (err) {
         return { problem: providerFailure(err, { zone: z.zone, tokenRef }).message };
       }
@@ -246,7 +246,10 @@ export class ProviderDirectory {
   async clientFor(b: { tokenRef: string; zone: string }): Promise<CloudflareClient> {
     const t = await resolveTokenRef(b.tokenRef, this.env);
     if ('problem' in t)
-      throw new AppError('service_unavailable', `zone ${b.zone}: the Cloudflare API token cannot be read: ${t.problem} (token reference ${b.tokenRef})`);
+      throw new AppError(
+        'service_unavailable',
+        `zone ${b.zone}: the Cloudflare API token cannot be read: ${t.problem} (token reference ${publicRef(b.tokenRef)})`,
+      );
     return new CloudflareClient({ baseUrl: this.config.DNS_CLOUDFLARE_API_URL, token: t.token, timeoutMs: this.config.DNS_TIMEOUT_MS });
   }
 }

@@ -196,6 +196,8 @@ export class ProviderZones {
     if (problem) throw problem;
     const current = here.filter((e) => e.row.type === next.type);
     const ttl = next.ttl ?? current[0]?.row.ttl ?? defaultTtl;
+    // Without a ttl the record keeps its own, Cloudflare's "automatic" (1) included.
+    const sendTtl = next.ttl ?? current[0]?.cf.ttl ?? defaultTtl;
     let replaced: Entry[];
     if (old) {
       const o = current.find((e) => e.row.rdata === old.rdata);
@@ -212,10 +214,10 @@ export class ProviderZones {
     };
     const what = `the update of ${next.name} ${next.type}`;
     if (keep && !twin) {
-      const n = await this.write(c, what, () => c.cf.replaceRecord(c.id, keep.cf.id, payloadOf(next, ttl)), check, 'new_target');
+      const n = await this.write(c, what, () => c.cf.patchRecord(c.id, keep.cf.id, payloadOf(next, sendTtl)), check, 'new_target');
       if (n) notes.push(n);
     } else if (!keep && !twin) {
-      const n = await this.write(c, what, () => c.cf.createRecord(c.id, payloadOf(next, ttl)), check, 'new_target');
+      const n = await this.write(c, what, () => c.cf.createRecord(c.id, payloadOf(next, sendTtl)), check, 'new_target');
       if (n) notes.push(n);
     } else if (keep) drop.unshift(keep);
     for (const d of drop) {

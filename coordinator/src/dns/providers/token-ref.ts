@@ -22,6 +22,14 @@ export function checkTokenRef(ref: string, field = 'token_ref'): string {
   });
 }
 
+/**
+ * A reference as API answers name it: `env:NAME` as it is; a file reference without its path
+ * (where secrets lie on the server is for administrators, who see it on /admin/dns-providers).
+ */
+export function publicRef(ref: string): string {
+  return ref.startsWith('env:') ? ref : 'a token file (its path: /admin/dns-providers)';
+}
+
 /** Parses `KEY=value` lines (comments with #, optional `export `, optional quotes). */
 export function parseEnvFile(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -33,7 +41,7 @@ export function parseEnvFile(text: string): Map<string, string> {
   return out;
 }
 
-/** The token, or an explanation of why the reference does not give one (never the token in it). */
+/** The token, or an explanation of why the reference does not give one (never the token, nor a file path, in it). */
 export async function resolveTokenRef(ref: string, env: NodeJS.ProcessEnv = process.env): Promise<{ token: string } | { problem: string }> {
   const e = ENV.exec(ref);
   if (e) {
@@ -46,8 +54,8 @@ export async function resolveTokenRef(ref: string, env: NodeJS.ProcessEnv = proc
   try {
     text = await readFile(f[1]!, 'utf8');
   } catch (err) {
-    return { problem: `token file ${f[1]} is not readable (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+    return { problem: `the token file is not readable (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
   }
   const v = f[2] ? parseEnvFile(text).get(f[2])?.trim() : text.trim();
-  return v ? { token: v } : { problem: f[2] ? `token file ${f[1]} has no ${f[2]}=` : `token file ${f[1]} is empty` };
+  return v ? { token: v } : { problem: f[2] ? `the token file has no ${f[2]}=` : 'the token file is empty' };
 }
