@@ -444,6 +444,7 @@ export class DnsService {
   async bulk(operations: WriteOp[], allowedZone: (z: ZoneRow) => void) {
     const errors: FieldError[] = [];
     const valid: Array<{ i: number; action: 'ADD' | 'DELETE'; r: ValidRecord; z: ZoneRow }> = [];
+    await this.providers.directory.importLegacy(); // zones of the older provider config are registered on first use
     const zoneOf = await this.zones.zonesFor(operations.map((op) => (typeof op.domain === 'string' ? op.domain : '')));
     for (const [i, op] of operations.entries()) {
       const z = zoneOf[i];

@@ -207,19 +207,16 @@ export class ProviderDirectory {
     if ('problem' in (await resolveTokenRef(tokenRef, this.env))) return null;
     const detected = await this.remember(`ns:${z.id}`, () => this.nsAreCloudflare(z));
     if (!detected) return null;
-    const found = await this.remember(`id:${z.zone}`, async () => {
-      try {
-        const zone = await (await this.clientFor({ tokenRef, zone: z.zone })).findZone(z.zone);
-        return zone ? { id: zone.id } : { problem: `the token from ${publicRef(tokenRef)} cannot access the Cloudflare zone ${z.zone}` };
-      } catch (err) {
-        return { problem: providerFailure(err, { zone: z.zone, tokenRef }).message };
-      }
-    });
+    // Found or not found is remembered; a failed lookup (Cloudflare unreachable, 5xx, 429) is asked again next time.
+    const found: { id: string } | { problem: string } = await this.remember(`id:${z.zone}`, async () => {
+      const zone = await (await this.clientFor({ tokenRef, zone: z.zone })).findZone(z.zone);
+      return zone ? { id: zone.id } : { problem: `the token from ${publicRef(tokenRef)} cannot access the Cloudflare zone ${z.zone}` };
+    }).catch((err: unknown) => ({ problem: providerFailure(err, { zone: z.zone, tokenRef }).message }));
     const b: Omit<ProviderBinding, 'ready'> = {
       provider: 'cloudflare',
       label,
       source: 'detected',
-      providerZoneId: 'id' in found ? (found.id ?? null) : null,
+      providerZoneId: 'id' in found ? found.id : null,
       tokenRef,
     };
     return 'problem' in found ? { ...b, ready: false, problem: found.problem } : this.ready(b);
