@@ -445,6 +445,16 @@ describe('honest errors', () => {
     expect(at('zcf', `quiet.${CF}`)).toEqual(['A 192.0.2.51 3600']);
   });
 
+  it('no answer and the read-back does not show it: 503 outcome_unknown, never "not applied"', async () => {
+    cf.silenceNext(1, 'POST', { apply: false });
+    const res = await post('/api/dns/records/add', { domain: `lost.${CF}`, type: 'A', target: '192.0.2.52' });
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBeDefined();
+    expect(res.json()).toMatchObject({ ok: false, reason: 'outcome_unknown' });
+    expect(res.json().message).toMatch(/Outcome unknown: the add of lost\.cf\.test A was sent to Cloudflare, which did not answer/);
+    expect(at('zcf', `lost.${CF}`)).toEqual([]);
+  });
+
   it('a token Cloudflare refuses: a clear 503 naming the token reference', async () => {
     const res = await get(`/api/dns/zones/${BAD}`);
     expect(res.statusCode).toBe(503);

@@ -57,8 +57,11 @@ export interface CloudflareStub {
   put(zoneId: string, rec: Partial<StubRecord> & { type: string; name: string }): StubRecord;
   /** After `skip` more requests, the next `n` answer `status` (with Retry-After when given) and change nothing. */
   failNext(n: number, status: number, opts?: { retryAfter?: string; skip?: number }): void;
-  /** The next `n` requests (optionally only this method) are applied but get no answer (the socket stays silent). */
-  silenceNext(n: number, method?: string): void;
+  /**
+   * The next `n` requests (optionally only this method) get no answer (the socket stays silent);
+   * they are applied unless `apply: false` (lost on the way in).
+   */
+  silenceNext(n: number, method?: string, opts?: { apply?: boolean }): void;
   close(): Promise<void>;
 }
 
@@ -70,7 +73,7 @@ export async function startCloudflareStub(): Promise<CloudflareStub> {
   const tokens = new Map<string, string[] | '*'>();
   const requests: StubRequest[] = [];
   let fail: { n: number; status: number; retryAfter?: string; skip: number } = { n: 0, status: 0, skip: 0 };
-  let silence: { n: number; method?: string } = { n: 0 };
+  let silence: { n: number; method?: string; apply: boolean } = { n: 0, apply: true };
   const held: ServerResponse[] = [];
 
   const now = () => new Date().toISOString();
@@ -160,6 +163,10 @@ export async function startCloudflareStub(): Promise<CloudflareStub> {
     }
     const silent = silence.n > 0 && (!silence.method || silence.method === req.method);
     if (silent) silence.n--;
+    if (silent && !silence.apply) {
+      holdResponse(res);
+      return true;
+    }
     // A silent request is applied, but its answer never leaves: the client sees a timeout.
     const out = silent ? holdResponse(res) : res;
 
@@ -255,8 +262,8 @@ export async function startCloudflareStub(): Promise<CloudflareStub> {
     failNext(n, status, opts = {}) {
       fail = { n, status, skip: opts.skip ?? 0, ...(opts.retryAfter ? { retryAfter: opts.retryAfter } : {}) };
     },
-    silenceNext(n, method) {
-      silence = { n, ...(method ? { method } : {}) };
+    silenceNext(n, method, opts = {}) {
+      silence = { n, apply: opts.apply ?? true, ...(method ? { method } : {}) };
     },
     async close() {
       for (const r of held) r.destroy();
