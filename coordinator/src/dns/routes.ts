@@ -139,7 +139,13 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     '/api/dns/zones/:zone/axfr',
     {
       config: { auth: AUTH },
-      schema: { ...doc, summary: 'Transfer the zone again and answer a page', params: zoneParams, querystring: paging, response: ok(zoneReadResponseSchema) },
+      schema: {
+        ...doc,
+        summary: 'Transfer the zone again (a provider zone: fetch it from the provider) and answer a page',
+        params: zoneParams,
+        querystring: paging,
+        response: ok(zoneReadResponseSchema),
+      },
     },
     async (req) => dns.refresh(await readableZone(req, req.params.zone), req.query.page, req.query.limit),
   );
