@@ -192,6 +192,8 @@ describe('zone list', () => {
 
 describe('reads', () => {
   it('a first read is a live provider fetch (method CLOUDFLARE); the next is the cache with source_method', async () => {
+    const none = (await get(`/api/dns/zones/${CF}/cache`)).json();
+    expect(none).toMatchObject({ ok: true, source: 'needs_axfr', provider: 'cloudflare', provider_label: 'Cloudflare' });
     const live = await get(`/api/dns/zones/${CF}`);
     expect(live.statusCode, live.body).toBe(200);
     const body = live.json();

@@ -163,6 +163,7 @@ export class DnsService {
           : 'No cache exists for this zone yet; call the refresh endpoint (/axfr).',
         cache_ttl_seconds: this.ttlOf(z),
         cache_policy: cachePolicyOf(z),
+        ...providerFields(z),
       };
     }
     const meta = this.meta(z, state.cachedAt);

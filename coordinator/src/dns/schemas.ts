@@ -101,6 +101,8 @@ export const zoneCacheResponseSchema = z.union([
     message: z.string(),
     cache_ttl_seconds: z.number(),
     cache_policy: cachePolicySchema,
+    provider: z.string().optional().describe('a provider zone: its refresh (/axfr) fetches it from this provider'),
+    provider_label: z.string().optional(),
   }),
 ]);
 
