@@ -75,7 +75,8 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
       const a = await access(req);
       await dns.providers.directory.importLegacy();
       const zones = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
-      const bindings = await Promise.all(zones.map((zone) => dns.providers.directory.binding(zone)));
+      const mappings = await dns.providers.directory.listMappings();
+      const bindings = await Promise.all(zones.map((zone) => dns.providers.directory.binding(zone, mappings)));
       return {
         ok: true as const,
         count: zones.length,

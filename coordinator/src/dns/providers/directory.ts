@@ -187,10 +187,10 @@ export class ProviderDirectory {
 
   // ---- resolution -----------------------------------------------------------------------------
 
-  /** How `z` is served by a provider, or null when it is a local zone. */
-  async binding(z: ZoneRow): Promise<ProviderBinding | null> {
+  /** How `z` is served by a provider, or null when it is a local zone. `mappings`: every mapping row, read once for a list of zones. */
+  async binding(z: ZoneRow, mappings?: MappingRow[]): Promise<ProviderBinding | null> {
     const label = PROVIDERS.cloudflare.label;
-    const m = await this.mappingOf(z.id);
+    const m = mappings ? (mappings.find((x) => x.zoneId === z.id) ?? null) : await this.mappingOf(z.id);
     if (m)
       return this.ready({
         provider: m.provider,
