@@ -127,7 +127,7 @@ export const envSchema = z.object({
   /** Dynamic DNS (`/api/dyndns/update`, `/nic/update`): TTL of the A/AAAA records it writes, seconds. */
   DYNDNS_TTL: z.coerce.number().int().min(1).max(86_400).default(60),
   /** Update requests per minute per client address (over it: 429 `abuse`). */
-  DYNDNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(30),
+  DYNDNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(30),
   /** Identical updates in a row (each within DYNDNS_NOCHG_WINDOW_SECONDS of the last) answered `nochg` before a host is blocked (`abuse`). */
   DYNDNS_NOCHG_LIMIT: z.coerce.number().int().min(1).max(1000).default(5),
   DYNDNS_NOCHG_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
@@ -144,7 +144,11 @@ export const envSchema = z.object({
    * `name:kind` with kind `domain` (<domain>.<list>) or `ip` (reversed octets / nibbles), e.g.
    * `dbl.example.net:domain,zen.example.net:ip`. Empty: community reports only.
    */
-  REPUTATION_DNSBLS: z.string().max(2000).default(''),
+  REPUTATION_DNSBLS: z
+    .string()
+    .max(2000)
+    .regex(/^\s*(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?\.?:(?:domain|ip)\s*(?:,\s*|$))*$/i, 'comma-separated zone:domain or zone:ip entries')
+    .default(''),
   /** Resolver the blocklists are asked through, `host` or `host:port` (IPv6 in brackets); empty: the system's resolvers. */
   REPUTATION_DNS_RESOLVER: z.string().max(200).default(''),
   /** How long one blocklist may take before it is reported `unavailable`, milliseconds. */

@@ -542,6 +542,8 @@ describe('every real route of the application', () => {
       'POST /api/dns/records/add',
       'GET /nic/update',
       'GET /api/dyndns/update',
+      'GET /api/reputation',
+      'POST /api/reputation/reports',
       'GET /irc/api/logs',
       'DELETE /irc/api/admin/aliases',
       'GET /shared/speech/transcript/:token',
@@ -555,7 +557,7 @@ describe('every real route of the application', () => {
     expect(protectedRoutes().length).toBeGreaterThan(40);
   });
 
-  it('public routes are exactly the declared ones: sign-in, platform, chat-log reads, shares, docs, metrics, static assets', () => {
+  it('public routes are exactly the declared ones: sign-in, platform, reputation lookups, chat-log reads, shares, docs, metrics, static assets', () => {
     const publicUrls = [
       ...new Set(
         realRoutes()
@@ -567,6 +569,8 @@ describe('every real route of the application', () => {
       /^\/login$/,
       /^\/api\/account\/login$/,
       /^\/api\/platform$/,
+      // Reputation lookups of public things (and the older lookup path); reports need a user.
+      /^\/api\/reputation(\/lookup)?$/,
       /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
       /^\/shared\/speech\/transcript\/:token$/,
       /^\/docs(\/.*)?$/,

@@ -137,7 +137,7 @@ describe('CLI', () => {
     expect(created).toMatchObject({ ok: true, name: 'from-cli', hostnames: [`cli.${Z}`] });
     expect((await update(`hostname=cli.${Z}&myip=192.0.2.77`, created.secret)).body).toBe('good 192.0.2.77\n');
     const refused = await run(process.execPath, [cli, 'dyndns:token:create', alice.name, 'x.other.test', '--name', 'nope'], { env }).catch(
-      (e: { code: number; stderr: string }) => e,
+      (e: unknown) => e as { code: number; stderr: string },
     );
     expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('may not change zone other.test') });
     const list = JSON.parse((await run(process.execPath, [cli, '--json', 'dyndns:token:list', alice.name], { env })).stdout);
@@ -318,7 +318,10 @@ describe('real clients', () => {
       INADYN,
       ['--once', '--foreground', '--force', '--no-pidfile', '-l', 'debug', '-f', conf, '--cache-dir', path.join(dir, 'inadyn-cache')],
       { timeout: 60_000 },
-    ).catch((err: { stdout?: string; stderr?: string }) => ({ stdout: err.stdout ?? '', stderr: err.stderr ?? String(err) }));
+    ).catch((err: unknown) => {
+      const e = err as { stdout?: string; stderr?: string; message?: string };
+      return { stdout: e.stdout ?? '', stderr: e.stderr ?? e.message ?? '' };
+    });
     const log = out.stdout + out.stderr;
     expect(await dig(`inadyn.${Z}`, 'A'), log).toEqual(['192.0.2.30']);
     expect(log).toMatch(/good 192\.0\.2\.30/);

@@ -220,7 +220,7 @@ export async function dyndnsRoutes(app: FastifyInstance, dyndns: DyndnsService, 
           return render(request, reply, 422, { error: parsed.error.issues.map((i) => `${i.path.join('.') || 'form'}: ${i.message}`).join('; ') });
         try {
           const { secret } = await dyndns.createToken(userOf(request), parsed.data.name, parsed.data.hostnames);
-          return render(request, reply, 201, { secret });
+          return await render(request, reply, 201, { secret });
         } catch (err) {
           const e = normalizeError(err, request);
           if (e.status === 422)
