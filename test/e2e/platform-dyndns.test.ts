@@ -265,9 +265,32 @@ describe('the dyndns2 protocol', () => {
   }, 60_000);
 });
 
+describe('request rate', () => {
+  it('over DYNDNS_RATE_LIMIT_PER_MINUTE the update paths answer 429 abuse together (one budget per address)', async () => {
+    const small = await createTestApp({ env: { DYNDNS_RATE_LIMIT_PER_MINUTE: '2' } });
+    try {
+      const hit = (url: string) =>
+        small.app.inject({ method: 'GET', url, headers: { authorization: basic('sonar_ddns_unknown') }, remoteAddress: '198.51.100.30' });
+      expect((await hit(`/nic/update?hostname=a.${Z}`)).statusCode).toBe(401);
+      expect((await hit(`/api/dyndns/update?hostname=a.${Z}`)).statusCode).toBe(401);
+      const over = await hit(`/api/dyndns?hostname=a.${Z}`);
+      expect(over.statusCode).toBe(429);
+      expect(over.body).toBe('abuse\n');
+      expect(over.headers['retry-after']).toBeDefined();
+    } finally {
+      await small.close();
+    }
+  }, 60_000);
+});
+
 describe('real clients', () => {
   it('ddclient (dyndns2, /nic/update) sets an A and then an AAAA record', async () => {
-    for (const ip of ['192.0.2.20', '2001:db8::20']) {
+    // ddclient 3.10's dyndns2 sends one `myip`: usev4 feeds it an IPv4 address; an IPv6 one only
+    // comes through the older `use=ip` (its usev6 does not reach dyndns2 yet).
+    for (const [ip, use] of [
+      ['192.0.2.20', 'usev4=ipv4, ipv4=192.0.2.20'],
+      ['2001:db8::20', 'use=ip, ip=2001:db8::20'],
+    ] as const) {
       const conf = path.join(dir, 'ddclient.conf');
       await writeFile(
         conf,
@@ -280,7 +303,7 @@ describe('real clients', () => {
           'script=/nic/update',
           'login=router',
           `password='${token}'`,
-          `use=ip, ip=${ip}`,
+          use,
           `ddclient.${Z}`,
           '',
         ].join('\n'),
@@ -290,7 +313,7 @@ describe('real clients', () => {
         timeout: 60_000,
       });
       const log = out.stdout + out.stderr;
-      expect(log, log).toMatch(/SUCCESS:\s+updating ddclient\.dyn\.test: good: IP address set to/);
+      expect(log, log).toMatch(new RegExp(`SUCCESS:\\s+updating ddclient\\.dyn\\.test: good: IP address set to ${ip.replace(/\./g, '\\.')}`));
     }
     expect(await dig(`ddclient.${Z}`, 'A')).toEqual(['192.0.2.20']);
     expect(await dig(`ddclient.${Z}`, 'AAAA')).toEqual(['2001:db8::20']);
