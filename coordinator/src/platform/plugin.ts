@@ -7,14 +7,16 @@ import { FeedResolver } from './rss/feed-resolver.js';
 import { rssRoutes } from './rss/rss-routes.js';
 import { SpamService } from './spam/spam-service.js';
 import { spamRoutes } from './spam/spam-routes.js';
+import { statusPagePlugin } from './statuspage/plugin.js';
 import type { Orm } from '../db/orm.js';
 import type { Config } from '../config.js';
 
-/** Platform endpoints (spec group E): the public version, RSS source resolution and spam scoring. */
 export async function platformPlugin(app: FastifyInstance, opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config }) {
   installDomainErrors(app, okReasonBody);
   await rssRoutes(app, new FeedResolver(opts.outbound));
-  await spamRoutes(app, new SpamService(opts.orm, opts.config));
+  const spam = new SpamService(opts.orm, opts.config);
+  await spamRoutes(app, spam);
+  await statusPagePlugin(app, { orm: opts.orm, publicBaseUrl: opts.config.PUBLIC_BASE_URL });
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
     config: { auth: 'public' },
     schema: {
