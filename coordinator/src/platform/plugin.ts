@@ -8,15 +8,18 @@ import { rssRoutes } from './rss/rss-routes.js';
 import { SpamService } from './spam/spam-service.js';
 import { spamRoutes } from './spam/spam-routes.js';
 import { statusPagePlugin } from './statuspage/plugin.js';
+import { guestbookPlugin } from './guestbook/plugin.js';
 import type { Orm } from '../db/orm.js';
 import type { Config } from '../config.js';
 
+/** Platform endpoints (spec group E): the public version, RSS source resolution, spam scoring, status pages and guestbooks. */
 export async function platformPlugin(app: FastifyInstance, opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config }) {
   installDomainErrors(app, okReasonBody);
   await rssRoutes(app, new FeedResolver(opts.outbound));
   const spam = new SpamService(opts.orm, opts.config);
   await spamRoutes(app, spam);
   await statusPagePlugin(app, { orm: opts.orm, publicBaseUrl: opts.config.PUBLIC_BASE_URL });
+  await guestbookPlugin(app, { orm: opts.orm, spam });
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
     config: { auth: 'public' },
     schema: {
