@@ -23,7 +23,7 @@ const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchem
 const maxId = z.coerce.number().int().positive().max(2_147_483_647);
 const bookParams = z.object({ id: maxId });
 const entryParams = z.object({ id: maxId, entryId: maxId });
-const slugParams = z.object({ slug: z.string().max(200) });
+const slugParams = z.object({ slug: slugSchema });
 
 export const submissionBody = z.object({
   name: safeString().trim().min(1).max(100).describe('Shown with the entry'),
@@ -92,7 +92,7 @@ export async function guestbookRoutes(app: FastifyInstance, books: GuestbookServ
   const formError = async (request: FastifyRequest, reply: FastifyReply, error: unknown) => {
     const e = normalizeError(error, request);
     const slug = (request.params as { slug?: unknown }).slug;
-    if (e.status === 422 && typeof slug === 'string') {
+    if (e.status === 422 && slugSchema.safeParse(slug).success && typeof slug === 'string') {
       const list = await books.published(slug, { limit: 50, offset: 0 }).catch(() => null);
       if (list)
         return reply

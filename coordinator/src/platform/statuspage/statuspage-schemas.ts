@@ -13,7 +13,7 @@ export const pageParams = z.object({ id: maxId });
 export const componentParams = z.object({ id: maxId, componentId: maxId });
 export const incidentParams = z.object({ id: maxId, incidentId: maxId });
 export const updateParams = z.object({ id: maxId, incidentId: maxId, updateId: maxId });
-export const slugParams = z.object({ slug: z.string().max(200) });
+export const slugParams = z.object({ slug: slugSchema });
 
 const componentStatus = z.enum(COMPONENT_STATUSES);
 const eventStatus = z.enum(EVENT_STATUSES);
