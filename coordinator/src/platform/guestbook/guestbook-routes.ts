@@ -81,7 +81,7 @@ export async function guestbookRoutes(app: FastifyInstance, books: GuestbookServ
   r.get('/guestbook/:slug', {
     config: { auth: 'public', rateLimit: READ_LIMIT },
     schema: { hide: true, params: slugParams, querystring: z.object({ submitted: z.enum(['published', 'pending']).optional() }) },
-    errorHandler: (error, request, reply) => pageErrorHandler(request, reply, normalizeError(error, request)),
+    errorHandler: (error, request, reply) => void pageErrorHandler(request, reply, normalizeError(error, request)),
     handler: async (request, reply) => {
       const list = await books.published(request.params.slug, { limit: 50, offset: 0 });
       return reply.type('text/html; charset=utf-8').send(renderGuestbookPage(list, { submitted: request.query.submitted }));
@@ -126,8 +126,10 @@ export async function guestbookRoutes(app: FastifyInstance, books: GuestbookServ
         429: errorBodySchema,
       },
     },
-    errorHandler: (error, request, reply) =>
-      isForm(request) ? formError(request, reply, error) : sendError(reply, normalizeError(error, request), okReasonBody),
+    errorHandler: (error, request, reply) => {
+      if (isForm(request)) void formError(request, reply, error);
+      else void sendError(reply, normalizeError(error, request), okReasonBody);
+    },
     handler: async (request, reply) => {
       const { status } = await books.submit(request.params.slug, request.body, request.ip, request.log);
       if (isForm(request)) return reply.redirect(`/guestbook/${encodeURIComponent(request.params.slug)}?submitted=${status}#sign`, 303);

@@ -62,7 +62,6 @@ const isoOf = (d: Date) => new Date(d).toISOString();
 function headerText(v: string): string {
   // eslint-disable-next-line no-control-regex
   const line = v.replace(/[\u0000-\u001f\u007f"<>]+/g, ' ').trim();
-  // eslint-disable-next-line no-control-regex
   return /^[\u0020-\u007e]*$/.test(line) ? line : `=?UTF-8?B?${Buffer.from(line, 'utf8').toString('base64')}?=`;
 }
 
