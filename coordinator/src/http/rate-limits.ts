@@ -18,7 +18,7 @@ export function sharedRateLimit(app: FastifyInstance, bucket: SharedBucket, max:
 /**
  * The Redis key under which `sharedRateLimit` counts `bucket` for one client address (the store
  * prefixes each limiter's keys with its route's method and URL, which a shared limiter has not).
- * Tests use it to pin a counting window instead of racing the clock.
+ * Tests use it to stretch a counting window instead of racing the clock.
  */
 export function sharedBucketKey(redisKeyPrefix: string, bucket: SharedBucket, ip: string): string {
   return `${redisKeyPrefix}rl:undefinedundefined-${bucket}:${ip}`;
