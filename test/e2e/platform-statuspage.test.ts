@@ -183,6 +183,9 @@ describe('status pages', () => {
       expect(again.statusCode, url).toBe(304);
       expect(again.body).toBe('');
       expect((await t.app.inject({ method: 'GET', url, headers: { 'if-none-match': '"other"' } })).statusCode).toBe(200);
+      // A list of tags (as caches send) and weak comparison, as RFC 9110 reads If-None-Match.
+      expect((await t.app.inject({ method: 'GET', url, headers: { 'if-none-match': `"other", W/${etag}` } })).statusCode).toBe(304);
+      expect((await t.app.inject({ method: 'GET', url, headers: { 'if-none-match': '*' } })).statusCode).toBe(304);
       await api('PATCH', `/api/statuspages/${pageId}/components/${web}`, owner, { status: 'degraded_performance' });
       const changed = await t.app.inject({ method: 'GET', url, headers: { 'if-none-match': etag } });
       expect(changed.statusCode).toBe(200);
@@ -193,7 +196,9 @@ describe('status pages', () => {
     expect(html).toContain('Acme Cloud');
     expect(html).toContain('Database upgrade');
     expect(html).not.toContain('<script');
-    expect((await t.app.inject({ method: 'GET', url: '/api/statuspage/nope' })).json()).toMatchObject({ ok: false, reason: 'not_found' });
+    const missing = await t.app.inject({ method: 'GET', url: '/api/statuspage/nope', headers: { 'if-none-match': '*' } });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toMatchObject({ ok: false, reason: 'not_found' });
     expect((await t.app.inject({ method: 'GET', url: '/status/nope', headers: { accept: 'text/html' } })).statusCode).toBe(404);
   });
 

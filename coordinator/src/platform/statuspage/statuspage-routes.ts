@@ -42,11 +42,31 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt:
 const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 const ok = z.object({ ok: z.literal(true) });
 
+/**
+ * Strong ETags from @fastify/etag (SHA-256 of the body) and 304 for a matching If-None-Match, the
+ * header read as RFC 9110 has it: a list of tags or `*`, compared weakly. (The plugin's own 304
+ * compares the whole header with the tag, so a list never matched.) Only successful GET and HEAD
+ * answers are revalidated.
+ */
+async function conditionalGet(app: FastifyInstance) {
+  await app.register(fastifyEtag, { algorithm: 'sha256', replyWith304: false });
+  app.addHook('onSend', async (request, reply, payload) => {
+    const etag = reply.getHeader('etag');
+    const header = request.headers['if-none-match'];
+    if (reply.statusCode !== 200 || typeof etag !== 'string' || !header || !['GET', 'HEAD'].includes(request.method)) return payload;
+    const strip = (tag: string) => tag.trim().replace(/^W\//, '');
+    const tags = header.split(',').map(strip);
+    if (!tags.includes('*') && !tags.includes(strip(etag))) return payload;
+    void reply.code(304);
+    return '';
+  });
+}
+
 /** Status pages (spec group E): the public summary, the public HTML page and the management API. */
 export async function statusPageRoutes(app: FastifyInstance, pages: StatusPageService) {
   // Public: JSON and HTML, each with a strong ETag (a hash of the body) and 304 on If-None-Match.
   await app.register(async (pub) => {
-    await pub.register(fastifyEtag, { algorithm: 'sha256' });
+    await conditionalGet(pub);
     const r = pub.withTypeProvider<ZodTypeProvider>();
     r.get('/api/statuspage/:slug', {
       config: { auth: 'public', rateLimit: PUBLIC_LIMIT },
@@ -71,7 +91,7 @@ export async function statusPageRoutes(app: FastifyInstance, pages: StatusPageSe
   });
 
   await app.register(async (html) => {
-    await html.register(fastifyEtag, { algorithm: 'sha256' });
+    await conditionalGet(html);
     html.setErrorHandler((error, request, reply) => pageErrorHandler(request, reply, normalizeError(error, request)));
     html.withTypeProvider<ZodTypeProvider>().get('/status/:slug', {
       config: { auth: 'public', rateLimit: PUBLIC_LIMIT },
