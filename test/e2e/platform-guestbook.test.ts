@@ -195,12 +195,17 @@ describe('guestbooks on a real spamd', () => {
     const created = await form('/guestbooks', { _csrf: csrf, slug: 'paged', title: 'Paged' });
     expect(created.statusCode).toBe(303);
     const at = String(created.headers.location);
-    await sign(t, 'paged', { name: 'Spammer', message: GTUBE });
+    const NAME = 'Spammer <script>alert(1)</script>';
+    await sign(t, 'paged', { name: NAME, message: GTUBE });
     const page = await t.app.inject({ method: 'GET', url: at, headers: { cookie: jar.header() } });
     expect(page.body).toContain('Spammer');
     const approve = /action="([^"]+\/approve)"/.exec(page.body)![1]!;
     expect((await form(approve, { _csrf: csrf })).statusCode).toBe(303);
-    expect((await t.app.inject({ method: 'GET', url: '/api/guestbook/paged/entries' })).json().entries[0].name).toBe('Spammer');
+    expect((await t.app.inject({ method: 'GET', url: '/api/guestbook/paged/entries' })).json().entries[0].name).toBe(NAME);
+    // Published on the public page, escaped.
+    const pub = (await t.app.inject({ method: 'GET', url: '/guestbook/paged' })).body;
+    expect(pub).toContain('Spammer &lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(pub).not.toContain('<script>alert(1)');
     const other = await browserLogin(t.app, stranger.name, stranger.password);
     expect((await t.app.inject({ method: 'GET', url: at, headers: { cookie: other.jar.header() } })).statusCode).toBe(404);
   });
