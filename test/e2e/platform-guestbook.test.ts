@@ -103,15 +103,27 @@ describe('guestbooks on a real spamd', () => {
     expect((await entries(t, owner, bookId, 'rejected')).length).toBe(0);
   });
 
-  it('a guestbook that holds everything holds ham too', async () => {
+  it('a guestbook that holds everything holds ham too; the owner can change that', async () => {
     const res = await t.app.inject({
       method: 'POST',
       url: '/api/guestbooks',
       headers: owner.auth,
       payload: { slug: 'strict', title: 'Strict', hold_all: true },
     });
+    const id = res.json().guestbook.id;
     expect((await sign(t, 'strict', { name: 'Per', message: HAM })).json().status).toBe('pending');
-    expect((await entries(t, owner, res.json().guestbook.id))[0]).toMatchObject({ status: 'pending', spam: { verdict: 'ham' } });
+    expect((await entries(t, owner, id))[0]).toMatchObject({ status: 'pending', spam: { verdict: 'ham' } });
+    const patch = (who: TestUser, payload: Record<string, unknown>) =>
+      t.app.inject({ method: 'PATCH', url: `/api/guestbooks/${id}`, headers: who.auth, payload });
+    expect((await patch(stranger, { hold_all: false })).statusCode).toBe(404);
+    expect((await patch(owner, { hold_all: false, title: 'Open' })).json().guestbook).toMatchObject({
+      slug: 'strict',
+      title: 'Open',
+      hold_all: false,
+      pending: 1,
+    });
+    expect((await sign(t, 'strict', { name: 'Per', message: HAM })).json().status).toBe('published');
+    expect((await patch(owner, { spam_profile_id: 424242 })).json().errors).toHaveProperty('spam_profile_id');
   });
 
   it('a filled honeypot looks accepted but nothing is stored', async () => {

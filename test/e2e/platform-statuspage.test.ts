@@ -62,6 +62,10 @@ describe('status pages', () => {
     expect((await api('GET', '/api/statuspages', root)).json().pages.map((p: { slug: string }) => p.slug)).toContain('acme');
     expect((await api('GET', `/api/statuspages/${pageId}`, root)).statusCode).toBe(200);
     expect((await api('GET', '/api/statuspages', null)).statusCode).toBe(401);
+    expect((await api('PATCH', `/api/statuspages/${pageId}`, stranger, { name: 'Mine now' })).statusCode).toBe(404);
+    const renamed = await api('PATCH', `/api/statuspages/${pageId}`, owner, { name: 'Acme Cloud', time_zone: 'Europe/Stockholm' });
+    expect(renamed.json().page).toMatchObject({ slug: 'acme', name: 'Acme Cloud', time_zone: 'Europe/Stockholm' });
+    expect((await api('PATCH', `/api/statuspages/${pageId}`, owner, { time_zone: 'Nowhere/Else' })).statusCode).toBe(422);
   });
 
   it('the public JSON has the summary.json shape; an incident appears only once an update is published; notes and drafts never', async () => {
@@ -207,6 +211,7 @@ describe('status pages', () => {
     const actions = audit.map((a) => a.action);
     for (const a of [
       'page.create',
+      'page.update',
       'group.create',
       'component.create',
       'incident.create',

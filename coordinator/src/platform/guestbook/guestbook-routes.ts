@@ -187,6 +187,19 @@ export async function guestbookRoutes(app: FastifyInstance, books: GuestbookServ
     handler: async (request, reply) => reply.code(201).send({ ok: true as const, guestbook: await books.createBook(userOf(request), request.body) }),
   });
 
+  r.patch('/api/guestbooks/:id', {
+    ...base,
+    schema: {
+      tags,
+      security,
+      summary: 'Change a guestbook’s title, description, hold_all or spam profile (the slug stays)',
+      params: bookParams,
+      body: bookBody.omit({ slug: true }).partial(),
+      response: { 200: z.object({ ok: z.literal(true), guestbook: bookSchema }), ...errors },
+    },
+    handler: async (request) => ({ ok: true as const, guestbook: await books.updateBook(userOf(request), request.params.id, request.body) }),
+  });
+
   r.delete('/api/guestbooks/:id', {
     ...base,
     schema: {

@@ -162,6 +162,26 @@ export class GuestbookService {
     }
   }
 
+  async updateBook(user: AuthUser, id: number, patch: Partial<Omit<GuestbookInput, 'slug'>>) {
+    const book = await this.book(user, id);
+    if (patch.spam_profile_id != null) {
+      // The guestbook owner's profiles (an administrator editing someone's guestbook picks among the owner's).
+      const [p] = await this.rows('select p.id from spam_profiles p join guestbooks g on g.owner_id = p.owner_id where p.id = ? and g.id = ?', [
+        patch.spam_profile_id,
+        book.id,
+      ]);
+      if (!p) throw validationFailed({ spam_profile_id: ["not one of the owner's spam scoring profiles"] });
+    }
+    await this.knex.raw('update guestbooks set title = ?, description = ?, hold_all = ?, spam_profile_id = ?, updated_at = now() where id = ?', [
+      patch.title ?? book.title,
+      patch.description ?? book.description,
+      patch.hold_all ?? book.hold_all,
+      patch.spam_profile_id !== undefined ? patch.spam_profile_id : book.spam_profile_id,
+      book.id,
+    ]);
+    return this.book(user, id);
+  }
+
   async deleteBook(user: AuthUser, id: number) {
     const book = await this.book(user, id);
     await this.knex.raw('delete from guestbooks where id = ?', [book.id]);

@@ -144,6 +144,19 @@ export async function statusPageRoutes(app: FastifyInstance, pages: StatusPageSe
     handler: async (request) => ({ ok: true as const, ...(await pages.managedPage(userOf(request), request.params.id)) }),
   });
 
+  r.patch('/api/statuspages/:id', {
+    ...base,
+    schema: {
+      tags,
+      security,
+      summary: 'Rename a status page or change its time zone (the slug stays)',
+      params: pageParams,
+      body: pageBody.omit({ slug: true }).partial(),
+      response: { 200: z.object({ ok: z.literal(true), page: managedPageSchema }), ...errors },
+    },
+    handler: async (request) => ({ ok: true as const, page: await pages.updatePage(userOf(request), request.params.id, request.body) }),
+  });
+
   r.delete('/api/statuspages/:id', {
     ...base,
     schema: { tags, security, summary: 'Delete a status page', params: pageParams, response: { 200: ok, ...errors } },

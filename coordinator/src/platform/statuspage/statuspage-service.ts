@@ -264,6 +264,20 @@ export class StatusPageService {
     });
   }
 
+  async updatePage(user: AuthUser, pageId: number, patch: Partial<Omit<PageInput, 'slug'>>) {
+    if (patch.time_zone !== undefined) checkTimeZone(patch.time_zone);
+    return this.knex.transaction(async (trx) => {
+      const page = await this.ownPage(trx, user, pageId);
+      const [updated] = (await this.rows<PageRow>(trx, 'update status_pages set name = ?, time_zone = ?, updated_at = now() where id = ? returning *', [
+        patch.name ?? page.name,
+        patch.time_zone ?? page.time_zone,
+        page.id,
+      ])) as [PageRow];
+      await this.audit(trx, page, user, 'page.update', `page:${page.id}`, { ...patch });
+      return this.presentPage({ ...updated, owner: page.owner ?? '' });
+    });
+  }
+
   async deletePage(user: AuthUser, pageId: number) {
     await this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
