@@ -1,4 +1,6 @@
-import type { Browser } from 'playwright-core';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser } from '../support/browser.js';
 import { createJwtUser, createTestApp, type TestApp, type TestUser } from '../support/harness.js';
@@ -6,8 +8,11 @@ import { startSpamd, type SpamdServer } from '../support/spamd.js';
 
 /**
  * The public status page and the guestbook form in Debian's chromium with JavaScript turned off:
- * both read and work without scripts, and the page breaks no CSP rule.
+ * both read and work without scripts, and the page breaks no CSP rule. Screenshots (desktop) go to
+ * the git-ignored test-artifacts/screenshots/ for review.
  */
+const SHOTS = path.resolve(import.meta.dirname, '../../test-artifacts/screenshots');
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 let spamd: SpamdServer;
 let t: TestApp;
 let browser: Browser;
@@ -20,6 +25,7 @@ beforeAll(async () => {
   base = await t.app.listen({ host: '127.0.0.1', port: 0 });
   owner = await createJwtUser(t, []);
   browser = await launchBrowser();
+  await mkdir(SHOTS, { recursive: true });
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
@@ -59,6 +65,7 @@ describe('public platform pages without JavaScript', () => {
     expect(await page.content()).not.toContain('acquirer certificate');
     expect(problems).toEqual([]);
     expect(failed).toEqual([]); // the stylesheet and everything else load
+    await shot(page, 'status-page');
     await context.close();
   });
 
@@ -79,6 +86,7 @@ describe('public platform pages without JavaScript', () => {
     expect(await page.textContent('#notice')).toContain('your entry is published');
     expect(await page.textContent('#entries')).toContain('the children still talk about it');
     expect(await page.textContent('#entries')).toContain('Maja');
+    await shot(page, 'guestbook');
     await context.close();
   });
 });
