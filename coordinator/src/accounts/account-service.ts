@@ -277,7 +277,7 @@ export class AccountService {
     if (!token || token.revokedAt || (token.expiresAt && token.expiresAt <= new Date()) || token.user.disabledAt) {
       return null;
     }
-    await this.repo.touchToken(em, 'personal_access_tokens', token.id);
+    if (needsTouch(token.lastUsedAt)) await this.repo.touchToken(em, 'personal_access_tokens', token.id);
     return { user: toAuthUser(token.user), tokenId: token.id, scopes: [...token.scopes] };
   }
 
@@ -322,7 +322,7 @@ export class AccountService {
     const key = await this.repo.findDnsKeyByHash(em, sha256Hex(secret));
     if (!key || key.revokedAt || (key.expiresAt && key.expiresAt <= new Date())) return null;
     if (key.user?.disabledAt) return null;
-    await this.repo.touchToken(em, 'dns_api_keys', key.id);
+    if (needsTouch(key.lastUsedAt)) await this.repo.touchToken(em, 'dns_api_keys', key.id);
     return { keyId: key.id, user: key.user ? toAuthUser(key.user) : null };
   }
 
@@ -357,3 +357,9 @@ export class AccountService {
     return entries.length > 0 && new IpRangeSet(entries.map((e) => e.cidr)).has(ip);
   }
 }
+
+/**
+ * `last_used_at` is recorded at most once a minute (touchToken's own condition); the row just read
+ * tells whether this request would move it, so a busy key costs no UPDATE round trip per request.
+ */
+const needsTouch = (lastUsedAt: Date | null | undefined) => !lastUsedAt || Date.now() - lastUsedAt.getTime() >= 60_000;
