@@ -85,6 +85,30 @@ describe('refused before sending (nothing reaches the master)', () => {
     expect(res.json()).toMatchObject({ reason: 'cname_conflict' });
   });
 
+  it('an A or MX at an owner that is not a host name (named check-names REFUSED): 400 naming domain, not 503', async () => {
+    const before = await serial();
+    const a = await post('/api/dns/records/add', { domain: `bad_owner.${C}`, type: 'A', target: '10.6.0.50' });
+    expect(a.statusCode, a.body).toBe(400);
+    expect(a.json()).toMatchObject({ reason: 'validation_failed' });
+    expect(a.json().errors.domain[0]).toMatch(/bad_owner\.consist\.test is not a host name.*check-names/);
+    const mx = await post('/api/dns/records/add', { domain: `mx_owner.${C}`, type: 'MX', target: `10 mail.${C}.` });
+    expect(mx.statusCode, mx.body).toBe(400);
+    expect(mx.json().errors.domain[0]).toMatch(/mx_owner\.consist\.test is not a host name/);
+    expect(await dig(`bad_owner.${C}`, 'A')).toEqual([]);
+    expect(await serial()).toBe(before);
+    // The same owner takes a TXT (check-names does not apply to it); in a bulk the refused A is reported on its own.
+    const bulk = await post('/api/dns/records/bulk', {
+      operations: [
+        { action: 'ADD', domain: `bad_owner.${C}`, type: 'TXT', target: '"fine"' },
+        { action: 'ADD', domain: `bad_owner.${C}`, type: 'A', target: '10.6.0.50' },
+      ],
+    });
+    expect(bulk.statusCode, bulk.body).toBe(200);
+    expect(bulk.json().results).toMatchObject([{ ok: true }, { ok: false, reason: 'validation_failed', message: expect.stringMatching(/not a host name/) }]);
+    expect(await dig(`bad_owner.${C}`, 'TXT')).toEqual([expect.objectContaining({ rdata: '"fine"' })]);
+    expect(await dig(`bad_owner.${C}`, 'A')).toEqual([]);
+  });
+
   it('an MX or an apex NS whose in-zone target has no address: 400 validation_failed naming the target', async () => {
     const before = await serial();
     const mx = await post('/api/dns/records/add', { domain: `m.${C}`, type: 'MX', target: `10 nohost.${C}.` });

@@ -25,7 +25,7 @@ import {
   type UpdateOperation,
   type ValidRecord,
 } from './wire/index.js';
-import { masterUnavailable, outcomeUnknown } from './master-errors.js';
+import { masterUnavailable, outcomeUnknown, refusedForData } from './master-errors.js';
 import { ZoneCache, detectSearch, displaySignature, type CacheState, type Page } from './zone-cache.js';
 import { ZoneRegistry, cachePolicyOf, checkPaths, type ZoneRow } from './zone-registry.js';
 
@@ -681,6 +681,8 @@ function mapWriteError(err: unknown, ops: UpdateOperation[]): AppError {
     return new AppError('conflict', `The zone changed concurrently: ${err.message}. Nothing was changed.`);
   }
   if (err instanceof UpdateNotAppliedError) return new AppError('conflict', err.message);
+  const dataRefused = refusedForData(err, ops);
+  if (dataRefused) return validationFailed({ domain: [dataRefused] });
   if (err instanceof DnsConnectionError || err instanceof DnsTimeoutError)
     return masterUnavailable(err, 'The master DNS server could not be reached, so the change was not sent');
   return masterUnavailable(err, 'The master DNS server refused the change');
