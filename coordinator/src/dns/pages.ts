@@ -171,6 +171,8 @@ function paging(shown: Shown | null, self: (page: number) => string, q: string |
     ${shown.page > 1 ? html`<a id="prev-page" href="${self(shown.page - 1)}">← Previous</a>` : html`<span class="muted">← Previous</span>`}
     <span id="page-info">Page ${shown.page} of ${pages} · ${q ? 'matches' : 'records'} ${first}–${last} of <strong id="record-count">${shown.recordCount}</strong></span>
     ${shown.hasMore ? html`<a id="next-page" href="${self(shown.page + 1)}">Next →</a>` : html`<span class="muted">Next →</span>`}
+    <form class="goto-page" method="get"><label for="goto-page">Go to page</label><input id="goto-page" name="page" type="number" min="1" max="${pages}" value="${shown.page}">
+      <input type="hidden" name="limit" value="${shown.perPage}">${q ? html`<input type="hidden" name="q" value="${q}">` : ''}<button type="submit" class="secondary">Go</button></form>
   </nav>`;
 }
 

@@ -119,7 +119,18 @@ function drawPaging(body: PageBody) {
   const count = el('strong', { text: String(body.record_count) });
   count.id = 'record-count';
   info.append(count);
-  nav.append(link('prev-page', '← Previous', body.page - 1, body.page > 1), ' ', info, ' ', link('next-page', 'Next →', body.page + 1, body.has_more));
+  // Go to page N: a plain GET form, as the server renders it.
+  const form = el('form', { className: 'goto-page' });
+  form.method = 'get';
+  const label = el('label', { text: 'Go to page' });
+  label.htmlFor = 'goto-page';
+  const input = el('input');
+  Object.assign(input, { id: 'goto-page', name: 'page', type: 'number', min: '1', max: String(pages), value: String(body.page) });
+  const hidden = (name: string, value: string) => Object.assign(el('input'), { type: 'hidden', name, value });
+  const go = el('button', { className: 'secondary', text: 'Go' });
+  go.type = 'submit';
+  form.append(label, input, hidden('limit', String(body.per_page)), ...(q ? [hidden('q', q)] : []), go);
+  nav.append(link('prev-page', '← Previous', body.page - 1, body.page > 1), ' ', info, ' ', link('next-page', 'Next →', body.page + 1, body.has_more), form);
   byId('dns-paging').replaceChildren(nav);
 }
 
