@@ -55,7 +55,7 @@ export async function dnsPages(base: FastifyInstance, deps: Pick<DomainDeps, 'ac
     const a = await access(request);
     const list = (await dns.zones.list()).filter((zone) => canRead(a, zone.zone));
     const body = html`<div class="card"><h1>DNS zones</h1>
-      <p class="muted">Zones you may read. Open one to browse and search its records${list.some((zone) => canWrite(a, zone.zone)) ? ' and change them' : ''}; the same is possible through the <a href="/docs#/dns">DNS API</a> (/api/dns).</p>
+      <p class="muted">Zones you may read. Open one to browse and search its records${list.some((zone) => canWrite(a, zone.zone)) ? ' and change them' : ''}; the same is possible through the <a href="/docs#/dns">DNS API</a> (/api/dns). Routers and ddclient update addresses with <a href="/dyndns">dynamic-DNS tokens</a>.</p>
       ${
         list.length
           ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
