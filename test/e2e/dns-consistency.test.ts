@@ -109,6 +109,25 @@ describe('refused before sending (nothing reaches the master)', () => {
     expect(await dig(`bad_owner.${C}`, 'A')).toEqual([]);
   });
 
+  it('a delegation (NS below the apex, answered as a referral) is read back and cached, not a false 409', async () => {
+    // A cache first, so the row seen below comes from the write's sync (not from a transfer).
+    expect((await t.app.inject({ method: 'GET', url: `/api/dns/zones/${C}/axfr`, headers: { 'x-api-key': key } })).statusCode).toBe(200);
+    const add = await post('/api/dns/records/add', { domain: `sub.${C}`, type: 'NS', target: 'ns1.example.org.' });
+    expect(add.statusCode, add.body).toBe(200);
+    expect(add.json()).toMatchObject({ verified: true });
+    // named answers the delegation in the authority section.
+    expect(await ns.dig(['+noall', '+authority', `sub.${C}`, 'NS'])).toMatch(/sub\.consist\.test\.\s+\d+\s+IN\s+NS\s+ns1\.example\.org\./);
+    const cached = await t.app.inject({
+      method: 'GET',
+      url: `/api/dns/zones/${C}/search?q=${encodeURIComponent(`name:sub.${C}`)}`,
+      headers: { 'x-api-key': key },
+    });
+    expect(cached.json().zoneData).toEqual([expect.objectContaining({ name: `sub.${C}`, type: 'NS', rdata: 'ns1.example.org' })]);
+    const del = await post('/api/dns/records/delete', { domain: `sub.${C}`, type: 'NS', target: 'ns1.example.org.' });
+    expect(del.statusCode, del.body).toBe(200);
+    expect(await ns.dig(['+noall', '+authority', `sub.${C}`, 'NS'])).not.toMatch(/ns1\.example\.org/);
+  });
+
   it('an MX or an apex NS whose in-zone target has no address: 400 validation_failed naming the target', async () => {
     const before = await serial();
     const mx = await post('/api/dns/records/add', { domain: `m.${C}`, type: 'MX', target: `10 nohost.${C}.` });

@@ -17,6 +17,7 @@ import {
   fieldErrorsToRecord,
   noCname,
   normalizeName,
+  recordsAt,
   validateRecord,
   type DnsMasterClient,
   type DnsRecord,
@@ -248,7 +249,7 @@ export class DnsService {
     uniqueNames.forEach((name, i) =>
       at.set(
         name,
-        answers[i]!.answers.filter((r) => r.name === name && !DNSSEC_TYPES.has(r.type)),
+        recordsAt(answers[i]!, name, 'ANY').filter((r) => !DNSSEC_TYPES.has(r.type)),
       ),
     );
     const addressed = new Set<string>();

@@ -10,7 +10,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
-import { DnsError, DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
 
@@ -205,7 +205,7 @@ export class ZoneCache {
       const cached = locked.rows[0]?.serial;
       if (cached === null || cached === undefined) return;
       const answers = await client.queryMany([...unique, { name: z.zone, type: 'SOA' }]);
-      const rows = unique.flatMap((p, i) => answers[i]!.answers.filter((r) => r.name === p.name && r.type === p.type));
+      const rows = unique.flatMap((p, i) => recordsAt(answers[i]!, p.name, p.type));
       const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
       const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
       const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
