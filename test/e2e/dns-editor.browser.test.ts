@@ -224,6 +224,12 @@ describe('DNS editor', { timeout: 180_000 }, () => {
       expect(await page.$(sel), sel).toBeNull();
     await noCspViolations(page);
     await page.screenshot({ path: path.join(SHOTS, 'dns-reader.png'), fullPage: true });
+    // A zone the reader has no row for: 403, whether or not it is registered (its existence is not shown).
+    expect((await page.goto(`${svc.url}/dns/zones/other.test`))?.status()).toBe(403);
     await page.close();
+    // An administrator asking for an unregistered zone: 404.
+    const adminPage = await as(names.admin);
+    expect((await adminPage.goto(`${svc.url}/dns/zones/other.test`))?.status()).toBe(404);
+    await adminPage.close();
   });
 });
