@@ -5,6 +5,11 @@ import type { IrcEventType } from './parsers/types.js';
 
 export const IRC_SOURCES = ['production', 'sandbox'] as const;
 export type IrcSource = (typeof IRC_SOURCES)[number];
+/**
+ * The archive `/irc/api` reads when a request names no `source`, and the only one the public
+ * reader pages (`/irc`) and the dashboard show: `sandbox` is for trying imports out.
+ */
+export const DEFAULT_IRC_SOURCE: IrcSource = 'production';
 
 /** A row ready to be written; `occurredAt` is UTC `YYYY-MM-DD HH:MM:SS[.fff]`. */
 export interface NewIrcEvent {
