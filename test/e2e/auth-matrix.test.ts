@@ -513,6 +513,8 @@ describe('every real route of the application', () => {
       /^\/api\/account\/login$/,
       /^\/api\/platform$/,
       /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
+      // The chat-log reader pages (the same public archive, server-rendered).
+      /^\/irc(\/search|\/nick\/:nick|\/net\/:network(\/:channel(\/:day)?)?)?$/,
       /^\/shared\/speech\/transcript\/:token$/,
       /^\/docs(\/.*)?$/,
       /^\/openapi\.json$/,
