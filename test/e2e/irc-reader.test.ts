@@ -1,3 +1,4 @@
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -5,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { DAY_PAGE } from '../../coordinator/src/irc/reader/pages.js';
 import { nickClass } from '../../coordinator/src/irc/reader/render.js';
-import { createTestApp, type TestApp } from '../support/harness.js';
+import { createTestApp, testEnv, type TestApp } from '../support/harness.js';
 
 /**
  * The public chat-log reader (/irc) over app.inject(): every page, the escaping of hostile nicks,
@@ -297,6 +298,31 @@ describe('nick page', () => {
     const frank = main(await page('/irc/nick/frank'));
     expect(frank).toContain('never spoke');
   });
+});
+
+describe("the README's try-it step", () => {
+  const repoRoot = path.resolve(import.meta.dirname, '../..');
+
+  it('imports the committed sample with the real CLI, and the reader shows it', async () => {
+    // The sample is in the repository (not caught by .gitignore's *.log), as a fresh clone has it.
+    const tracked = execFileSync('git', ['ls-files', 'deploy/samples/irc'], { cwd: repoRoot, encoding: 'utf8' }).trim().split('\n');
+    expect(tracked).toEqual(['deploy/samples/irc/#example_20260101.log', 'deploy/samples/irc/#example_20260102.log']);
+    // --no-index: .gitignore's rules alone (a tracked file would pass anyway), so `git add` of a new sample works too.
+    expect(spawnSync('git', ['check-ignore', '--no-index', ...tracked], { cwd: repoRoot }).status).toBe(1);
+    // The exact command of the README's quick start, against this test's database.
+    const run = spawnSync('npm', ['run', '--silent', 'cli', '--', 'irc:import', '--network', 'example', '--source', 'production', 'deploy/samples/irc'], {
+      cwd: repoRoot,
+      env: { ...process.env, ...testEnv(t.db) },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const body = main(await page('/irc/net/example/%23example?year=2026'));
+    expect(body).toContain('data-day="2026-01-01"');
+    expect(body).toContain('data-day="2026-01-02"');
+    const nick = main(await page('/irc/nick/linus?network=example'));
+    expect(nick).toContain('linus_afk');
+  }, 150_000);
 });
 
 describe('rate limit', () => {
