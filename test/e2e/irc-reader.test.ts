@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IrcCorrectionService } from '../../coordinator/src/irc/correction-service.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { DAY_PAGE } from '../../coordinator/src/irc/reader/pages.js';
 import { nickClass } from '../../coordinator/src/irc/reader/render.js';
@@ -103,8 +104,8 @@ describe('browsing', () => {
     const body = main(await page(LAB));
     expect(body).toContain('March 2024');
     expect(body).not.toContain('December 2023');
-    // 10 March: 6 messages (the action counts, the topic does not) of 11 lines (the netsplit burst is one), 11 March: 2.
-    expect(body).toContain('title="6 messages, 11 events" data-day="2024-03-10">10<span class="count">6</span>');
+    // 10 March: 6 messages (the action counts, the topic does not) of 13 rows, 11 March: 2.
+    expect(body).toContain('title="6 messages, 13 events" data-day="2024-03-10">10<span class="count">6</span>');
     expect(body).toMatch(/data-day="2024-03-11">11<span class="count">2<\/span>/);
     expect(body).toContain(`href="${LAB}/2024-03-10"`);
     expect(body).toContain(`href="${LAB}?year=2023"`);
@@ -297,6 +298,51 @@ describe('nick page', () => {
     expect(main(await page('/irc/nick/ALICE_away'))).toContain('id="first-seen">2024-03-10 10:00:00 UTC');
     const frank = main(await page('/irc/nick/frank'));
     expect(frank).toContain('never spoke');
+  });
+});
+
+describe('rows per channel and day (irc_channel_days, kept at write time)', () => {
+  const recount = async () => {
+    const k = t.orm.em.getConnection().getKnex();
+    const kept = (await k.raw(`select channel_id, to_char(day, 'YYYY-MM-DD') as day, events, messages from irc_channel_days where events > 0 order by 1, 2`))
+      .rows;
+    const counted = (
+      await k.raw(
+        `select channel_id, to_char(occurred_at, 'YYYY-MM-DD') as day, count(*) as events, count(*) filter (where event_type in ('PRIVMSG', 'ACTION', 'NOTICE')) as messages
+           from irc_events group by 1, 2 order by 1, 2`,
+      )
+    ).rows;
+    return { kept: JSON.stringify(kept), counted: JSON.stringify(counted) };
+  };
+
+  it('match the rows after imports, a re-import, a delete and a batch revert, and the calendar follows', async () => {
+    let r = await recount();
+    expect(r.kept).toBe(r.counted);
+    // A re-import adds nothing and changes no count.
+    await new IrcImportService(t.orm).importPaths([path.join(dir, 'lab')], { network: 'testnet', source: 'production' });
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    // Deleting the afternoon of a day recounts that day; deleting a whole day removes it from the calendar.
+    const corrections = new IrcCorrectionService(t.orm);
+    await corrections.deleteRows({ source: 'production', network: 'testnet', channel: '#lab', from: '2024-03-10 10:03:01', to: '2024-03-10 23:59:59' });
+    await corrections.deleteRows({ source: 'production', network: 'testnet', channel: '#lab', from: '2024-03-11', to: '2024-03-11' });
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    const body = main(await page(LAB));
+    expect(body).toContain('title="4 messages, 7 events" data-day="2024-03-10"');
+    expect(body).not.toContain('data-day="2024-03-11"');
+    expect((await get(`${LAB}/2024-03-11`)).status).toBe(404);
+    // Reverting the import of a new file takes its day away again.
+    const extra = path.join(dir, 'extra');
+    mkdirSync(extra);
+    writeFileSync(path.join(extra, '#lab_20240320.log'), '[08:00:00] <bob> a later day\n');
+    await new IrcImportService(t.orm).importPaths([extra], { network: 'testnet', source: 'production' });
+    expect(main(await page(LAB))).toContain('data-day="2024-03-20"');
+    const [batch] = await corrections.listBatches({ network: 'testnet' });
+    await corrections.revertBatch(batch!.id);
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    expect(main(await page(LAB))).not.toContain('data-day="2024-03-20"');
   });
 });
 

@@ -41,10 +41,9 @@ const MESSAGES = `e.event_type in ('PRIVMSG', 'ACTION', 'NOTICE')`;
 
 /**
  * The reader pages' own reads (name lookups and activity counts); rows and searches come from
- * IrcArchiveService. Each count is one index-only scan: a channel's year over
- * (channel_id, occurred_at, id) include (event_type, netsplit_leader), a person's months over
- * (lower(nick), occurred_at, id) include (channel_id, event_type, netsplit_leader). Statements
- * run under the archive's statement timeout.
+ * IrcArchiveService. A channel's days come from irc_channel_days (kept at write time); a person's
+ * months are one index-only scan of (lower(nick), occurred_at, id) include (channel_id,
+ * event_type, netsplit_leader). Statements run under the archive's statement timeout.
  */
 export class IrcReaderStore {
   constructor(
@@ -102,14 +101,12 @@ export class IrcReaderStore {
       : null;
   }
 
-  /** Days of `year` (UTC) on which the channel has rows, with their counts (netsplit bursts count once). */
+  /** Days of `year` (UTC) on which the channel has rows, with their counts (irc_channel_days, kept at write time). */
   async channelDays(channelId: number, year: number): Promise<ActivityCount[]> {
     const rows = await this.rows<{ key: string; events: string; messages: string }>(
-      `select to_char(e.occurred_at, 'YYYY-MM-DD') as key, count(*) as events, count(*) filter (where ${MESSAGES}) as messages
-         from irc_events e
-        where e.channel_id = ? and e.occurred_at >= ?::timestamp and e.occurred_at < ?::timestamp and ${VISIBLE}
-        group by 1 order by 1`,
-      [channelId, `${year}-01-01 00:00:00`, `${year + 1}-01-01 00:00:00`],
+      `select to_char(day, 'YYYY-MM-DD') as key, events, messages from irc_channel_days
+        where channel_id = ? and day >= ?::date and day < ?::date and events > 0 order by day`,
+      [channelId, `${year}-01-01`, `${year + 1}-01-01`],
     );
     return rows.map((r) => ({ key: r.key, events: Number(r.events), messages: Number(r.messages) }));
   }
