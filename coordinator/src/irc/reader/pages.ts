@@ -76,7 +76,7 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
   };
 
   r.get('/irc', { schema: hidden, config, onRequest: limiter }, async (request, reply) =>
-    page(request, reply, 'Chat logs', networksView(await store.networks(source), await archive.networks(source))),
+    page(request, reply, 'Chat logs', networksView(await store.networks(source))),
   );
 
   r.get('/irc/net/:network', { schema: { ...hidden, params: z.object({ network: name }) }, config, onRequest: limiter }, async (request, reply) => {
@@ -179,8 +179,9 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
     },
     async (request, reply) => {
       const network = request.query.network ? await networkNamed(request.query.network) : null;
+      const networks = await archive.networks(source);
       const base = toSearch({ nick: request.params.nick, ...(network ? { network_id: String(network.id) } : {}) });
-      const networkIds = network ? [network.id] : (await archive.networks(source)).map((n) => n.id);
+      const networkIds = network ? [network.id] : networks.map((n) => n.id);
       const profile = await archive.nickProfile(base);
       if (!profile) throw notFound(`Nobody called “${request.params.nick}” is in the archive${network ? ` of ${network.name}` : ''}.`);
       const keys = await archive.aliases.resolve(request.params.nick, networkIds);
@@ -188,7 +189,7 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
         store.nickMonths(networkIds, keys),
         archive.search({ ...base, eventTypes: ['PRIVMSG', 'ACTION'], order: 'desc', limit: 10 }),
       ]);
-      const networkNames = new Map((await archive.networks(source)).map((n) => [n.id, n.name]));
+      const networkNames = new Map(networks.map((n) => [n.id, n.name]));
       return page(request, reply, `${profile.nick} · Chat logs`, nickView({ profile, network, months, recent: recent.results, networkNames }));
     },
   );

@@ -65,8 +65,8 @@ export function highlighter(terms: readonly SearchTerm[]): RegExp | null {
   return parts.length ? new RegExp(parts.sort((a, b) => b.length - a.length).join('|'), 'giu') : null;
 }
 
-/** Escapes a piece of text and wraps what `mark` matches in <mark> (escaping each piece: entities are never split). */
-function marked(text: string, mark: RegExp | null): SafeHtml {
+/** Escapes a text and wraps what `mark` matches in <mark> (each piece escaped on its own: an entity is never split). */
+export function markedText(text: string, mark: RegExp | null): SafeHtml {
   if (!mark || !text) return html`${text}`;
   const out: SafeHtml[] = [];
   let at = 0;
@@ -88,15 +88,10 @@ export function messageHtml(text: string | null, mark: RegExp | null = null): Sa
   const out: SafeHtml[] = [];
   let at = 0;
   for (const [start, end, href] of links(text)) {
-    out.push(marked(text.slice(at, start), mark));
-    out.push(html`<a href="${href}" rel="nofollow noopener ugc">${marked(text.slice(start, end), mark)}</a>`);
+    out.push(markedText(text.slice(at, start), mark));
+    out.push(html`<a href="${href}" rel="nofollow noopener ugc">${markedText(text.slice(start, end), mark)}</a>`);
     at = end;
   }
-  out.push(marked(text.slice(at), mark));
+  out.push(markedText(text.slice(at), mark));
   return html`${out}`;
-}
-
-/** Text with the search's matches marked (nicks in search results). */
-export function markedText(text: string, mark: RegExp | null): SafeHtml {
-  return marked(text, mark);
 }

@@ -34,7 +34,7 @@ function searchBox(opts: { networkId?: number; channelId?: number; label: string
     <label for="q">${opts.label}</label><input id="q" name="q" type="search" maxlength="500" required> <button type="submit">Search</button></form>`;
 }
 
-export function networksView(summaries: NetworkSummary[], _networks: NetworkRow[]): SafeHtml {
+export function networksView(summaries: NetworkSummary[]): SafeHtml {
   return html`<div class="card irc-reader"><h1>Chat logs</h1>
     <p class="muted">The public chat-log archive: pick a network, a channel and a day, or search every log. Times are UTC. The same data is served as JSON by the <a href="/docs">chat-log API</a> (/irc/api).</p>
     ${searchBox({ label: 'Search all logs' })}
