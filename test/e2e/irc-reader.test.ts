@@ -220,6 +220,15 @@ describe('browsing', () => {
     expect(second).toContain(`flood ${DAY_PAGE + 5}<`);
     expect(second).not.toContain('flood 1<');
     expect((await get(`${FLOOD_DAY}?page=3`)).status).toBe(404);
+    // A link from outside the day (search results, nick pages) names the line; the page that holds it is shown.
+    const result = main(await page(`/irc/search?q=${DAY_PAGE + 3}&channel_id=${await channelId('#flood')}`));
+    const link = /<td class="time"><a href="([^"]+)"/.exec(result)![1]!.replace(/&amp;/g, '&');
+    const lineId = /#L(\d+)$/.exec(link)![1];
+    expect(link).toBe(`${FLOOD_DAY}?at=${lineId}#L${lineId}`);
+    const target = main(await page(link.replace(/#.*/, '')));
+    expect(target).toContain(`<tr id="L${lineId}"`);
+    expect(target).toContain('<strong aria-current="page">2</strong>');
+    expect(main(await page(`${FLOOD_DAY}?at=1`))).toContain('flood 1<');
   });
 });
 
@@ -236,7 +245,7 @@ describe('search page', () => {
     expect(body).toContain('hello <mark>world</mark> from the lab');
     expect(body).toContain('good morning <mark>world</mark>');
     const id = /<tr id="L(\d+)"[^>]*><td class="time"><a href="([^"]+)"/.exec(body)!;
-    expect(id[2]).toBe(`${LAB}/2024-03-10#L${id[1]}`);
+    expect(id[2]).toBe(`${LAB}/2024-03-10?at=${id[1]}#L${id[1]}`);
     // A term inside hostile markup is marked in the escaped text, never in the markup.
     const script = main(await page('/irc/search?q=script'));
     expect(script).toContain('&lt;<mark>script</mark>&gt;alert(&quot;xss&quot;)&lt;/<mark>script</mark>&gt;');
@@ -392,7 +401,8 @@ describe('rate limit', () => {
   });
 });
 
-async function labId(): Promise<number> {
+async function channelId(name: string): Promise<number> {
   const k = t.orm.em.getConnection().getKnex();
-  return Number((await k.raw(`select id from irc_channels where name = '#lab'`)).rows[0].id);
+  return Number((await k.raw(`select id from irc_channels where name = ?`, [name])).rows[0].id);
 }
+const labId = () => channelId('#lab');

@@ -114,6 +114,7 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
         querystring: z.object({
           all: optional(z.enum(['0', '1'], { error: 'must be 0 or 1' })),
           page: optional(z.string().regex(/^[1-9]\d{0,5}$/, { error: 'must be a page number' })),
+          at: optional(z.string().regex(/^[1-9]\d{0,18}$/, { error: 'must be a line id' })),
         }),
       },
       config,
@@ -124,12 +125,15 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
       if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || !isValidDate(day)) throw notFound(`“${day}” is not a day (YYYY-MM-DD).`);
       const { network, channel } = await channelNamed(request.params.network, request.params.channel);
       const all = request.query.all === '1';
-      const pageNo = Number(request.query.page ?? 1);
+      const types = all ? null : IRC_EVENT_TYPES.filter((t) => !PRESENCE.has(t));
+      // `at` (links from search results and nick pages): the page of the day that holds that line.
+      const before = request.query.at && !request.query.page ? await store.rowsBefore(channel.id, day, Number(request.query.at), types) : null;
+      const pageNo = before !== null ? Math.floor(before / DAY_PAGE) + 1 : Number(request.query.page ?? 1);
       const search: LogSearch = {
         ...toSearch({ channel_id: String(channel.id), date: day }),
         includeNetsplit: true,
         bulkNetsplit: true,
-        eventTypes: all ? null : IRC_EVENT_TYPES.filter((t) => !PRESENCE.has(t)),
+        eventTypes: types,
         limit: DAY_PAGE,
         offset: (pageNo - 1) * DAY_PAGE,
       };

@@ -122,6 +122,23 @@ export class IrcReaderStore {
     return { has: Boolean(row?.has), prev: row?.prev ?? null, next: row?.next ?? null };
   }
 
+  /**
+   * How many rows of the channel's day come before row `id` in (occurred_at, id) order, counting
+   * only `types` (null: every type) and one row per netsplit burst, as the day view lists them;
+   * null when the row is not on that day of that channel.
+   */
+  async rowsBefore(channelId: number, day: string, id: number, types: readonly string[] | null): Promise<number | null> {
+    const [row] = await this.rows<{ n: string | null }>(
+      `select (select count(*) from irc_events e
+                where e.channel_id = r.channel_id and e.occurred_at >= ?::timestamp and (e.occurred_at, e.id) < (r.occurred_at, r.id)
+                  and ${VISIBLE} ${types ? 'and e.event_type = any(?::text[])' : ''}) as n
+         from irc_events r
+        where r.id = ? and r.channel_id = ? and r.occurred_at >= ?::timestamp and r.occurred_at < ?::timestamp + interval '1 day'`,
+      [day, ...(types ? [types] : []), id, channelId, day, day],
+    );
+    return row?.n == null ? null : Number(row.n);
+  }
+
   /** Rows per month (UTC) of these nicks in these networks. */
   async nickMonths(networkIds: number[], nickKeys: string[]): Promise<ActivityCount[]> {
     if (!networkIds.length || !nickKeys.length) return [];

@@ -8,10 +8,12 @@ import type { SearchForm } from './pages.js';
 const enc = encodeURIComponent;
 export const networkUrl = (network: string) => `/irc/net/${enc(network)}`;
 export const channelUrl = (network: string, channel: string, year?: number) => `${networkUrl(network)}/${enc(channel)}${year ? `?year=${year}` : ''}`;
-export function dayUrl(network: string, channel: string, day: string, opts: { all?: boolean; page?: number; line?: number } = {}): string {
+/** A day's page; `at` names a line whose page the server finds (links from outside the day), `line` the anchor. */
+export function dayUrl(network: string, channel: string, day: string, opts: { all?: boolean; page?: number; line?: number; at?: number } = {}): string {
   const qs = new URLSearchParams();
   if (opts.all) qs.set('all', '1');
   if (opts.page && opts.page > 1) qs.set('page', String(opts.page));
+  if (opts.at) qs.set('at', String(opts.at));
   const q = qs.toString();
   return `${networkUrl(network)}/${enc(channel)}/${day}${q ? `?${q}` : ''}${opts.line ? `#L${opts.line}` : ''}`;
 }
@@ -179,7 +181,7 @@ export function dayView(v: {
   around: DayNeighbours;
 }): SafeHtml {
   const { network, channel, day, all } = v;
-  const url = (o: { day?: string; all?: boolean; page?: number; line?: number }) =>
+  const url = (o: { day?: string; all?: boolean; page?: number; line?: number; at?: number }) =>
     dayUrl(network.name, channel.name, o.day ?? day, { all: o.all ?? all, ...o });
   const dayNav = html`<nav class="day-nav" aria-label="Days">${v.around.prev ? html`<a rel="prev" href="${url({ day: v.around.prev, page: 1 })}">← ${v.around.prev}</a>` : html`<span></span>`}
     <a href="${channelUrl(network.name, channel.name, Number(day.slice(0, 4)))}#m${day.slice(5, 7)}">Calendar</a>
@@ -205,7 +207,7 @@ export function dayView(v: {
     ${
       v.rows.length
         ? html`<div class="table-wrap"><table class="irc-log" id="irc-log"><tbody>${v.rows.map((r) =>
-            logLine(r, network.name, { href: PRESENCE.has(r.event_type) && !all ? url({ all: true, line: r.id }) : `#L${r.id}` }),
+            logLine(r, network.name, { href: PRESENCE.has(r.event_type) && !all ? url({ all: true, at: r.id, line: r.id }) : `#L${r.id}` }),
           )}</tbody></table></div>`
         : html`<p id="only-presence" class="muted">Only joins, parts and quits on this day.</p>`
     }
@@ -255,7 +257,7 @@ export function searchView(v: {
         <div class="table-wrap"><table class="irc-log" id="irc-results"><tbody>${rows.map((r) => {
           const network = names.get(r.network_id) ?? '';
           return logLine(r, network, {
-            href: dayUrl(network, r.channel_name, r.occurred_at.slice(0, 10), { all: PRESENCE.has(r.event_type), line: r.id }),
+            href: dayUrl(network, r.channel_name, r.occurred_at.slice(0, 10), { all: PRESENCE.has(r.event_type), at: r.id, line: r.id }),
             mark,
             channel: html`<a href="${channelUrl(network, r.channel_name)}">${r.channel_name}</a>${v.networks.length > 1 ? html` <span class="muted">${network}</span>` : ''}`,
           });
@@ -291,7 +293,7 @@ export function nickView(v: {
       last
         ? html`<div class="card irc-reader" id="recent"><h2>Last messages</h2><div class="table-wrap"><table class="irc-log"><tbody>${v.recent.map((r) =>
             logLine(r, net(r), {
-              href: dayUrl(net(r), r.channel_name, r.occurred_at.slice(0, 10), { line: r.id }),
+              href: dayUrl(net(r), r.channel_name, r.occurred_at.slice(0, 10), { at: r.id, line: r.id }),
               channel: html`<a href="${channelUrl(net(r), r.channel_name)}">${r.channel_name}</a>`,
             }),
           )}</tbody></table></div></div>`
