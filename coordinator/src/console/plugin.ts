@@ -104,7 +104,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
     const user = userOf(request);
     const list = await readableZones(request);
     const body = html`<div class="card"><h1>DNS zones</h1>
-      <p class="muted">Zones you may read. Records are edited through the <a href="/docs#/dns">DNS API</a> (/api/dns).</p>
+      <p class="muted">Zones you may read. Records are edited through the <a href="/docs#/dns">DNS API</a> (/api/dns); routers and ddclient update addresses with <a href="/dyndns">dynamic-DNS tokens</a>.</p>
       ${
         list.length
           ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
