@@ -578,6 +578,11 @@ describe('every real route of the application', () => {
       /^\/docs(\/.*)?$/,
       /^\/openapi\.json$/,
       /^\/metrics$/,
+      // Status pages and guestbooks: the published data and the public form.
+      /^\/api\/statuspage\/:slug$/,
+      /^\/status\/:slug$/,
+      /^\/guestbook\/:slug(\/entries)?$/,
+      /^\/api\/guestbook\/:slug\/entries$/,
       // The web console's bundle (content-hashed files of coordinator/dist/public).
       /^\/assets\/\*$/,
     ];

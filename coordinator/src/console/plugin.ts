@@ -96,7 +96,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
         <div class="card" id="archive"><h2>Chat-log archive</h2>
           <p><strong>${size.events.toLocaleString('en')}</strong> events in ${size.channels} channels on ${size.networks} networks.</p><p><a href="/irc">Chat logs</a></p></div>
       </div>
-      <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
+      <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/statuspages">Status pages</a></li><li><a href="/guestbooks">Guestbooks</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
     return sendPage(reply, { title: 'Home', user, active: 'home', body });
   });
 

@@ -14,6 +14,7 @@ import { Migration20261124001200AppSettings } from './20261124-0012-app-settings
 import { Migration20261124001500SpamProfiles } from './20261124-0015-spam-profiles.js';
 import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
 import { Migration20261125001700DyndnsReputation } from './20261125-0017-dyndns-reputation.js';
+import { Migration20261125001800StatuspagesGuestbooks } from './20261125-0018-statuspages-guestbooks.js';
 import { Migration20261125002100IrcChannelDays } from './20261125-0021-irc-channel-days.js';
 import { MIGRATION_NAMES } from './names.js';
 
@@ -34,6 +35,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124001500SpamProfiles', class: Migration20261124001500SpamProfiles },
   { name: 'Migration20261125001100SpeechAi', class: Migration20261125001100SpeechAi },
   { name: 'Migration20261125001700DyndnsReputation', class: Migration20261125001700DyndnsReputation },
+  { name: 'Migration20261125001800StatuspagesGuestbooks', class: Migration20261125001800StatuspagesGuestbooks },
   { name: 'Migration20261125002100IrcChannelDays', class: Migration20261125002100IrcChannelDays },
 ];
 

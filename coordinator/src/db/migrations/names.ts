@@ -19,5 +19,6 @@ export const MIGRATION_NAMES = [
   'Migration20261124001500SpamProfiles',
   'Migration20261125001100SpeechAi',
   'Migration20261125001700DyndnsReputation',
+  'Migration20261125001800StatuspagesGuestbooks',
   'Migration20261125002100IrcChannelDays',
 ] as const;
