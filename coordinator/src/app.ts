@@ -121,7 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
-  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
+  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /admin pages
 
   attachLiveHub(app, domainDeps);
   await speech.work.start(app.log);
