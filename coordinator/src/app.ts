@@ -122,7 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin);
   await app.register(ircPlugin, domainDeps);
-  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
+  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /admin pages
   await app.register(dnsProvidersPage, domainDeps); // /admin/dns-providers
 
   attachLiveHub(app, domainDeps);

@@ -572,6 +572,8 @@ describe('every real route of the application', () => {
       // Reputation lookups of public things (and the older lookup path); reports need a user.
       /^\/api\/reputation(\/lookup)?$/,
       /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
+      // The chat-log reader pages (the same public archive, server-rendered).
+      /^\/irc(\/search|\/nick\/:nick|\/net\/:network(\/:channel(\/:day)?)?)?$/,
       /^\/shared\/speech\/transcript\/:token$/,
       /^\/docs(\/.*)?$/,
       /^\/openapi\.json$/,

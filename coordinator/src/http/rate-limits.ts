@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 
 /** The budgets that several routes share; each is counted per client address. */
-export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin' | 'dyndns' | 'guestbook';
+export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin' | 'dyndns' | 'guestbook' | 'irc';
 
 /**
  * An onRequest hook that counts every route it guards against one budget per client address

@@ -20,5 +20,7 @@ export const MIGRATION_NAMES = [
   'Migration20261125001100SpeechAi',
   'Migration20261125001700DyndnsReputation',
   'Migration20261125001800StatuspagesGuestbooks',
+  'Migration20261125002100IrcChannelDays',
+  'Migration20261125002000DnsCachePaging',
   'Migration20261125001900DnsProviders',
 ] as const;
