@@ -60,7 +60,7 @@ export async function dnsPages(base: FastifyInstance, deps: Pick<DomainDeps, 'ac
         list.length
           ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
               (zone) =>
-                html`<tr><td class="mono"><a href="/dns/zones/${encodeURIComponent(zone.zone)}">${zone.zone}</a></td><td class="mono">${zone.server}:${zone.port}</td><td>${canWrite(a, zone.zone) ? 'read and write' : 'read'}</td></tr>`,
+                html`<tr><td class="mono"><a href="/dns/zones/${encodeURIComponent(zone.zone)}">${zone.zone}</a></td><td class="mono">${zone.filePath === null ? 'external provider' : `${zone.server}:${zone.port}`}</td><td>${canWrite(a, zone.zone) ? 'read and write' : 'read'}</td></tr>`,
             )}</tbody></table></div>`
           : html`<p id="no-zones">You cannot read any zone yet; an administrator grants zone rights.</p>`
       }</div>`;
