@@ -13,6 +13,7 @@ import { Migration20261125001400IrcImportBatches } from './20261125-0014-irc-imp
 import { Migration20261124001200AppSettings } from './20261124-0012-app-settings.js';
 import { Migration20261124001500SpamProfiles } from './20261124-0015-spam-profiles.js';
 import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
+import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -31,6 +32,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124001200AppSettings', class: Migration20261124001200AppSettings },
   { name: 'Migration20261124001500SpamProfiles', class: Migration20261124001500SpamProfiles },
   { name: 'Migration20261125001100SpeechAi', class: Migration20261125001100SpeechAi },
+  { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -18,4 +18,5 @@ export const MIGRATION_NAMES = [
   'Migration20261124001200AppSettings',
   'Migration20261124001500SpamProfiles',
   'Migration20261125001100SpeechAi',
+  'Migration20261125001600Assistant',
 ] as const;
