@@ -119,7 +119,21 @@ export class AssistantService {
   private readonly graph: GraphAssistant;
 
   constructor(
-    private readonly deps: { orm: Orm; redis: Redis; config: Config; log: FastifyBaseLogger },
+    private readonly deps: {
+      orm: Orm;
+      /** Per-user request budget; the admin CLI, which sends no prompts, has none. */
+      redis: Pick<Redis, 'incr' | 'expire'> | null;
+      config: Pick<
+        Config,
+        | 'ASSISTANT_SECRET_KEY'
+        | 'ASSISTANT_EXTRA_CA_FILE'
+        | 'ASSISTANT_UPSTREAM_TIMEOUT_SECONDS'
+        | 'ASSISTANT_RATE_LIMIT_PER_MINUTE'
+        | 'PUBLIC_BASE_URL'
+        | 'REDIS_KEY_PREFIX'
+      >;
+      log: Pick<FastifyBaseLogger, 'warn'>;
+    },
     http?: UpstreamHttp,
   ) {
     this.audit = new AssistantAuditLog(deps.orm);
@@ -600,8 +614,10 @@ export class AssistantService {
   private async rateLimit(userId: number) {
     const minute = Math.floor(Date.now() / 60_000);
     const key = `${this.deps.config.REDIS_KEY_PREFIX}assistant:rl:${userId}:${minute}`;
-    const n = await this.deps.redis.incr(key);
-    if (n === 1) await this.deps.redis.expire(key, 120);
+    const redis = this.deps.redis;
+    if (!redis) return;
+    const n = await redis.incr(key);
+    if (n === 1) await redis.expire(key, 120);
     if (n > this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE) {
       const retry = 60 - Math.floor((Date.now() / 1000) % 60);
       throw new AssistantError(429, 'rate_limited', `At most ${this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE} assistant requests per minute; retry in ${retry} s.`, { retry_after: retry });
