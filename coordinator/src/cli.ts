@@ -933,7 +933,14 @@ program
 const runAssistant = runWith(async (orm) => {
   const { AssistantService } = await import('./assistant/assistant-service.js');
   const env = envSchema
-    .pick({ ASSISTANT_SECRET_KEY: true, ASSISTANT_EXTRA_CA_FILE: true, ASSISTANT_UPSTREAM_TIMEOUT_SECONDS: true, ASSISTANT_RATE_LIMIT_PER_MINUTE: true, PORT: true, PUBLIC_BASE_URL: true })
+    .pick({
+      ASSISTANT_SECRET_KEY: true,
+      ASSISTANT_EXTRA_CA_FILE: true,
+      ASSISTANT_UPSTREAM_TIMEOUT_SECONDS: true,
+      ASSISTANT_RATE_LIMIT_PER_MINUTE: true,
+      PORT: true,
+      PUBLIC_BASE_URL: true,
+    })
     .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => /^(ASSISTANT_|PORT$|PUBLIC_BASE_URL$)/.test(k) && v)));
   const config = { ...env, PUBLIC_BASE_URL: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, ''), REDIS_KEY_PREFIX: '' };
   return new AssistantService({ orm, redis: null, config, log: { warn: () => undefined } });
@@ -958,7 +965,17 @@ program
       async (
         svc,
         slug: string,
-        o: { clientId: string; name?: string; clientSecret?: string; secretFile?: string; redirectUri?: string; graphUrl: string; authorityHost: string; scopes?: string[]; timeZone: string },
+        o: {
+          clientId: string;
+          name?: string;
+          clientSecret?: string;
+          secretFile?: string;
+          redirectUri?: string;
+          graphUrl: string;
+          authorityHost: string;
+          scopes?: string[];
+          timeZone: string;
+        },
       ) => {
         const { DEFAULT_SCOPES } = await import('./assistant/validation.js');
         const existing = (await svc.repo.setupBySlug(slug)) !== null;
@@ -1027,7 +1044,17 @@ program
         json: { entries },
         text: table(
           ['ID', 'AT', 'ACTION', 'RESULT', 'USER', 'SETUP', 'TENANT', 'CODE', 'REQUEST'],
-          entries.map((e) => [String(e.id), e.at, e.action, e.result, e.username ?? '', e.setup_slug ?? '', e.tenant_id ?? '', e.error_code ?? '', e.request_id ?? '']),
+          entries.map((e) => [
+            String(e.id),
+            e.at,
+            e.action,
+            e.result,
+            e.username ?? '',
+            e.setup_slug ?? '',
+            e.tenant_id ?? '',
+            e.error_code ?? '',
+            e.request_id ?? '',
+          ]),
           'no entries',
         ),
       };

@@ -156,7 +156,12 @@ export class AssistantService {
   }
 
   private requireBox(): SecretBox {
-    if (!this.box) throw new AssistantError(409, 'not_configured', 'The assistant connector is not configured: set ASSISTANT_SECRET_KEY (the key that encrypts setup secrets and token caches).');
+    if (!this.box)
+      throw new AssistantError(
+        409,
+        'not_configured',
+        'The assistant connector is not configured: set ASSISTANT_SECRET_KEY (the key that encrypts setup secrets and token caches).',
+      );
     return this.box;
   }
 
@@ -214,9 +219,19 @@ export class AssistantService {
       row = await this.repo.setupById(current.id);
     } else {
       row = await this.repo.insertSetup({ slug, ...fields });
-      if (!row) throw new AssistantError(422, 'validation_failed', `slug: a setup "${slug}" exists already`, { errors: { slug: ['a setup with this slug exists already'] } });
+      if (!row)
+        throw new AssistantError(422, 'validation_failed', `slug: a setup "${slug}" exists already`, {
+          errors: { slug: ['a setup with this slug exists already'] },
+        });
     }
-    await this.audit.record({ action: 'setup_save', result: 'ok', userId: actor.id, username: actor.username, setupSlug: slug, detail: current ? 'updated' : 'created' });
+    await this.audit.record({
+      action: 'setup_save',
+      result: 'ok',
+      userId: actor.id,
+      username: actor.username,
+      setupSlug: slug,
+      detail: current ? 'updated' : 'created',
+    });
     return this.present(row!, await this.repo.delegates(row!.id));
   }
 
@@ -227,7 +242,14 @@ export class AssistantService {
     if (!user) throw new AssistantError(422, 'validation_failed', `username: no user named "${username}"`, { errors: { username: ['no such user'] } });
     if (remove) await this.repo.undelegate(setup.id, user.id);
     else await this.repo.delegate(setup.id, user.id);
-    await this.audit.record({ action: 'delegate', result: 'ok', userId: actor.id, username: actor.username, setupSlug: slug, detail: `${remove ? 'removed' : 'delegated to'} ${username}` });
+    await this.audit.record({
+      action: 'delegate',
+      result: 'ok',
+      userId: actor.id,
+      username: actor.username,
+      setupSlug: slug,
+      detail: `${remove ? 'removed' : 'delegated to'} ${username}`,
+    });
   }
 
   private async setupOr404(slug: string): Promise<SetupRow> {
@@ -240,7 +262,11 @@ export class AssistantService {
   private async usableSetup(user: AuthUser, slug: string): Promise<SetupRow> {
     const setup = await this.setupOr404(slug);
     if (!user.isAdmin && !(await this.repo.delegatedSetupIds(user.id)).includes(setup.id)) {
-      throw new AssistantError(403, 'setup_not_delegated', `The setup "${slug}" has not been delegated to you; an administrator delegates it on ${this.pageUrl}.`);
+      throw new AssistantError(
+        403,
+        'setup_not_delegated',
+        `The setup "${slug}" has not been delegated to you; an administrator delegates it on ${this.pageUrl}.`,
+      );
     }
     return setup;
   }
@@ -262,7 +288,12 @@ export class AssistantService {
 
   private credential(setup: SetupRow): Credential {
     const plain = this.requireBox().open(setup.credential_enc, `setup:${setup.slug}`);
-    if (!plain) throw new AssistantError(503, 'setup_unreadable', `The credential of setup "${setup.slug}" cannot be decrypted (was ASSISTANT_SECRET_KEY changed?): an administrator saves it again.`);
+    if (!plain)
+      throw new AssistantError(
+        503,
+        'setup_unreadable',
+        `The credential of setup "${setup.slug}" cannot be decrypted (was ASSISTANT_SECRET_KEY changed?): an administrator saves it again.`,
+      );
     return JSON.parse(plain) as Credential;
   }
 
@@ -340,7 +371,13 @@ export class AssistantService {
     );
     await this.repo.addPendingSignIn(
       sha256(state),
-      { user_id: user.id, setup_id: setup.id, session_hash: sha256(sessionId), verifier_enc: box.seal(verifier, `verifier:${sha256(state)}`), correlation_id: correlationId },
+      {
+        user_id: user.id,
+        setup_id: setup.id,
+        session_hash: sha256(sessionId),
+        verifier_enc: box.seal(verifier, `verifier:${sha256(state)}`),
+        correlation_id: correlationId,
+      },
       SIGN_IN_TTL_SECONDS,
     );
     await this.audit.record({ action: 'connect_start', result: 'ok', userId: user.id, username: user.username, setupSlug: slug, correlationId, requestId });
@@ -356,12 +393,27 @@ export class AssistantService {
     const correlationId = randomUUID();
     await this.repo.addPendingSignIn(
       sha256(state),
-      { user_id: user.id, setup_id: setup.id, session_hash: sha256(sessionId), verifier_enc: box.seal('admin-consent', `verifier:${sha256(state)}`), correlation_id: correlationId },
+      {
+        user_id: user.id,
+        setup_id: setup.id,
+        session_hash: sha256(sessionId),
+        verifier_enc: box.seal('admin-consent', `verifier:${sha256(state)}`),
+        correlation_id: correlationId,
+      },
       SIGN_IN_TTL_SECONDS,
     );
     const graphScopes = resourceScopes(setup.scopes).map((s) => (s.includes('/') ? s : `https://graph.microsoft.com/${s}`));
     const q = new URLSearchParams({ client_id: setup.client_id, scope: graphScopes.join(' '), redirect_uri: setup.redirect_uri, state });
-    await this.audit.record({ action: 'connect_start', result: 'ok', userId: user.id, username: user.username, setupSlug: slug, correlationId, requestId, detail: 'admin consent' });
+    await this.audit.record({
+      action: 'connect_start',
+      result: 'ok',
+      userId: user.id,
+      username: user.username,
+      setupSlug: slug,
+      correlationId,
+      requestId,
+      detail: 'admin consent',
+    });
     return `${setup.authority_host}/organizations/v2.0/adminconsent?${q.toString()}`;
   }
 
@@ -381,7 +433,11 @@ export class AssistantService {
     const base: AuditEntry = { action: 'connect', result: 'refused', userId: user.id, username: user.username, requestId };
     if (!pending) {
       await this.audit.record({ ...base, errorCode: 'state_invalid' });
-      throw new AssistantError(422, 'state_invalid', 'This sign-in answer is unknown, expired or was already used. Start connect again from the assistant page.');
+      throw new AssistantError(
+        422,
+        'state_invalid',
+        'This sign-in answer is unknown, expired or was already used. Start connect again from the assistant page.',
+      );
     }
     if (pending.session_hash !== sha256(sessionId) || pending.user_id !== user.id) {
       await this.audit.record({ ...base, correlationId: pending.correlation_id, errorCode: 'state_session_mismatch' });
@@ -392,7 +448,13 @@ export class AssistantService {
     const box = this.requireBox();
     const verifier = box.open(pending.verifier_enc, `verifier:${sha256(state)}`);
     const isConsent = verifier === 'admin-consent';
-    const audit: AuditEntry = { ...base, action: isConsent ? 'connect' : 'connect', setupSlug: setup.slug, correlationId: pending.correlation_id, tenantId: query.tenant ?? null };
+    const audit: AuditEntry = {
+      ...base,
+      action: isConsent ? 'connect' : 'connect',
+      setupSlug: setup.slug,
+      correlationId: pending.correlation_id,
+      tenantId: query.tenant ?? null,
+    };
     if (query.error) {
       const code = identityProviderCode(query.error_description) ?? query.error;
       await this.audit.record({ ...audit, result: 'failed', errorCode: code, detail: isConsent ? 'admin consent' : null });
@@ -431,18 +493,33 @@ export class AssistantService {
       username: result.account?.username ?? null,
       validation,
     });
-    await this.audit.record({ ...audit, action: 'validation', result: validation.ok ? 'ok' : 'refused', tenantId: validation.tenant_id, errorCode: validation.code });
+    await this.audit.record({
+      ...audit,
+      action: 'validation',
+      result: validation.ok ? 'ok' : 'refused',
+      tenantId: validation.tenant_id,
+      errorCode: validation.code,
+    });
     if (!validation.ok) {
       // Nothing of a refused sign-in is kept: its tokens are dropped with the cache.
       await this.dropAccount(client, result);
       await this.audit.record({ ...audit, result: 'refused', tenantId: validation.tenant_id, errorCode: validation.code });
-      throw new AssistantError(403, validation.code ?? 'validation_failed', validation.message, validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes } : {});
+      throw new AssistantError(
+        403,
+        validation.code ?? 'validation_failed',
+        validation.message,
+        validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes } : {},
+      );
     }
     await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
     // The direct prompt test of the connect flow (spec Authentication 3g): it finds a missing licence at once.
     let test: { ok: boolean; message: string } | null = null;
     try {
-      await this.respond(user, { user_prompt: 'Reply with a short greeting to confirm the connection works.' }, { requestId, slug: setup.slug, action: 'prompt_test' });
+      await this.respond(
+        user,
+        { user_prompt: 'Reply with a short greeting to confirm the connection works.' },
+        { requestId, slug: setup.slug, action: 'prompt_test' },
+      );
       test = { ok: true, message: 'The assistant answered the connection test.' };
     } catch (err) {
       test = { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
@@ -451,7 +528,11 @@ export class AssistantService {
   }
 
   private async dropAccount(client: ConfidentialClientApplication, result: AuthenticationResult) {
-    if (result.account) await client.getTokenCache().removeAccount(result.account).catch(() => undefined);
+    if (result.account)
+      await client
+        .getTokenCache()
+        .removeAccount(result.account)
+        .catch(() => undefined);
   }
 
   /** Runs an identity-provider call; its errors become connector errors with the AADSTS code and what to do. */
@@ -465,7 +546,10 @@ export class AssistantService {
       const code = identityProviderCode(e.errorMessage ?? e.message) ?? e.errorCode ?? 'identity_provider_error';
       await onError?.(code);
       if (unreachable) throw new AssistantError(502, 'identity_provider_unreachable', 'The identity provider could not be reached or gave no usable answer.');
-      throw new AssistantError(403, 'identity_provider_error', `The identity provider refused the request (${code}).`, { identity_provider_code: code, action: adviceFor(identityProviderCode(code)) });
+      throw new AssistantError(403, 'identity_provider_error', `The identity provider refused the request (${code}).`, {
+        identity_provider_code: code,
+        action: adviceFor(identityProviderCode(code)),
+      });
     }
   }
 
@@ -491,7 +575,9 @@ export class AssistantService {
       setup = await this.repo.setupBySlug(slug);
       if (!setup) {
         await this.audit.record({ ...audit, result: 'refused', errorCode: 'unknown_connector' });
-        throw new AssistantError(422, 'unknown_connector', `connector_slug: there is no assistant setup "${slug}".`, { errors: { connector_slug: ['unknown setup'] } });
+        throw new AssistantError(422, 'unknown_connector', `connector_slug: there is no assistant setup "${slug}".`, {
+          errors: { connector_slug: ['unknown setup'] },
+        });
       }
       connection = await this.repo.connection(user.id, setup.id);
     } else {
@@ -502,7 +588,12 @@ export class AssistantService {
     const reconnect = { reconnect_url: this.pageUrl };
     if (!setup || !connection || !connection.home_account_id || !connection.token_cache_enc) {
       await this.audit.record({ ...audit, result: 'refused', errorCode: 'not_connected' });
-      throw new AssistantError(409, 'not_connected', `No assistant account is connected for you${setup ? ` on setup "${setup.slug}"` : ''}: connect one on ${this.pageUrl}.`, reconnect);
+      throw new AssistantError(
+        409,
+        'not_connected',
+        `No assistant account is connected for you${setup ? ` on setup "${setup.slug}"` : ''}: connect one on ${this.pageUrl}.`,
+        reconnect,
+      );
     }
     audit.tenantId = connection.tenant_id;
     if (!user.isAdmin && !(await this.repo.delegatedSetupIds(user.id)).includes(setup.id)) {
@@ -537,7 +628,9 @@ export class AssistantService {
     } catch (err) {
       const e = err as { errorCode?: string; errorMessage?: string; message?: string };
       const code = identityProviderCode(e.errorMessage ?? e.message) ?? e.errorCode ?? 'refresh_failed';
-      const interaction = err instanceof InteractionRequiredAuthError || /invalid_grant|no_tokens_found|interaction_required|login_required|consent_required|refresh_token_expired|bad_token/i.test(e.errorCode ?? '');
+      const interaction =
+        err instanceof InteractionRequiredAuthError ||
+        /invalid_grant|no_tokens_found|interaction_required|login_required|consent_required|refresh_token_expired|bad_token/i.test(e.errorCode ?? '');
       await this.audit.record({ ...audit, action: 'refresh', result: interaction ? 'reconnect_required' : 'failed', correlationId, errorCode: code });
       if (interaction) {
         await this.markReconnect(user, setup, connection, code, `The sign-in can no longer be refreshed (${code}); connect again.`);
@@ -549,7 +642,11 @@ export class AssistantService {
         });
       }
       await this.audit.record({ ...audit, result: 'upstream_error', correlationId, errorCode: code });
-      throw new AssistantError(502, 'identity_provider_unreachable', 'The identity provider could not refresh the sign-in (unreachable or an unusable answer).');
+      throw new AssistantError(
+        502,
+        'identity_provider_unreachable',
+        'The identity provider could not refresh the sign-in (unreachable or an unusable answer).',
+      );
     }
     if (!token.fromCache) await this.audit.record({ ...audit, action: 'refresh', result: 'ok', correlationId });
     const validation = validateTokenResponse(token, { clientId: setup.client_id, scopes: setup.scopes });
@@ -557,7 +654,12 @@ export class AssistantService {
       await this.repo.setStatus(user.id, setup.id, 'invalid', validation);
       await this.audit.record({ ...audit, action: 'validation', result: 'refused', correlationId, errorCode: validation.code });
       await this.audit.record({ ...audit, result: 'refused', correlationId, errorCode: validation.code });
-      throw new AssistantError(403, validation.code ?? 'validation_failed', validation.message, validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes, ...reconnect } : reconnect);
+      throw new AssistantError(
+        403,
+        validation.code ?? 'validation_failed',
+        validation.message,
+        validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes, ...reconnect } : reconnect,
+      );
     }
     await this.audit.record({ ...audit, action: 'validation', result: 'ok', correlationId });
 
@@ -569,7 +671,13 @@ export class AssistantService {
       return {
         ok: true,
         reply: reply.text,
-        connector: { slug: setup.slug, display_name: setup.display_name, tenant_id: validation.tenant_id, account: account.username || null, conversation_id: reply.conversationId },
+        connector: {
+          slug: setup.slug,
+          display_name: setup.display_name,
+          tenant_id: validation.tenant_id,
+          account: account.username || null,
+          conversation_id: reply.conversationId,
+        },
         diagnostics: {
           provider: 'graph_assistant',
           upstream: `${setup.graph_url}/beta/assistant/conversations`,
@@ -585,10 +693,19 @@ export class AssistantService {
       };
     } catch (err) {
       if (!(err instanceof UpstreamFailure)) throw err;
-      await this.audit.record({ ...audit, result: err.code === 'licence_missing' ? 'licence_missing' : 'upstream_error', correlationId: err.requestId ?? correlationId, errorCode: err.code });
+      await this.audit.record({
+        ...audit,
+        result: err.code === 'licence_missing' ? 'licence_missing' : 'upstream_error',
+        correlationId: err.requestId ?? correlationId,
+        errorCode: err.code,
+      });
       if (err.code === 'licence_missing') {
         await this.repo.setStatus(user.id, setup.id, 'licence_missing', { ...validation, ok: false, code: 'licence_missing', message: err.message });
-        throw new AssistantError(403, 'licence_missing', `${err.message} An administrator assigns an assistant licence to the account, then the request can be repeated.`);
+        throw new AssistantError(
+          403,
+          'licence_missing',
+          `${err.message} An administrator assigns an assistant licence to the account, then the request can be repeated.`,
+        );
       }
       if (err.code === 'upstream_forbidden') throw new AssistantError(403, 'permission_missing', err.message, reconnect);
       if (err.code === 'upstream_unauthorized') {
@@ -620,7 +737,12 @@ export class AssistantService {
     if (n === 1) await redis.expire(key, 120);
     if (n > this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE) {
       const retry = 60 - Math.floor((Date.now() / 1000) % 60);
-      throw new AssistantError(429, 'rate_limited', `At most ${this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE} assistant requests per minute; retry in ${retry} s.`, { retry_after: retry });
+      throw new AssistantError(
+        429,
+        'rate_limited',
+        `At most ${this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE} assistant requests per minute; retry in ${retry} s.`,
+        { retry_after: retry },
+      );
     }
   }
 }
@@ -637,7 +759,8 @@ function validateSetup(s: SetupInput): Record<string, string[]> {
   const https = (f: string, v: string, path: boolean) => {
     try {
       const u = new URL(v);
-      if (u.protocol !== 'https:' && !(f === 'graph_url' && u.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname))) add(f, 'must be an https:// URL');
+      if (u.protocol !== 'https:' && !(f === 'graph_url' && u.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname)))
+        add(f, 'must be an https:// URL');
       if (!path && u.pathname.replace(/\/+$/, '') !== '') add(f, 'must be an origin without a path (the tenant path is added)');
       if (u.search || u.hash || u.username) add(f, 'must have no query, fragment or credentials');
     } catch {

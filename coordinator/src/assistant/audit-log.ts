@@ -36,7 +36,8 @@ export interface AuditRow {
 }
 
 /** Strings that look like a credential are cut out of free text before it is stored. */
-const CREDENTIALISH = /(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*|sonar_[a-z]+_[A-Za-z0-9_-]+|(?:code|state|token|secret|assertion|verifier)=[^&\s]+)/g;
+const CREDENTIALISH =
+  /(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*|sonar_[a-z]+_[A-Za-z0-9_-]+|(?:code|state|token|secret|assertion|verifier)=[^&\s]+)/g;
 
 export function scrubDetail(text: string): string {
   return text.replace(CREDENTIALISH, '[redacted]').slice(0, 500);
@@ -87,9 +88,10 @@ export class AssistantAuditLog {
     params.push(filter.limit);
     const rows = await this.orm.em
       .getConnection()
-      .execute<
-        Array<Omit<AuditRow, 'at' | 'id'> & { id: string | number; at: Date }>
-      >(`select * from assistant_audit ${where.length ? `where ${where.join(' and ')}` : ''} order by id desc limit ?`, params);
+      .execute<Array<Omit<AuditRow, 'at' | 'id'> & { id: string | number; at: Date }>>(
+        `select * from assistant_audit ${where.length ? `where ${where.join(' and ')}` : ''} order by id desc limit ?`,
+        params,
+      );
     return rows.map((r) => ({ ...r, id: Number(r.id), at: new Date(r.at).toISOString() }));
   }
 }

@@ -54,7 +54,8 @@ export function composeChat(f: PromptFields, timeZone: string): ChatRequest {
 /** Why an upstream call gave no usable reply. */
 export class UpstreamFailure extends Error {
   constructor(
-    readonly code: 'licence_missing' | 'upstream_forbidden' | 'upstream_unauthorized' | 'upstream_error' | 'upstream_invalid' | 'upstream_timeout' | 'upstream_unreachable',
+    readonly code:
+      'licence_missing' | 'upstream_forbidden' | 'upstream_unauthorized' | 'upstream_error' | 'upstream_invalid' | 'upstream_timeout' | 'upstream_unreachable',
     message: string,
     readonly status: number | null,
     readonly requestId: string | null,
@@ -81,7 +82,8 @@ export class GraphAssistant {
     const base = `${graphUrl.replace(/\/+$/, '')}/beta/assistant/conversations`;
     const created = await this.post(base, accessToken, {});
     const id = (created.json as { id?: unknown } | null)?.id;
-    if (typeof id !== 'string' || !id) throw new UpstreamFailure('upstream_invalid', 'The assistant created no conversation id.', created.status, created.requestId);
+    if (typeof id !== 'string' || !id)
+      throw new UpstreamFailure('upstream_invalid', 'The assistant created no conversation id.', created.status, created.requestId);
     const answer = await this.post(`${base}/${encodeURIComponent(id)}/chat`, accessToken, body);
     const messages = (answer.json as { messages?: unknown } | null)?.messages;
     const reply = Array.isArray(messages)
@@ -115,7 +117,8 @@ export class GraphAssistant {
       json = null;
     }
     if (res.status >= 200 && res.status < 300) {
-      if (json === null || typeof json !== 'object') throw new UpstreamFailure('upstream_invalid', `The graph API answered ${res.status} without a JSON object.`, res.status, requestId);
+      if (json === null || typeof json !== 'object')
+        throw new UpstreamFailure('upstream_invalid', `The graph API answered ${res.status} without a JSON object.`, res.status, requestId);
       return { status: res.status, json, requestId };
     }
     const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
@@ -124,7 +127,8 @@ export class GraphAssistant {
     if (res.status === 403 && /licen[cs]e/i.test(`${code} ${message}`)) {
       throw new UpstreamFailure('licence_missing', `The account has no assistant licence (${message || code}).`, 403, requestId);
     }
-    if (res.status === 403) throw new UpstreamFailure('upstream_forbidden', `The graph API refused the request: ${message || code || 'forbidden'}.`, 403, requestId);
+    if (res.status === 403)
+      throw new UpstreamFailure('upstream_forbidden', `The graph API refused the request: ${message || code || 'forbidden'}.`, 403, requestId);
     if (res.status === 401) throw new UpstreamFailure('upstream_unauthorized', 'The graph API did not accept the access token.', 401, requestId);
     throw new UpstreamFailure('upstream_error', `The graph API answered ${res.status}${message ? `: ${message}` : ''}.`, res.status, requestId);
   }

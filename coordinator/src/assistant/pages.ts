@@ -71,7 +71,10 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
   app.get(
     '/admin/assistant',
     {
-      schema: { ...hidden, querystring: z.object({ notice: z.enum(['saved', 'delegated', 'consent', 'connected']).optional(), slug: safeString().max(64).optional() }) },
+      schema: {
+        ...hidden,
+        querystring: z.object({ notice: z.enum(['saved', 'delegated', 'consent', 'connected']).optional(), slug: safeString().max(64).optional() }),
+      },
       config: { auth: pageAuth },
     },
     async (request, reply) => {
@@ -102,15 +105,23 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
     return reply.redirect(`/admin/assistant?notice=saved&slug=${encodeURIComponent(saved.slug)}`, 303);
   });
 
-  app.post('/admin/assistant/setups/:slug', { schema: { ...hidden, params: slugParams, body: setupForm }, config: { auth: pageAuth } }, async (request, reply) => {
-    const saved = await service.saveSetup({ ...toInput(request.body), slug: request.params.slug }, userOf(request), request.params.slug);
-    return reply.redirect(`/admin/assistant?notice=saved&slug=${encodeURIComponent(saved.slug)}`, 303);
-  });
+  app.post(
+    '/admin/assistant/setups/:slug',
+    { schema: { ...hidden, params: slugParams, body: setupForm }, config: { auth: pageAuth } },
+    async (request, reply) => {
+      const saved = await service.saveSetup({ ...toInput(request.body), slug: request.params.slug }, userOf(request), request.params.slug);
+      return reply.redirect(`/admin/assistant?notice=saved&slug=${encodeURIComponent(saved.slug)}`, 303);
+    },
+  );
 
   app.post(
     '/admin/assistant/setups/:slug/delegates',
     {
-      schema: { ...hidden, params: slugParams, body: z.object({ _csrf: z.string().max(200).optional(), username: line(100).min(1), remove: z.enum(['1']).optional() }) },
+      schema: {
+        ...hidden,
+        params: slugParams,
+        body: z.object({ _csrf: z.string().max(200).optional(), username: line(100).min(1), remove: z.enum(['1']).optional() }),
+      },
       config: { auth: pageAuth },
     },
     async (request, reply) => {
@@ -171,7 +182,11 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
       config: { auth: pageAuth },
     },
     async (request, reply) => {
-      const result = await service.respond(userOf(request), { user_prompt: request.body.prompt }, { requestId: request.id, slug: request.params.slug, action: 'prompt_test' });
+      const result = await service.respond(
+        userOf(request),
+        { user_prompt: request.body.prompt },
+        { requestId: request.id, slug: request.params.slug, action: 'prompt_test' },
+      );
       return render(request, reply, { test: { slug: request.params.slug, prompt: request.body.prompt, result } });
     },
   );

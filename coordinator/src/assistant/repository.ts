@@ -75,7 +75,18 @@ export class AssistantRepository {
     const rows = await this.db.execute<SetupRow[]>(
       `insert into assistant_setups (slug, display_name, client_id, credential_kind, credential_enc, redirect_uri, graph_url, authority_host, scopes, time_zone)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?) on conflict (slug) do nothing returning *`,
-      [s.slug, s.display_name, s.client_id, s.credential_kind, s.credential_enc, s.redirect_uri, s.graph_url, s.authority_host, toPgArray(s.scopes), s.time_zone],
+      [
+        s.slug,
+        s.display_name,
+        s.client_id,
+        s.credential_kind,
+        s.credential_enc,
+        s.redirect_uri,
+        s.graph_url,
+        s.authority_host,
+        toPgArray(s.scopes),
+        s.time_zone,
+      ],
     );
     return rows[0] as SetupRow;
   }
@@ -97,10 +108,9 @@ export class AssistantRepository {
   }
 
   async delegates(setupId: number): Promise<Array<{ id: number; username: string }>> {
-    return this.db.execute(
-      'select u.id, u.username from assistant_delegations d join users u on u.id = d.user_id where d.setup_id = ? order by u.username',
-      [setupId],
-    );
+    return this.db.execute('select u.id, u.username from assistant_delegations d join users u on u.id = d.user_id where d.setup_id = ? order by u.username', [
+      setupId,
+    ]);
   }
 
   async delegatedSetupIds(userId: number): Promise<number[]> {

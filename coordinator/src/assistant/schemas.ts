@@ -24,7 +24,10 @@ export const respondBody = z
       .optional()
       .describe('Language code of the reply'),
     use_web_search: z.boolean().optional().describe('Let the assistant ground the reply in web search (default false)'),
-    web_search_required: z.boolean().optional().describe('The reply must be grounded in web search (implies `use_web_search`; `use_web_search: false` with it is 422)'),
+    web_search_required: z
+      .boolean()
+      .optional()
+      .describe('The reply must be grounded in web search (implies `use_web_search`; `use_web_search: false` with it is 422)'),
     connector_slug: safeString().max(64).optional().describe('Administrator-only: the tenant setup to use instead of your most recent connection'),
     model: z.unknown().optional().describe('Ignored: the assistant selects its own model'),
     temperature: z.unknown().optional().describe('Ignored'),

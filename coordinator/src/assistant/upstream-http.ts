@@ -59,7 +59,13 @@ export class UpstreamHttp {
       return { status: res.statusCode, headers, text: Buffer.concat(chunks).toString('utf8') };
     } catch (err) {
       const e = err as { name?: string; code?: string };
-      if (signal.aborted || e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT') {
+      if (
+        signal.aborted ||
+        e.name === 'TimeoutError' ||
+        e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+        e.code === 'UND_ERR_BODY_TIMEOUT' ||
+        e.code === 'UND_ERR_CONNECT_TIMEOUT'
+      ) {
         throw new UpstreamUnreachable('timeout', `no answer within ${Math.round(this.timeoutMs / 1000)} s`);
       }
       throw new UpstreamUnreachable('connect', `could not be reached (${e.code ?? e.name ?? 'error'})`);

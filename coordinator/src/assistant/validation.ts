@@ -45,12 +45,16 @@ export function validateTokenResponse(result: AuthenticationResult, expected: { 
   if (tid.toLowerCase() === PERSONAL_ACCOUNT_TENANT) {
     return fail('personal_account', 'A personal Microsoft account was used; sign in with a work or school account of an organization.');
   }
-  if ((result.tenantId && result.tenantId.toLowerCase() !== tid.toLowerCase()) || (result.account?.tenantId && result.account.tenantId.toLowerCase() !== tid.toLowerCase())) {
+  if (
+    (result.tenantId && result.tenantId.toLowerCase() !== tid.toLowerCase()) ||
+    (result.account?.tenantId && result.account.tenantId.toLowerCase() !== tid.toLowerCase())
+  ) {
     return fail('tenant_mismatch', 'The token response and the ID token name different tenants.');
   }
   const aud = claims.aud;
   const audiences = Array.isArray(aud) ? aud : [aud];
-  if (!audiences.includes(expected.clientId)) return fail('wrong_audience', 'The ID token was issued to another application than the one configured for this setup.');
+  if (!audiences.includes(expected.clientId))
+    return fail('wrong_audience', 'The ID token was issued to another application than the one configured for this setup.');
   if (typeof claims.exp === 'number' && claims.exp * 1000 < now.getTime() - 5 * 60_000) return fail('id_token_expired', 'The ID token has expired.');
   if (typeof claims.oid !== 'string' || !claims.oid || !(claims.preferred_username || result.account?.username)) {
     return fail('account_unusable', 'The signed-in account has no object id or user name; it cannot be used.');
@@ -59,16 +63,27 @@ export function validateTokenResponse(result: AuthenticationResult, expected: { 
   const granted = new Set(result.scopes.map(scopeName));
   const missing = resourceScopes(expected.scopes).filter((s) => !granted.has(scopeName(s)));
   if (missing.length) {
-    return fail('scope_missing', `Required delegated permissions were not granted: ${missing.join(', ')}. An administrator may need to grant consent.`, missing);
+    return fail(
+      'scope_missing',
+      `Required delegated permissions were not granted: ${missing.join(', ')}. An administrator may need to grant consent.`,
+      missing,
+    );
   }
-  return { ok: true, code: null, message: 'The token belongs to an organizational tenant, was issued to this application and carries every required permission.', missing_scopes: [], ...base };
+  return {
+    ok: true,
+    code: null,
+    message: 'The token belongs to an organizational tenant, was issued to this application and carries every required permission.',
+    missing_scopes: [],
+    ...base,
+  };
 }
 
 /** What to do about an identity-provider error code (shown on the page and in API errors). */
 const ADVICE: Record<string, string> = {
   AADSTS50020:
     'The app registration accepts accounts of its own directory only. In the app registration set "Supported account types" to accounts in any organizational directory (multitenant). Keep the "organizations" authority; do not pin a tenant and do not add the user as a guest.',
-  AADSTS65001: 'The permissions have not been consented to. An administrator of the user’s organization must grant tenant-wide consent (use the consent link), then connect again.',
+  AADSTS65001:
+    'The permissions have not been consented to. An administrator of the user’s organization must grant tenant-wide consent (use the consent link), then connect again.',
   AADSTS90094: 'An administrator must approve these permissions: use the tenant-wide consent link, then connect again.',
   AADSTS90008: 'The permissions need an administrator’s approval: use the tenant-wide consent link, then connect again.',
   AADSTS50105: 'The application requires user assignment and this user is not assigned. An administrator assigns the user to the enterprise application.',
