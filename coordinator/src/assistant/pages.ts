@@ -50,6 +50,7 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
     const user = userOf(request);
     const [setups, connections] = await Promise.all([service.setupsFor(user), service.connectionsOf(user)]);
     const csrf = reply.generateCsrf();
+    allowFormTargets(reply, setups);
     const body = html`<div class="card"><h1>Organization assistant</h1>
         <p class="muted">Prompts go to the organization’s assistant through the graph API on behalf of a connected work or school account
         (never a personal account, never another AI provider). Connect signs in through the multi-organization authority; API clients then call
@@ -190,6 +191,18 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
       return render(request, reply, { test: { slug: request.params.slug, prompt: request.body.prompt, result } });
     },
   );
+}
+
+/**
+ * The connect and consent forms post here and are redirected to the identity provider; browsers
+ * apply the page's CSP `form-action` to that redirect, so this page also allows the setups'
+ * authority hosts (and nothing else).
+ */
+function allowFormTargets(reply: FastifyReply, setups: SetupView[]) {
+  const csp = reply.getHeader('content-security-policy');
+  if (typeof csp !== 'string') return;
+  const origins = [...new Set(setups.map((s) => new URL(s.authority_host).origin))];
+  if (origins.length) void reply.header('content-security-policy', csp.replace("form-action 'self'", `form-action 'self' ${origins.join(' ')}`));
 }
 
 const STATUS_LABEL: Record<ConnectionView['status'], string> = {
