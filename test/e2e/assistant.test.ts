@@ -144,11 +144,12 @@ async function respond(who: Who, body: Record<string, unknown>, token = users[wh
   return t.app.inject({ method: 'POST', url: '/api/ai/assistant/respond', headers: { authorization: `Bearer ${token}` }, payload: body });
 }
 
+interface StatusBody {
+  setups: Array<{ slug: string }>;
+  connections: Array<{ setup_slug: string; status: string; last_validation: { ok: boolean; code: string | null; missing_scopes: string[] } | null }>;
+}
 const status = async (who: Who) =>
-  (await t.app.inject({ method: 'GET', url: '/api/ai/assistant/status', headers: { cookie: users[who].jar.header() } })).json() as {
-    setups: Array<{ slug: string }>;
-    connections: Array<{ setup_slug: string; status: string; last_validation: { ok: boolean; code: string | null; missing_scopes: string[] } | null }>;
-  };
+  (await t.app.inject({ method: 'GET', url: '/api/ai/assistant/status', headers: { cookie: users[who].jar.header() } })).json<StatusBody>();
 
 describe('tenant setups', () => {
   it('an administrator creates a setup on the page; the secret is stored encrypted and never shown again', async () => {

@@ -50,7 +50,7 @@ export class GraphStub {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         void (async () => {
-          let body: unknown = null;
+          let body: unknown;
           try {
             body = JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null');
           } catch {
@@ -60,7 +60,7 @@ export class GraphStub {
           this.calls.push(call);
           const send = (status: number, payload: unknown, raw = false) => {
             call.status = status;
-            res
+            return res
               .writeHead(status, { 'content-type': raw ? 'text/html' : 'application/json', 'request-id': randomUUID() })
               .end(raw ? String(payload) : JSON.stringify(payload));
           };
@@ -69,7 +69,7 @@ export class GraphStub {
           const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
           const claims = token ? await this.identity.verifyAccessToken(token) : null;
           if (!claims) return error(401, 'InvalidAuthenticationToken', 'Access token validation failure.');
-          const scp = String(claims.scp ?? '').split(' ');
+          const scp = (typeof claims.scp === 'string' ? claims.scp : '').split(' ');
           const missing = ASSISTANT_SCOPES.filter((s) => !scp.includes(s));
           if (missing.length) return error(403, 'Forbidden', `Missing scope permissions on the request: ${missing.join(', ')}.`);
           if (req.method !== 'POST') return error(405, 'BadRequest', 'Method not allowed.');

@@ -102,7 +102,7 @@ export class MsIdentityStandIn {
       ],
       { stdio: 'ignore' },
     );
-    this.keys = (await generateKeyPair('RS256', { extractable: true })) as { privateKey: KeyObject; publicKey: KeyObject };
+    this.keys = await generateKeyPair('RS256', { extractable: true });
     this.server = createServer({ key: readFileSync(key), cert: readFileSync(this.caFile) }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -158,14 +158,31 @@ export class MsIdentityStandIn {
     const m = /^\/([^/]+)\/(.+)$/.exec(url.pathname);
     const tenant = m?.[1] ?? '';
     const rest = m?.[2] ?? '';
-    if (req.method === 'GET' && rest === 'v2.0/.well-known/openid-configuration') return this.json(res, 200, this.metadata(tenant));
-    if (req.method === 'GET' && rest === 'discovery/v2.0/keys')
-      return this.json(res, 200, { keys: [{ ...(await exportJWK(this.keys.publicKey)), kid: this.kid, use: 'sig', alg: 'RS256' }] });
-    if (req.method === 'GET' && rest === 'oauth2/v2.0/authorize') return this.authorize(res, url.searchParams);
-    if (req.method === 'POST' && rest === 'oauth2/v2.0/select') return this.select(res, new URLSearchParams(body));
+    if (req.method === 'GET' && rest === 'v2.0/.well-known/openid-configuration') {
+      this.json(res, 200, this.metadata(tenant));
+      return;
+    }
+    if (req.method === 'GET' && rest === 'discovery/v2.0/keys') {
+      this.json(res, 200, { keys: [{ ...(await exportJWK(this.keys.publicKey)), kid: this.kid, use: 'sig', alg: 'RS256' }] });
+      return;
+    }
+    if (req.method === 'GET' && rest === 'oauth2/v2.0/authorize') {
+      this.authorize(res, url.searchParams);
+      return;
+    }
+    if (req.method === 'POST' && rest === 'oauth2/v2.0/select') {
+      this.select(res, new URLSearchParams(body));
+      return;
+    }
     if (req.method === 'POST' && rest === 'oauth2/v2.0/token') return this.token(res, new URLSearchParams(body));
-    if (req.method === 'GET' && rest === 'v2.0/adminconsent') return this.adminConsent(res, url.searchParams);
-    return this.json(res, 404, { error: 'not_found', error_description: `AADSTS90002: no endpoint ${url.pathname}` });
+    if (req.method === 'GET' && rest === 'v2.0/adminconsent') {
+      this.adminConsent(res, url.searchParams);
+      return;
+    }
+    {
+      this.json(res, 404, { error: 'not_found', error_description: `AADSTS90002: no endpoint ${url.pathname}` });
+      return;
+    }
   }
 
   private metadata(tenant: string) {
@@ -207,11 +224,19 @@ export class MsIdentityStandIn {
     const state = q.get('state');
     if (state) this.secretsSeen.add(state);
     const app = this.apps.find((a) => a.clientId === q.get('client_id'));
-    if (!app) return this.errorPage(res, 'AADSTS700016', `Application with identifier '${q.get('client_id')}' was not found in the directory.`);
-    if (!app.redirectUris.includes(q.get('redirect_uri') ?? ''))
-      return this.errorPage(res, 'AADSTS50011', 'The redirect URI specified in the request does not match.');
+    if (!app) {
+      this.errorPage(res, 'AADSTS700016', `Application with identifier '${q.get('client_id')}' was not found in the directory.`);
+      return;
+    }
+    if (!app.redirectUris.includes(q.get('redirect_uri') ?? '')) {
+      this.errorPage(res, 'AADSTS50011', 'The redirect URI specified in the request does not match.');
+      return;
+    }
     if (q.get('response_type') !== 'code' || q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge')) {
-      return this.errorPage(res, 'AADSTS900144', 'The request must use the authorization code flow with PKCE (S256).');
+      {
+        this.errorPage(res, 'AADSTS900144', 'The request must use the authorization code flow with PKCE (S256).');
+        return;
+      }
     }
     const hidden = [...q].map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`).join('');
     const accounts = this.accounts
@@ -229,8 +254,10 @@ export class MsIdentityStandIn {
 
   private select(res: ServerResponse, f: URLSearchParams) {
     const account = this.accounts.find((a) => a.username === f.get('login'));
-    if (!account || account.password !== f.get('passwd'))
-      return this.errorPage(res, 'AADSTS50126', 'Error validating credentials due to invalid username or password.');
+    if (!account || account.password !== f.get('passwd')) {
+      this.errorPage(res, 'AADSTS50126', 'Error validating credentials due to invalid username or password.');
+      return;
+    }
     const redirect = new URL(f.get('redirect_uri') ?? '');
     const state = f.get('state');
     if (account.failWith) {
@@ -269,15 +296,18 @@ export class MsIdentityStandIn {
   }
 
   private oauthError(res: ServerResponse, status: number, error: string, code: number, description: string, suberror?: string) {
-    return this.json(res, status, {
-      error,
-      error_description: `AADSTS${code}: ${description} Trace ID: ${randomUUID()} Correlation ID: ${randomUUID()} Timestamp: ${new Date().toISOString()}`,
-      error_codes: [code],
-      timestamp: new Date().toISOString(),
-      trace_id: randomUUID(),
-      correlation_id: randomUUID(),
-      ...(suberror ? { suberror } : {}),
-    });
+    {
+      this.json(res, status, {
+        error,
+        error_description: `AADSTS${code}: ${description} Trace ID: ${randomUUID()} Correlation ID: ${randomUUID()} Timestamp: ${new Date().toISOString()}`,
+        error_codes: [code],
+        timestamp: new Date().toISOString(),
+        trace_id: randomUUID(),
+        correlation_id: randomUUID(),
+        ...(suberror ? { suberror } : {}),
+      });
+      return;
+    }
   }
 
   private async token(res: ServerResponse, f: URLSearchParams) {
@@ -287,30 +317,52 @@ export class MsIdentityStandIn {
       if (v) this.secretsSeen.add(v);
     }
     const app = this.apps.find((a) => a.clientId === f.get('client_id'));
-    if (!app) return this.oauthError(res, 400, 'unauthorized_client', 700016, 'Application was not found in the directory.');
-    if (f.get('client_secret') !== app.clientSecret) return this.oauthError(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
+    if (!app) {
+      this.oauthError(res, 400, 'unauthorized_client', 700016, 'Application was not found in the directory.');
+      return;
+    }
+    if (f.get('client_secret') !== app.clientSecret) {
+      this.oauthError(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
+      return;
+    }
     let grant: Grant;
     if (f.get('grant_type') === 'authorization_code') {
       const code = this.codes.get(f.get('code') ?? '');
       this.codes.delete(f.get('code') ?? '');
-      if (!code || code.clientId !== app.clientId)
-        return this.oauthError(res, 400, 'invalid_grant', 70008, 'The provided authorization code or refresh token has expired or was already redeemed.');
-      if (code.redirectUri !== f.get('redirect_uri'))
-        return this.oauthError(res, 400, 'invalid_grant', 50148, 'The redirect URI does not match the one of the authorization request.');
+      if (!code || code.clientId !== app.clientId) {
+        this.oauthError(res, 400, 'invalid_grant', 70008, 'The provided authorization code or refresh token has expired or was already redeemed.');
+        return;
+      }
+      if (code.redirectUri !== f.get('redirect_uri')) {
+        this.oauthError(res, 400, 'invalid_grant', 50148, 'The redirect URI does not match the one of the authorization request.');
+        return;
+      }
       const verifier = f.get('code_verifier') ?? '';
       if (createHash('sha256').update(verifier).digest('base64url') !== code.challenge) {
-        return this.oauthError(res, 400, 'invalid_grant', 501481, 'The Code_Verifier does not match the code_challenge supplied in the authorization request.');
+        {
+          this.oauthError(res, 400, 'invalid_grant', 501481, 'The Code_Verifier does not match the code_challenge supplied in the authorization request.');
+          return;
+        }
       }
       grant = code;
     } else if (f.get('grant_type') === 'refresh_token') {
       const rt = this.refreshTokens.get(f.get('refresh_token') ?? '');
-      if (!rt || rt.clientId !== app.clientId) return this.oauthError(res, 400, 'invalid_grant', 9002313, 'Invalid request. Request is malformed or invalid.');
+      if (!rt || rt.clientId !== app.clientId) {
+        this.oauthError(res, 400, 'invalid_grant', 9002313, 'Invalid request. Request is malformed or invalid.');
+        return;
+      }
       if (rt.expired) {
-        return this.oauthError(res, 400, 'invalid_grant', 700082, 'The refresh token has expired due to inactivity.', 'bad_token');
+        {
+          this.oauthError(res, 400, 'invalid_grant', 700082, 'The refresh token has expired due to inactivity.', 'bad_token');
+          return;
+        }
       }
       grant = { ...rt, scopes: (f.get('scope') ?? '').split(' ').filter(Boolean) };
     } else {
-      return this.oauthError(res, 400, 'unsupported_grant_type', 70003, 'The app requested an unsupported grant type.');
+      {
+        this.oauthError(res, 400, 'unsupported_grant_type', 70003, 'The app requested an unsupported grant type.');
+        return;
+      }
     }
     const { account } = grant;
     const requested = grant.scopes.filter((s) => !OIDC.has(s));
@@ -353,16 +405,19 @@ export class MsIdentityStandIn {
     const refreshToken = `rt-${randomBytes(32).toString('base64url')}`;
     this.refreshTokens.set(refreshToken, { account, clientId: app.clientId, scopes: grant.scopes, expired: false });
     for (const v of [accessToken, idToken, refreshToken]) this.secretsSeen.add(v);
-    return this.json(res, 200, {
-      token_type: 'Bearer',
-      scope: [...granted, ...grant.scopes.filter((s) => OIDC.has(s))].join(' '),
-      expires_in: lifetime,
-      ext_expires_in: lifetime,
-      access_token: accessToken,
-      refresh_token: refreshToken,
-      id_token: idToken,
-      client_info: clientInfo(account),
-    });
+    {
+      this.json(res, 200, {
+        token_type: 'Bearer',
+        scope: [...granted, ...grant.scopes.filter((s) => OIDC.has(s))].join(' '),
+        expires_in: lifetime,
+        ext_expires_in: lifetime,
+        access_token: accessToken,
+        refresh_token: refreshToken,
+        id_token: idToken,
+        client_info: clientInfo(account),
+      });
+      return;
+    }
   }
 
   private json(res: ServerResponse, status: number, body: unknown) {

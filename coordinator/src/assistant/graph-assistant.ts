@@ -89,7 +89,7 @@ export class GraphAssistant {
     const reply = Array.isArray(messages)
       ? [...(messages as Array<Record<string, unknown>>)]
           .reverse()
-          .find((m) => typeof m?.text === 'string' && (m.text as string).trim() && RESPONSE_TYPE.test(String(m['@odata.type'] ?? '')))
+          .find((m) => typeof m?.text === 'string' && m.text.trim() && RESPONSE_TYPE.test(typeof m['@odata.type'] === 'string' ? m['@odata.type'] : ''))
       : undefined;
     if (!reply) throw new UpstreamFailure('upstream_invalid', 'The assistant answered without a response message.', answer.status, answer.requestId);
     return { text: String(reply.text), conversationId: id, messageId: typeof reply.id === 'string' ? reply.id : null, requestId: answer.requestId };
@@ -110,7 +110,7 @@ export class GraphAssistant {
       throw err;
     }
     const requestId = res.headers['request-id'] ?? res.headers['client-request-id'] ?? null;
-    let json: unknown = null;
+    let json: unknown;
     try {
       json = JSON.parse(res.text);
     } catch {
