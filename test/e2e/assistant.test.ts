@@ -39,11 +39,12 @@ const names = {
   frank: randomName('frank'),
   gina: randomName('gina'),
   hank: randomName('hank'),
+  kim: randomName('kim'),
   ivan: randomName('ivan'),
 };
 type Who = keyof typeof names;
 const users = {} as Record<Who, { id: number; password: string; jar: CookieJar; pat: string }>;
-const accounts = {} as Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin' | 'frank' | 'gina', StandInAccount>;
+const accounts = {} as Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin' | 'frank' | 'gina' | 'kim', StandInAccount>;
 
 beforeAll(async () => {
   await identity.start();
@@ -73,6 +74,7 @@ beforeAll(async () => {
   });
   accounts.gina = identity.addAccount({ username: 'gina@contoso.example', name: 'Gina', tid: TENANT });
   graph.unlicensed.add(accounts.gina.oid);
+  accounts.kim = identity.addAccount({ username: 'kim@contoso.example', name: 'Kim', tid: TENANT, forgedIdToken: true });
 
   t = await createTestApp({
     env: {
@@ -199,7 +201,7 @@ describe('tenant setups', () => {
   });
 
   it('delegates the setup to users; others do not see it and cannot connect', async () => {
-    for (const who of ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gina'] as const) {
+    for (const who of ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gina', 'kim'] as const) {
       const res = await postForm('admin', '/admin/assistant/setups/contoso/delegates', { username: names[who] });
       expect(res.statusCode).toBe(303);
     }
@@ -275,6 +277,13 @@ describe('connect', () => {
     expect(callback.statusCode).toBe(403);
     expect(callback.body).toContain('data-code="wrong_audience"');
     expect((await respond('carol', { user_prompt: 'hi' })).json()).toMatchObject({ code: 'wrong_audience' });
+  });
+
+  it('refuses an ID token whose signature does not verify with the provider’s published keys', async () => {
+    const { callback } = await connect('kim', accounts.kim);
+    expect(callback.statusCode).toBe(403);
+    expect(callback.body).toContain('data-code="id_token_invalid"');
+    expect((await status('kim')).connections[0]).toMatchObject({ status: 'invalid', last_validation: { code: 'id_token_invalid' } });
   });
 
   it('names the delegated permissions that were not granted (403)', async () => {

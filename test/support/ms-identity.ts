@@ -30,6 +30,8 @@ export interface StandInAccount {
   idTokenAudience?: string;
   /** Access-token lifetime (seconds); under MSAL's 5-minute refresh offset every silent call refreshes. */
   accessTokenSeconds?: number;
+  /** The ID token is signed with a key the provider does not publish (a forgery). */
+  forgedIdToken?: boolean;
   /** The sign-in fails with this AADSTS error (sent back to the redirect URI). */
   failWith?: { error: string; code: number; description: string };
 }
@@ -63,6 +65,7 @@ export class MsIdentityStandIn {
   private readonly sockets = new Set<Duplex>();
   private dir = '';
   private keys!: { privateKey: KeyObject; publicKey: KeyObject };
+  private forger!: { privateKey: KeyObject; publicKey: KeyObject };
   private readonly kid = randomUUID();
   port = 0;
   caFile = '';
@@ -103,6 +106,7 @@ export class MsIdentityStandIn {
       { stdio: 'ignore' },
     );
     this.keys = await generateKeyPair('RS256', { extractable: true });
+    this.forger = await generateKeyPair('RS256', { extractable: true });
     this.server = createServer({ key: readFileSync(key), cert: readFileSync(this.caFile) }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -369,13 +373,13 @@ export class MsIdentityStandIn {
     const granted = account.grantedScopes ? requested.filter((s) => account.grantedScopes!.includes(s)) : requested;
     const lifetime = account.accessTokenSeconds ?? 3600;
     const now = Math.floor(Date.now() / 1000);
-    const sign = (claims: JWTPayload, seconds: number) =>
+    const sign = (claims: JWTPayload, seconds: number, key = this.keys.privateKey) =>
       new SignJWT(claims)
         .setProtectedHeader({ alg: 'RS256', kid: this.kid, typ: 'JWT' })
         .setIssuedAt(now)
         .setNotBefore(now)
         .setExpirationTime(now + seconds)
-        .sign(this.keys.privateKey);
+        .sign(key);
     const accessToken = await sign(
       {
         aud: GRAPH_AUDIENCE,
@@ -401,6 +405,7 @@ export class MsIdentityStandIn {
         ver: '2.0',
       },
       3600,
+      account.forgedIdToken ? this.forger.privateKey : this.keys.privateKey,
     );
     const refreshToken = `rt-${randomBytes(32).toString('base64url')}`;
     this.refreshTokens.set(refreshToken, { account, clientId: app.clientId, scopes: grant.scopes, expired: false });

@@ -18,6 +18,7 @@ import { composeChat, GraphAssistant, UpstreamFailure, type PromptFields } from 
 import { AssistantRepository, type ConnectionRow, type SetupRow, type Validation } from './repository.js';
 import { SecretBox } from './secret-box.js';
 import { UpstreamHttp, UpstreamUnreachable } from './upstream-http.js';
+import { IdTokenVerifier } from './id-token.js';
 import { adviceFor, identityProviderCode, resourceScopes, validateTokenResponse } from './validation.js';
 
 /** A connector error: HTTP status, machine code and what the caller can do (reconnect or consent link, missing scopes). */
@@ -117,6 +118,7 @@ export class AssistantService {
   private readonly box: SecretBox | null;
   private readonly http: UpstreamHttp;
   private readonly graph: GraphAssistant;
+  private readonly idTokens: IdTokenVerifier;
 
   constructor(
     private readonly deps: {
@@ -141,6 +143,7 @@ export class AssistantService {
     this.box = deps.config.ASSISTANT_SECRET_KEY ? new SecretBox(deps.config.ASSISTANT_SECRET_KEY) : null;
     this.http = http ?? new UpstreamHttp(deps.config.ASSISTANT_UPSTREAM_TIMEOUT_SECONDS * 1000, deps.config.ASSISTANT_EXTRA_CA_FILE);
     this.graph = new GraphAssistant(this.http);
+    this.idTokens = new IdTokenVerifier(this.http);
   }
 
   close() {
@@ -483,7 +486,7 @@ export class AssistantService {
         }),
       async (code) => this.audit.record({ ...audit, result: 'failed', errorCode: code }),
     );
-    const validation = validateTokenResponse(result, { clientId: setup.client_id, scopes: setup.scopes });
+    const validation = await this.validate(setup, result);
     await this.repo.upsertConnection({
       userId: user.id,
       setupId: setup.id,
@@ -525,6 +528,21 @@ export class AssistantService {
       test = { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
     }
     return { slug: setup.slug, kind: 'connected', validation, test };
+  }
+
+  /** validateTokenResponse, then the ID token's signature and issuer against the provider's keys. */
+  private async validate(setup: SetupRow, result: AuthenticationResult): Promise<Validation> {
+    const v = validateTokenResponse(result, { clientId: setup.client_id, scopes: setup.scopes });
+    if (!v.ok || !v.tenant_id) return v;
+    let problem: string | null;
+    try {
+      problem = await this.idTokens.problem(result.idToken, { authorityHost: setup.authority_host, clientId: setup.client_id, tenantId: v.tenant_id });
+    } catch (err) {
+      if (err instanceof UpstreamUnreachable)
+        throw new AssistantError(502, 'identity_provider_unreachable', `The identity provider's signing keys ${err.message}.`);
+      throw new AssistantError(502, 'identity_provider_unreachable', 'The identity provider published no usable signing keys.');
+    }
+    return problem ? { ...v, ok: false, code: 'id_token_invalid', message: problem } : v;
   }
 
   private async dropAccount(client: ConfidentialClientApplication, result: AuthenticationResult) {
@@ -649,7 +667,7 @@ export class AssistantService {
       );
     }
     if (!token.fromCache) await this.audit.record({ ...audit, action: 'refresh', result: 'ok', correlationId });
-    const validation = validateTokenResponse(token, { clientId: setup.client_id, scopes: setup.scopes });
+    const validation = await this.validate(setup, token);
     if (!validation.ok) {
       await this.repo.setStatus(user.id, setup.id, 'invalid', validation);
       await this.audit.record({ ...audit, action: 'validation', result: 'refused', correlationId, errorCode: validation.code });
