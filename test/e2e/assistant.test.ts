@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ASSISTANT_SCOPES, GraphStub } from '../support/graph-stub.js';
@@ -21,6 +23,7 @@ const PERSONAL_TENANT = '9188040d-6c67-4c5b-b112-36a304b66dad';
 const CLIENT_ID = randomUUID();
 const CLIENT_SECRET = `secret~${randomUUID()}`;
 const SECRET_KEY = 'assistant-test-key-0123456789abcdef0123';
+const CLI_SECRET = `cli-secret~${randomUUID()}`;
 
 const identity = new MsIdentityStandIn();
 const graph = new GraphStub(identity);
@@ -443,6 +446,54 @@ describe('POST /api/ai/assistant/respond', () => {
   });
 });
 
+describe('admin CLI', () => {
+  const cli = fileURLToPath(new URL('../../coordinator/dist/cli.js', import.meta.url));
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number; out: string; err: string }>((resolve) =>
+      execFile(process.execPath, [cli, '--json', ...args], { env: { ...process.env, DATABASE_URL: t.db.url, ...env } }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout, err: stderr }),
+      ),
+    );
+
+  it('saves a setup (secret from the environment, stored encrypted), lists it, delegates it and reads the audit log', async () => {
+    const args = [
+      'assistant:setup:save',
+      'fabrikam',
+      '--client-id',
+      CLIENT_ID,
+      '--graph-url',
+      graph.url,
+      '--authority-host',
+      identity.url,
+      '--time-zone',
+      'Europe/Oslo',
+    ];
+    const unconfigured = await run(args, { ASSISTANT_CLIENT_SECRET: CLI_SECRET });
+    expect(unconfigured.code).toBe(1);
+    expect(unconfigured.err).toContain('ASSISTANT_SECRET_KEY');
+    const saved = await run(args, { ASSISTANT_SECRET_KEY: SECRET_KEY, ASSISTANT_CLIENT_SECRET: CLI_SECRET });
+    expect(saved.code, saved.err).toBe(0);
+    expect(JSON.parse(saved.out).setup).toMatchObject({
+      slug: 'fabrikam',
+      client_id: CLIENT_ID,
+      time_zone: 'Europe/Oslo',
+      redirect_uri: `${PUBLIC_BASE_URL}/admin/assistant/callback`,
+    });
+    expect(saved.out).not.toContain(CLI_SECRET);
+    const delegated = await run(['assistant:delegate', 'fabrikam', names.alice]);
+    expect(delegated.code, delegated.err).toBe(0);
+    const list = await run(['assistant:setup:list']);
+    expect(JSON.parse(list.out).setups.find((x: { slug: string }) => x.slug === 'fabrikam')).toMatchObject({ delegates: [{ username: names.alice }] });
+    expect(list.out).not.toContain(CLI_SECRET);
+    const audit = await run(['assistant:audit', '--user', names.alice, '--action', 'connect', '--limit', '5']);
+    expect(audit.code, audit.err).toBe(0);
+    const entries = JSON.parse(audit.out).entries as Array<{ action: string; username: string }>;
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries.every((e) => e.action === 'connect' && e.username === names.alice)).toBe(true);
+    expect((await run(['assistant:delegate', 'nope', names.alice])).code).toBe(1);
+  }, 60_000);
+});
+
 describe('audit log', () => {
   it('records connects, refreshes, validations and requests with ids and codes', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/api/ai/assistant/audit?limit=1000', headers: { cookie: users.admin.jar.header() } });
@@ -470,7 +521,7 @@ describe('audit log', () => {
     );
     const log = logLines.join('');
     expect(log.length).toBeGreaterThan(1000);
-    const secrets = [...identity.secretsSeen, CLIENT_SECRET, SECRET_KEY, ...Object.values(users).map((u) => u.pat)];
+    const secrets = [...identity.secretsSeen, CLIENT_SECRET, CLI_SECRET, SECRET_KEY, ...Object.values(users).map((u) => u.pat)];
     expect(secrets.length).toBeGreaterThan(30);
     const leaks = secrets.filter((s) => audit.includes(s) || log.includes(s) || stored.includes(s));
     expect(leaks).toEqual([]);
