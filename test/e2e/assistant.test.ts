@@ -1,4 +1,7 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
@@ -43,11 +46,36 @@ const names = {
   gina: randomName('gina'),
   hank: randomName('hank'),
   kim: randomName('kim'),
+  lena: randomName('lena'),
   ivan: randomName('ivan'),
 };
 type Who = keyof typeof names;
 const users = {} as Record<Who, { id: number; password: string; jar: CookieJar; pat: string }>;
-const accounts = {} as Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin' | 'frank' | 'gina' | 'kim', StandInAccount>;
+const accounts = {} as Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin' | 'frank' | 'gina' | 'kim' | 'lena', StandInAccount>;
+/** A client certificate and key (PEM) for the certificate-credential setup, made with openssl. */
+const certDir = mkdtempSync(path.join(tmpdir(), 'sonar-assistant-cert-'));
+execFileSync(
+  'openssl',
+  [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    path.join(certDir, 'key.pem'),
+    '-out',
+    path.join(certDir, 'cert.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=sonar-assistant',
+  ],
+  { stdio: 'ignore' },
+);
+const CERT_PEM = readFileSync(path.join(certDir, 'cert.pem'), 'utf8');
+const KEY_PEM = readFileSync(path.join(certDir, 'key.pem'), 'utf8');
+const CERT_CLIENT_ID = randomUUID();
 
 beforeAll(async () => {
   await identity.start();
@@ -77,6 +105,8 @@ beforeAll(async () => {
   });
   accounts.gina = identity.addAccount({ username: 'gina@contoso.example', name: 'Gina', tid: TENANT });
   graph.unlicensed.add(accounts.gina.oid);
+  identity.addApp({ clientId: CERT_CLIENT_ID, certificatePem: CERT_PEM, redirectUris: [`${PUBLIC_BASE_URL}/admin/assistant/callback`] });
+  accounts.lena = identity.addAccount({ username: 'lena@northwind.example', name: 'Lena', tid: OTHER_TENANT });
   accounts.kim = identity.addAccount({ username: 'kim@contoso.example', name: 'Kim', tid: TENANT, forgedIdToken: true });
 
   t = await createTestApp({
@@ -107,6 +137,7 @@ afterAll(async () => {
   await graph.stop();
   await identity.stop();
   await openai.close();
+  rmSync(certDir, { recursive: true, force: true });
 });
 
 const csrfOf = async (who: Who) =>
@@ -304,6 +335,34 @@ describe('connect', () => {
     expect(callback.body).toContain('AADSTS50020');
     expect(callback.body).toContain('any organizational directory');
     expect(callback.body).toContain('do not pin a tenant');
+  });
+
+  it('authenticates with a client certificate (signed client assertion) instead of a secret', async () => {
+    const saved = await postForm('admin', '/admin/assistant/setups', {
+      slug: 'northwind',
+      display_name: 'Northwind (certificate)',
+      client_id: CERT_CLIENT_ID,
+      credential_kind: 'certificate',
+      certificate_pem: CERT_PEM,
+      private_key_pem: KEY_PEM,
+      graph_url: graph.url,
+      authority_host: identity.url,
+      time_zone: 'UTC',
+    });
+    expect(saved.statusCode, saved.body.slice(0, 400)).toBe(303);
+    const [row] = await t.orm.em
+      .getConnection()
+      .execute<Array<{ credential_enc: string }>>("select credential_enc from assistant_setups where slug = 'northwind'");
+    expect(row!.credential_enc).not.toContain('PRIVATE KEY');
+    expect((await postForm('admin', '/admin/assistant/setups/northwind/delegates', { username: names.lena })).statusCode).toBe(303);
+    const { callback } = await connect('lena', accounts.lena, 'northwind');
+    expect(callback.statusCode, callback.body.slice(0, 400)).toBe(303);
+    const assertion = identity.tokenRequests.at(-1)!;
+    expect(assertion.get('client_assertion_type')).toBe('urn:ietf:params:oauth:client-assertion-type:jwt-bearer');
+    expect(assertion.get('client_secret')).toBeNull();
+    const res = await respond('lena', { user_prompt: 'hello from a certificate' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().connector).toMatchObject({ slug: 'northwind', tenant_id: OTHER_TENANT });
   });
 
   it('sends administrators to the tenant-wide admin consent endpoint and records the answer', async () => {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type JWTPayload, type KeyObject } from 'jose';
+import { decodeProtectedHeader, exportJWK, generateKeyPair, importX509, jwtVerify, SignJWT, type JWTPayload, type KeyObject } from 'jose';
 
 /**
  * A local stand-in for the Microsoft identity platform (v2.0 endpoints), built from its public
@@ -38,7 +38,10 @@ export interface StandInAccount {
 
 export interface StandInApp {
   clientId: string;
-  clientSecret: string;
+  /** A client secret, or… */
+  clientSecret?: string;
+  /** …a certificate (PEM): the client authenticates with a JWT assertion signed by its key (private_key_jwt). */
+  certificatePem?: string;
   redirectUris: string[];
 }
 
@@ -133,7 +136,7 @@ export class MsIdentityStandIn {
 
   addApp(app: StandInApp) {
     this.apps.push(app);
-    this.secretsSeen.add(app.clientSecret);
+    if (app.clientSecret) this.secretsSeen.add(app.clientSecret);
     return app;
   }
 
@@ -178,7 +181,7 @@ export class MsIdentityStandIn {
       this.select(res, new URLSearchParams(body));
       return;
     }
-    if (req.method === 'POST' && rest === 'oauth2/v2.0/token') return this.token(res, new URLSearchParams(body));
+    if (req.method === 'POST' && rest === 'oauth2/v2.0/token') return this.token(res, new URLSearchParams(body), url.pathname);
     if (req.method === 'GET' && rest === 'v2.0/adminconsent') {
       this.adminConsent(res, url.searchParams);
       return;
@@ -314,7 +317,25 @@ export class MsIdentityStandIn {
     }
   }
 
-  private async token(res: ServerResponse, f: URLSearchParams) {
+  /** client_secret, or a client assertion signed with the app's certificate key (iss = sub = client id, aud = the token endpoint). */
+  private async clientAuthenticated(app: StandInApp, f: URLSearchParams, endpoint: string): Promise<boolean> {
+    if (app.clientSecret) return f.get('client_secret') === app.clientSecret;
+    const assertion = f.get('client_assertion');
+    if (!app.certificatePem || !assertion || f.get('client_assertion_type') !== 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer') return false;
+    try {
+      // MSAL signs with PS256 when given a SHA-256 thumbprint (RS256 with a SHA-1 one); the provider takes both.
+      const alg = decodeProtectedHeader(assertion).alg;
+      if (alg !== 'PS256' && alg !== 'RS256') return false;
+      const key = await importX509(app.certificatePem, alg);
+      const { payload, protectedHeader } = await jwtVerify(assertion, key, { audience: endpoint, issuer: app.clientId, subject: app.clientId });
+      const thumbprint = createHash('sha256').update(new X509Certificate(app.certificatePem).raw).digest('base64url');
+      return Boolean(payload.jti) && protectedHeader['x5t#S256'] === thumbprint;
+    } catch {
+      return false;
+    }
+  }
+
+  private async token(res: ServerResponse, f: URLSearchParams, path: string) {
     this.tokenRequests.push(f);
     for (const k of ['code', 'refresh_token', 'code_verifier', 'client_secret']) {
       const v = f.get(k);
@@ -325,8 +346,9 @@ export class MsIdentityStandIn {
       this.oauthError(res, 400, 'unauthorized_client', 700016, 'Application was not found in the directory.');
       return;
     }
-    if (f.get('client_secret') !== app.clientSecret) {
-      this.oauthError(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
+    if (!(await this.clientAuthenticated(app, f, `${this.url}${path}`))) {
+      if (app.certificatePem) this.oauthError(res, 401, 'invalid_client', 700027, 'Client assertion failed signature validation.');
+      else this.oauthError(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
       return;
     }
     let grant: Grant;
