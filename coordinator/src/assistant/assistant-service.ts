@@ -453,7 +453,6 @@ export class AssistantService {
     const isConsent = verifier === 'admin-consent';
     const audit: AuditEntry = {
       ...base,
-      action: isConsent ? 'connect' : 'connect',
       setupSlug: setup.slug,
       correlationId: pending.correlation_id,
       tenantId: query.tenant ?? null,
