@@ -8,7 +8,7 @@
 // event mix with netsplit bursts, and Zipf-distributed words. The rows are generated inside
 // PostgreSQL (generate_series, one statement per half-year, over two connections); Node only plans
 // channels, nicks and vocabulary. Then the counters the importer keeps (irc_channels, irc_nicks,
-// irc_nick_links, irc_term_months) are computed from the rows, and the database is vacuumed and analyzed.
+// irc_nick_links, irc_term_months, irc_channel_days) are computed from the rows, and the database is vacuumed and analyzed.
 //
 // Idempotent: when the database already holds a finished run of the requested size, it says so
 // and exits; `--force` rebuilds. Progress and timings go to stderr; the database comment records
@@ -1051,6 +1051,14 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
            from irc_events e cross join lateral unnest(e.search_vector) t
           where e.event_type not in ('NETSPLIT', 'NETMERGE')
           group by 1, 2, 3`,
+          ),
+        ),
+      (client) =>
+        timed('irc_channel_days (rows per channel and day)', () =>
+          client.query(
+            `insert into irc_channel_days (channel_id, day, events, messages)
+         select channel_id, occurred_at::date, count(*), count(*) filter (where event_type in ('PRIVMSG', 'ACTION', 'NOTICE'))
+           from irc_events group by 1, 2`,
           ),
         ),
       (client) =>

@@ -10,6 +10,8 @@
 // 2. query latency: for each query shape, IRC_BENCH_QUERIES (60) distinct seeded queries of
 //    GET /irc/api/logs, one at a time after IRC_BENCH_WARMUP (5) others, over real HTTP; every
 //    answer must be 200 with success true.
+// 3. reader pages: the same for the /irc pages (day, calendar, nick, search); every answer must be
+//    a 200 page.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -38,6 +40,8 @@ const int = (name: string, fallback: number): number => {
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 /** The goal from the issue: p95 under 100 ms for every query shape. */
 const TARGET_P95_MS = 100;
+/** The reader pages' goal: p95 under 200 ms for a whole page (its queries and the HTML). */
+const TARGET_READER_P95_MS = 200;
 /** The import floor from the issue: lines per second into the full archive. */
 const TARGET_IMPORT_LINES_PER_S = 4000;
 const IMPORT_NETWORK_PREFIX = 'bench-import-';
@@ -274,6 +278,74 @@ async function querySets(db: pg.Client, state: FinishedBenchState, count: number
   ];
 }
 
+/**
+ * The reader pages (/irc): per shape, distinct page URLs drawn with a fixed seed from the archive:
+ * days of the 3 biggest channels (with joins and parts shown, the longest form), calendar years of
+ * any channel, pages of the 500 most active nicks, and one-word searches.
+ */
+async function readerSets(db: pg.Client, count: number): Promise<Array<{ shape: string; about: string; urls: string[] }>> {
+  const rand = rng(777);
+  const q = async <T extends pg.QueryResultRow>(sql: string, params?: unknown[]) => (await db.query<T>(sql, params)).rows;
+  const enc = encodeURIComponent;
+  const chan = (network: string, channel: string) => `/irc/net/${enc(network)}/${enc(channel)}`;
+  const days = await q<{ network: string; channel: string; day: string; events: string }>(
+    `select n.name as network, c.name as channel, to_char(d.day, 'YYYY-MM-DD') as day, d.events
+       from irc_channel_days d join irc_channels c on c.id = d.channel_id join irc_networks n on n.id = c.network_id
+      where d.channel_id in (select c2.id from irc_channels c2 join irc_networks n2 on n2.id = c2.network_id
+                              where n2.source = 'production' and n2.name not like $1 order by c2.event_count desc limit 3)`,
+    [`${IMPORT_NETWORK_PREFIX}%`],
+  );
+  const years = await q<{ network: string; channel: string; year: string }>(
+    `select distinct n.name as network, c.name as channel, extract(year from d.day)::int::text as year
+       from irc_channel_days d join irc_channels c on c.id = d.channel_id join irc_networks n on n.id = c.network_id
+      where n.source = 'production' and n.name not like $1`,
+    [`${IMPORT_NETWORK_PREFIX}%`],
+  );
+  const nicks = await q<{ nick: string; network: string }>(
+    `select k.nick, n.name as network from irc_nicks k join irc_networks n on n.id = k.network_id
+      where n.source = 'production' and k.nick_key <> 'chanserv' and k.nick_key !~ '^guest[0-9]+$' order by k.message_count desc limit 500`,
+  );
+  const words = await q<{ term: string }>(
+    `select term from (select term, sum(n) as n from irc_term_months where term ~ '^[a-z]+$' group by term order by n desc limit 5000) t order by n desc offset 200`,
+  );
+  const pick = <T>(list: T[]) => list[Math.floor(rand() * list.length)];
+  const maxEvents = Math.max(0, ...days.map((d) => Number(d.events)));
+  return [
+    {
+      shape: 'day',
+      about: `a day of one of the 3 biggest channels with joins and parts (?all=1; up to ${fmt(maxEvents)} rows a day)`,
+      urls: distinct(count, () => {
+        const d = pick(days);
+        return d && `${chan(d.network, d.channel)}/${d.day}?all=1`;
+      }),
+    },
+    {
+      shape: 'calendar',
+      about: 'a year of any channel (irc_channel_days)',
+      urls: distinct(count, () => {
+        const y = pick(years);
+        return y && `${chan(y.network, y.channel)}?year=${y.year}`;
+      }),
+    },
+    {
+      shape: 'nick',
+      about: 'a page of one of the 500 most active nicks: profile, last messages, activity per month',
+      urls: distinct(count, () => {
+        const k = pick(nicks);
+        return k && `/irc/nick/${enc(k.nick)}?network=${enc(k.network)}`;
+      }),
+    },
+    {
+      shape: 'search',
+      about: 'q=<word> (stored terms ranked 200-5000), 50 results with matches marked',
+      urls: distinct(count, () => {
+        const w = pick(words);
+        return w && `/irc/search?q=${enc(w.term)}`;
+      }),
+    },
+  ];
+}
+
 // ---- phases -----------------------------------------------------------------------------------------
 
 export interface IrcContext {
@@ -442,6 +514,51 @@ export async function ircPhases(ctx: IrcContext): Promise<void> {
       );
     } catch (err) {
       fail('IRC queries', err);
+    }
+
+    // ---- 3. reader pages over HTTP --------------------------------------------------------------------
+    try {
+      checkInterrupted();
+      const sets = await readerSets(db, settings.queries + settings.warmup);
+      const running = svc;
+      const get = async (url: string) => {
+        const s = performance.now();
+        const res = await fetch(`${running.url}${url}`, { headers: { accept: 'text/html' } });
+        const body = await res.text();
+        const took = performance.now() - s;
+        if (res.status !== 200 || !body.includes('<main>')) throw new Error(`GET ${url}: HTTP ${res.status} ${body.slice(0, 300)}`);
+        return { ms: took, bytes: body.length };
+      };
+      let answered = 0;
+      let allMet = true;
+      for (const set of sets) {
+        checkInterrupted();
+        if (set.urls.length < settings.queries + settings.warmup)
+          throw new Error(`${set.shape}: only ${set.urls.length} distinct pages could be drawn from the archive`);
+        for (const u of set.urls.slice(0, settings.warmup)) await get(u);
+        const times = [];
+        const sizes = [];
+        for (const u of set.urls.slice(settings.warmup, settings.warmup + settings.queries)) {
+          const r = await get(u);
+          times.push(r.ms);
+          sizes.push(r.bytes);
+          answered += 1;
+        }
+        const p95 = percentile(times, 95);
+        const met = p95 < TARGET_READER_P95_MS;
+        if (!met) allMet = false;
+        log(`irc: reader ${set.shape}: p50 ${ms(percentile(times, 50))}, p95 ${ms(p95)}, p99 ${ms(percentile(times, 99))}`);
+        row(
+          `IRC reader page: ${set.shape} (${set.about})`,
+          `p50 ${ms(percentile(times, 50))} / p95 ${ms(p95)} / p99 ${ms(percentile(times, 99))}; mean ${fmt(sizes.reduce((a, b) => a + b, 0) / sizes.length / 1024)} KiB of HTML; p95 target ${TARGET_READER_P95_MS} ms ${met ? 'MET' : 'MISSED'}`,
+        );
+      }
+      row(
+        'IRC reader check',
+        `PASS: ${answered} measured pages (${settings.queries} per shape, one at a time, after ${settings.warmup} warm-up each) answered 200 with a page; p95 under ${TARGET_READER_P95_MS} ms for ${allMet ? 'every shape' : 'some shapes only (see above)'}`,
+      );
+    } catch (err) {
+      fail('IRC reader pages', err);
     }
   } finally {
     await dropImportNetworks(importNetwork).catch((err: unknown) => log(`irc: removing the import network failed: ${errorText(err)}`));

@@ -18,6 +18,7 @@ import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
 import { ircPlugin, isIrcApiUrl } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
+import { DyndnsTokens } from './platform/dyndns/dyndns-tokens.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { createSpeechServices } from './speech/speech-services.js';
@@ -96,7 +97,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     skipOnError: true,
   });
   await app.register(metricsPlugin, { config, metrics });
-  await app.register(authPlugin, { config, accounts, sessionStore });
+  const dyndnsTokens = new DyndnsTokens(orm);
+  await app.register(authPlugin, { config, accounts, sessionStore, dyndnsTokens: (secret) => dyndnsTokens.verify(secret) });
 
   installDomainErrors(app, okReasonBody);
   app.setNotFoundHandler((request, reply) => {
@@ -113,13 +115,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       );
   });
 
-  await app.register(platformPlugin, { version, outbound: speech.outbound, orm, config });
+  await app.register(platformPlugin, { version, outbound: speech.outbound, orm, config, accounts, dyndnsTokens });
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);
   await app.register(assistantPlugin, domainDeps);
   await app.register(ircPlugin, domainDeps);
-  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /irc, /admin pages
+  await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /admin pages
 
   attachLiveHub(app, domainDeps);
   await speech.work.start(app.log);

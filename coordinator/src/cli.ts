@@ -110,6 +110,20 @@ const dnsEnv = () =>
     .pick({ DNS_CACHE_TTL_SECONDS: true, DNS_DEFAULT_TTL: true, DNS_ACME_TTL: true, DNS_TIMEOUT_MS: true })
     .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('DNS_') && v)));
 const runDns = runWith(async (orm) => new (await import('./dns/dns-service.js')).DnsService(orm, dnsEnv()));
+const runDyndns = runWith(async (orm) => {
+  const [{ AccountService }, { DnsService }, { DyndnsService }, { DyndnsTokens }] = await Promise.all([
+    import('./accounts/account-service.js'),
+    import('./dns/dns-service.js'),
+    import('./platform/dyndns/dyndns-service.js'),
+    import('./platform/dyndns/dyndns-tokens.js'),
+  ]);
+  const accounts = new AccountService(orm);
+  const dyndnsEnv = envSchema
+    .pick({ DYNDNS_TTL: true, DYNDNS_NOCHG_LIMIT: true, DYNDNS_NOCHG_WINDOW_SECONDS: true, DYNDNS_ABUSE_BLOCK_SECONDS: true })
+    .parse(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('DYNDNS_') && v)));
+  const dyndns = new DyndnsService(new DyndnsTokens(orm), new DnsService(orm, dnsEnv()), accounts, dyndnsEnv);
+  return { accounts, dyndns };
+});
 
 /** Expected failures get one clear line (no stack); anything else is a bug and keeps its stack. */
 function reportError(err: unknown, driverError: boolean): number {
@@ -507,6 +521,55 @@ program
     run(async (svc, tokenId: number) => {
       if (!(await svc.revokePersonalToken(tokenId))) fail('not_found', `no token with id ${tokenId}`);
       return { json: { id: tokenId }, text: [`token ${tokenId} revoked`] };
+    }),
+  );
+
+// ---- dynamic-DNS tokens -----------------------------------------------------------------------
+
+program
+  .command('dyndns:token:create <username> <hostnames...>')
+  .description("create a user's dynamic-DNS token for host names inside zones the user may write (printed once)")
+  .requiredOption('--name <name>', 'label for the token')
+  .action(
+    runDyndns(async ({ accounts, dyndns }, username: string, hostnames: string[], o: { name: string }) => {
+      const user = await requireUser(accounts, username);
+      const { secret, token } = await dyndns.createToken(user, o.name, hostnames.flatMap((h) => h.split(',')).filter(Boolean));
+      return {
+        json: { secret, id: token.id, name: token.name, hostnames: token.hostnames },
+        text: [`created dynamic-DNS token ${token.id} for ${user.username}: ${token.hostnames.join(', ')}`, ...shownOnce('token', secret)],
+      };
+    }),
+  );
+
+program
+  .command('dyndns:token:list <username>')
+  .description("list a user's dynamic-DNS tokens")
+  .action(
+    runDyndns(async ({ accounts, dyndns }, username: string) => {
+      const user = await requireUser(accounts, username);
+      const tokens = await dyndns.listTokens(user);
+      return {
+        json: {
+          username: user.username,
+          tokens: tokens.map((t) => ({ id: t.id, name: t.name, prefix: t.prefix, hostnames: t.hostnames, last_used_at: t.lastUsedAt })),
+        },
+        text: table(
+          ['ID', 'NAME', 'PREFIX', 'HOSTNAMES', 'LAST USED'],
+          tokens.map((t) => [String(t.id), t.name, t.prefix, t.hostnames.join(','), day(t.lastUsedAt?.toISOString() ?? null)]),
+          `${user.username} has no dynamic-DNS tokens`,
+        ),
+      };
+    }),
+  );
+
+program
+  .command('dyndns:token:revoke <username>')
+  .description("revoke one of a user's dynamic-DNS tokens by id")
+  .argument('<tokenId>', 'id shown by dyndns:token:list', positiveInt)
+  .action(
+    runDyndns(async ({ accounts, dyndns }, username: string, tokenId: number) => {
+      await dyndns.revokeToken(await requireUser(accounts, username), tokenId);
+      return { json: { id: tokenId }, text: [`dynamic-DNS token ${tokenId} revoked`] };
     }),
   );
 

@@ -124,6 +124,40 @@ export const envSchema = z.object({
   /** Whether spamd runs its network tests (DNS blocklists, URIBL, Razor…); without them answers are `degraded`. */
   SPAMD_NETWORK_TESTS: bool.default(false),
 
+  /** Dynamic DNS (`/api/dyndns/update`, `/nic/update`): TTL of the A/AAAA records it writes, seconds. */
+  DYNDNS_TTL: z.coerce.number().int().min(1).max(86_400).default(60),
+  /** Update requests per minute per client address (over it: 429 `abuse`). */
+  DYNDNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(30),
+  /** Identical updates in a row (each within DYNDNS_NOCHG_WINDOW_SECONDS of the last) answered `nochg` before a host is blocked (`abuse`). */
+  DYNDNS_NOCHG_LIMIT: z.coerce.number().int().min(1).max(1000).default(5),
+  DYNDNS_NOCHG_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
+  /** How long a host blocked for abuse answers `abuse`, seconds. */
+  DYNDNS_ABUSE_BLOCK_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86_400)
+    .default(3600),
+
+  /**
+   * Reputation (`/api/reputation`): DNS blocklists queried the RFC 5782 way, comma-separated
+   * `name:kind` with kind `domain` (<domain>.<list>) or `ip` (reversed octets / nibbles), e.g.
+   * `dbl.example.net:domain,zen.example.net:ip`. Empty: community reports only.
+   */
+  REPUTATION_DNSBLS: z
+    .string()
+    .max(2000)
+    .regex(/^\s*(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?\.?:(?:domain|ip)\s*(?:,\s*|$))*$/i, 'comma-separated zone:domain or zone:ip entries')
+    .default(''),
+  /** Resolver the blocklists are asked through, `host` or `host:port` (IPv6 in brackets); empty: the system's resolvers. */
+  REPUTATION_DNS_RESOLVER: z.string().max(200).default(''),
+  /** How long one blocklist may take before it is reported `unavailable`, milliseconds. */
+  REPUTATION_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(2000),
+  /** Age at which a community report counts half, days (exponential decay). */
+  REPUTATION_REPORT_HALF_LIFE_DAYS: z.coerce.number().min(0.01).max(3650).default(30),
+  /** Reports per hour per user. */
+  REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30),
+
   SESSION_SECRET: secret,
   SESSION_TTL_SECONDS: z.coerce
     .number()

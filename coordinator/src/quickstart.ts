@@ -142,7 +142,7 @@ async function main() {
       ? `  Admin:        username "${admin.username}", password "${admin.password}" (shown only now; store it)`
       : `  Admin:        username "${admin.username}" (its password was shown on the first run; set a new one with npm run cli -- user:password ${admin.username})`,
     `  ${dns.banner}`,
-    `  Chat logs:    ${url}/irc/api/networks (load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
+    `  Chat logs:    ${url}/irc (API ${url}/irc/api/networks; load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
     `  Data folder:  ${dataDir}`,
     '',
   ];

@@ -7,6 +7,7 @@ import Fastify from 'fastify';
 import { declarePublicScope, enforceRouteAuth, principalOf, type RouteAuthEntry } from '../../coordinator/src/accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../coordinator/src/accounts/types.js';
 import { installDomainErrors, okReasonBody, successErrorBody } from '../../coordinator/src/http/errors.js';
+import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-tokens.js';
 import { browserLogin, createTestApp, extractCsrf, randomName, type CookieJar, type TestApp } from '../support/harness.js';
 
 /**
@@ -421,6 +422,56 @@ describe('DNS API policy: session, API key (three transports), IP whitelist', ()
   });
 });
 
+describe('dynamic-DNS tokens: HTTP Basic password on the dyndns2 routes only', () => {
+  const basicOf = (secret: string, user = 'router') => `Basic ${Buffer.from(`${user}:${secret}`).toString('base64')}`;
+
+  it('a token works as the Basic password with any user name, and nowhere else', async () => {
+    const { secret } = await new DyndnsTokens(t.orm).create(alice.id, 'matrix', []);
+    for (const user of ['router', alice.name, '']) {
+      const res = await get('/nic/update?hostname=x.example.test&myip=192.0.2.1', { authorization: basicOf(secret, user) });
+      expect(res.statusCode).toBe(200);
+      expect(res.body).toBe('nohost\n');
+    }
+    // As a bearer token, or on any other route, it is not a credential.
+    const bearer = await get('/nic/update?hostname=x.example.test', { authorization: `Bearer ${secret}` });
+    expect(bearer.statusCode).toBe(401);
+    expect(bearer.body).toBe('badauth\n');
+    for (const url of ['/probe/dns', '/probe/speechUser', '/api/dyndns/tokens', '/api/account/me']) {
+      const res = await get(url, { authorization: basicOf(secret) });
+      expect(res.statusCode, url).toBe(401);
+      expect(res.json()).toMatchObject(UNAUTH);
+    }
+  });
+
+  it('other credentials are refused with badauth; revoked tokens and tokens of disabled users too', async () => {
+    const key = (await t.accounts.createDnsApiKey({ name: 'not-dyndns' })).key;
+    const pat = await patFor(alice.id, ['speech.api']);
+    const { jar } = await browserLogin(t.app, alice.name, alice.password);
+    const attempts: Array<Record<string, string>> = [
+      { authorization: basicOf(key) },
+      { authorization: basicOf(pat) },
+      { 'x-api-key': key },
+      { cookie: jar.header() },
+    ];
+    for (const headers of attempts) {
+      const res = await get('/api/dyndns/update?hostname=x.example.test', headers);
+      expect(res.statusCode).toBe(401);
+      expect(res.body).toBe('badauth\n');
+      expect(res.headers['www-authenticate']).toMatch(/^Basic realm=/);
+    }
+    const tokens = new DyndnsTokens(t.orm);
+    const revoked = await tokens.create(alice.id, 'revoked', []);
+    await tokens.revoke(alice.id, revoked.token.id);
+    expect((await get('/nic/update?hostname=x.example.test', { authorization: basicOf(revoked.secret) })).statusCode).toBe(401);
+    const name = randomName();
+    const u = await t.accounts.createUser({ username: name });
+    const theirs = await tokens.create(u.user.id, 'theirs', []);
+    expect((await get('/nic/update?hostname=x.example.test', { authorization: basicOf(theirs.secret) })).statusCode).toBe(200);
+    await t.accounts.setDisabled(name, true);
+    expect((await get('/nic/update?hostname=x.example.test', { authorization: basicOf(theirs.secret) })).body).toBe('badauth\n');
+  });
+});
+
 describe('chat-log archive error shape', () => {
   it('uses {success:false, error} for validation errors and unknown paths', async () => {
     const res = await get('/probe/irc?limit=5000');
@@ -473,7 +524,9 @@ describe('every real route of the application', () => {
   const protectedRoutes = () => realRoutes().filter((r): r is RouteAuthEntry & { auth: AuthRequirement } => r.auth !== 'public');
   const concrete = (url: string) => url.replace(/:[A-Za-z_]+/g, '1').replace(/\*$/, 'x');
   const isIrc = (url: string) => url.startsWith('/irc/api') || url.startsWith('/api/irclog');
-  const isPage = (url: string) => !url.startsWith('/api/') && !isIrc(url);
+  /** The dyndns2 update routes answer in plain text (`badauth` with a Basic challenge). */
+  const isDyndns = (url: string) => url === '/nic/update' || url === '/api/dyndns' || url === '/api/dyndns/update';
+  const isPage = (url: string) => !url.startsWith('/api/') && !isIrc(url) && !isDyndns(url);
   const label = (r: RouteAuthEntry) => `${r.method} ${r.url}`;
 
   it('covers the areas of the service (the table is the real one)', () => {
@@ -487,6 +540,10 @@ describe('every real route of the application', () => {
       'POST /api/speech/transcribe',
       'PATCH /api/speech/uploads/:id',
       'POST /api/dns/records/add',
+      'GET /nic/update',
+      'GET /api/dyndns/update',
+      'GET /api/reputation',
+      'POST /api/reputation/reports',
       'GET /irc/api/logs',
       'DELETE /irc/api/admin/aliases',
       'GET /shared/speech/transcript/:token',
@@ -500,7 +557,7 @@ describe('every real route of the application', () => {
     expect(protectedRoutes().length).toBeGreaterThan(40);
   });
 
-  it('public routes are exactly the declared ones: sign-in, platform, chat-log reads, shares, docs, metrics, static assets', () => {
+  it('public routes are exactly the declared ones: sign-in, platform, reputation lookups, chat-log reads, shares, docs, metrics, static assets', () => {
     const publicUrls = [
       ...new Set(
         realRoutes()
@@ -512,11 +569,20 @@ describe('every real route of the application', () => {
       /^\/login$/,
       /^\/api\/account\/login$/,
       /^\/api\/platform$/,
+      // Reputation lookups of public things (and the older lookup path); reports need a user.
+      /^\/api\/reputation(\/lookup)?$/,
       /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,
+      // The chat-log reader pages (the same public archive, server-rendered).
+      /^\/irc(\/search|\/nick\/:nick|\/net\/:network(\/:channel(\/:day)?)?)?$/,
       /^\/shared\/speech\/transcript\/:token$/,
       /^\/docs(\/.*)?$/,
       /^\/openapi\.json$/,
       /^\/metrics$/,
+      // Status pages and guestbooks: the published data and the public form.
+      /^\/api\/statuspage\/:slug$/,
+      /^\/status\/:slug$/,
+      /^\/guestbook\/:slug(\/entries)?$/,
+      /^\/api\/guestbook\/:slug\/entries$/,
       // The web console's bundle (content-hashed files of coordinator/dist/public).
       /^\/assets\/\*$/,
     ];
@@ -538,6 +604,10 @@ describe('every real route of the application', () => {
         continue;
       }
       if (r.method === 'HEAD') continue;
+      if (isDyndns(r.url)) {
+        if (res.body !== 'badauth\n' || !/^Basic /.test(String(res.headers['www-authenticate']))) failures.push(`${label(r)}: body ${res.body}`);
+        continue;
+      }
       const body = res.json();
       const shapeOk = isIrc(r.url)
         ? body.success === false && typeof body.error === 'string' && Object.keys(body).length === 2
@@ -554,6 +624,10 @@ describe('every real route of the application', () => {
     sessions: Map<string, { jar: CookieJar; csrf: string }>,
   ) {
     if (r.auth.accept.includes('jwt')) return { authorization: `Bearer ${await jwtFor(who.name, who.password)}` };
+    if (r.auth.accept.includes('dyndns_token')) {
+      const { secret } = await new DyndnsTokens(t.orm).create(who.id, 'probe', []);
+      return { authorization: `Basic ${Buffer.from(`${who.name}:${secret}`).toString('base64')}` };
+    }
     if (r.auth.accept.includes('personal_token')) return { authorization: `Bearer ${await patFor(who.id, [r.auth.scope ?? 'speech.api'])}` };
     if (r.auth.accept.includes('session')) {
       let s = sessions.get(who.name);

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { errorBodySchema, ircErrorBodySchema, TOKEN_SCOPES, PERMISSIONS } from '@sonar/shared';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
+import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-tokens.js';
 import { startNamed } from '../support/bind.js';
 import { startSpamd } from '../support/spamd.js';
 import { createJwtUser, createTestApp } from '../support/harness.js';
@@ -41,6 +42,7 @@ const t = await createTestApp({
     LOGIN_RATE_LIMIT_PER_MINUTE: '1000000',
     IRC_API_RATE_LIMIT_MAX: '1000000',
     DNS_TIMEOUT_MS: '2000',
+    DYNDNS_RATE_LIMIT_PER_MINUTE: '1000000',
   },
 });
 const statuses = new Map<number, number>();
@@ -62,6 +64,8 @@ const admin = await createJwtUser(t, [...PERMISSIONS], { isAdmin: true, prefix: 
 for (let i = 0; i < 8; i++) await t.accounts.createPersonalToken(admin.id, { name: `decoy${i}`, scopes: ['speech.api'] });
 const pat = (await t.accounts.createPersonalToken(admin.id, { name: 'fuzz', scopes: [...TOKEN_SCOPES] })).token;
 const dnsKey = (await t.accounts.createDnsApiKey({ name: 'fuzz' })).key;
+// The dyndns2 routes take a dynamic-DNS token as the Basic password: one for a host of the fuzz zone.
+const dyndnsToken = (await new DyndnsTokens(t.orm).create(admin.id, 'fuzz', [{ hostname: `dyn.${ZONE}`, zone: ZONE }])).secret;
 
 interface JsonSchema {
   type?: string | string[];
@@ -455,6 +459,7 @@ const bogusAuth: fc.Arbitrary<Record<string, string>> = fc.oneof(
     { authorization: 'Bearer garbage' },
     { authorization: 'Bearer sonar_pat_doesnotexist' },
     { authorization: 'Basic Zm9vOmJhcg==' },
+    { authorization: `Basic ${Buffer.from('x:sonar_ddns_doesnotexist').toString('base64')}` },
     { authorization: 'Bearer ' + 'a'.repeat(5000) },
     { authorization: 'Bearer a.b.c' },
     { 'x-api-key': 'sonar_dns_wrong' },
@@ -466,6 +471,7 @@ const bogusAuth: fc.Arbitrary<Record<string, string>> = fc.oneof(
 function credentialsOf(op: Operation): Record<string, string> {
   if (op.path.startsWith('/api/dns/')) return { 'x-api-key': dnsKey };
   if (op.security.includes('personalToken')) return { authorization: `Bearer ${pat}` };
+  if (op.security.includes('dyndnsBasic')) return { authorization: `Basic ${Buffer.from(`fuzz:${dyndnsToken}`).toString('base64')}` };
   return admin.auth;
 }
 

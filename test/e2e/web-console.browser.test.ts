@@ -208,7 +208,7 @@ describe('web console pages', { timeout: 90_000 }, () => {
   it('refuses the pages to others: sign-in for anonymous visitors, 403 without the permission, 404 for other people’s jobs', async () => {
     const anon = await signedIn(null);
     const page = await anon.context.newPage();
-    for (const p of ['/', '/speech', `/speech/jobs/${ids.completed}`, '/dns', '/irc', '/admin', '/admin/workers']) {
+    for (const p of ['/', '/speech', `/speech/jobs/${ids.completed}`, '/dns', '/admin', '/admin/workers']) {
       await page.goto(`${svc.url}${p}`);
       expect(new URL(page.url()).pathname, p).toBe('/login');
     }

@@ -87,6 +87,9 @@ function transportAllowed(p: Presented, req: AuthRequirement): boolean {
       );
     case 'dns_api_key':
       return req.accept.includes('dns_api_key') && p.where !== 'apikey' && (p.where !== 'basic' || req.basicAuthApiKey === true);
+    case 'dyndns_token':
+      // dyndns2 clients (ddclient, inadyn, routers) send the token as the Basic password, nothing else.
+      return req.accept.includes('dyndns_token') && p.where === 'basic';
     default:
       return false;
   }
@@ -136,10 +139,14 @@ export function enforceRouteAuth(app: FastifyInstance) {
   });
 }
 
+/** Verifies a dynamic-DNS token (platform/dyndns): its id and owner, or null when unknown or revoked. */
+export type DyndnsTokenVerifier = (secret: string) => Promise<{ tokenId: number; ownerId: number } | null>;
+
 export interface AuthPluginOptions {
   config: Config;
   accounts: AccountService;
   sessionStore: PgSessionStore;
+  dyndnsTokens: DyndnsTokenVerifier;
 }
 
 /**
@@ -148,7 +155,7 @@ export interface AuthPluginOptions {
  */
 export const authPlugin = fp(
   async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
-    const { config, accounts, sessionStore } = opts;
+    const { config, accounts, sessionStore, dyndnsTokens } = opts;
     const csrfTokens = CsrfTokens();
 
     await app.register(fastifyCookie);
@@ -186,6 +193,12 @@ export const authPlugin = fp(
         const token = await accounts.verifyPersonalToken(p.value);
         if (!token) throw unauthenticated('The access token is invalid, expired or revoked.');
         return { via: 'personal_token', user: token.user, tokenId: token.tokenId, scopes: token.scopes, accessType: 'authenticated' };
+      }
+      if (p.kind === 'dyndns_token') {
+        const token = await dyndnsTokens(p.value);
+        const user = token ? await accounts.findActiveUser(token.ownerId) : null;
+        if (!token || !user) throw unauthenticated('The dynamic-DNS token is invalid or revoked, or its owner is disabled.');
+        return { via: 'dyndns_token', user, tokenId: token.tokenId, accessType: 'authenticated' };
       }
       const key = await accounts.verifyDnsApiKey(p.value);
       if (!key) throw unauthenticated('The API key is invalid, expired or revoked.');

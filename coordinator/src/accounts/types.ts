@@ -9,13 +9,14 @@ export interface AuthUser {
   permissions: Permission[];
 }
 
-export type Transport = 'session' | 'jwt' | 'personal_token' | 'dns_api_key' | 'ip_whitelist';
+export type Transport = 'session' | 'jwt' | 'personal_token' | 'dns_api_key' | 'dyndns_token' | 'ip_whitelist';
 
 /** Who is calling, and how they proved it. */
 export type Principal =
   | { via: 'session' | 'jwt'; user: AuthUser; accessType: 'authenticated' }
   | { via: 'personal_token'; user: AuthUser; tokenId: number; scopes: TokenScope[]; accessType: 'authenticated' }
   | { via: 'dns_api_key'; user: AuthUser | null; keyId: number; accessType: Extract<DnsAccessType, 'authenticated' | 'api_key_global'> }
+  | { via: 'dyndns_token'; user: AuthUser; tokenId: number; accessType: 'authenticated' }
   | { via: 'ip_whitelist'; user: null; accessType: 'ip_whitelist' };
 
 /** What a route declares in `config.auth`. */

@@ -12,7 +12,7 @@ import { ZoneRegistry } from '../dns/zone-registry.js';
 import { normalizeError, validationFailed } from '../http/errors.js';
 import { html } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
-import { IrcArchiveService } from '../irc/archive-service.js';
+import { DEFAULT_IRC_SOURCE } from '../irc/event-store.js';
 import { presentJob } from '../speech/jobs/presenter.js';
 import { LocalModelSettings } from '../speech/local-models.js';
 import { targetIncompatibility } from '../speech/workers/compatibility.js';
@@ -22,27 +22,27 @@ const admin: AuthRequirement = { accept: ['session'], adminOnly: true };
 const hidden = { hide: true } as const;
 const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
 
-/** Archive size for the dashboard and /irc: networks, channels and stored events (production archive). */
+/** Archive size for the dashboard: networks, channels and stored events of the archive the reader shows. */
 async function archiveSize(deps: Pick<DomainDeps, 'orm'>) {
   const rows = await deps.orm.em.getConnection().execute<Array<{ networks: string; channels: string; events: string | null }>>(
-    `select (select count(*) from irc_networks where source = 'production') as networks,
+    `select (select count(*) from irc_networks where source = ?) as networks,
             count(c.id) as channels, sum(c.event_count) as events
-       from irc_channels c join irc_networks n on n.id = c.network_id and n.source = 'production'`,
+       from irc_channels c join irc_networks n on n.id = c.network_id and n.source = ?`,
+    [DEFAULT_IRC_SOURCE, DEFAULT_IRC_SOURCE],
   );
   const r = rows[0];
   return { networks: Number(r?.networks ?? 0), channels: Number(r?.channels ?? 0), events: Number(r?.events ?? 0) };
 }
 
 /**
- * The console's own pages: the home dashboard `/`, read-only landing pages for DNS (`/dns`) and the
- * chat-log archive (`/irc`), and the administration pages (`/admin`, `/admin/workers`, the local
- * model allowlist). Everything reads without JavaScript; the admin forms post without it.
+ * The console's own pages: the home dashboard `/`, the read-only DNS landing page (`/dns`) and the
+ * administration pages (`/admin`, `/admin/workers`, the local model allowlist); the chat-log
+ * reader under `/irc` is the irc plugin's. Everything reads without JavaScript; the admin forms post without it.
  */
 export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
   await base.register(formBody);
   const app = base.withTypeProvider<ZodTypeProvider>();
   const zones = new ZoneRegistry(deps.orm);
-  const archive = new IrcArchiveService(deps.orm);
   const localModels = new LocalModelSettings(deps.orm, deps.config.SPEECH_LOCAL_MODELS);
   app.setErrorHandler((error, request, reply) => pageErrorHandler(request, reply, normalizeError(error, request)));
 
@@ -96,7 +96,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
         <div class="card" id="archive"><h2>Chat-log archive</h2>
           <p><strong>${size.events.toLocaleString('en')}</strong> events in ${size.channels} channels on ${size.networks} networks.</p><p><a href="/irc">Chat logs</a></p></div>
       </div>
-      <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
+      <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/statuspages">Status pages</a></li><li><a href="/guestbooks">Guestbooks</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
     return sendPage(reply, { title: 'Home', user, active: 'home', body });
   });
 
@@ -104,7 +104,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
     const user = userOf(request);
     const list = await readableZones(request);
     const body = html`<div class="card"><h1>DNS zones</h1>
-      <p class="muted">Zones you may read. Records are edited through the <a href="/docs#/dns">DNS API</a> (/api/dns).</p>
+      <p class="muted">Zones you may read. Records are edited through the <a href="/docs#/dns">DNS API</a> (/api/dns); routers and ddclient update addresses with <a href="/dyndns">dynamic-DNS tokens</a>.</p>
       ${
         list.length
           ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
@@ -114,26 +114,6 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
           : html`<p id="no-zones">You cannot read any zone yet; an administrator grants zone rights.</p>`
       }</div>`;
     return sendPage(reply, { title: 'DNS zones', user, active: 'dns', body });
-  });
-
-  app.get('/irc', { schema: hidden, config: { auth: signedIn } }, async (request, reply) => {
-    const user = userOf(request);
-    const networks = await archive.networks('production');
-    const channels = await Promise.all(networks.map(async (n) => ({ network: n, channels: await archive.channels('production', n.id) })));
-    const body = html`<div class="card"><h1>Chat logs</h1>
-      <p class="muted">Networks and channels of the archive; search them through the <a href="/docs#/irc">chat-log API</a> (/irc/api). Times are UTC as the archive stores them.</p>
-      ${
-        channels.length
-          ? channels.map(
-              ({ network, channels: cs }) =>
-                html`<h2>${network.name}</h2><div class="table-wrap"><table class="irc-channels"><thead><tr><th>Channel</th><th class="num">Events</th><th>First</th><th>Last</th></tr></thead><tbody>${cs.map(
-                  (c) =>
-                    html`<tr><td>${c.name}</td><td class="num">${c.event_count.toLocaleString('en')}</td><td>${c.first_date ?? ''}</td><td>${c.last_date ?? ''}</td></tr>`,
-                )}</tbody></table></div>`,
-            )
-          : html`<p id="no-networks">The archive is empty.</p>`
-      }</div>`;
-    return sendPage(reply, { title: 'Chat logs', user, active: 'irc', body });
   });
 
   // ---- administration ------------------------------------------------------------------------

@@ -33,6 +33,11 @@ export const openApiPlugin = fp(
               scheme: 'basic',
               description: 'ACME routes only: a DNS API key as the HTTP Basic password, any user name (lego httpreq HTTPREQ_USERNAME/HTTPREQ_PASSWORD).',
             },
+            dyndnsBasic: {
+              type: 'http',
+              scheme: 'basic',
+              description: 'Dynamic-DNS update routes only: a dynamic-DNS token (sonar_ddns_…) as the HTTP Basic password, any user name.',
+            },
           },
         },
       },

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 
 /** The budgets that several routes share; each is counted per client address. */
-export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin';
+export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin' | 'dyndns' | 'guestbook' | 'irc';
 
 /**
  * An onRequest hook that counts every route it guards against one budget per client address
@@ -13,4 +13,13 @@ export type SharedBucket = 'login' | 'dns' | 'tokens' | 'admin';
  */
 export function sharedRateLimit(app: FastifyInstance, bucket: SharedBucket, max: number) {
   return app.rateLimit({ max, timeWindow: 60_000, keyGenerator: (req) => `${bucket}:${req.ip}` });
+}
+
+/**
+ * The Redis key under which `sharedRateLimit` counts `bucket` for one client address (the store
+ * prefixes each limiter's keys with its route's method and URL, which a shared limiter has not).
+ * Tests use it to stretch a counting window instead of racing the clock.
+ */
+export function sharedBucketKey(redisKeyPrefix: string, bucket: SharedBucket, ip: string): string {
+  return `${redisKeyPrefix}rl:undefinedundefined-${bucket}:${ip}`;
 }

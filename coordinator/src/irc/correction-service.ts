@@ -152,7 +152,8 @@ export class IrcCorrectionService {
   /**
    * Deletes the rows of one network matching `where` (over `irc_events e`) and repairs what was
    * kept beside them, in one transaction: counters of the channels touched are recounted, the
-   * nicks touched are recomputed from their remaining rows (and dropped when none is left), log
+   * nicks touched are recomputed from their remaining rows (and dropped when none is left), the
+   * term counts and rows per day of the channel-months and channel-days touched are recounted, log
    * links whose NICK rows are all gone are removed (an admin's links and removals stay), and a
    * netsplit burst that lost its leader gets its earliest remaining row as leader.
    */
@@ -179,12 +180,13 @@ export class IrcCorrectionService {
           groups: string[] | null;
           pairs: Array<[string, string]> | null;
           months: Array<[number, string]> | null;
+          days: Array<[number, string]> | null;
         }>;
       }>(
         `with del as (
            delete from irc_events e where ${where.sql}
            returning e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type, e.netsplit_group,
-                     to_char(date_trunc('month', e.occurred_at), 'YYYY-MM-DD') as month
+                     to_char(date_trunc('month', e.occurred_at), 'YYYY-MM-DD') as month, to_char(e.occurred_at, 'YYYY-MM-DD') as day
          )
          select (select count(*) from del) as n,
                 (select array_agg(distinct channel_id) from del) as channels,
@@ -192,7 +194,8 @@ export class IrcCorrectionService {
                 (select array_agg(distinct netsplit_group) from del where netsplit_group is not null) as groups,
                 (select json_agg(distinct jsonb_build_array(least(nk, tk), greatest(nk, tk)))
                    from del where event_type = 'NICK' and nk is not null and tk is not null and nk <> tk) as pairs,
-                (select json_agg(distinct jsonb_build_array(channel_id, month)) from del where event_type not in ('NETSPLIT', 'NETMERGE')) as months`,
+                (select json_agg(distinct jsonb_build_array(channel_id, month)) from del where event_type not in ('NETSPLIT', 'NETMERGE')) as months,
+                (select json_agg(distinct jsonb_build_array(channel_id, day)) from del) as days`,
         where.bindings,
       );
       const r = res.rows[0]!;
@@ -254,6 +257,19 @@ export class IrcCorrectionService {
             where e.event_type not in ('NETSPLIT', 'NETMERGE')
             group by 1, 2, 3`,
           [JSON.stringify(months)],
+        );
+      }
+      const days = r.days ?? [];
+      if (days.length) {
+        // The rows per day of each channel-day that lost rows, recounted from the rows left.
+        const cd = `select (p->>0)::int as ch, (p->>1)::date as d from jsonb_array_elements(?::jsonb) as p`;
+        await trx.raw(`delete from irc_channel_days x using (${cd}) cd where x.channel_id = cd.ch and x.day = cd.d`, [JSON.stringify(days)]);
+        await trx.raw(
+          `insert into irc_channel_days (channel_id, day, events, messages)
+           select cd.ch, cd.d, count(*), count(*) filter (where e.event_type in ('PRIVMSG', 'ACTION', 'NOTICE'))
+             from (${cd}) cd join irc_events e on e.channel_id = cd.ch and e.occurred_at >= cd.d and e.occurred_at < cd.d + interval '1 day'
+            group by 1, 2`,
+          [JSON.stringify(days)],
         );
       }
       let linksRemoved = 0;

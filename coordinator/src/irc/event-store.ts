@@ -5,6 +5,11 @@ import type { IrcEventType } from './parsers/types.js';
 
 export const IRC_SOURCES = ['production', 'sandbox'] as const;
 export type IrcSource = (typeof IRC_SOURCES)[number];
+/**
+ * The archive `/irc/api` reads when a request names no `source`, and the only one the public
+ * reader pages (`/irc`) and the dashboard show: `sandbox` is for trying imports out.
+ */
+export const DEFAULT_IRC_SOURCE: IrcSource = 'production';
 
 /** A row ready to be written; `occurredAt` is UTC `YYYY-MM-DD HH:MM:SS[.fff]`. */
 export interface NewIrcEvent {
@@ -27,7 +32,8 @@ const COLUMNS = 11;
 /**
  * The one writer of chat-log rows, used by the file importer and the live logger. Each `insert`
  * keeps the channel's counters and span, the per-nick statistics, the nick links from NICK
- * events and the per-term monthly counts (irc_term_months) in step with the rows it actually
+ * events, the per-term monthly counts (irc_term_months) and the rows per channel and day
+ * (irc_channel_days) in step with the rows it actually
  * added, in the same statement.
  */
 export class IrcEventStore {
@@ -155,6 +161,11 @@ export class IrcEventStore {
             set event_count = c.event_count + span.n, first_at = least(c.first_at, span.lo), last_at = greatest(c.last_at, span.hi),
                 netsplit_count = c.netsplit_count + span.ns, netsplit_leader_count = c.netsplit_leader_count + span.nl
            from span where c.id = ?::int and span.n > 0
+       ), days as (
+         insert into irc_channel_days as d (channel_id, day, events, messages)
+         select ?::int, occurred_at::date, count(*), count(*) filter (where event_type in ('PRIVMSG', 'ACTION', 'NOTICE'))
+           from ins group by 2 order by 2
+         on conflict (channel_id, day) do update set events = d.events + excluded.events, messages = d.messages + excluded.messages
        ), nicks as (
          insert into irc_nicks as n (network_id, nick_key, nick, first_at, last_at, last_message_at, message_count, event_count)
          select ?::int, lower(nick), max(nick), min(occurred_at), max(occurred_at),
@@ -176,7 +187,7 @@ export class IrcEventStore {
        )
        -- Data-modifying CTEs run whether or not they are read; only the count is needed.
        select n as inserted from span`,
-      [...values, channelId, channelId, networkId, networkId],
+      [...values, channelId, channelId, channelId, networkId, networkId],
     );
     return Number(res.rows[0]!.inserted);
   }

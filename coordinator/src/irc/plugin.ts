@@ -3,17 +3,25 @@ import { installDomainErrors, successErrorBody } from '../http/errors.js';
 import type { IrcDeps } from '../deps.js';
 import { ircAdminRoutes } from './admin-routes.js';
 import { IrcArchiveService } from './archive-service.js';
+import { ircReaderPages } from './reader/pages.js';
+import { IrcReaderStore } from './reader/reader-store.js';
 import { IRC_API_PREFIXES, ircRoutes } from './routes.js';
 
 /**
- * Chat-log archive: public reads under /irc/api (legacy /api/irclog) and the admin alias table.
- * Errors are `{success:false, error}`.
+ * Chat-log archive: public reads under /irc/api (legacy /api/irclog), the admin alias table, and
+ * the public reader pages under /irc. API errors are `{success:false, error}`; the pages answer
+ * with the console's HTML error page.
  */
 export async function ircPlugin(app: FastifyInstance, deps: IrcDeps) {
   installDomainErrors(app, successErrorBody);
   const archive = new IrcArchiveService(deps.orm, { queryTimeoutMs: deps.config.IRC_QUERY_TIMEOUT_MS });
   await app.register(ircRoutes, { archive, rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX });
   await app.register(ircAdminRoutes, { aliases: archive.aliases, rateLimitMax: deps.config.ADMIN_RATE_LIMIT_PER_MINUTE });
+  await app.register(ircReaderPages, {
+    archive,
+    store: new IrcReaderStore(deps.orm, deps.config.IRC_QUERY_TIMEOUT_MS),
+    rateLimitMax: deps.config.IRC_API_RATE_LIMIT_MAX,
+  });
 }
 
 /** Whether a request URL belongs to the chat-log API (its 404s answer `{success:false, error}` too). */

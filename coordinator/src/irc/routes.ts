@@ -2,10 +2,11 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { safeString } from '@sonar/shared';
-import { IRC_SOURCES } from './event-store.js';
+import { DEFAULT_IRC_SOURCE, IRC_SOURCES } from './event-store.js';
 import type { IrcArchiveService, LogSearch } from './archive-service.js';
 import { isValidDate } from './parsers/common.js';
 import { AppError } from '../http/errors.js';
+import { sharedRateLimit } from '../http/rate-limits.js';
 import { IRC_EVENT_TYPES } from './parsers/types.js';
 import { parseQuery, parseTermList, termProblem, uniqueTerms, type SearchTerm } from './search-terms.js';
 import { presentLogPage, presentDates } from './presenter.js';
@@ -76,11 +77,12 @@ export const logsQuery = z.object({
     .optional()
     .describe('`asc` (default): oldest first; `desc`: newest first (offset counts from the newest)'),
 });
-type LogsQuery = z.infer<typeof logsQuery>;
+export type LogsQuery = z.infer<typeof logsQuery>;
 
 const truthy = (v: string | undefined, dflt: boolean) => (v === undefined ? dflt : /^(1|true|yes|on)$/i.test(v));
 
-function toSearch(q: LogsQuery): LogSearch {
+/** Validated `/logs` parameters as the archive service's search (also the reader's search page). */
+export function toSearch(q: LogsQuery): LogSearch {
   const parsed = parseQuery(q.q ?? '');
   const from = new Map<SearchTerm, string>();
   const tag = (terms: SearchTerm[], name: string) => {
@@ -94,7 +96,7 @@ function toSearch(q: LogsQuery): LogSearch {
   const eventTypes = q.event_type ? [...new Set(q.event_type.split(',').map((t) => t.trim().toUpperCase()))] : null;
   const namesSplits = eventTypes?.some((t) => t === 'NETSPLIT' || t === 'NETMERGE') ?? false;
   return {
-    source: q.source ?? 'production',
+    source: q.source ?? DEFAULT_IRC_SOURCE,
     networkId: q.network_id !== undefined ? Number(q.network_id) : null,
     channelId: q.channel_id !== undefined ? Number(q.channel_id) : null,
     include,
@@ -198,7 +200,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
   const { archive } = opts;
   // One budget per client across every chat-log route (and both prefixes): a route-level
   // `config.rateLimit` would count each route separately.
-  const limiter = app.rateLimit({ max: opts.rateLimitMax, timeWindow: 60_000, keyGenerator: (req) => `irc:${req.ip}` });
+  const limiter = sharedRateLimit(app, 'irc', opts.rateLimitMax);
 
   for (const prefix of IRC_API_PREFIXES) {
     const legacy = prefix === '/api/irclog';
@@ -221,7 +223,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
       },
       async (req, reply) => {
         deprecate(reply, '/networks');
-        const source = req.query.source ?? 'production';
+        const source = req.query.source ?? DEFAULT_IRC_SOURCE;
         return { success: true as const, networks: await archive.networks(source), source };
       },
     );
@@ -241,7 +243,7 @@ export async function ircRoutes(app: FastifyInstance, opts: IrcRoutesOptions) {
       },
       async (req, reply) => {
         deprecate(reply, `/networks/${req.params.networkId}/channels`);
-        const source = req.query.source ?? 'production';
+        const source = req.query.source ?? DEFAULT_IRC_SOURCE;
         return { success: true as const, channels: await archive.channels(source, Number(req.params.networkId)), source };
       },
     );

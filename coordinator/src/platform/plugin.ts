@@ -7,14 +7,33 @@ import { FeedResolver } from './rss/feed-resolver.js';
 import { rssRoutes } from './rss/rss-routes.js';
 import { SpamService } from './spam/spam-service.js';
 import { spamRoutes } from './spam/spam-routes.js';
+import { statusPagePlugin } from './statuspage/plugin.js';
+import { guestbookPlugin } from './guestbook/plugin.js';
 import type { Orm } from '../db/orm.js';
 import type { Config } from '../config.js';
+import type { AccountService } from '../accounts/account-service.js';
+import { DnsService } from '../dns/dns-service.js';
+import { DyndnsService } from './dyndns/dyndns-service.js';
+import { dyndnsRoutes } from './dyndns/dyndns-routes.js';
+import type { DyndnsTokens } from './dyndns/dyndns-tokens.js';
+import { DnsblClient, parseBlocklists } from './reputation/dnsbl.js';
+import { ReputationService } from './reputation/reputation-service.js';
+import { reputationRoutes } from './reputation/reputation-routes.js';
 
-/** Platform endpoints (spec group E): the public version, RSS source resolution and spam scoring. */
-export async function platformPlugin(app: FastifyInstance, opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config }) {
+/** Platform endpoints (spec group E): the public version, RSS source resolution, spam scoring, dynamic DNS, reputation, status pages and guestbooks. */
+export async function platformPlugin(
+  app: FastifyInstance,
+  opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config; accounts: AccountService; dyndnsTokens: DyndnsTokens },
+) {
   installDomainErrors(app, okReasonBody);
   await rssRoutes(app, new FeedResolver(opts.outbound));
-  await spamRoutes(app, new SpamService(opts.orm, opts.config));
+  const spam = new SpamService(opts.orm, opts.config);
+  await spamRoutes(app, spam);
+  await dyndnsRoutes(app, new DyndnsService(opts.dyndnsTokens, new DnsService(opts.orm, opts.config), opts.accounts, opts.config), opts.config);
+  const dnsbl = new DnsblClient(parseBlocklists(opts.config.REPUTATION_DNSBLS), opts.config.REPUTATION_DNS_RESOLVER, opts.config.REPUTATION_DNS_TIMEOUT_MS);
+  await reputationRoutes(app, new ReputationService(opts.orm, dnsbl, opts.config));
+  await statusPagePlugin(app, { orm: opts.orm, publicBaseUrl: opts.config.PUBLIC_BASE_URL });
+  await guestbookPlugin(app, { orm: opts.orm, spam });
   app.withTypeProvider<ZodTypeProvider>().get('/api/platform', {
     config: { auth: 'public' },
     schema: {

@@ -13,6 +13,9 @@ import { Migration20261125001400IrcImportBatches } from './20261125-0014-irc-imp
 import { Migration20261124001200AppSettings } from './20261124-0012-app-settings.js';
 import { Migration20261124001500SpamProfiles } from './20261124-0015-spam-profiles.js';
 import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
+import { Migration20261125001700DyndnsReputation } from './20261125-0017-dyndns-reputation.js';
+import { Migration20261125001800StatuspagesGuestbooks } from './20261125-0018-statuspages-guestbooks.js';
+import { Migration20261125002100IrcChannelDays } from './20261125-0021-irc-channel-days.js';
 import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { MIGRATION_NAMES } from './names.js';
 
@@ -32,6 +35,9 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261124001200AppSettings', class: Migration20261124001200AppSettings },
   { name: 'Migration20261124001500SpamProfiles', class: Migration20261124001500SpamProfiles },
   { name: 'Migration20261125001100SpeechAi', class: Migration20261125001100SpeechAi },
+  { name: 'Migration20261125001700DyndnsReputation', class: Migration20261125001700DyndnsReputation },
+  { name: 'Migration20261125001800StatuspagesGuestbooks', class: Migration20261125001800StatuspagesGuestbooks },
+  { name: 'Migration20261125002100IrcChannelDays', class: Migration20261125002100IrcChannelDays },
   { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
 ];
 

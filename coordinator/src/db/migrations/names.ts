@@ -18,5 +18,8 @@ export const MIGRATION_NAMES = [
   'Migration20261124001200AppSettings',
   'Migration20261124001500SpamProfiles',
   'Migration20261125001100SpeechAi',
+  'Migration20261125001700DyndnsReputation',
+  'Migration20261125001800StatuspagesGuestbooks',
+  'Migration20261125002100IrcChannelDays',
   'Migration20261125001600Assistant',
 ] as const;
