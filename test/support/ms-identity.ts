@@ -327,7 +327,13 @@ export class MsIdentityStandIn {
       const alg = decodeProtectedHeader(assertion).alg;
       if (alg !== 'PS256' && alg !== 'RS256') return false;
       const key = await importX509(app.certificatePem, alg);
-      const { payload, protectedHeader } = await jwtVerify(assertion, key, { audience: endpoint, issuer: app.clientId, subject: app.clientId });
+      const { payload, protectedHeader } = await jwtVerify(assertion, key, {
+        audience: endpoint,
+        issuer: app.clientId,
+        subject: app.clientId,
+        // Clock skew, as the real service allows (MSAL rounds its iat/nbf to the nearest second).
+        clockTolerance: 300,
+      });
       const thumbprint = createHash('sha256').update(new X509Certificate(app.certificatePem).raw).digest('base64url');
       return Boolean(payload.jti) && protectedHeader['x5t#S256'] === thumbprint;
     } catch {
