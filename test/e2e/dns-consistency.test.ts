@@ -85,6 +85,49 @@ describe('refused before sending (nothing reaches the master)', () => {
     expect(res.json()).toMatchObject({ reason: 'cname_conflict' });
   });
 
+  it('an A or MX at an owner that is not a host name (named check-names REFUSED): 400 naming domain, not 503', async () => {
+    const before = await serial();
+    const a = await post('/api/dns/records/add', { domain: `bad_owner.${C}`, type: 'A', target: '10.6.0.50' });
+    expect(a.statusCode, a.body).toBe(400);
+    expect(a.json()).toMatchObject({ reason: 'validation_failed' });
+    expect(a.json().errors.domain[0]).toMatch(/bad_owner\.consist\.test is not a host name.*check-names/);
+    const mx = await post('/api/dns/records/add', { domain: `mx_owner.${C}`, type: 'MX', target: `10 mail.${C}.` });
+    expect(mx.statusCode, mx.body).toBe(400);
+    expect(mx.json().errors.domain[0]).toMatch(/mx_owner\.consist\.test is not a host name/);
+    expect(await dig(`bad_owner.${C}`, 'A')).toEqual([]);
+    expect(await serial()).toBe(before);
+    // The same owner takes a TXT (check-names does not apply to it); in a bulk the refused A is reported on its own.
+    const bulk = await post('/api/dns/records/bulk', {
+      operations: [
+        { action: 'ADD', domain: `bad_owner.${C}`, type: 'TXT', target: '"fine"' },
+        { action: 'ADD', domain: `bad_owner.${C}`, type: 'A', target: '10.6.0.50' },
+      ],
+    });
+    expect(bulk.statusCode, bulk.body).toBe(200);
+    expect(bulk.json().results).toMatchObject([{ ok: true }, { ok: false, reason: 'validation_failed', message: expect.stringMatching(/not a host name/) }]);
+    expect(await dig(`bad_owner.${C}`, 'TXT')).toEqual([expect.objectContaining({ rdata: '"fine"' })]);
+    expect(await dig(`bad_owner.${C}`, 'A')).toEqual([]);
+  });
+
+  it('a delegation (NS below the apex, answered as a referral) is read back and cached, not a false 409', async () => {
+    // A cache first, so the row seen below comes from the write's sync (not from a transfer).
+    expect((await t.app.inject({ method: 'GET', url: `/api/dns/zones/${C}/axfr`, headers: { 'x-api-key': key } })).statusCode).toBe(200);
+    const add = await post('/api/dns/records/add', { domain: `sub.${C}`, type: 'NS', target: 'ns1.example.org.' });
+    expect(add.statusCode, add.body).toBe(200);
+    expect(add.json()).toMatchObject({ verified: true });
+    // named answers the delegation in the authority section.
+    expect(await ns.dig(['+noall', '+authority', `sub.${C}`, 'NS'])).toMatch(/sub\.consist\.test\.\s+\d+\s+IN\s+NS\s+ns1\.example\.org\./);
+    const cached = await t.app.inject({
+      method: 'GET',
+      url: `/api/dns/zones/${C}/search?q=${encodeURIComponent(`name:sub.${C}`)}`,
+      headers: { 'x-api-key': key },
+    });
+    expect(cached.json().zoneData).toEqual([expect.objectContaining({ name: `sub.${C}`, type: 'NS', rdata: 'ns1.example.org' })]);
+    const del = await post('/api/dns/records/delete', { domain: `sub.${C}`, type: 'NS', target: 'ns1.example.org.' });
+    expect(del.statusCode, del.body).toBe(200);
+    expect(await ns.dig(['+noall', '+authority', `sub.${C}`, 'NS'])).not.toMatch(/ns1\.example\.org/);
+  });
+
   it('an MX or an apex NS whose in-zone target has no address: 400 validation_failed naming the target', async () => {
     const before = await serial();
     const mx = await post('/api/dns/records/add', { domain: `m.${C}`, type: 'MX', target: `10 nohost.${C}.` });

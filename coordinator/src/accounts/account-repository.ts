@@ -31,8 +31,14 @@ export class AccountRepository {
     return em.findOne(PersonalAccessToken, { id }, { populate: ['user'] });
   }
 
-  findDnsKeyByHash(em: EntityManager, keyHash: string) {
-    return em.findOne(DnsApiKey, { keyHash }, { populate: ['user'] });
+  /** A DNS API key and its user as one plain row (no entities): the DNS API resolves a key on every request. */
+  async dnsKeyForAuth(em: EntityManager, keyHash: string): Promise<DnsKeyAuthRow | null> {
+    const rows = await em.getConnection().execute<DnsKeyAuthRow[]>(
+      `select k.id, k.expires_at, k.last_used_at, k.revoked_at, u.id as user_id, u.username, u.email, u.is_admin, u.permissions, u.disabled_at
+         from dns_api_keys k left join users u on u.id = k.user_id where k.key_hash = ?`,
+      [keyHash],
+    );
+    return rows[0] ?? null;
   }
 
   listDnsKeys(em: EntityManager) {
@@ -65,4 +71,17 @@ export class AccountRepository {
       .getConnection()
       .execute(`update ${table} set last_used_at = now() where id = ? and (last_used_at is null or last_used_at < now() - interval '60 seconds')`, [id]);
   }
+}
+
+export interface DnsKeyAuthRow {
+  id: number;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+  user_id: number | null;
+  username: string | null;
+  email: string | null;
+  is_admin: boolean | null;
+  permissions: string[] | null;
+  disabled_at: Date | null;
 }

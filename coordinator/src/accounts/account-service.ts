@@ -277,7 +277,7 @@ export class AccountService {
     if (!token || token.revokedAt || (token.expiresAt && token.expiresAt <= new Date()) || token.user.disabledAt) {
       return null;
     }
-    await this.repo.touchToken(em, 'personal_access_tokens', token.id);
+    if (needsTouch(token.lastUsedAt)) await this.repo.touchToken(em, 'personal_access_tokens', token.id);
     return { user: toAuthUser(token.user), tokenId: token.id, scopes: [...token.scopes] };
   }
 
@@ -319,11 +319,21 @@ export class AccountService {
 
   async verifyDnsApiKey(secret: string): Promise<{ keyId: number; user: AuthUser | null } | null> {
     const em = this.em();
-    const key = await this.repo.findDnsKeyByHash(em, sha256Hex(secret));
-    if (!key || key.revokedAt || (key.expiresAt && key.expiresAt <= new Date())) return null;
-    if (key.user?.disabledAt) return null;
-    await this.repo.touchToken(em, 'dns_api_keys', key.id);
-    return { keyId: key.id, user: key.user ? toAuthUser(key.user) : null };
+    const key = await this.repo.dnsKeyForAuth(em, sha256Hex(secret));
+    if (!key || key.revoked_at || (key.expires_at && new Date(key.expires_at) <= new Date())) return null;
+    if (key.user_id !== null && key.disabled_at) return null;
+    if (needsTouch(key.last_used_at ? new Date(key.last_used_at) : null)) await this.repo.touchToken(em, 'dns_api_keys', key.id);
+    const user: AuthUser | null =
+      key.user_id === null
+        ? null
+        : {
+            id: Number(key.user_id),
+            username: key.username ?? '',
+            email: key.email,
+            isAdmin: key.is_admin === true,
+            permissions: [...((key.permissions ?? []) as Permission[])],
+          };
+    return { keyId: Number(key.id), user };
   }
 
   /** Adds a range (stored as its canonical network); re-adding an existing range updates its note. */
@@ -357,3 +367,9 @@ export class AccountService {
     return entries.length > 0 && new IpRangeSet(entries.map((e) => e.cidr)).has(ip);
   }
 }
+
+/**
+ * `last_used_at` is recorded at most once a minute (touchToken's own condition); the row just read
+ * tells whether this request would move it, so a busy key costs no UPDATE round trip per request.
+ */
+const needsTouch = (lastUsedAt: Date | null | undefined) => !lastUsedAt || Date.now() - lastUsedAt.getTime() >= 60_000;

@@ -35,9 +35,10 @@ async function archiveSize(deps: Pick<DomainDeps, 'orm'>) {
 }
 
 /**
- * The console's own pages: the home dashboard `/`, the read-only DNS landing page (`/dns`) and the
- * administration pages (`/admin`, `/admin/workers`, the local model allowlist); the chat-log
- * reader under `/irc` is the irc plugin's. Everything reads without JavaScript; the admin forms post without it.
+ * The console's own pages: the home dashboard `/` and the administration pages (`/admin`,
+ * `/admin/workers`, the local model allowlist); the DNS editor under `/dns` is the dns plugin's
+ * (dns/pages.ts), the chat-log reader under `/irc` the irc plugin's. Everything reads without
+ * JavaScript; the admin forms post without it.
  */
 export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
   await base.register(formBody);
@@ -98,22 +99,6 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
       </div>
       <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/statuspages">Status pages</a></li><li><a href="/guestbooks">Guestbooks</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
     return sendPage(reply, { title: 'Home', user, active: 'home', body });
-  });
-
-  app.get('/dns', { schema: hidden, config: { auth: signedIn } }, async (request, reply) => {
-    const user = userOf(request);
-    const list = await readableZones(request);
-    const body = html`<div class="card"><h1>DNS zones</h1>
-      <p class="muted">Zones you may read. Records are edited through the <a href="/docs#/dns">DNS API</a> (/api/dns); routers and ddclient update addresses with <a href="/dyndns">dynamic-DNS tokens</a>.</p>
-      ${
-        list.length
-          ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
-              (z) =>
-                html`<tr><td class="mono">${z.zone}</td><td class="mono">${z.server}:${z.port}</td><td>${z.writable ? 'read and write' : 'read'}</td></tr>`,
-            )}</tbody></table></div>`
-          : html`<p id="no-zones">You cannot read any zone yet; an administrator grants zone rights.</p>`
-      }</div>`;
-    return sendPage(reply, { title: 'DNS zones', user, active: 'dns', body });
   });
 
   // ---- administration ------------------------------------------------------------------------

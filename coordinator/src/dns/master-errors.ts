@@ -1,6 +1,6 @@
 import { AppError } from '../http/errors.js';
 import { RETRY_AFTER_SECONDS } from '../infra/unavailable.js';
-import { DnsConnectionError, DnsError, DnsOutcomeUnknownError, DnsTimeoutError } from './wire/index.js';
+import { DnsConnectionError, DnsError, DnsOutcomeUnknownError, DnsRcodeError, DnsTimeoutError, type UpdateOperation } from './wire/index.js';
 
 /**
  * Failures of the master DNS server as documented reasons. A master that cannot be reached (the
@@ -37,4 +37,25 @@ export function outcomeUnknown(err: DnsOutcomeUnknownError, what: string): AppEr
  */
 export function mapMasterFailure(error: unknown): unknown {
   return error instanceof DnsError ? masterUnavailable(error, 'The master DNS server could not be reached') : error;
+}
+
+/** A host-name label as named's check-names reads it: letters and digits, inner hyphens. */
+const HOST_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/i;
+/** Types whose owner name named's check-names requires to be a host name (a leading `*` label allowed). */
+const HOST_OWNER_TYPES = new Set(['A', 'AAAA', 'MX']);
+const isHostOwner = (name: string) => name.split('.').every((label, i) => HOST_LABEL.test(label) || (i === 0 && label === '*'));
+
+/**
+ * A REFUSED that the request's own data explains: named's `check-names` (on by default for a
+ * primary zone) refuses an A, AAAA or MX record whose owner is not a host name (`bad_name`), after
+ * our pre-checks let it through (those names are fine for TXT, SRV and the like). The message for
+ * a 400 naming `domain`, or null when the refusal is not explained by the data (a key without
+ * rights, a zone that is not writable: still the master's 503).
+ */
+export function refusedForData(err: unknown, ops: readonly UpdateOperation[]): string | null {
+  if (!(err instanceof DnsRcodeError) || err.code !== 'REFUSED') return null;
+  const bad = ops.find((o): o is Extract<UpdateOperation, { op: 'add' }> => o.op === 'add' && HOST_OWNER_TYPES.has(o.type) && !isHostOwner(o.name));
+  return bad
+    ? `${bad.name} is not a host name (each label letters, digits and inner hyphens): the master DNS server refuses ${bad.type} records at it (named's check-names). Use a host name, or a type such as TXT or SRV that allows this owner.`
+    : null;
 }

@@ -10,7 +10,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
-import { DnsError, DnsMasterClient, normalizeName, readZoneFile, type DnsRecord } from './wire/index.js';
+import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
 import { loadKey, type ZoneRow } from './zone-registry.js';
 
@@ -18,7 +18,18 @@ export interface CacheState {
   serial: number;
   recordCount: number;
   cachedAt: Date;
+  /** Changes whenever the zone's cached rows change (migration 0020): what page anchors are valid for. */
+  generation: string;
 }
+
+/** The ordering key of a cached row (the columns of index dns_record_cache_order after zone_id). */
+type RowKey = [sortKey: string, typeRank: number, type: string, rdata: string, id: string];
+
+/** Every ANCHOR_STEP-th row's key is kept per zone and generation: a deep page walks at most this many index entries. */
+const ANCHOR_STEP = 1000;
+/** Zones whose anchors a coordinator keeps (the most recently used). */
+const ANCHOR_ZONES = 64;
+const ORDER = 'sort_key, type_rank, type, rdata, id';
 
 export interface Page {
   rows: DnsRecord[];
@@ -74,17 +85,20 @@ export class ZoneCache {
     private readonly timeoutMs: number,
   ) {}
 
+  /** Per zone: the generation the anchors were read at and the keys of rows ANCHOR_STEP-1, 2·ANCHOR_STEP-1, … */
+  private readonly anchors = new Map<number, { generation: string; keys: Promise<RowKey[]> }>();
+
   async client(z: ZoneRow): Promise<DnsMasterClient> {
     return new DnsMasterClient({ server: z.server, port: z.port, key: await loadKey(z), timeoutMs: this.timeoutMs });
   }
 
   async state(zoneId: number): Promise<CacheState | null> {
-    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date }> }>(
-      `select serial, record_count, cached_at from dns_zone_cache_state where zone_id = ?`,
+    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date; generation: string }> }>(
+      `select serial, record_count, cached_at, generation from dns_zone_cache_state where zone_id = ?`,
       [zoneId],
     );
     const r = res.rows[0];
-    return r ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at) } : null;
+    return r ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at), generation: String(r.generation) } : null;
   }
 
   /**
@@ -140,7 +154,8 @@ export class ZoneCache {
       await done;
       await conn.query(
         `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values ($1, $2, $3, now())
-         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at`,
+         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at,
+           generation = nextval('dns_cache_generation_seq')`,
         [zoneId, result.serial, count],
       );
       await conn.query('commit');
@@ -190,7 +205,7 @@ export class ZoneCache {
       const cached = locked.rows[0]?.serial;
       if (cached === null || cached === undefined) return;
       const answers = await client.queryMany([...unique, { name: z.zone, type: 'SOA' }]);
-      const rows = unique.flatMap((p, i) => answers[i]!.answers.filter((r) => r.name === p.name && r.type === p.type));
+      const rows = unique.flatMap((p, i) => recordsAt(answers[i]!, p.name, p.type));
       const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
       const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
       const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
@@ -206,7 +221,7 @@ export class ZoneCache {
       await insertRows(trx, z.id, rows);
       const delta = rows.length - (deleted.rowCount ?? 0);
       await trx.raw(
-        `update dns_zone_cache_state set record_count = record_count + ?${advance ? ', serial = ?' : ''} where zone_id = ?`,
+        `update dns_zone_cache_state set record_count = record_count + ?, generation = nextval('dns_cache_generation_seq')${advance ? ', serial = ?' : ''} where zone_id = ?`,
         advance ? [delta, serialAfter, z.id] : [delta, z.id],
       );
     });
@@ -220,17 +235,62 @@ export class ZoneCache {
     });
   }
 
-  async page(zoneId: number, recordCount: number, page: number, perPage: number): Promise<Page> {
+  /**
+   * One page in cache order. The documented contract is page numbers, so deep pages are found by
+   * keyset from the nearest anchor (the key of every 1,000th row, kept per zone and cache
+   * generation) plus an OFFSET of less than 1,000 index entries: page 1,000 of a 100,000-row zone
+   * costs what page 10 does. Anchors are read once per generation (one index-only scan) and only
+   * when a page beyond the first anchor is asked for. `record_count` comes from the cache state (no count).
+   */
+  async page(zoneId: number, state: CacheState, page: number, perPage: number): Promise<Page> {
+    const recordCount = state.recordCount;
+    const offset = (page - 1) * perPage;
+    let after: RowKey | null = null;
+    let skip = offset;
+    if (offset >= ANCHOR_STEP && offset < recordCount) {
+      const keys = await this.anchorKeys(zoneId, state.generation);
+      const i = Math.min(Math.floor(offset / ANCHOR_STEP), keys.length) - 1;
+      if (i >= 0) {
+        after = keys[i]!;
+        skip = offset - (i + 1) * ANCHOR_STEP;
+      }
+    }
     const res = await this.knex().raw<{ rows: DnsRecord[] }>(
-      // The offset walks the ordering index only (an index-only scan over its key columns), and only the
-      // page's rows are fetched from the table: deep pages cost index entries, not row reads.
+      // The ordering index only (an index-only scan over its key columns) from the anchor on; only
+      // the page's rows are fetched from the table.
       `select c.name, c.ttl, c.class, c.type, c.rdata from dns_record_cache c
-       join (select id from dns_record_cache where zone_id = ? order by sort_key, type_rank, type, rdata, id limit ? offset ?) p on p.id = c.id
+       join (select id from dns_record_cache where zone_id = ?${after ? ` and (${ORDER}) > (?, ?, ?, ?, ?)` : ''}
+             order by ${ORDER} limit ? offset ?) p on p.id = c.id
        order by c.sort_key, c.type_rank, c.type, c.rdata, c.id`,
-      [zoneId, perPage, (page - 1) * perPage],
+      [zoneId, ...(after ?? []), perPage, skip],
     );
     const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
     return { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount };
+  }
+
+  private anchorKeys(zoneId: number, generation: string): Promise<RowKey[]> {
+    const held = this.anchors.get(zoneId);
+    if (held?.generation === generation) {
+      // Most recently used last (a Map keeps insertion order).
+      this.anchors.delete(zoneId);
+      this.anchors.set(zoneId, held);
+      return held.keys;
+    }
+    const keys = this.knex()
+      .raw<{ rows: Array<{ sort_key: string; type_rank: number; type: string; rdata: string; id: string }> }>(
+        `select ${ORDER} from (select ${ORDER}, row_number() over (order by ${ORDER}) as n from dns_record_cache where zone_id = ?) r
+          where n % ? = 0 order by n`,
+        [zoneId, ANCHOR_STEP],
+      )
+      .then((res) => res.rows.map((r): RowKey => [r.sort_key, Number(r.type_rank), r.type, r.rdata, String(r.id)]));
+    // A failed read is not kept: the next page read tries again.
+    keys.catch(() => {
+      if (this.anchors.get(zoneId)?.keys === keys) this.anchors.delete(zoneId);
+    });
+    this.anchors.delete(zoneId);
+    this.anchors.set(zoneId, { generation, keys });
+    while (this.anchors.size > ANCHOR_ZONES) this.anchors.delete(this.anchors.keys().next().value!);
+    return keys;
   }
 
   async search(zoneId: number, mode: SearchMode, term: string, page: number, perPage: number): Promise<Page> {

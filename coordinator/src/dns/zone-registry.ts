@@ -7,6 +7,7 @@ import type { Knex } from '@mikro-orm/postgresql';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { normalizeName, parseKeyFile, validateName, type TsigKey } from './wire/index.js';
+import type { CacheState } from './zone-cache.js';
 
 export interface ZoneRow {
   id: number;
@@ -87,6 +88,27 @@ export class ZoneRegistry {
     const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${COLUMNS} from dns_zones where zone = ?`, [normalizeName(zone)]);
     const r = res.rows[0];
     return r ? toRow(r) : null;
+  }
+
+  /** get() and the zone's cache state together, in one query (what every read route needs first). */
+  async getWithState(zone: string): Promise<{ zone: ZoneRow; state: CacheState | null } | null> {
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
+      `select z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation
+         from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.zone = ?`,
+      [normalizeName(zone)],
+    );
+    const r = res.rows[0];
+    if (!r) return null;
+    const state =
+      r.cache_serial === null
+        ? null
+        : {
+            serial: Number(r.cache_serial),
+            recordCount: Number(r.cache_record_count),
+            cachedAt: new Date(r.cache_cached_at as string),
+            generation: String(r.cache_generation),
+          };
+    return { zone: toRow(r), state };
   }
 
   /** The registered zone that contains `name` (longest match), or null. */
@@ -171,16 +193,28 @@ export class ZoneRegistry {
   }
 }
 
-/** Both server-side paths readable, else 404 required_paths_missing_or_unreadable. */
+/** Paths found readable, with when: a busy zone is not checked on every request (an access() costs a system call). */
+const readableAt = new Map<string, number>();
+const READABLE_MEMO_MS = 5_000;
+
+/**
+ * Both server-side paths readable, else 404 required_paths_missing_or_unreadable. A path found
+ * readable is taken as readable for 5 s; an unreadable one is checked again on every request.
+ */
 export async function checkPaths(z: ZoneRow): Promise<void> {
   const bad: string[] = [];
+  const now = Date.now();
   for (const [what, p] of [
     ['zone file', z.filePath],
     ['key file', z.keyPath],
   ] as const) {
+    if (now - (readableAt.get(p) ?? -Infinity) < READABLE_MEMO_MS) continue;
     try {
       await access(p, constants.R_OK);
+      if (readableAt.size >= 1000) readableAt.clear();
+      readableAt.set(p, now);
     } catch {
+      readableAt.delete(p);
       bad.push(`${what} ${p}`);
     }
   }

@@ -1,10 +1,12 @@
 import { csrfToken } from './dom.js';
 
-/** An API answer that was not ok: the service's message (`{ok:false, message}`) or the HTTP status. */
+/** An API answer that was not ok: the service's message (`{ok:false, message}`) or the HTTP status, its reason and field errors. */
 export class ApiError extends Error {
   constructor(
     message: string,
     readonly status: number,
+    readonly reason?: string,
+    readonly errors: Record<string, string[]> = {},
   ) {
     super(message);
   }
@@ -21,7 +23,7 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     credentials: 'same-origin',
     ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
   });
-  const json = (await res.json().catch(() => null)) as { message?: string } | null;
-  if (!res.ok) throw new ApiError(json?.message ?? `HTTP ${res.status}`, res.status);
+  const json = (await res.json().catch(() => null)) as { message?: string; reason?: string; errors?: Record<string, string[]> } | null;
+  if (!res.ok) throw new ApiError(json?.message ?? `HTTP ${res.status}`, res.status, json?.reason, json?.errors ?? {});
   return json as T;
 }

@@ -16,6 +16,7 @@ import { Migration20261125001100SpeechAi } from './20261125-0011-speech-ai.js';
 import { Migration20261125001700DyndnsReputation } from './20261125-0017-dyndns-reputation.js';
 import { Migration20261125001800StatuspagesGuestbooks } from './20261125-0018-statuspages-guestbooks.js';
 import { Migration20261125002100IrcChannelDays } from './20261125-0021-irc-channel-days.js';
+import { Migration20261125002000DnsCachePaging } from './20261125-0020-dns-cache-paging.js';
 import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { MIGRATION_NAMES } from './names.js';
 
@@ -38,6 +39,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125001700DyndnsReputation', class: Migration20261125001700DyndnsReputation },
   { name: 'Migration20261125001800StatuspagesGuestbooks', class: Migration20261125001800StatuspagesGuestbooks },
   { name: 'Migration20261125002100IrcChannelDays', class: Migration20261125002100IrcChannelDays },
+  { name: 'Migration20261125002000DnsCachePaging', class: Migration20261125002000DnsCachePaging },
   { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
 ];
 

@@ -21,5 +21,6 @@ export const MIGRATION_NAMES = [
   'Migration20261125001700DyndnsReputation',
   'Migration20261125001800StatuspagesGuestbooks',
   'Migration20261125002100IrcChannelDays',
+  'Migration20261125002000DnsCachePaging',
   'Migration20261125001600Assistant',
 ] as const;

@@ -449,6 +449,17 @@ export interface Mismatch {
   problem: string;
 }
 
+/**
+ * The records of one name/type in a query's answer. An NS RRset below the zone apex is a
+ * delegation: the master answers it as a referral, in the authority section (not authoritative),
+ * so there it is read from that section.
+ */
+export function recordsAt(res: QueryResult, name: string, type: string): DnsRecord[] {
+  const here = res.answers.filter((r) => r.name === name && (type === 'ANY' || r.type === type));
+  if (here.length || (type !== 'NS' && type !== 'ANY') || res.authoritative) return here;
+  return res.authorities.filter((r) => r.name === name && r.type === 'NS');
+}
+
 /** Reads back every name/type the operations touch and lists where the zone differs from what they should have left. */
 export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOptions): Promise<Mismatch[]> {
   const out: Mismatch[] = [];
@@ -466,7 +477,7 @@ export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOp
       }
       return;
     }
-    const have = new Set(here.filter((r) => r.type === e.type).map((r) => r.rdata));
+    const have = new Set(recordsAt(res, e.name, e.type).map((r) => r.rdata));
     for (const r of e.present) {
       if (!have.has(r)) {
         const cname = here.find((x) => x.type === 'CNAME' && e.type !== 'CNAME');

@@ -1,0 +1,104 @@
+import { chmod } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
+import { startNamed, type NamedServer } from '../support/bind.js';
+import { createTestApp, type TestApp } from '../support/harness.js';
+
+/**
+ * Cached page reads past the first keyset anchor (every 1,000th row): every page of a 2,600-row
+ * zone, at page sizes that do and do not divide 1,000, equals the same slice of the cache in its
+ * documented order; after a write that shifts every row the deep pages shift too (the anchors
+ * belong to the cache generation they were read at).
+ */
+const Z = 'paging.test';
+let ns: NamedServer;
+let t: TestApp;
+let zones: ZoneRegistry;
+let key = '';
+
+beforeAll(async () => {
+  ns = await startNamed({
+    zones: [
+      {
+        name: Z,
+        records: Array.from({ length: 2600 }, (_, i) => ({ name: `h${String(i).padStart(4, '0')}.${Z}`, type: 'A', rdata: `10.7.${i >> 8}.${i & 255}` })),
+      },
+    ],
+  });
+  await chmod(ns.keyFile, 0o644);
+  t = await createTestApp({ env: { DNS_RATE_LIMIT_PER_MINUTE: '100000' } });
+  zones = new ZoneRegistry(t.orm);
+  await zones.upsert({ zone: Z, file: ns.zoneFile(Z), keyFile: ns.keyFile, server: '127.0.0.1', port: ns.port });
+  key = (await t.accounts.createDnsApiKey({ name: 'paging' })).key;
+}, 60_000);
+
+afterAll(async () => {
+  await t?.close();
+  await ns?.stop();
+});
+
+const get = async (url: string) => {
+  const r = await t.app.inject({ method: 'GET', url, headers: { 'x-api-key': key } });
+  expect(r.statusCode, r.body).toBe(200);
+  return r.json<{ zoneData: Array<{ name: string; type: string; rdata: string }>; record_count: number; has_more: boolean; page: number }>();
+};
+
+/** The cache in the documented order (reversed owner labels, SOA, NS, type, rdata, id). */
+async function ordered(): Promise<string[]> {
+  const res = await zones
+    .knex()
+    .raw<{ rows: Array<{ name: string; type: string; rdata: string }> }>(
+      `select c.name, c.type, c.rdata from dns_record_cache c join dns_zones z on z.id = c.zone_id where z.zone = ? order by c.sort_key, c.type_rank, c.type, c.rdata, c.id`,
+      [Z],
+    );
+  return res.rows.map((r) => `${r.name} ${r.type} ${r.rdata}`);
+}
+const line = (r: { name: string; type: string; rdata: string }) => `${r.name} ${r.type} ${r.rdata}`;
+
+async function allPages(limit: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let page = 1; ; page++) {
+    const body = await get(`/api/dns/zones/${Z}?page=${page}&limit=${limit}`);
+    out.push(...body.zoneData.map(line));
+    if (!body.has_more) break;
+  }
+  return out;
+}
+
+describe('deep cached pages', () => {
+  it('every page at limit 100, 7 and 1000 is the matching slice of the ordered cache', async () => {
+    await get(`/api/dns/zones/${Z}/axfr`);
+    const all = await ordered();
+    expect(all.length).toBe(2603); // 2,600 A + SOA + NS + the NS target's A
+    for (const limit of [100, 7, 1000]) expect(await allPages(limit)).toEqual(all);
+    // Single pages right at and across the anchor boundaries.
+    for (const [page, limit] of [
+      [143, 7], // rows 994..1000
+      [11, 100], // rows 1000..1099
+      [286, 7], // rows 1995..2001
+      [27, 100], // the last, short page
+    ] as const) {
+      const body = await get(`/api/dns/zones/${Z}/cache?page=${page}&limit=${limit}`);
+      expect(body.zoneData.map(line)).toEqual(all.slice((page - 1) * limit, page * limit));
+    }
+    // Past the end: an empty page.
+    expect((await get(`/api/dns/zones/${Z}?page=40&limit=100`)).zoneData).toEqual([]);
+  });
+
+  it('a write that shifts every row shifts the deep pages too', async () => {
+    const before = (await get(`/api/dns/zones/${Z}?page=21&limit=100`)).zoneData.map(line);
+    const add = await t.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      headers: { 'x-api-key': key },
+      payload: { domain: `a0.${Z}`, type: 'A', target: '10.8.0.1', ttl: 300 },
+    });
+    expect(add.statusCode, add.body).toBe(200);
+    const all = await ordered();
+    expect(all.length).toBe(2604);
+    const after = (await get(`/api/dns/zones/${Z}?page=21&limit=100`)).zoneData.map(line);
+    expect(after).toEqual(all.slice(2000, 2100));
+    expect(after.slice(1)).toEqual(before.slice(0, 99));
+    expect(await allPages(100)).toEqual(all);
+  });
+});
