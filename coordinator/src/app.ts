@@ -120,7 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);
-  await app.register(assistantPlugin);
+  await app.register(assistantPlugin, domainDeps);
   await app.register(ircPlugin, domainDeps);
   await app.register(consolePlugin, domainDeps); // home dashboard, /dns, /admin pages
   await app.register(dnsProvidersPage, domainDeps); // /admin/dns-providers

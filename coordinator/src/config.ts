@@ -209,6 +209,16 @@ export const envSchema = z.object({
   /** How long an NS detection, a looked-up provider zone id and the legacy config are remembered. */
   DNS_PROVIDER_DETECT_TTL_SECONDS: z.coerce.number().int().min(0).max(86400).default(300),
 
+  // Organization assistant connector
+  /** Key that encrypts tenant-setup credentials and token caches at rest (AES-256-GCM; ≥ 32 characters, HKDF-derived). Unset: setups cannot be saved. */
+  ASSISTANT_SECRET_KEY: secret.optional(),
+  /** PEM file of extra CA certificates trusted for the identity provider and the upstream graph API (added to Node's default list; verification stays on). */
+  ASSISTANT_EXTRA_CA_FILE: z.string().min(1).max(4096).optional(),
+  /** Seconds one upstream request (identity provider or graph API) may take before it counts as unreachable (502). */
+  ASSISTANT_UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(60),
+  /** POST /api/ai/assistant/respond requests per user and minute (after authentication). */
+  ASSISTANT_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(20),
+
   // Chat-log archive
   /** Chat-log API: requests per minute per client (the spec's typical value is 60). */
   IRC_API_RATE_LIMIT_MAX: z.coerce.number().int().min(1).max(1_000_000).default(60),

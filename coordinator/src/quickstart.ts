@@ -45,15 +45,21 @@ interface QuickstartSecrets {
   JWT_SECRET: string;
   EMBEDDED_PG_PASSWORD: string;
   LOCAL_WORKER_SECRET?: string;
+  /** Added after the first release of the quick start: generated on the next run where missing. */
+  ASSISTANT_SECRET_KEY?: string;
 }
 
 async function loadSecrets(): Promise<QuickstartSecrets> {
   const file = path.join(dataDir, 'secrets.json');
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as QuickstartSecrets;
+  if (existsSync(file)) {
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as QuickstartSecrets;
+    return saved.ASSISTANT_SECRET_KEY ? saved : saveSecrets({ ...saved, ASSISTANT_SECRET_KEY: randomBytes(32).toString('base64url') });
+  }
   return saveSecrets({
     SESSION_SECRET: randomBytes(32).toString('base64url'),
     JWT_SECRET: randomBytes(32).toString('base64url'),
     EMBEDDED_PG_PASSWORD: randomBytes(18).toString('base64url'),
+    ASSISTANT_SECRET_KEY: randomBytes(32).toString('base64url'),
   });
 }
 
@@ -112,6 +118,8 @@ async function main() {
       SPEECH_LOCAL_MODELS: `small,${POCKETSPHINX_MODEL}`,
       SESSION_SECRET: secrets.SESSION_SECRET,
       JWT_SECRET: secrets.JWT_SECRET,
+      // Encrypts the assistant connector's tenant credentials and token caches at rest.
+      ASSISTANT_SECRET_KEY: secrets.ASSISTANT_SECRET_KEY,
       ...process.env,
       DATABASE_URL: databaseUrl,
       REDIS_URL: redis.url,

@@ -108,7 +108,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
     const setting = await localModels.get();
     const csrf = reply.generateCsrf();
     const body = html`${notice ? html`<div class="card notice" role="status" id="notice"><p>${notice}</p></div>` : ''}<div class="card"><h1>Administration</h1>
-        <ul><li><a href="/admin/workers">Workers</a>: presence, contract, capabilities, current job, revoke</li><li><a href="/admin/dns-providers">DNS provider zones</a>: Cloudflare mappings, token references, imported and detected zones</li><li><a href="/docs">API reference</a> (DNS zones, chat-log aliases, run-now)</li></ul></div>
+        <ul><li><a href="/admin/workers">Workers</a>: presence, contract, capabilities, current job, revoke</li><li><a href="/admin/assistant">Organization assistant</a>: tenant setups, delegation, consent, connections, prompt test</li><li><a href="/admin/dns-providers">DNS provider zones</a>: Cloudflare mappings, token references, imported and detected zones</li><li><a href="/docs">API reference</a> (DNS zones, chat-log aliases, run-now)</li></ul></div>
       <div class="card" id="local-models"><h2>Local model allowlist</h2>
         <p class="muted">Models the coordinator's own local runner takes automatically. Jobs that need another model wait for a compatible remote worker. ${
           setting.source === 'environment'

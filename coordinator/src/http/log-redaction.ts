@@ -31,6 +31,11 @@ const SECRET_QUERY_PARAMS = new Set([
   'signature',
   'sig',
   'code',
+  // OAuth: the assistant connector's sign-in callback (/admin/assistant/callback).
+  'state',
+  'session_state',
+  'code_verifier',
+  'client_info',
 ]);
 
 /** Path prefixes whose next segment is a bearer secret (public share links). */

@@ -17,6 +17,7 @@ import { Migration20261125001700DyndnsReputation } from './20261125-0017-dyndns-
 import { Migration20261125001800StatuspagesGuestbooks } from './20261125-0018-statuspages-guestbooks.js';
 import { Migration20261125002100IrcChannelDays } from './20261125-0021-irc-channel-days.js';
 import { Migration20261125002000DnsCachePaging } from './20261125-0020-dns-cache-paging.js';
+import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { Migration20261125001900DnsProviders } from './20261125-0019-dns-providers.js';
 import { MIGRATION_NAMES } from './names.js';
 
@@ -40,6 +41,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125001800StatuspagesGuestbooks', class: Migration20261125001800StatuspagesGuestbooks },
   { name: 'Migration20261125002100IrcChannelDays', class: Migration20261125002100IrcChannelDays },
   { name: 'Migration20261125002000DnsCachePaging', class: Migration20261125002000DnsCachePaging },
+  { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
   { name: 'Migration20261125001900DnsProviders', class: Migration20261125001900DnsProviders },
 ];
 

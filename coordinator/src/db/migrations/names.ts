@@ -22,5 +22,6 @@ export const MIGRATION_NAMES = [
   'Migration20261125001800StatuspagesGuestbooks',
   'Migration20261125002100IrcChannelDays',
   'Migration20261125002000DnsCachePaging',
+  'Migration20261125001600Assistant',
   'Migration20261125001900DnsProviders',
 ] as const;
