@@ -26,7 +26,7 @@ import {
   zoneReadResponseSchema,
   zoneSearchResponseSchema,
 } from './schemas.js';
-import { fieldErrorsToRecord, validateName } from './wire/index.js';
+import { WRITABLE_TYPES, fieldErrorsToRecord, validateName } from './wire/index.js';
 
 const AUTH: AuthRequirement = { accept: ['session', 'dns_api_key', 'ip_whitelist'] };
 /** OpenAPI: a session or a DNS API key (a whitelisted client address needs neither). */
@@ -172,12 +172,34 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
     async (req) => dns.clearCache(await readableZone(req, req.params.zone, true)),
   );
 
-  const recordBody = z.looseObject({
-    domain: z.unknown().optional(),
-    type: z.unknown().optional(),
-    target: z.unknown().optional(),
-    ttl: z.unknown().optional(),
-  });
+  // The record fields are checked by the DNS service (one validator for JSON, form and bulk bodies,
+  // with the area's 400 `validation_failed` field errors), so the schema only documents them.
+  const recordBody = z
+    .looseObject({
+      domain: z
+        .unknown()
+        .optional()
+        .meta({ type: 'string' })
+        .describe('Required. The record owner name, a fully qualified name inside a zone you may write (e.g. "www.example.test").'),
+      type: z
+        .unknown()
+        .optional()
+        .meta({ type: 'string' })
+        .describe(`Required. One of ${WRITABLE_TYPES.join(', ')} (any case).`),
+      target: z
+        .unknown()
+        .optional()
+        .meta({ type: 'string' })
+        .describe(
+          'Required. The record value as a string: an address (A/AAAA), a host name (CNAME/NS/PTR), "preference exchange" (MX), "priority weight port target" (SRV), the text (TXT), flags tag "value" (CAA).',
+        ),
+      ttl: z
+        .unknown()
+        .optional()
+        .meta({ type: ['integer', 'string'] })
+        .describe('Optional. Seconds (an integer or a numeric string); default DNS_DEFAULT_TTL for a new RRset.'),
+    })
+    .meta({ example: { domain: 'www.example.test', type: 'A', target: '192.0.2.10', ttl: 300 } });
 
   r.post(
     '/api/dns/records/add',
@@ -207,12 +229,9 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
       schema: {
         ...doc,
         summary: 'Replace one record (old_target) or the whole RRset',
-        body: z.looseObject({
-          domain: z.unknown().optional(),
-          type: z.unknown().optional(),
-          old_target: z.unknown().optional(),
-          new_target: z.unknown().optional(),
-          ttl: z.unknown().optional(),
+        body: recordBody.omit({ target: true }).extend({
+          old_target: z.unknown().optional().meta({ type: 'string' }).describe('Optional. The value to replace; without it the whole RRset is replaced.'),
+          new_target: recordBody.shape.target.describe('Required. The new value, in the same form as `target` of an add.'),
         }),
         response: ok(recordUpdateResponseSchema),
       },
