@@ -244,6 +244,12 @@ describe('tenant setups', () => {
     const refused = await postForm('ivan', '/admin/assistant/setups/contoso/connect', {});
     expect(refused.statusCode).toBe(403);
     expect(refused.body).toContain('has not been delegated to you');
+    // A delegated user (not an administrator) finds the page in the navigation; the admin through /admin.
+    const home = (who: Who) => t.app.inject({ method: 'GET', url: '/', headers: { cookie: users[who].jar.header() } });
+    expect((await home('alice')).body).toContain('<a href="/admin/assistant"');
+    const adminHome = (await home('admin')).body;
+    expect(adminHome).not.toMatch(/<nav class="main"[^]*href="\/admin\/assistant"[^]*<\/nav>/);
+    expect(adminHome).toContain('<a href="/admin"');
   });
 });
 

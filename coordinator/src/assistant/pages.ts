@@ -60,7 +60,7 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
       ${state.test ? testCard(state.test) : ''}
       ${setups.length ? setups.map((s) => setupCard(s, connections.find((c) => c.setup_slug === s.slug) ?? null, user, csrf)) : html`<div class="card"><p id="no-setups">${user.isAdmin ? 'No tenant setup yet: create one below.' : 'No assistant setup has been delegated to you; ask an administrator.'}</p></div>`}
       ${user.isAdmin ? createCard(csrf, service.defaultRedirectUri) : ''}`;
-    return sendPage(reply.code(state.status ?? 200), { title: 'Assistant', user, active: 'admin', body });
+    return sendPage(reply.code(state.status ?? 200), { title: 'Assistant', user, active: user.isAdmin ? 'admin' : 'assistant', body });
   };
 
   /** Connector errors are shown on the page with their code and what to do; others get the console's error handling. */

@@ -55,6 +55,8 @@ const NAV: ReadonlyArray<{ key: string; href: string; label: string; visible: (u
   // Zone rights are per zone: /dns lists the ones the user may read (none is a valid answer).
   { key: 'dns', href: '/dns', label: 'DNS', visible: () => true },
   { key: 'irc', href: '/irc', label: 'Chat logs', visible: () => true },
+  // A user an assistant setup may be delegated to (administrators reach it from /admin).
+  { key: 'assistant', href: '/admin/assistant', label: 'Assistant', visible: (u) => !u.isAdmin && u.permissions.includes('ai.assistant') },
   { key: 'admin', href: '/admin', label: 'Admin', visible: (u) => u.isAdmin },
 ];
 
