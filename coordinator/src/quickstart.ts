@@ -158,6 +158,8 @@ async function main() {
 
   onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
+    // A Ctrl-C also reaches named directly: from now on its exit is expected, not restarted.
+    dns.release();
     await worker.stop();
     await svc.close();
     await dns.stop();
@@ -180,8 +182,12 @@ const SAMPLE_KEY = 'sonar-quickstart-key';
  * the DNS zone registry (server/port/paths brought up to date, its cache policy kept). Without
  * BIND, or when named cannot start, the rest runs and the banner says why.
  */
-async function startLocalDns(svc: RunningCoordinator, guard: ChildGuard, logger: pino.Logger): Promise<{ banner: string; stop: () => Promise<void> }> {
-  const none = (banner: string) => ({ banner, stop: async () => {} });
+async function startLocalDns(
+  svc: RunningCoordinator,
+  guard: ChildGuard,
+  logger: pino.Logger,
+): Promise<{ banner: string; release: () => void; stop: () => Promise<void> }> {
+  const none = (banner: string) => ({ banner, release: () => {}, stop: async () => {} });
   if (!bindInstalled()) return none(`DNS master:   not started; the DNS API needs BIND (${BIND_INSTALL_HINT})`);
   const port = Number(process.env.DNS_QUICKSTART_PORT ?? 53535);
   if (!Number.isInteger(port) || port < 1 || port > 65535) return none(`DNS master:   not started; DNS_QUICKSTART_PORT must be 1-65535`);
@@ -272,6 +278,7 @@ async function startLocalDns(svc: RunningCoordinator, guard: ChildGuard, logger:
   }
   return {
     banner: `DNS master:   127.0.0.1:${port} (zone ${SAMPLE_ZONE}; try GET /api/dns/zones with the admin session or a key from npm run cli -- dnskey:create --name me)`,
+    release: () => supervisor.release(),
     stop: async () => {
       await supervisor.stop();
       guard.forget(named.child.pid);

@@ -55,3 +55,37 @@ it('a killed named is noticed and started again with doubling delays', async () 
   ]);
   expect(supervisor.current()).toBe(third);
 }, 60_000);
+
+it('after release() (the quick start is shutting down) an exit is expected: not logged as a crash, not restarted', async () => {
+  const own = await mkdtemp(path.join(tmpdir(), 'sonar-named-rel-'));
+  try {
+    const keyFile = path.join(own, 'tsig.key');
+    const zoneFile = path.join(own, 'db.rel.test');
+    const { name: keyName } = await generateTsigKey('rel-key', keyFile);
+    await writeFile(zoneFile, zoneText({ name: 'rel.test', records: [] }));
+    const opts = { dir: own, keyFile, keyName, zones: [{ name: 'rel.test', file: zoneFile }] };
+    const first = await startNamedProcess(opts);
+    const exits: unknown[] = [];
+    let restarts = 0;
+    const released = superviseNamed(
+      first,
+      async () => {
+        restarts++;
+        return startNamedProcess({ ...opts, port: first.port });
+      },
+      { onExit: (e) => exits.push(e) },
+      { initialMs: 10 },
+    );
+    // A terminal's Ctrl-C reaches named (SIGINT, a clean exit) about when our own handler releases it.
+    first.child.kill('SIGINT');
+    released.release();
+    await first.exited;
+    // The supervisor's settle window (300 ms) and the first backoff delay have both passed: still nothing.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(exits).toEqual([]);
+    expect(restarts).toBe(0);
+    expect(await soaAnswers(first.port, 'rel.test')).toBe(false);
+  } finally {
+    await rm(own, { recursive: true, force: true });
+  }
+}, 60_000);

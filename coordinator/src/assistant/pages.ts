@@ -82,7 +82,7 @@ export async function assistantPages(base: FastifyInstance, service: AssistantSe
       const { notice, slug } = request.query;
       const text = notice
         ? {
-            saved: `Setup ${slug ?? ''} saved. Its credential is stored encrypted and is not shown again.`,
+            saved: `Setup ${slug ?? ''} saved. Its credential is stored encrypted and is not shown again. Next: make sure the app registration lists the setup's redirect URI (below), then press "Connect account" to sign in with an organizational account.`,
             delegated: `Delegates of ${slug ?? ''} updated.`,
             consent: `The identity provider answered the tenant-wide consent for ${slug ?? ''}.`,
             connected: `Account connected to ${slug ?? ''}.`,

@@ -10,7 +10,7 @@ import type { DomainDeps } from '../deps.js';
 import { canRead, canWrite, zoneAccess } from '../dns/access.js';
 import { ZoneRegistry } from '../dns/zone-registry.js';
 import { normalizeError, validationFailed } from '../http/errors.js';
-import { html } from '../http/html.js';
+import { html, plural } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { DEFAULT_IRC_SOURCE } from '../irc/event-store.js';
 import { presentJob } from '../speech/jobs/presenter.js';
@@ -95,7 +95,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
         <div class="card" id="zones"><h2>DNS zones</h2><p><strong>${readable.length}</strong> ${readable.length === 1 ? 'zone' : 'zones'} you can read.</p>
           <p><a href="/dns">DNS zones</a></p></div>
         <div class="card" id="archive"><h2>Chat-log archive</h2>
-          <p><strong>${size.events.toLocaleString('en')}</strong> events in ${size.channels} channels on ${size.networks} networks.</p><p><a href="/irc">Chat logs</a></p></div>
+          <p>${plural(size.events, 'event')} in ${plural(size.channels, 'channel')} on ${plural(size.networks, 'network')}.</p><p><a href="/irc">Chat logs</a></p></div>
       </div>
       <div class="card"><h2>More</h2><ul><li><a href="/account">Personal access tokens</a></li><li><a href="/statuspages">Status pages</a></li><li><a href="/guestbooks">Guestbooks</a></li><li><a href="/docs">API reference (OpenAPI)</a></li><li><a href="/api/platform">Platform version</a></li></ul></div>`;
     return sendPage(reply, { title: 'Home', user, active: 'home', body });

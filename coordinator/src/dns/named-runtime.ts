@@ -288,9 +288,17 @@ export interface BackoffOptions {
 
 export interface NamedSupervisor {
   current(): NamedProcess;
+  /** Stops supervising (an exit from now on is not restarted) but leaves named running. */
+  release(): void;
   /** Stops supervising and stops named. */
   stop(): Promise<void>;
 }
+
+/**
+ * How long an exit waits before it counts as unexpected. A terminal's Ctrl-C signals the whole
+ * process group, so named may exit a moment before our own SIGINT handler has called release().
+ */
+const EXIT_SETTLE_MS = 300;
 
 /**
  * Keeps a named running: when it exits without `stop()` (killed, crashed), it is started again by
@@ -342,15 +350,21 @@ export function superviseNamed(
   };
   const watch = (p: NamedProcess) => {
     void p.exited.then((code) => {
-      if (stopping || p !== proc) return;
-      if (Date.now() - startedAt >= resetAfterMs) delay = initialMs;
-      hooks.onExit?.({ code, signal: p.child.signalCode, lastLines: p.lines.slice(-5), delayMs: delay });
-      schedule(delay);
+      setTimeout(() => {
+        if (stopping || p !== proc) return;
+        if (Date.now() - startedAt >= resetAfterMs) delay = initialMs;
+        hooks.onExit?.({ code, signal: p.child.signalCode, lastLines: p.lines.slice(-5), delayMs: delay });
+        schedule(delay);
+      }, EXIT_SETTLE_MS).unref();
     });
   };
   watch(first);
   return {
     current: () => proc,
+    release() {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+    },
     async stop() {
       stopping = true;
       if (timer) clearTimeout(timer);

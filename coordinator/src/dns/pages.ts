@@ -124,8 +124,27 @@ export async function dnsPages(base: FastifyInstance, deps: Pick<DomainDeps, 'ac
   );
 }
 
-/** The cached page (or search page) as the API's cache reads answer it; null when the zone has no cache yet. */
+/** The cached page (or search page) as the API's cache reads answer it, filled from the master on the first visit; null when there is still no cache. */
 async function cachedPage(
+  dns: DnsService,
+  zone: Awaited<ReturnType<DnsService['zone']>>,
+  q: string | undefined,
+  page: number,
+  limit: number,
+): Promise<Shown | null> {
+  const shown = await cachedRead(dns, zone, q, page, limit);
+  if (shown) return shown;
+  // No cached copy yet: fill it from the master now, so the first visit is readable without
+  // JavaScript too. A master that does not answer leaves it to the page's script (and its message).
+  try {
+    await dns.refresh(zone, 1, 1);
+  } catch {
+    return null;
+  }
+  return cachedRead(dns, zone, q, page, limit);
+}
+
+async function cachedRead(
   dns: DnsService,
   zone: Awaited<ReturnType<DnsService['zone']>>,
   q: string | undefined,

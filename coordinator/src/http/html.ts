@@ -38,6 +38,9 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
   return new SafeHtml(out);
 }
 
+/** "1 channel", "2,048 channels": a count with its noun in the right number. */
+export const plural = (n: number, one: string, many = `${one}s`): string => `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
+
 /** Who the layout greets and which parts of the console it links to. */
 export interface PageUser {
   username: string;

@@ -1,4 +1,4 @@
-import { html, type SafeHtml } from '../../http/html.js';
+import { html, plural, type SafeHtml } from '../../http/html.js';
 import type { NickProfile } from '../alias-service.js';
 import type { ChannelRow, LogRow, LogSearch, NetworkRow } from '../archive-service.js';
 import type { ActivityCount, DayNeighbours, NetworkSummary, ReaderChannel } from './reader-store.js';
@@ -21,7 +21,6 @@ export const nickUrl = (nick: string, network?: string) => `/irc/nick/${enc(nick
 
 const MONTH_NAMES = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
 const num = (n: number) => n.toLocaleString('en');
-const plural = (n: number, one: string, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
 const PRESENCE = new Set(['JOIN', 'PART', 'QUIT']);
 
 function crumbs(parts: Array<[string, string | null]>): SafeHtml {
