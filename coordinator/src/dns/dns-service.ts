@@ -326,16 +326,25 @@ export class DnsService {
     ops: UpdateOperation[],
     prereqs: Prerequisite[],
     pairs: Array<{ name: string; type: string }>,
+    serialBefore?: Promise<number | null>,
   ): Promise<SendResult> {
-    const before = await w.early.soaSerial(z.zone).catch(() => null);
+    const before = await (serialBefore ?? w.early.soaSerial(z.zone).catch(() => null));
     let result: SendResult = { verified: true };
+    // After an acknowledged UPDATE the read-back and the cache sync ask the master at the same time
+    // (each on its own connection): the sync takes what the master answers, so it does not wait for
+    // the verdict; the answer waits for both.
+    let synced: Promise<void> | null = null;
     try {
       await w.early.update(z.zone, ops, prereqs);
+      synced = this.cache.syncAfterWrite(z, w.late, pairs, before);
       try {
         const mismatches = await w.late.verifyUpdate(ops);
         if (mismatches.length) throw new AppError('conflict', new UpdateNotAppliedError(mismatches).message);
       } catch (err) {
-        if (err instanceof AppError) throw err;
+        if (err instanceof AppError) {
+          await synced;
+          throw err;
+        }
         result = {
           verified: false,
           note: `The master acknowledged the change (NOERROR); reading it back failed: ${(err as Error).message}.`,
@@ -352,7 +361,7 @@ export class DnsService {
       if (mismatches.length) throw outcomeUnknown(err, 'a read-back right after does not show the change, but the master may still apply what it received');
       result = { verified: true, note: 'The master did not answer the UPDATE; a read-back shows the change in the zone.' };
     }
-    await this.cache.syncAfterWrite(z, w.late, pairs, before);
+    await (synced ?? this.cache.syncAfterWrite(z, w.late, pairs, before));
     return result;
   }
 
@@ -501,6 +510,8 @@ export class DnsService {
       for (const v of mine) if (v.action === 'DELETE') (deletedTypes.get(v.r.name) ?? deletedTypes.set(v.r.name, new Set()).get(v.r.name)!).add(v.r.type);
       const addedAddresses = new Set(mine.filter((v) => v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA')).map((v) => v.r.name));
       const adds = mine.filter((v) => v.action === 'ADD');
+      // The serial before the change (for the cache sync) is read while the pre-check reads run.
+      const serialBefore = w.early.soaSerial(z.zone).catch(() => null);
       const facts = await this.facts(
         z,
         w.early,
@@ -531,7 +542,7 @@ export class DnsService {
       const pairs = sendable.map((v) => ({ name: v.r.name, type: v.r.type }));
       messages++;
       try {
-        await this.send(z, w, sendable.map(toOp), sendable.flatMap(prereqOf), pairs);
+        await this.send(z, w, sendable.map(toOp), sendable.flatMap(prereqOf), pairs, serialBefore);
         for (const v of sendable) Object.assign(results[v.i]!, { ok: true });
       } catch (err) {
         if (!isPerOperation(err)) throw err;

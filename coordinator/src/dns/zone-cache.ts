@@ -386,7 +386,9 @@ interface PgClient {
 }
 
 /** COPY text format: backslash, tab, newline and carriage return escaped (PostgreSQL docs, COPY, "Text Format"). */
-const copyText = (v: string) => v.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'));
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const copyText = (v: string) =>
+  COPY_SPECIAL.test(v) ? v.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r')) : v;
 
 function copyRows(zoneId: number, records: DnsRecord[]): string {
   let out = '';

@@ -91,15 +91,40 @@ export function labelsToName(labels: Buffer[]): string {
 }
 
 /**
+ * Names already read from one message, by the offset of their first label: a name's suffix (the
+ * zone's labels, mostly) is read once per message and reused through every compression pointer
+ * to it (a 100,000-record transfer reads about as many names as records, nearly all ending in a
+ * pointer). Kept per message buffer, so it goes away with the message.
+ */
+const nameMemo = new WeakMap<Buffer, Map<number, { name: string; wire: number }>>();
+
+/** One label's text: the common case (a-z, 0-9, hyphen, underscore) straight from the bytes. */
+function labelText(buf: Buffer, start: number, end: number): string {
+  for (let i = start; i < end; i++) {
+    const b = buf[i]!;
+    if (!((b >= 0x61 && b <= 0x7a) || (b >= 0x30 && b <= 0x39) || b === 0x2d || b === 0x5f)) return labelToText(buf.subarray(start, end));
+  }
+  return buf.toString('latin1', start, end);
+}
+
+/**
  * Reads a possibly compressed name at `offset`. Returns the name and the offset just after it
  * in the original position (pointers are followed only backwards, so loops are impossible).
  */
-export function readName(buf: Buffer, offset: number): { name: string; labels: Buffer[]; next: number } {
-  const labels: Buffer[] = [];
+export function readName(buf: Buffer, offset: number): { name: string; next: number } {
+  let memo = nameMemo.get(buf);
+  if (!memo) {
+    memo = new Map();
+    nameMemo.set(buf, memo);
+  }
+  const texts: string[] = [];
+  const starts: number[] = [];
+  const sizes: number[] = [];
   let pos = offset;
   let next = -1;
   let wireLength = 1;
   let lowestJump = offset;
+  let tail: { name: string; wire: number } | undefined;
   for (;;) {
     if (pos >= buf.length) throw new DnsProtocolError('name runs past the end of the message');
     const len = buf[pos]!;
@@ -115,16 +140,31 @@ export function readName(buf: Buffer, offset: number): { name: string; labels: B
       if (next < 0) next = pos + 2;
       lowestJump = target;
       pos = target;
+      tail = memo.get(target);
+      if (tail) {
+        // The rest was read (and checked) before; only the total length is left to check.
+        if (wireLength + tail.wire - 1 > 255) throw new DnsProtocolError('name longer than 255 octets');
+        break;
+      }
       continue;
     }
     if (kind !== 0) throw new DnsProtocolError(`unsupported label type 0x${len.toString(16)}`);
     if (pos + 1 + len > buf.length) throw new DnsProtocolError('label runs past the end of the message');
     wireLength += len + 1;
     if (wireLength > 255) throw new DnsProtocolError('name longer than 255 octets');
-    labels.push(buf.subarray(pos + 1, pos + 1 + len));
+    starts.push(pos);
+    sizes.push(len + 1);
+    texts.push(labelText(buf, pos + 1, pos + 1 + len));
     pos += 1 + len;
   }
-  return { name: labelsToName(labels), labels, next };
+  let name = tail?.name;
+  let wire = tail?.wire ?? 1;
+  for (let i = texts.length - 1; i >= 0; i--) {
+    name = name === undefined ? texts[i]! : `${texts[i]!}.${name}`;
+    wire += sizes[i]!;
+    memo.set(starts[i]!, { name, wire });
+  }
+  return { name: name ?? '.', next };
 }
 
 /**
@@ -162,6 +202,49 @@ function readRecord(buf: Buffer, offset: number): WireRecord {
     start: offset,
     end: rdataOffset + rdataLength,
   };
+}
+
+/** The offset just after the name at `offset`, without reading it (pointers are not followed: a pointer ends a name). */
+function skipName(buf: Buffer, offset: number): number {
+  let pos = offset;
+  for (;;) {
+    if (pos >= buf.length) throw new DnsProtocolError('name runs past the end of the message');
+    const len = buf[pos]!;
+    if (len === 0) return pos + 1;
+    const kind = len & 0xc0;
+    if (kind === 0xc0) {
+      if (pos + 1 >= buf.length) throw new DnsProtocolError('truncated compression pointer');
+      return pos + 2;
+    }
+    if (kind !== 0) throw new DnsProtocolError(`unsupported label type 0x${len.toString(16)}`);
+    pos += 1 + len;
+  }
+}
+
+/**
+ * The last record of a message (where a TSIG record must be), found by skipping over the others
+ * without reading their names or data; null when the message has no records. The records before
+ * it are read (and checked) by parseMessage after TSIG verification.
+ */
+export function lastRecord(raw: Buffer): { header: Header; record: WireRecord; section: 'answer' | 'authority' | 'additional' } | null {
+  const header = readHeader(raw);
+  let pos = 12;
+  for (let i = 0; i < header.qdcount; i++) {
+    pos = skipName(raw, pos) + 4;
+    if (pos > raw.length) throw new DnsProtocolError('question runs past the end of the message');
+  }
+  const total = header.ancount + header.nscount + header.arcount;
+  if (total === 0) return null;
+  for (let i = 0; i < total - 1; i++) {
+    const next = skipName(raw, pos);
+    if (next + 10 > raw.length) throw new DnsProtocolError('record header runs past the end of the message');
+    pos = next + 10 + raw.readUInt16BE(next + 8);
+    if (pos > raw.length) throw new DnsProtocolError('RDATA runs past the end of the message');
+  }
+  const record = readRecord(raw, pos);
+  if (record.end !== raw.length) throw new DnsProtocolError(`${raw.length - record.end} bytes of trailing garbage after the last record`);
+  const section = header.arcount > 0 ? 'additional' : header.nscount > 0 ? 'authority' : 'answer';
+  return { header, record, section };
 }
 
 /** Parses the header and walks every section; RDATA stays in place (see rdata.ts to decode it). */

@@ -6,7 +6,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { DnsProtocolError, TSIG_ERROR_CODES, TsigError, type TsigErrorCode } from './errors.js';
-import { CLASS_ANY, encodeName, parseMessage, readName } from './message.js';
+import { CLASS_ANY, encodeName, lastRecord, parseMessage, readName, type WireRecord } from './message.js';
 
 export const TYPE_TSIG = 250;
 export const HMAC_SHA256 = 'hmac-sha256';
@@ -196,13 +196,24 @@ export function appendTsigError(message: Buffer, keyName: string, error: number,
  * it was before signing: TSIG cut off, ARCOUNT decremented, ID set back to the original ID.
  */
 export function extractTsig(raw: Buffer): { tsig: TsigRecord; unsigned: Buffer } | null {
-  const msg = parseMessage(raw);
-  const all = [...msg.answers, ...msg.authorities, ...msg.additionals];
-  const idx = all.findIndex((rr) => rr.type === TYPE_TSIG);
-  if (idx < 0) return null;
-  const rr = all[idx]!;
-  if (rr !== msg.additionals[msg.additionals.length - 1]) {
-    throw new TsigError('MALFORMED', 'local', 'TSIG record is not the last record of the additional section');
+  // The common case, a TSIG record last in the additional section, without reading the other
+  // records (parseMessage reads them once, after verification); anything else the whole way.
+  const last = lastRecord(raw);
+  let rr: WireRecord;
+  let arcount: number;
+  if (last?.record.type === TYPE_TSIG && last.section === 'additional') {
+    rr = last.record;
+    arcount = last.header.arcount;
+  } else {
+    const msg = parseMessage(raw);
+    const all = [...msg.answers, ...msg.authorities, ...msg.additionals];
+    const idx = all.findIndex((r) => r.type === TYPE_TSIG);
+    if (idx < 0) return null;
+    rr = all[idx]!;
+    if (rr !== msg.additionals[msg.additionals.length - 1]) {
+      throw new TsigError('MALFORMED', 'local', 'TSIG record is not the last record of the additional section');
+    }
+    arcount = msg.header.arcount;
   }
   if (rr.class !== CLASS_ANY || rr.ttl !== 0) throw new TsigError('MALFORMED', 'local', 'TSIG record must have class ANY and TTL 0');
   let p = rr.rdataOffset;
@@ -226,7 +237,7 @@ export function extractTsig(raw: Buffer): { tsig: TsigRecord; unsigned: Buffer }
     const otherData = Buffer.from(raw.subarray(p, p + otherLen));
     const unsigned = Buffer.from(raw.subarray(0, rr.start));
     unsigned.writeUInt16BE(originalId, 0);
-    unsigned.writeUInt16BE(msg.header.arcount - 1, 10);
+    unsigned.writeUInt16BE(arcount - 1, 10);
     return {
       tsig: { keyName: rr.name, algorithm: alg.name, timeSigned, fudge, mac, originalId, error, otherData, start: rr.start },
       unsigned,
