@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import type { MsIdentityStandIn } from './ms-identity.js';
+import { listenOnLoopback } from './stub-server.js';
 
 /** The delegated permissions the graph API's assistant chat needs (spec Authentication 5). */
 export const ASSISTANT_SCOPES = [
@@ -35,7 +35,7 @@ export class GraphStub {
   /** Accounts (object ids) without an assistant licence. */
   readonly unlicensed = new Set<string>();
   private server!: Server;
-  private readonly sockets = new Set<Socket>();
+  private closeServer: () => Promise<void> = async () => {};
   port = 0;
 
   constructor(private readonly identity: MsIdentityStandIn) {}
@@ -109,17 +109,13 @@ export class GraphStub {
         })();
       });
     });
-    this.server.on('connection', (s) => {
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
+    const listening = await listenOnLoopback(this.server);
+    this.port = listening.port;
+    this.closeServer = listening.close;
     return this;
   }
 
   async stop() {
-    for (const s of this.sockets) s.destroy();
-    await new Promise((resolve) => this.server.close(resolve));
+    await this.closeServer();
   }
 }

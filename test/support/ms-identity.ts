@@ -3,11 +3,10 @@ import { createHash, randomBytes, randomUUID, X509Certificate } from 'node:crypt
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decodeProtectedHeader, exportJWK, generateKeyPair, importX509, jwtVerify, SignJWT, type JWTPayload, type KeyObject } from 'jose';
+import { listenOnLoopback } from './stub-server.js';
 
 /**
  * A local stand-in for the Microsoft identity platform (v2.0 endpoints), built from its public
@@ -65,7 +64,7 @@ export class MsIdentityStandIn {
   private readonly codes = new Map<string, Grant & { redirectUri: string; challenge: string }>();
   private readonly refreshTokens = new Map<string, Grant & { expired: boolean }>();
   private server!: Server;
-  private readonly sockets = new Set<Duplex>();
+  private closeServer: () => Promise<void> = async () => {};
   private dir = '';
   private keys!: { privateKey: KeyObject; publicKey: KeyObject };
   private forger!: { privateKey: KeyObject; publicKey: KeyObject };
@@ -119,18 +118,14 @@ export class MsIdentityStandIn {
         });
       });
     });
-    this.server.on('connection', (s) => {
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
+    const listening = await listenOnLoopback(this.server);
+    this.port = listening.port;
+    this.closeServer = listening.close;
     return this;
   }
 
   async stop() {
-    for (const s of this.sockets) s.destroy();
-    await new Promise((resolve) => this.server.close(resolve));
+    await this.closeServer();
     rmSync(this.dir, { recursive: true, force: true });
   }
 

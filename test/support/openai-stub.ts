@@ -1,5 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './stub-server.js';
 
 /**
  * A local OpenAI-compatible server for the tests: `POST /v1/chat/completions` as the public API
@@ -83,7 +83,7 @@ export function defaultReply(req: StubRequest): string {
 export class OpenAiStub {
   readonly requests: StubRequest[] = [];
   private server!: Server;
-  private readonly sockets = new Set<import('node:net').Socket>();
+  private closeServer: () => Promise<void> = async () => {};
   port = 0;
   /** Per-test behaviour; undefined answers fall back to the obedient model. */
   answer: StubScript = () => undefined;
@@ -126,12 +126,9 @@ export class OpenAiStub {
         }, answer.delayMs ?? 0);
       });
     });
-    this.server.on('connection', (s) => {
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
+    const listening = await listenOnLoopback(this.server);
+    this.port = listening.port;
+    this.closeServer = listening.close;
     return this;
   }
 
@@ -180,7 +177,6 @@ export class OpenAiStub {
   }
 
   async close() {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.closeServer();
   }
 }
