@@ -13,7 +13,7 @@ import { escapeLike } from '../db/like.js';
 import { AppError } from '../http/errors.js';
 import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
-import { loadKey, type ZoneRow } from './zone-registry.js';
+import { loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
 
 export interface CacheState {
   serial: number;
@@ -123,28 +123,37 @@ export class ZoneCache {
   }
 
   /**
-   * A full replace fed by a running zone transfer: in one transaction on one connection, the zone's
-   * rows are deleted and the transferred records are streamed into PostgreSQL's COPY (pg-copy-streams)
-   * message by message while the transfer goes on, so neither side waits for the other. A failed
-   * transfer rolls everything back. Takes the zone row lock that the write sync takes too.
+   * A full replace fed by a running zone transfer, in one transaction on one connection: the
+   * transferred records are streamed into PostgreSQL's COPY (pg-copy-streams) message by message
+   * while the transfer goes on, into a new table created in the same transaction (so COPY FREEZE
+   * writes the rows already visible to everyone and index-only scans work at once). Its one index
+   * is then built in a single sort, and the table replaces the zone's partition of dns_record_cache
+   * (migration 0022): the old partition is dropped and the new one attached, which holds the
+   * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
+   * the zone row lock first, as the write sync does, so writes wait for the swap.
    */
   async replaceByTransfer(zoneId: number, transfer: (onRecords: (records: DnsRecord[]) => void) => Promise<{ serial: number }>): Promise<number> {
     const knex = this.knex();
     // The raw pg connection (knex's client is untyped): COPY needs the connection itself, not a query builder.
     const pool = knex.client as { acquireConnection(): Promise<PgClient>; releaseConnection(c: PgClient): Promise<unknown> };
     const conn = await pool.acquireConnection();
+    const id = Math.trunc(zoneId);
+    const part = partitionOf(id);
+    const load = `dns_record_cache_load_${id}`;
     try {
       await conn.query('begin');
-      await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [zoneId]);
-      await conn.query('delete from dns_record_cache where zone_id = $1', [zoneId]);
-      const copy = conn.query(copyFrom('copy dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin'));
+      await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [id]);
+      await conn.query(`create table ${load} (like dns_record_cache including defaults)`);
+      // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
+      await conn.query(`alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`);
+      const copy = conn.query(copyFrom(`copy ${load} (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin with (freeze)`));
       const done = finished(copy);
       let count = 0;
       let result: { serial: number };
       try {
         result = await transfer((records) => {
           count += records.length;
-          copy.write(copyRows(zoneId, records));
+          copy.write(copyRows(id, records));
         });
       } catch (err) {
         copy.destroy();
@@ -153,17 +162,19 @@ export class ZoneCache {
       }
       copy.end();
       await done;
+      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (name, ttl, class)`);
+      await conn.query(`drop table if exists ${part}`);
+      await conn.query(`alter table ${load} rename to ${part}`);
+      await conn.query(`alter index ${load}_order rename to ${part}_order`);
+      await conn.query(`alter table ${part} rename constraint ${load}_zone to ${part}_zone`);
+      await conn.query(`alter table dns_record_cache attach partition ${part} for values in (${id})`);
       await conn.query(
         `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values ($1, $2, $3, now())
          on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at,
            generation = nextval('dns_cache_generation_seq')`,
-        [zoneId, result.serial, count],
+        [id, result.serial, count],
       );
       await conn.query('commit');
-      // A big replace leaves the new rows' pages not yet all-visible, and until they are, the page
-      // query's index-only scan falls back to reading rows. Vacuum now instead of whenever autovacuum
-      // comes by (not awaited: the answer does not wait for it; a failure only means later).
-      if (count >= 10_000) void knex.raw('vacuum (analyze) dns_record_cache').catch(() => undefined);
       return result.serial;
     } catch (err) {
       await conn.query('rollback').catch(() => undefined);
@@ -215,10 +226,7 @@ export class ZoneCache {
         keys.push({ n: z.zone, t: 'SOA' });
         rows.push(soa);
       }
-      const deleted = await trx.raw<{ rowCount: number | null }>(
-        `delete from dns_record_cache where zone_id = ? and (name, type) in (select x.n, x.t from jsonb_to_recordset(?::jsonb) as x(n text, t text))`,
-        [z.id, JSON.stringify(keys)],
-      );
+      const deleted = await deletePairs(trx, z.id, keys);
       await insertRows(trx, z.id, rows);
       const delta = rows.length - (deleted.rowCount ?? 0);
       await trx.raw(
@@ -242,10 +250,7 @@ export class ZoneCache {
           [zoneId],
         );
         if (locked.rows[0]?.serial === null || locked.rows[0]?.serial === undefined) return;
-        const deleted = await trx.raw<{ rowCount: number | null }>(
-          `delete from dns_record_cache where zone_id = ? and (name, type) in (select x.n, x.t from jsonb_to_recordset(?::jsonb) as x(n text, t text))`,
-          [zoneId, JSON.stringify(keys)],
-        );
+        const deleted = await deletePairs(trx, zoneId, keys);
         await insertRows(trx, zoneId, rows);
         // Rows changed: a new generation (keyset paging anchors of the old one are not used again).
         await trx.raw(`update dns_zone_cache_state set record_count = record_count + ?, generation = nextval('dns_cache_generation_seq') where zone_id = ?`, [
@@ -267,7 +272,7 @@ export class ZoneCache {
 
   async clear(zoneId: number): Promise<void> {
     await this.knex().transaction(async (trx) => {
-      await trx.raw(`delete from dns_record_cache where zone_id = ?`, [zoneId]);
+      await trx.raw(`drop table if exists ${partitionOf(zoneId)}`);
       await trx.raw(`delete from dns_zone_cache_state where zone_id = ?`, [zoneId]);
       await trx.raw(`update dns_zones set last_invalidated_at = now() where id = ?`, [zoneId]);
     });
@@ -294,12 +299,9 @@ export class ZoneCache {
       }
     }
     const res = await this.knex().raw<{ rows: DnsRecord[] }>(
-      // The ordering index only (an index-only scan over its key columns) from the anchor on; only
-      // the page's rows are fetched from the table.
-      `select c.name, c.ttl, c.class, c.type, c.rdata from dns_record_cache c
-       join (select id from dns_record_cache where zone_id = ?${after ? ` and (${ORDER}) > (?, ?, ?, ?, ?)` : ''}
-             order by ${ORDER} limit ? offset ?) p on p.id = c.id
-       order by c.sort_key, c.type_rank, c.type, c.rdata, c.id`,
+      // One index-only scan of the zone's partition from the anchor on (the index includes every column shown).
+      `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ?${after ? ` and (${ORDER}) > (?, ?, ?, ?, ?)` : ''}
+        order by ${ORDER} limit ? offset ?`,
       [zoneId, ...(after ?? []), perPage, skip],
     );
     const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
@@ -395,6 +397,17 @@ function copyRows(zoneId: number, records: DnsRecord[]): string {
   for (const r of records)
     out += `${zoneId}\t${copyText(sortKey(r.name))}\t${typeRank(r.type)}\t${copyText(r.name)}\t${copyText(r.type)}\t${copyText(r.class)}\t${r.ttl}\t${copyText(r.rdata)}\n`;
   return out;
+}
+
+/**
+ * Deletes the cached rows of these name/type pairs; returns how many. Found through the ordering
+ * index: sort_key is a function of the name.
+ */
+async function deletePairs(trx: Knex, zoneId: number, keys: Array<{ n: string; t: string }>): Promise<{ rowCount: number | null }> {
+  return trx.raw<{ rowCount: number | null }>(
+    `delete from dns_record_cache where zone_id = ? and (sort_key, name, type) in (select x.k, x.n, x.t from jsonb_to_recordset(?::jsonb) as x(k text, n text, t text))`,
+    [zoneId, JSON.stringify(keys.map((k) => ({ k: sortKey(k.n), n: k.n, t: k.t })))],
+  );
 }
 
 async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {

@@ -199,11 +199,20 @@ export class ZoneRegistry {
     return (await this.get(zone))!;
   }
 
+  /** Removes the zone, its cache state and its cache partition (which has no foreign key to cascade). */
   async remove(zone: string): Promise<boolean> {
-    const res = await this.knex().raw<{ rowCount: number | null }>(`delete from dns_zones where zone = ?`, [normalizeName(zone)]);
-    return (res.rowCount ?? 0) > 0;
+    return this.knex().transaction(async (trx) => {
+      const res = await trx.raw<{ rows: Array<{ id: number }> }>(`delete from dns_zones where zone = ? returning id`, [normalizeName(zone)]);
+      const id = res.rows[0]?.id;
+      if (id === undefined) return false;
+      await trx.raw(`drop table if exists ${partitionOf(Number(id))}`);
+      return true;
+    });
   }
 }
+
+/** The zone's partition of dns_record_cache (migration 0022). */
+export const partitionOf = (zoneId: number) => `dns_record_cache_z${Math.trunc(zoneId)}`;
 
 /** Paths found readable, with when: a busy zone is not checked on every request (an access() costs a system call). */
 const readableAt = new Map<string, number>();

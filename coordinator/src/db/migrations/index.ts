@@ -19,6 +19,7 @@ import { Migration20261125002100IrcChannelDays } from './20261125-0021-irc-chann
 import { Migration20261125002000DnsCachePaging } from './20261125-0020-dns-cache-paging.js';
 import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { Migration20261125001900DnsProviders } from './20261125-0019-dns-providers.js';
+import { Migration20261125002200DnsCachePartitions } from './20261125-0022-dns-cache-partitions.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -43,6 +44,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125002000DnsCachePaging', class: Migration20261125002000DnsCachePaging },
   { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
   { name: 'Migration20261125001900DnsProviders', class: Migration20261125001900DnsProviders },
+  { name: 'Migration20261125002200DnsCachePartitions', class: Migration20261125002200DnsCachePartitions },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -24,4 +24,5 @@ export const MIGRATION_NAMES = [
   'Migration20261125002000DnsCachePaging',
   'Migration20261125001600Assistant',
   'Migration20261125001900DnsProviders',
+  'Migration20261125002200DnsCachePartitions',
 ] as const;

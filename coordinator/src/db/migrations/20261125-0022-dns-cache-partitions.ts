@@ -1,0 +1,76 @@
+import { Migration } from '@mikro-orm/migrations';
+
+/**
+ * The DNS record cache becomes a table partitioned by zone (LIST on zone_id): one partition per
+ * cached zone, named dns_record_cache_z<zone id>. A full refresh then loads a new, unindexed table
+ * with COPY FREEZE, builds its one index in a single sort and swaps it in for the zone's old
+ * partition inside the same transaction (coordinator/src/dns/zone-cache.ts). Maintaining three
+ * B-trees row by row during the COPY, plus deleting the old rows, was most of a refresh's time.
+ *
+ * One index serves everything: (sort_key, type_rank, type, rdata, id) gives cache order, keyset
+ * paging and name/type lookups (sort_key is a function of the name), and it includes the other
+ * columns a page shows, so a page is an index-only scan. zone_id is not in it: a query names the
+ * zone and reads that partition only. There is no foreign key to dns_zones (a partition
+ * attached with one would be checked row by row); removing a zone drops its partition
+ * (ZoneRegistry.remove).
+ */
+export class Migration20261125002200DnsCachePartitions extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(`alter table dns_record_cache rename to dns_record_cache_unpartitioned;`);
+    this.addSql(`alter index dns_record_cache_order rename to dns_record_cache_unpartitioned_order;`);
+    this.addSql(`alter index dns_record_cache_name_type rename to dns_record_cache_unpartitioned_name_type;`);
+    this.addSql(`alter sequence dns_record_cache_id_seq owned by none;`);
+    this.addSql(`
+      create table dns_record_cache (
+        id bigint not null default nextval('dns_record_cache_id_seq'),
+        zone_id integer not null,
+        sort_key text collate "C" not null,
+        type_rank smallint not null,
+        name text not null,
+        type varchar(16) not null,
+        class varchar(8) not null default 'IN',
+        ttl integer not null,
+        rdata text collate "C" not null
+      ) partition by list (zone_id);`);
+    this.addSql(`alter sequence dns_record_cache_id_seq owned by dns_record_cache.id;`);
+    this.addSql(`create index dns_record_cache_order on dns_record_cache (sort_key, type_rank, type, rdata, id) include (name, ttl, class);`);
+    this.addSql(`
+      do $$
+      declare z integer;
+      begin
+        for z in select distinct zone_id from dns_record_cache_unpartitioned loop
+          execute format('create table %I partition of dns_record_cache for values in (%s)', 'dns_record_cache_z' || z, z);
+        end loop;
+      end $$;`);
+    this.addSql(`
+      insert into dns_record_cache (id, zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
+      select id, zone_id, sort_key, type_rank, name, type, class, ttl, rdata from dns_record_cache_unpartitioned;`);
+    this.addSql(`drop table dns_record_cache_unpartitioned;`);
+  }
+
+  override async down(): Promise<void> {
+    this.addSql(`alter table dns_record_cache rename to dns_record_cache_partitioned;`);
+    this.addSql(`alter index dns_record_cache_order rename to dns_record_cache_partitioned_order;`);
+    this.addSql(`alter sequence dns_record_cache_id_seq owned by none;`);
+    this.addSql(`
+      create table dns_record_cache (
+        id bigint primary key default nextval('dns_record_cache_id_seq'),
+        zone_id integer not null references dns_zones (id) on delete cascade,
+        sort_key text collate "C" not null,
+        type_rank smallint not null,
+        name text not null,
+        type varchar(16) not null,
+        class varchar(8) not null default 'IN',
+        ttl integer not null,
+        rdata text collate "C" not null
+      );`);
+    this.addSql(`alter sequence dns_record_cache_id_seq owned by dns_record_cache.id;`);
+    this.addSql(`
+      insert into dns_record_cache (id, zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
+      select p.id, p.zone_id, p.sort_key, p.type_rank, p.name, p.type, p.class, p.ttl, p.rdata
+        from dns_record_cache_partitioned p join dns_zones z on z.id = p.zone_id;`);
+    this.addSql(`drop table dns_record_cache_partitioned;`);
+    this.addSql(`create index dns_record_cache_order on dns_record_cache (zone_id, sort_key, type_rank, type, rdata, id);`);
+    this.addSql(`create index dns_record_cache_name_type on dns_record_cache (zone_id, name, type);`);
+  }
+}
