@@ -280,7 +280,7 @@ describe('writes', () => {
     expect(rows.map((r) => [r.rdata, r.ttl])).toEqual([['10.0.1.3', 60]]);
   });
 
-  it('bulk: one UPDATE message, per-operation results, limits', async () => {
+  it('bulk: one UPDATE message when nothing conflicts; per-operation results; limits', async () => {
     const ops = [
       { action: 'ADD', domain: `b1.${A}`, type: 'A', target: '10.0.2.1' },
       { action: 'ADD', domain: `b2.${A}`, type: 'AAAA', target: '2001:db8::2' },
@@ -290,7 +290,10 @@ describe('writes', () => {
     const res = await post('/api/dns/records/bulk', { operations: ops });
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(body).toMatchObject({ ok: false, operation_count: 4, update_messages: 1 });
+    // The combined message goes out first with every add's CNAME rule as a prerequisite; the CNAME at
+    // alias fails it as a whole (nothing changed), the pre-checks then name that operation and a
+    // second message carries the other three.
+    expect(body).toMatchObject({ ok: false, operation_count: 4, update_messages: 2 });
     expect(body.results.map((r: { ok: boolean; reason?: string }) => [r.ok, r.reason ?? null])).toEqual([
       [true, null],
       [true, null],
@@ -301,6 +304,16 @@ describe('writes', () => {
     expect(await digRdata(`b2.${A}`, 'AAAA')).toEqual(['2001:db8::2']);
     expect(await digRdata(`www.${A}`, 'A')).toEqual([]);
     expect(await digRdata(`alias.${A}`, 'A')).toEqual([]);
+    const clean = await post('/api/dns/records/bulk', {
+      operations: [
+        { action: 'ADD', domain: `b5.${A}`, type: 'A', target: '10.0.2.5' },
+        { action: 'ADD', domain: `b6.${A}`, type: 'TXT', target: 'clean bulk' },
+        { action: 'DELETE', domain: `b1.${A}`, type: 'A', target: '10.0.2.1' },
+      ],
+    });
+    expect(clean.json()).toMatchObject({ ok: true, operation_count: 3, update_messages: 1 });
+    expect(await digRdata(`b5.${A}`, 'A')).toEqual(['10.0.2.5']);
+    expect(await digRdata(`b1.${A}`, 'A')).toEqual([]);
     const tooMany = await post('/api/dns/records/bulk', { operations: Array.from({ length: 101 }, (_, i) => ({ ...ops[0], domain: `n${i}.${A}` })) });
     expect(tooMany.statusCode).toBe(400);
     expect((await post('/api/dns/records/bulk', { operations: [] })).statusCode).toBe(400);

@@ -102,3 +102,39 @@ describe('deep cached pages', () => {
     expect(await allPages(100)).toEqual(all);
   });
 });
+
+describe('the cache partition (unlogged)', () => {
+  it('is unlogged, one per zone; a cache whose rows PostgreSQL dropped (crash recovery empties unlogged tables) is transferred again, not served empty', async () => {
+    const knex = zones.knex();
+    const zone = (await zones.get(Z))!;
+    const part = await knex.raw<{ rows: Array<{ relpersistence: string; parent: string }> }>(
+      `select c.relpersistence, i.inhparent::regclass::text as parent from pg_class c join pg_inherits i on i.inhrelid = c.oid where c.relname = ?`,
+      [`dns_record_cache_z${zone.id}`],
+    );
+    expect(part.rows).toEqual([{ relpersistence: 'u', parent: 'dns_record_cache' }]);
+    const before = await ordered();
+    // What recovery does to an unlogged table: its rows are gone, the cache state row is not.
+    await knex.raw(`truncate dns_record_cache_z${zone.id}`);
+    const helper = await t.app.inject({ method: 'GET', url: `/api/dns/zones/${Z}/cache`, headers: { 'x-api-key': key } });
+    expect(helper.json()).toMatchObject({ source: 'needs_axfr' });
+    const read = await get(`/api/dns/zones/${Z}?page=1&limit=100`);
+    expect(read).toMatchObject({ method: 'AXFR', record_count: before.length });
+    expect(await ordered()).toEqual(before);
+    // A write into such a cache leaves it alone (the next read transfers it).
+    await knex.raw(`truncate dns_record_cache_z${zone.id}`);
+    const add = await t.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      headers: { 'x-api-key': key },
+      payload: { domain: `a1.${Z}`, type: 'A', target: '10.8.0.2', ttl: 300 },
+    });
+    expect(add.statusCode, add.body).toBe(200);
+    expect(await ordered()).toEqual([]);
+    const again = await get(`/api/dns/zones/${Z}?page=1&limit=100`);
+    expect(again).toMatchObject({ method: 'AXFR', record_count: before.length + 1 });
+    // Removing the zone drops its partition.
+    await zones.remove(Z);
+    const gone = await knex.raw<{ rows: unknown[] }>(`select 1 from pg_class where relname = ?`, [`dns_record_cache_z${zone.id}`]);
+    expect(gone.rows).toEqual([]);
+  });
+});

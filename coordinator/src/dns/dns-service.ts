@@ -15,6 +15,8 @@ import {
   InvalidUpdateError,
   isInZone,
   fieldErrorsToRecord,
+  mismatchesIn,
+  readBackQuestions,
   noCname,
   normalizeName,
   recordsAt,
@@ -330,21 +332,19 @@ export class DnsService {
   ): Promise<SendResult> {
     const before = await (serialBefore ?? w.early.soaSerial(z.zone).catch(() => null));
     let result: SendResult = { verified: true };
-    // After an acknowledged UPDATE the read-back and the cache sync ask the master at the same time
-    // (each on its own connection): the sync takes what the master answers, so it does not wait for
-    // the verdict; the answer waits for both.
-    let synced: Promise<void> | null = null;
+    let synced = false;
     try {
       await w.early.update(z.zone, ops, prereqs);
-      synced = this.cache.syncAfterWrite(z, w.late, pairs, before);
+      // After an acknowledged UPDATE the cache sync asks the master for the touched pairs and, in
+      // the same pipelined exchange, the read-back's questions: one round of queries serves both
+      // (the read-back asks on its own when the sync did not ask: no cache, or a failure).
+      const readBack = await this.cache.syncAfterWrite(z, w.late, pairs, before, readBackQuestions(ops));
+      synced = true;
       try {
-        const mismatches = await w.late.verifyUpdate(ops);
+        const mismatches = readBack ? mismatchesIn(ops, readBack) : await w.late.verifyUpdate(ops);
         if (mismatches.length) throw new AppError('conflict', new UpdateNotAppliedError(mismatches).message);
       } catch (err) {
-        if (err instanceof AppError) {
-          await synced;
-          throw err;
-        }
+        if (err instanceof AppError) throw err;
         result = {
           verified: false,
           note: `The master acknowledged the change (NOERROR); reading it back failed: ${(err as Error).message}.`,
@@ -361,7 +361,7 @@ export class DnsService {
       if (mismatches.length) throw outcomeUnknown(err, 'a read-back right after does not show the change, but the master may still apply what it received');
       result = { verified: true, note: 'The master did not answer the UPDATE; a read-back shows the change in the zone.' };
     }
-    await (synced ?? this.cache.syncAfterWrite(z, w.late, pairs, before));
+    if (!synced) await this.cache.syncAfterWrite(z, w.late, pairs, before);
     return result;
   }
 
@@ -510,40 +510,68 @@ export class DnsService {
       for (const v of mine) if (v.action === 'DELETE') (deletedTypes.get(v.r.name) ?? deletedTypes.set(v.r.name, new Set()).get(v.r.name)!).add(v.r.type);
       const addedAddresses = new Set(mine.filter((v) => v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA')).map((v) => v.r.name));
       const adds = mine.filter((v) => v.action === 'ADD');
-      // The serial before the change (for the cache sync) is read while the pre-check reads run.
-      const serialBefore = w.early.soaSerial(z.zone).catch(() => null);
-      const facts = await this.facts(
-        z,
-        w.early,
-        adds.map((v) => v.r.name),
-        adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null),
-      );
-      const sendable: typeof mine = [];
-      for (const v of mine) {
-        if (v.action === 'ADD') {
-          const problem = this.addProblem(z, v.r, facts, {
-            deletedTypes: deletedTypes.get(v.r.name),
-            addedAddresses,
-            field: `operations.${v.i}.target`,
-          });
-          if (problem) {
-            Object.assign(results[v.i]!, { ok: false, reason: problem.reason, message: problem.message });
-            continue;
-          }
-        }
-        sendable.push(v);
-      }
-      if (!sendable.length) continue;
       const toOp = (v: (typeof mine)[number]): UpdateOperation =>
         v.action === 'ADD'
           ? { op: 'add', name: v.r.name, type: v.r.type, ttl: v.r.ttl ?? this.config.DNS_DEFAULT_TTL, rdata: v.r.data }
           : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
       const prereqOf = (v: (typeof mine)[number]): Prerequisite[] => (v.action === 'ADD' && !deletedTypes.has(v.r.name) ? addPrereqs(v.r) : []);
-      const pairs = sendable.map((v) => ({ name: v.r.name, type: v.r.type }));
-      messages++;
+      // The serial before the change (for the cache sync) is read while the pre-check reads run.
+      const serialBefore = w.early.soaSerial(z.zone).catch(() => null);
+      const preCheck = async () => {
+        const facts = await this.facts(
+          z,
+          w.early,
+          adds.map((v) => v.r.name),
+          adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null),
+        );
+        const sendable: typeof mine = [];
+        for (const v of mine) {
+          if (v.action === 'ADD') {
+            const problem = this.addProblem(z, v.r, facts, {
+              deletedTypes: deletedTypes.get(v.r.name),
+              addedAddresses,
+              field: `operations.${v.i}.target`,
+            });
+            if (problem) {
+              Object.assign(results[v.i]!, { ok: false, reason: problem.reason, message: problem.message });
+              continue;
+            }
+          }
+          sendable.push(v);
+        }
+        return sendable;
+      };
+      const sendAll = async (list: typeof mine) => {
+        messages++;
+        await this.send(
+          z,
+          w,
+          list.map(toOp),
+          list.flatMap(prereqOf),
+          list.map((v) => ({ name: v.r.name, type: v.r.type })),
+          serialBefore,
+        );
+        for (const v of list) Object.assign(results[v.i]!, { ok: true });
+      };
+      // Every add carries its CNAME rule as an UPDATE prerequisite, so when each add has one and no
+      // add needs the master's address facts (an MX or apex NS with an in-zone target), the message
+      // goes out at once: a conflict fails the whole message with nothing changed, and only then
+      // are the pre-checks read to say which operations are in the way. Otherwise the pre-checks
+      // come first.
+      const optimistic = adds.every((v) => !deletedTypes.has(v.r.name) && inZoneTarget(z, v.r) === null);
+      let sendable = optimistic ? mine : await preCheck();
+      if (!sendable.length) continue;
       try {
-        await this.send(z, w, sendable.map(toOp), sendable.flatMap(prereqOf), pairs, serialBefore);
-        for (const v of sendable) Object.assign(results[v.i]!, { ok: true });
+        try {
+          await sendAll(sendable);
+        } catch (err) {
+          // A failed prerequisite (or a read-back showing an add ignored): the pre-checks say which.
+          // Anything else the master refused goes one operation at a time below.
+          if (!optimistic || !(err instanceof AppError && (err.reason === 'cname_conflict' || err.reason === 'conflict'))) throw err;
+          sendable = await preCheck();
+          if (!sendable.length) continue;
+          await sendAll(sendable);
+        }
       } catch (err) {
         if (!isPerOperation(err)) throw err;
         // One at a time, each with a budget of its own: the combined message was refused as a whole.

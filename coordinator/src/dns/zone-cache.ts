@@ -11,9 +11,9 @@ import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
 import { AppError } from '../http/errors.js';
-import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord } from './wire/index.js';
+import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord, type QueryResult } from './wire/index.js';
 import { masterUnavailable } from './master-errors.js';
-import { loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
+import { cacheEmptied, loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
 
 export interface CacheState {
   serial: number;
@@ -40,8 +40,21 @@ export interface Page {
   hasMore: boolean;
 }
 
-/** Owner labels reversed: canonical DNS order with the apex first. */
-export const sortKey = (name: string) => normalizeName(name).split('.').reverse().join('.');
+/**
+ * Owner labels reversed: canonical DNS order with the apex first. Its own inverse: the sort key of
+ * a sort key is the name. (A loop, not split/reverse/join: a refresh computes 100,000 of them.)
+ */
+export function sortKey(name: string): string {
+  const n = normalizeName(name);
+  let end = n.length;
+  let out = '';
+  for (let i = end - 1; i >= 0; i--) {
+    if (n.charCodeAt(i) !== 46) continue;
+    out += `${n.slice(i + 1, end)}.`;
+    end = i;
+  }
+  return out + n.slice(0, end);
+}
 export const typeRank = (type: string) => (type === 'SOA' ? 0 : type === 'NS' ? 1 : 2);
 
 export function compareRecords(a: DnsRecord, b: DnsRecord): number {
@@ -94,12 +107,14 @@ export class ZoneCache {
   }
 
   async state(zoneId: number): Promise<CacheState | null> {
-    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date; generation: string }> }>(
-      `select serial, record_count, cached_at, generation from dns_zone_cache_state where zone_id = ?`,
+    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date; generation: string; emptied: boolean }> }>(
+      `select serial, record_count, cached_at, generation, ${cacheEmptied('s')} as emptied from dns_zone_cache_state s where zone_id = ?`,
       [zoneId],
     );
     const r = res.rows[0];
-    return r ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at), generation: String(r.generation) } : null;
+    return r && !r.emptied
+      ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at), generation: String(r.generation) }
+      : null;
   }
 
   /**
@@ -124,9 +139,10 @@ export class ZoneCache {
 
   /**
    * A full replace fed by a running zone transfer, in one transaction on one connection: the
-   * transferred records are streamed into PostgreSQL's COPY (pg-copy-streams) message by message
-   * while the transfer goes on, into a new table created in the same transaction (so COPY FREEZE
-   * writes the rows already visible to everyone and index-only scans work at once). Its one index
+   * transferred records are streamed into PostgreSQL's COPY (pg-copy-streams) while the transfer
+   * goes on, into a new unlogged table created in the same transaction (so COPY FREEZE writes the
+   * rows already visible to everyone and index-only scans work at once; migration 0022 says why
+   * unlogged). Its one index
    * is then built in a single sort, and the table replaces the zone's partition of dns_record_cache
    * (migration 0022): the old partition is dropped and the new one attached, which holds the
    * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
@@ -142,19 +158,29 @@ export class ZoneCache {
     const load = `dns_record_cache_load_${id}`;
     try {
       await conn.query('begin');
+      // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
+      await conn.query('set local synchronous_commit to off');
       await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [id]);
-      await conn.query(`create table ${load} (like dns_record_cache including defaults)`);
+      await conn.query(`create unlogged table ${load} (like dns_record_cache including defaults)`);
       // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
       await conn.query(`alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`);
       const copy = conn.query(copyFrom(`copy ${load} (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin with (freeze)`));
       const done = finished(copy);
       let count = 0;
       let result: { serial: number };
+      // The transfer's messages carry about a hundred records each: rows go to COPY in chunks of
+      // about 256 KiB instead (a write per message cost more than the rows).
+      let pending = '';
       try {
         result = await transfer((records) => {
           count += records.length;
-          copy.write(copyRows(id, records));
+          pending += copyRows(id, records);
+          if (pending.length >= 262_144) {
+            copy.write(pending);
+            pending = '';
+          }
         });
+        if (pending) copy.write(pending);
       } catch (err) {
         copy.destroy();
         await done.catch(() => undefined);
@@ -162,7 +188,7 @@ export class ZoneCache {
       }
       copy.end();
       await done;
-      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (name, ttl, class)`);
+      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (zone_id, ttl, class)`);
       await conn.query(`drop table if exists ${part}`);
       await conn.query(`alter table ${load} rename to ${part}`);
       await conn.query(`alter index ${load}_order rename to ${part}_order`);
@@ -175,6 +201,10 @@ export class ZoneCache {
         [id, result.serial, count],
       );
       await conn.query('commit');
+      // Planner statistics for the new partition (without them a keyset page may be planned as a
+      // scan and sort of the whole zone). Not awaited: the answer does not wait; a failure only
+      // means autovacuum's analyze comes later.
+      void knex.raw(`analyze ${part}`).catch(() => undefined);
       return result.serial;
     } catch (err) {
       await conn.query('rollback').catch(() => undefined);
@@ -196,43 +226,68 @@ export class ZoneCache {
    *
    * Never fails the write it follows: when the master or the database cannot be asked, the cache
    * is marked stale so that the next read transfers the zone again.
+   *
+   * `alsoAsk`: further questions put to the master in the same pipelined exchange (the write's
+   * read-back); their answers are returned in order, or null when the master was not asked (no
+   * cache for the zone, or a failure), and the caller asks on its own.
    */
-  async syncAfterWrite(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
+  async syncAfterWrite(
+    z: ZoneRow,
+    client: DnsMasterClient,
+    pairs: Array<{ name: string; type: string }>,
+    serialBefore: number | null,
+    alsoAsk: Array<{ name: string; type: string }> = [],
+  ): Promise<QueryResult[] | null> {
     try {
-      await this.syncPairs(z, client, pairs, serialBefore);
+      return await this.syncPairs(z, client, pairs, serialBefore, alsoAsk);
     } catch {
       await this.knex()
         .raw(`update dns_zone_cache_state set cached_at = to_timestamp(0) where zone_id = ?`, [z.id])
         .catch(() => undefined);
+      return null;
     }
   }
 
-  async syncPairs(z: ZoneRow, client: DnsMasterClient, pairs: Array<{ name: string; type: string }>, serialBefore: number | null): Promise<void> {
+  async syncPairs(
+    z: ZoneRow,
+    client: DnsMasterClient,
+    pairs: Array<{ name: string; type: string }>,
+    serialBefore: number | null,
+    alsoAsk: Array<{ name: string; type: string }> = [],
+  ): Promise<QueryResult[] | null> {
     const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
-    await this.knex().transaction(async (trx) => {
-      const locked = await trx.raw<{ rows: Array<{ serial: string | null }> }>(
-        `select s.serial from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
+    return this.knex().transaction(async (trx) => {
+      const locked = await trx.raw<{ rows: Array<{ serial: string | null; emptied: boolean | null }> }>(
+        `select s.serial, ${cacheEmptied('s')} as emptied from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
         [z.id],
       );
       const cached = locked.rows[0]?.serial;
-      if (cached === null || cached === undefined) return;
-      const answers = await client.queryMany([...unique, { name: z.zone, type: 'SOA' }]);
+      if (cached === null || cached === undefined || locked.rows[0]?.emptied) return null;
+      // One exchange for the pairs, the SOA and the extra questions, each distinct question once.
+      const questions = new Map<string, { name: string; type: string }>();
+      for (const q of [...unique, { name: z.zone, type: 'SOA' }, ...alsoAsk]) questions.set(`${normalizeName(q.name)}|${q.type}`, q);
+      const keys = [...questions.keys()];
+      const got = await client.queryMany([...questions.values()]);
+      const byKey = new Map(keys.map((k, i) => [k, got[i]!]));
+      const answerOf = (q: { name: string; type: string }) => byKey.get(`${normalizeName(q.name)}|${q.type}`)!;
+      const answers = [...unique, { name: z.zone, type: 'SOA' }].map(answerOf);
       const rows = unique.flatMap((p, i) => recordsAt(answers[i]!, p.name, p.type));
       const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
       const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
       const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
-      const keys = unique.map((p) => ({ n: p.name, t: p.type }));
+      const replaced = unique.map((p) => ({ n: p.name, t: p.type }));
       if (advance && soa) {
-        keys.push({ n: z.zone, t: 'SOA' });
+        replaced.push({ n: z.zone, t: 'SOA' });
         rows.push(soa);
       }
-      const deleted = await deletePairs(trx, z.id, keys);
+      const deleted = await deletePairs(trx, z.id, replaced);
       await insertRows(trx, z.id, rows);
       const delta = rows.length - (deleted.rowCount ?? 0);
       await trx.raw(
         `update dns_zone_cache_state set record_count = record_count + ?, generation = nextval('dns_cache_generation_seq')${advance ? ', serial = ?' : ''} where zone_id = ?`,
         advance ? [delta, serialAfter, z.id] : [delta, z.id],
       );
+      return alsoAsk.map(answerOf);
     });
   }
 
@@ -245,11 +300,11 @@ export class ZoneCache {
     const keys = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { n: normalizeName(p.name), t: p.type }])).values()];
     try {
       await this.knex().transaction(async (trx) => {
-        const locked = await trx.raw<{ rows: Array<{ serial: string | null }> }>(
-          `select s.serial from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
+        const locked = await trx.raw<{ rows: Array<{ serial: string | null; emptied: boolean | null }> }>(
+          `select s.serial, ${cacheEmptied('s')} as emptied from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
           [zoneId],
         );
-        if (locked.rows[0]?.serial === null || locked.rows[0]?.serial === undefined) return;
+        if (locked.rows[0]?.serial === null || locked.rows[0]?.serial === undefined || locked.rows[0]?.emptied) return;
         const deleted = await deletePairs(trx, zoneId, keys);
         await insertRows(trx, zoneId, rows);
         // Rows changed: a new generation (keyset paging anchors of the old one are not used again).
@@ -298,13 +353,14 @@ export class ZoneCache {
         skip = offset - (i + 1) * ANCHOR_STEP;
       }
     }
-    const res = await this.knex().raw<{ rows: DnsRecord[] }>(
-      // One index-only scan of the zone's partition from the anchor on (the index includes every column shown).
-      `select name, ttl, class, type, rdata from dns_record_cache where zone_id = ?${after ? ` and (${ORDER}) > (?, ?, ?, ?, ?)` : ''}
+    const res = await this.knex().raw<{ rows: Array<Omit<DnsRecord, 'name'> & { sort_key: string }> }>(
+      // One index-only scan of the zone's partition from the anchor on: the index includes every
+      // column shown, the name as its sort key (the same labels in reverse order).
+      `select sort_key, ttl, class, type, rdata from dns_record_cache where zone_id = ?${after ? ` and (${ORDER}) > (?, ?, ?, ?, ?)` : ''}
         order by ${ORDER} limit ? offset ?`,
       [zoneId, ...(after ?? []), perPage, skip],
     );
-    const rows = res.rows.map((r) => ({ ...r, ttl: Number(r.ttl) }));
+    const rows = res.rows.map((r) => ({ name: sortKey(r.sort_key), ttl: Number(r.ttl), class: r.class, type: r.type, rdata: r.rdata }));
     return { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount };
   }
 

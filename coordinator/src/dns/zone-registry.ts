@@ -97,14 +97,15 @@ export class ZoneRegistry {
   /** get() and the zone's cache state together, in one query (what every read route needs first). */
   async getWithState(zone: string): Promise<{ zone: ZoneRow; state: CacheState | null } | null> {
     const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
-      `select z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation
+      `select z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
+              ${cacheEmptied('s')} as cache_emptied
          from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.zone = ?`,
       [normalizeName(zone)],
     );
     const r = res.rows[0];
     if (!r) return null;
     const state =
-      r.cache_serial === null
+      r.cache_serial === null || r.cache_emptied === true
         ? null
         : {
             serial: Number(r.cache_serial),
@@ -213,6 +214,14 @@ export class ZoneRegistry {
 
 /** The zone's partition of dns_record_cache (migration 0022). */
 export const partitionOf = (zoneId: number) => `dns_record_cache_z${Math.trunc(zoneId)}`;
+
+/**
+ * SQL: true when the cache state `s` (a dns_zone_cache_state row) counts rows that its zone's
+ * partition no longer holds. The partitions are unlogged (derived data, no WAL), and PostgreSQL
+ * empties unlogged tables when it recovers from a crash: such a cache counts as absent, so the next
+ * read transfers the zone again. Finding one row is enough, so the scan stops at the first.
+ */
+export const cacheEmptied = (s: string) => `(${s}.record_count > 0 and not exists (select 1 from dns_record_cache c where c.zone_id = ${s}.zone_id))`;
 
 /** Paths found readable, with when: a busy zone is not checked on every request (an access() costs a system call). */
 const readableAt = new Map<string, number>();

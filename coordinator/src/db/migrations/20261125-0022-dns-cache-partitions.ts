@@ -8,11 +8,15 @@ import { Migration } from '@mikro-orm/migrations';
  * B-trees row by row during the COPY, plus deleting the old rows, was most of a refresh's time.
  *
  * One index serves everything: (sort_key, type_rank, type, rdata, id) gives cache order, keyset
- * paging and name/type lookups (sort_key is a function of the name), and it includes the other
- * columns a page shows, so a page is an index-only scan. zone_id is not in it: a query names the
- * zone and reads that partition only. There is no foreign key to dns_zones (a partition
- * attached with one would be checked row by row); removing a zone drops its partition
- * (ZoneRegistry.remove).
+ * paging and name/type lookups (sort_key is the name's labels reversed), and it includes the other
+ * columns a page reads, so a page is an index-only scan (the name is its sort key reversed back).
+ * zone_id leads no index: a query names the zone and reads that partition only. There is no
+ * foreign key to dns_zones (a partition attached with one would be checked row by row); removing
+ * a zone drops its partition (ZoneRegistry.remove).
+ *
+ * The partitions are unlogged: the cache is derived from the master, so its rows need no WAL.
+ * PostgreSQL empties unlogged tables after a crash; a cache state whose partition lost its rows
+ * counts as no cache (zone-registry.ts, cacheEmptied) and the next read transfers the zone again.
  */
 export class Migration20261125002200DnsCachePartitions extends Migration {
   override async up(): Promise<void> {
@@ -33,13 +37,13 @@ export class Migration20261125002200DnsCachePartitions extends Migration {
         rdata text collate "C" not null
       ) partition by list (zone_id);`);
     this.addSql(`alter sequence dns_record_cache_id_seq owned by dns_record_cache.id;`);
-    this.addSql(`create index dns_record_cache_order on dns_record_cache (sort_key, type_rank, type, rdata, id) include (name, ttl, class);`);
+    this.addSql(`create index dns_record_cache_order on dns_record_cache (sort_key, type_rank, type, rdata, id) include (zone_id, ttl, class);`);
     this.addSql(`
       do $$
       declare z integer;
       begin
         for z in select distinct zone_id from dns_record_cache_unpartitioned loop
-          execute format('create table %I partition of dns_record_cache for values in (%s)', 'dns_record_cache_z' || z, z);
+          execute format('create unlogged table %I partition of dns_record_cache for values in (%s)', 'dns_record_cache_z' || z, z);
         end loop;
       end $$;`);
     this.addSql(`

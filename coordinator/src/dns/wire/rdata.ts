@@ -112,7 +112,7 @@ export function quoteCharacterString(bytes: Buffer): string {
 }
 
 export function ipv4ToText(bytes: Buffer): string {
-  return [...bytes].join('.');
+  return `${bytes[0]}.${bytes[1]}.${bytes[2]}.${bytes[3]}`;
 }
 
 /** RFC 5952: lower-case hex, longest run (≥ 2) of zero groups as "::", IPv4-mapped in dotted form. */

@@ -342,8 +342,13 @@ export async function soaSerial(zone: string, opts: ServerOptions): Promise<numb
 }
 
 export interface AxfrResult {
-  /** Every record of the zone, SOA first, without the closing SOA. */
+  /**
+   * Every record of the zone, SOA first, without the closing SOA; empty when `onRecords` took
+   * them as they came (a large zone's records are then not held until the end).
+   */
   records: DnsRecord[];
+  /** How many records the transfer carried (without the closing SOA). */
+  count: number;
   serial: number;
   /** Messages the transfer took, and how many carried a verified TSIG. */
   messages: number;
@@ -369,6 +374,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
   const deadline = Date.now() + s.transferTimeoutMs;
   const conn = await FramedConnection.open(s.server, s.port, within(s, s.connectTimeoutMs, operation));
   const records: DnsRecord[] = [];
+  let count = 0;
   let serial: number | null = null;
   let messages = 0;
   try {
@@ -380,8 +386,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
       try {
         raw = await conn.read(within(s, Math.min(s.timeoutMs, left), operation));
       } catch (err) {
-        if (err instanceof DnsConnectionError)
-          throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${records.length} records read)`);
+        if (err instanceof DnsConnectionError) throw new DnsConnectionError(`${operation}: connection ended before the closing SOA (${count} records read)`);
         throw err;
       }
       messages++;
@@ -402,15 +407,16 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
         batch.push(toRecord(msg, rr));
       }
       if (msg.answers.length === 0) throw new DnsProtocolError(`${operation}: message ${messages} carries no records`);
-      records.push(...batch);
-      opts.onRecords?.(batch);
+      count += batch.length;
+      if (opts.onRecords) opts.onRecords(batch);
+      else for (const r of batch) records.push(r);
       if (done) break;
     }
     verifier?.finish();
   } finally {
     conn.close();
   }
-  return { records, serial: serial ?? 0, messages, signedMessages: verifier?.signedMessages ?? 0 };
+  return { records, count, serial: serial ?? 0, messages, signedMessages: verifier?.signedMessages ?? 0 };
 }
 
 export interface UpdateOptions extends ServerOptions {
@@ -462,9 +468,18 @@ export function recordsAt(res: QueryResult, name: string, type: string): DnsReco
 
 /** Reads back every name/type the operations touch and lists where the zone differs from what they should have left. */
 export async function verifyUpdate(operations: UpdateOperation[], opts: ServerOptions): Promise<Mismatch[]> {
+  return mismatchesIn(operations, await queryMany(readBackQuestions(operations), opts));
+}
+
+/** The questions a read-back of these operations asks, in the order mismatchesIn wants their answers. */
+export function readBackQuestions(operations: UpdateOperation[]): Array<{ name: string; type: string }> {
+  return expectations(operations).map((e) => ({ name: e.name, type: e.type }));
+}
+
+/** Where the zone (the answers to readBackQuestions, in order) differs from what the operations should have left. */
+export function mismatchesIn(operations: UpdateOperation[], answers: QueryResult[]): Mismatch[] {
   const out: Mismatch[] = [];
   const wanted = expectations(operations);
-  const answers = await queryMany(wanted, opts);
   wanted.forEach((e, i) => {
     const res = answers[i]!;
     const here = res.answers.filter((r) => r.name === e.name);
