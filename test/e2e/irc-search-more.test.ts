@@ -192,3 +192,62 @@ describe('tokens', () => {
     expect((await logs(`q=${encodeURIComponent('😀')}`)).results.map((r) => r.event_type)).toEqual(['ACTION']);
   });
 });
+
+describe('channels imported side by side', () => {
+  it('keeps nick statistics, nick links and counters exact when the same nicks speak in channels imported at once', async () => {
+    const side = mkdtempSync(path.join(os.tmpdir(), 'irc-side-'));
+    try {
+      // Six channels, three days each, in small batches (many statements per transaction), every
+      // channel with the same nicks in a different order, so lanes update the same nick rows.
+      const nicks = ['ann', 'bob', 'carl', 'dora', 'eve', 'finn', 'gus', 'hal'];
+      for (let c = 0; c < 6; c++)
+        for (let d = 1; d <= 3; d++) {
+          const lines: string[] = [];
+          for (let i = 0; i < 240; i++) {
+            const who = nicks[(i * (c + 3) + d) % nicks.length]!;
+            const s = 3600 + i * 13;
+            const at = `${String(Math.floor(s / 3600)).padStart(2, '0')}:${String(Math.floor(s / 60) % 60).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+            lines.push(
+              i % 60 === 7
+                ? `[${at}] *** ${who} is now known as ${who}_away`
+                : i % 60 === 8
+                  ? `[${at}] *** ${who}_away is now known as ${who}`
+                  : `[${at}] <${who}> line ${i} of channel ${c} day ${d}`,
+            );
+          }
+          writeFileSync(path.join(side, `#side${c}_2024060${d}.log`), `${lines.join('\n')}\n`);
+        }
+      const counts = await new IrcImportService(t.orm).importPaths([side], { network: 'side', source: 'production', batchSize: 50, concurrency: 3 });
+      expect(counts).toMatchObject({ inserted: 6 * 3 * 240, problems: [] });
+      const k = t.orm.em.getConnection().getKnex();
+      const net = Number((await k.raw(`select id from irc_networks where name = 'side'`)).rows[0].id);
+      // What the counters say equals a recount of the rows.
+      const kept = await k.raw(
+        `select nick_key, first_at, last_at, last_message_at, message_count, event_count from irc_nicks where network_id = ? order by nick_key`,
+        [net],
+      );
+      const recount = await k.raw(
+        `select lower(e.nick) as nick_key, min(e.occurred_at) as first_at, max(e.occurred_at) as last_at,
+                max(e.occurred_at) filter (where e.event_type in ('PRIVMSG', 'ACTION')) as last_message_at,
+                count(*) filter (where e.event_type in ('PRIVMSG', 'ACTION')) as message_count, count(*) as event_count
+           from irc_events e join irc_channels c on c.id = e.channel_id where c.network_id = ? and e.nick is not null group by 1 order by 1`,
+        [net],
+      );
+      expect(kept.rows.length).toBeGreaterThanOrEqual(nicks.length);
+      expect(kept.rows).toEqual(recount.rows);
+      const links = await k.raw(`select nick_key || ' ' || other_key as l from irc_nick_links where network_id = ? order by 1`, [net]);
+      expect(links.rows.map((r: { l: string }) => r.l)).toEqual(
+        nicks.filter((n) => links.rows.some((r: { l: string }) => r.l === `${n} ${n}_away`)).map((n) => `${n} ${n}_away`),
+      );
+      expect(links.rows.length).toBeGreaterThan(0);
+      const channels = await k.raw(
+        `select c.event_count::int as kept, (select count(*)::int from irc_events e where e.channel_id = c.id) as rows from irc_channels c where c.network_id = ?`,
+        [net],
+      );
+      expect(channels.rows).toHaveLength(6);
+      for (const r of channels.rows) expect(r.kept).toBe(r.rows);
+    } finally {
+      rmSync(side, { recursive: true, force: true });
+    }
+  });
+});

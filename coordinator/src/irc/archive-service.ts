@@ -4,7 +4,7 @@ import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IrcAliasService, type NickProfile } from './alias-service.js';
 import { IrcEventStore, type IrcSource } from './event-store.js';
-import { anyTermClause, hasTextTerms, isExclusionOnly, isSelective, whereClause, type LogFilter } from './log-query.js';
+import { anyTermClause, bothTermsClause, hasTextTerms, isExclusionOnly, isSelective, whereClause, type LogFilter } from './log-query.js';
 import { addDays } from './parsers/common.js';
 import type { SearchTerm } from './search-terms.js';
 
@@ -115,7 +115,10 @@ export class IrcArchiveService {
     try {
       return await this.knex().transaction(
         async (trx) => {
-          await trx.raw(`set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}`);
+          // Each search runs once with its own values: plan it for them (the pool's connections
+          // default to generic plans for the worker protocol's prepared statements, and a generic
+          // plan cannot tell a rare word or a short date range from a common one).
+          await trx.raw(`set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`);
           return this.current.run(trx, fn);
         },
         { readOnly: true },
@@ -259,11 +262,11 @@ export class IrcArchiveService {
       // Excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
       total = counted.total;
       if (filter.exclude.length) {
-        const both = whereClause({ ...filter, exclude: [] });
-        const neg = anyTermClause(filter.exclude);
-        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${neg.sql}`, [
+        const scope = whereClause({ ...filter, include: [], exclude: [] });
+        const both = bothTermsClause(filter.include[0]!, filter.exclude);
+        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${scope.sql}`, [
           ...both.bindings,
-          ...neg.bindings,
+          ...scope.bindings,
         ]);
         total -= Number(row!.n);
       }

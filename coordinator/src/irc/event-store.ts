@@ -29,12 +29,24 @@ export interface NewIrcEvent {
 
 const COLUMNS = 11;
 
+/** Per-nick statistics of the rows one batch added (aggregated in SQL, merged across batches here). */
+interface NickStat {
+  k: string;
+  nick: string;
+  first_at: string;
+  last_at: string;
+  last_message_at: string | null;
+  messages: number;
+  events: number;
+}
+
 /**
- * The one writer of chat-log rows, used by the file importer and the live logger. Each `insert`
- * keeps the channel's counters and span, the per-nick statistics, the nick links from NICK
- * events, the per-term monthly counts (irc_term_months) and the rows per channel and day
- * (irc_channel_days) in step with the rows it actually
- * added, in the same statement.
+ * The one writer of chat-log rows, used by the file importer and the live logger. Each batch
+ * keeps the channel's counters and span, the per-term monthly counts (irc_term_months) and the
+ * rows per channel and day (irc_channel_days) in step with the rows it actually added, in the same
+ * statement. The network-wide rows (per-nick statistics, nick links from NICK events) are written
+ * once per `insert` transaction, after its batches, in key order: two channels imported side by
+ * side then only wait for each other there, never hold each other's nick rows crosswise.
  */
 export class IrcEventStore {
   constructor(private readonly orm: Orm) {}
@@ -110,15 +122,30 @@ export class IrcEventStore {
     if (!events.length) return 0;
     const run = async (trx: Knex.Transaction) => {
       let inserted = 0;
+      const nicks = new Map<string, NickStat>();
+      const links = new Set<string>();
       const batchSize = opts.batchSize ?? 1000;
-      for (let i = 0; i < events.length; i += batchSize)
-        inserted += await this.insertBatch(trx, networkId, channelId, events.slice(i, i + batchSize), opts.importBatchId ?? null);
+      for (let i = 0; i < events.length; i += batchSize) {
+        const added = await this.insertBatch(trx, channelId, events.slice(i, i + batchSize), opts.importBatchId ?? null);
+        inserted += added.inserted;
+        for (const n of added.nicks) {
+          const had = nicks.get(n.k);
+          nicks.set(n.k, had ? mergeNick(had, n) : n);
+        }
+        for (const l of added.links) links.add(l);
+      }
+      await this.upsertNicks(trx, networkId, [...nicks.values()], [...links]);
       return inserted;
     };
     return opts.trx ? run(opts.trx) : this.knex().transaction(run);
   }
 
-  private async insertBatch(trx: Knex.Transaction, networkId: number, channelId: number, batch: NewIrcEvent[], importBatchId: number | null): Promise<number> {
+  private async insertBatch(
+    trx: Knex.Transaction,
+    channelId: number,
+    batch: NewIrcEvent[],
+    importBatchId: number | null,
+  ): Promise<{ inserted: number; nicks: NickStat[]; links: string[] }> {
     const values: unknown[] = [];
     for (const e of batch) {
       values.push(
@@ -136,7 +163,7 @@ export class IrcEventStore {
       );
     }
     const row = `(${new Array(COLUMNS).fill('?').join(', ')})`;
-    const res = await trx.raw<{ rows: Array<{ inserted: string }> }>(
+    const res = await trx.raw<{ rows: Array<{ inserted: string; nicks: NickStat[]; links: string[] }> }>(
       `with ins as (
          insert into irc_events (channel_id, event_type, occurred_at, nick, message_text, target, to_nick, netsplit_group, netsplit_leader, line_hash, import_batch_id)
          values ${batch.map(() => row).join(', ')}
@@ -166,29 +193,68 @@ export class IrcEventStore {
          select ?::int, occurred_at::date, count(*), count(*) filter (where event_type in ('PRIVMSG', 'ACTION', 'NOTICE'))
            from ins group by 2 order by 2
          on conflict (channel_id, day) do update set events = d.events + excluded.events, messages = d.messages + excluded.messages
-       ), nicks as (
-         insert into irc_nicks as n (network_id, nick_key, nick, first_at, last_at, last_message_at, message_count, event_count)
-         select ?::int, lower(nick), max(nick), min(occurred_at), max(occurred_at),
-                max(occurred_at) filter (where event_type in ('PRIVMSG', 'ACTION')),
-                count(*) filter (where event_type in ('PRIVMSG', 'ACTION')), count(*)
-           from ins where nick is not null group by lower(nick)
+       )
+       -- Data-modifying CTEs run whether or not they are read. The nick statistics and links of
+       -- the added rows go back to insert(), which writes them once for all its batches.
+       select span.n as inserted,
+              (select coalesce(jsonb_agg(x), '[]'::jsonb) from (
+                 select lower(nick) as k, max(nick) as nick, min(occurred_at) as first_at, max(occurred_at) as last_at,
+                        max(occurred_at) filter (where event_type in ('PRIVMSG', 'ACTION')) as last_message_at,
+                        count(*) filter (where event_type in ('PRIVMSG', 'ACTION')) as messages, count(*) as events
+                   from ins where nick is not null group by lower(nick)) x) as nicks,
+              (select coalesce(jsonb_agg(distinct least(lower(nick), lower(to_nick)) || ' ' || greatest(lower(nick), lower(to_nick))), '[]'::jsonb)
+                 from ins
+                where event_type = 'NICK' and nick is not null and to_nick is not null and lower(nick) <> lower(to_nick)
+                  and lower(nick) !~ '^guest[0-9]+$' and lower(to_nick) !~ '^guest[0-9]+$') as links
+         from span`,
+      [...values, channelId, channelId, channelId],
+    );
+    const out = res.rows[0]!;
+    return { inserted: Number(out.inserted), nicks: out.nicks, links: out.links };
+  }
+
+  /**
+   * The per-nick statistics and nick links of the rows one insert() added, in one statement each,
+   * in key order (so concurrent writers of one network lock its nick rows in the same order).
+   */
+  private async upsertNicks(trx: Knex.Transaction, networkId: number, nicks: NickStat[], links: string[]): Promise<void> {
+    if (nicks.length) {
+      await trx.raw(
+        `insert into irc_nicks as n (network_id, nick_key, nick, first_at, last_at, last_message_at, message_count, event_count)
+         select ?::int, x.k, x.nick, x.first_at, x.last_at, x.last_message_at, x.messages, x.events
+           from jsonb_to_recordset(?::jsonb)
+                as x(k text, nick text, first_at timestamp, last_at timestamp, last_message_at timestamp, messages bigint, events bigint)
+          order by x.k
          on conflict (network_id, nick_key) do update
             set first_at = least(n.first_at, excluded.first_at), last_at = greatest(n.last_at, excluded.last_at),
                 last_message_at = greatest(n.last_message_at, excluded.last_message_at),
                 nick = case when excluded.last_at >= n.last_at then excluded.nick else n.nick end,
-                message_count = n.message_count + excluded.message_count, event_count = n.event_count + excluded.event_count
-       ), links as (
-         insert into irc_nick_links (network_id, nick_key, other_key, origin)
-         select distinct ?::int, least(lower(nick), lower(to_nick)), greatest(lower(nick), lower(to_nick)), 'log'
-           from ins
-          where event_type = 'NICK' and nick is not null and to_nick is not null and lower(nick) <> lower(to_nick)
-            and lower(nick) !~ '^guest[0-9]+$' and lower(to_nick) !~ '^guest[0-9]+$'
-         on conflict do nothing
-       )
-       -- Data-modifying CTEs run whether or not they are read; only the count is needed.
-       select n as inserted from span`,
-      [...values, channelId, channelId, channelId, networkId, networkId],
-    );
-    return Number(res.rows[0]!.inserted);
+                message_count = n.message_count + excluded.message_count, event_count = n.event_count + excluded.event_count`,
+        [networkId, JSON.stringify(nicks)],
+      );
+    }
+    if (links.length) {
+      await trx.raw(
+        `insert into irc_nick_links (network_id, nick_key, other_key, origin)
+         select ?::int, split_part(l, ' ', 1), split_part(l, ' ', 2), 'log' from unnest(?::text[]) as u(l) order by l
+         on conflict do nothing`,
+        [networkId, links],
+      );
+    }
   }
+}
+
+/** Two batches' statistics of one nick: the spelling of the later one (as the upsert keeps it), sums and bounds. */
+function mergeNick(a: NickStat, b: NickStat): NickStat {
+  const later = b.last_at >= a.last_at ? b : a;
+  const maxOf = (x: string | null, y: string | null) => (x === null ? y : y === null ? x : x > y ? x : y);
+  return {
+    k: a.k,
+    nick: later.nick,
+    first_at: a.first_at < b.first_at ? a.first_at : b.first_at,
+    last_at: later.last_at,
+    last_message_at: maxOf(a.last_message_at, b.last_message_at),
+    messages: Number(a.messages) + Number(b.messages),
+    events: Number(a.events) + Number(b.events),
+  };
 }

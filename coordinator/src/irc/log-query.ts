@@ -60,6 +60,17 @@ export function anyTermClause(terms: SearchTerm[]): Fragment {
 }
 
 /**
+ * `search_vector @@ (t && (x1 || x2 …))`: rows matching `term` and any of `others`, as one tsquery,
+ * so the GIN scan intersects the posting lists itself (stepping through a common word's list by
+ * the rarer one's entries) instead of reading each whole list into a bitmap of its own.
+ */
+export function bothTermsClause(term: SearchTerm, others: SearchTerm[]): Fragment {
+  const t = tsQuery(term);
+  const q = join(others.map(tsQuery), ' || ');
+  return { sql: `e.search_vector @@ ((${t.sql}) && (${q.sql}))`, bindings: [...t.bindings, ...q.bindings] };
+}
+
+/**
  * Only `-term`s (full-text ones, naming no channel), nothing else narrowing: such a search
  * keeps almost every row, so it is counted as everything in scope less the rows that match.
  */
@@ -88,8 +99,8 @@ export function hasTextTerms(f: LogFilter): boolean {
 }
 
 /**
- * WHERE conditions. Positive full-text terms become one tsquery (one GIN scan); exclusions are
- * folded into it as `&& !!(…)`, so they are checked only on rows the positive terms found.
+ * WHERE conditions. Positive full-text terms become one tsquery (one GIN scan); exclusions are a
+ * condition of their own, checked on the rows the others found.
  */
 export function whereClause(f: LogFilter): Fragment {
   const conds: Fragment[] = [];
@@ -125,11 +136,12 @@ export function whereClause(f: LogFilter): Fragment {
   }
   if (merged.length) {
     const pos = join(merged, ' && ');
-    const tsq = negatives.length
-      ? { sql: `(${pos.sql}) && !!(${join(negatives, ' || ').sql})`, bindings: [...pos.bindings, ...join(negatives, '').bindings] }
-      : pos;
-    conds.push({ sql: `e.search_vector @@ (${tsq.sql})`, bindings: tsq.bindings });
-  } else if (negatives.length) {
+    conds.push({ sql: `e.search_vector @@ (${pos.sql})`, bindings: pos.bindings });
+  }
+  if (negatives.length) {
+    // A condition of its own, checked on the rows the other conditions found: inside the indexed
+    // tsquery (`pos && !!neg`) the GIN scan would read the excluded words' whole posting lists,
+    // which for a common word is most of the archive.
     const neg = join(negatives, ' || ');
     conds.push({ sql: `not (e.search_vector @@ (${neg.sql}))`, bindings: neg.bindings });
   }
