@@ -1084,8 +1084,8 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     await runQueue(clients, [
       (client) => timed('vacuum analyze irc_events', () => client.query('vacuum analyze irc_events')),
       (client) =>
-        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links', () =>
-          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links'),
+        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days', () =>
+          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days'),
         ),
     ]);
     const vacuumSeconds = (performance.now() - vacuumStart) / 1000;

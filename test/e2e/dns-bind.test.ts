@@ -10,6 +10,9 @@ import {
   parseMessage,
   parsePresentationRecords,
   parseRdata,
+  decodeRdata,
+  rdataText,
+  renderRdata,
   query,
   readZoneFile,
   soaSerial,
@@ -248,6 +251,34 @@ describe('AXFR', () => {
       await expect(axfr(BIG, { ...opts, port: middle.port })).rejects.toMatchObject({ name: 'TsigError', code: 'BADSIG' });
     } finally {
       await middle.close();
+    }
+  });
+});
+
+describe('RDATA rendering', () => {
+  it('the direct path (rdataText) says what the decoded path says, edge cases included, and raises the same errors', () => {
+    const cases: Array<[number, number[]]> = [
+      [1, [192, 0, 2, 1]],
+      [28, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 1, 2, 3, 4]], // IPv4-mapped
+      [28, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]],
+      [28, [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]],
+      [16, [0]], // one empty string
+      [16, []], // no strings
+      [16, [3, 0x61, 0x22, 0x5c, 2, 0x00, 0xff, 5, 0x68, 0x65, 0x6c, 0x6c, 0x6f]], // quote, backslash, non-printables
+      [15, [0, 10, 2, 0x6d, 0x78, 0]], // MX 10 mx.
+      [5, [3, 0x77, 0x77, 0x77, 0]], // CNAME www.
+    ];
+    for (const [type, bytes] of cases) {
+      const msg = Buffer.from([9, 9, ...bytes]); // not at offset 0, as inside a message
+      expect(rdataText(type, msg, 2, bytes.length), `${type} ${bytes}`).toBe(renderRdata(decodeRdata(type, msg, 2, bytes.length)));
+    }
+    for (const [type, bytes] of [
+      [1, [1, 2, 3]],
+      [16, [5, 0x61]],
+      [5, [3, 0x77, 0x77, 0x77, 0, 7]],
+    ] as Array<[number, number[]]>) {
+      const msg = Buffer.from(bytes);
+      expect(() => rdataText(type, msg, 0, bytes.length)).toThrow(/RDATA|RDLENGTH|runs past|length/);
     }
   });
 });

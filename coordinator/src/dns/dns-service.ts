@@ -517,13 +517,11 @@ export class DnsService {
       const prereqOf = (v: (typeof mine)[number]): Prerequisite[] => (v.action === 'ADD' && !deletedTypes.has(v.r.name) ? addPrereqs(v.r) : []);
       // The serial before the change (for the cache sync) is read while the pre-check reads run.
       const serialBefore = w.early.soaSerial(z.zone).catch(() => null);
-      const preCheck = async () => {
-        const facts = await this.facts(
-          z,
-          w.early,
-          adds.map((v) => v.r.name),
-          adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null),
-        );
+      const targets = adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null);
+      // The pre-checks against the master's data: the in-zone targets' addresses, and with
+      // `names` what each added name holds now (for the CNAME rules).
+      const preCheck = async (names: boolean) => {
+        const facts = await this.facts(z, w.early, names ? adds.map((v) => v.r.name) : [], targets);
         const sendable: typeof mine = [];
         for (const v of mine) {
           if (v.action === 'ADD') {
@@ -553,13 +551,13 @@ export class DnsService {
         );
         for (const v of list) Object.assign(results[v.i]!, { ok: true });
       };
-      // Every add carries its CNAME rule as an UPDATE prerequisite, so when each add has one and no
-      // add needs the master's address facts (an MX or apex NS with an in-zone target), the message
-      // goes out at once: a conflict fails the whole message with nothing changed, and only then
-      // are the pre-checks read to say which operations are in the way. Otherwise the pre-checks
-      // come first.
-      const optimistic = adds.every((v) => !deletedTypes.has(v.r.name) && inZoneTarget(z, v.r) === null);
-      let sendable = optimistic ? mine : await preCheck();
+      // Every add carries its CNAME rule as an UPDATE prerequisite, so when each add has one (no
+      // add at a name the same bulk deletes from), the message goes out without reading what the
+      // names hold: a conflict fails the whole message with nothing changed, and only then are
+      // those pre-checks read to say which operations are in the way. Only the addresses of
+      // in-zone MX / apex NS targets are read first (the master would refuse the whole message).
+      const optimistic = adds.every((v) => !deletedTypes.has(v.r.name));
+      let sendable = optimistic && !targets.length ? mine : await preCheck(!optimistic);
       if (!sendable.length) continue;
       try {
         try {
@@ -568,7 +566,7 @@ export class DnsService {
           // A failed prerequisite (or a read-back showing an add ignored): the pre-checks say which.
           // Anything else the master refused goes one operation at a time below.
           if (!optimistic || !(err instanceof AppError && (err.reason === 'cname_conflict' || err.reason === 'conflict'))) throw err;
-          sendable = await preCheck();
+          sendable = await preCheck(true);
           if (!sendable.length) continue;
           await sendAll(sendable);
         }

@@ -117,10 +117,15 @@ export function ipv4ToText(bytes: Buffer): string {
 
 /** RFC 5952: lower-case hex, longest run (≥ 2) of zero groups as "::", IPv4-mapped in dotted form. */
 export function ipv6ToText(bytes: Buffer): string {
+  return ipv6At(bytes, 0);
+}
+
+/** ipv6ToText of the 16 bytes at `at` in `buf` (no buffer view made). */
+function ipv6At(buf: Buffer, at: number): string {
   const groups: number[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(bytes.readUInt16BE(i));
+  for (let i = 0; i < 16; i += 2) groups.push(buf.readUInt16BE(at + i));
   if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    return `::ffff:${ipv4ToText(bytes.subarray(12, 16))}`;
+    return `::ffff:${buf[at + 12]}.${buf[at + 13]}.${buf[at + 14]}.${buf[at + 15]}`;
   }
   let bestStart = -1;
   let bestLen = 0;
@@ -166,6 +171,62 @@ export function renderRdata(data: RecordData): string {
     case 'GENERIC':
       return data.data.length === 0 ? '\\# 0' : `\\# ${data.data.length} ${data.data.toString('hex')}`;
   }
+}
+
+/** quoteCharacterString of bytes [start, end) of `buf`; printable runs without `"` or `\` are sliced as they are. */
+function quoteBytesAt(buf: Buffer, start: number, end: number): string {
+  for (let i = start; i < end; i++) {
+    const b = buf[i]!;
+    if (b < 0x20 || b >= 0x7f || b === 0x22 || b === 0x5c) return quoteCharacterString(buf.subarray(start, end));
+  }
+  return `"${buf.toString('latin1', start, end)}"`;
+}
+
+/**
+ * The presentation text of one record's RDATA, what renderRdata(decodeRdata(…)) gives, straight
+ * from the message bytes for the types zones are mostly made of (A, AAAA, CNAME, NS, PTR, MX, TXT),
+ * without the intermediate objects, closures and buffer views: a 100,000-record transfer renders
+ * that many, and their garbage was a good part of its time. Anything unusual (other types, a
+ * length that does not fit) goes the long way, which also raises the errors.
+ */
+export function rdataText(type: number, msg: Buffer, offset: number, length: number): string {
+  const end = offset + length;
+  switch (type) {
+    case 1: // A
+      if (length === 4) return `${msg[offset]}.${msg[offset + 1]}.${msg[offset + 2]}.${msg[offset + 3]}`;
+      break;
+    case 28: // AAAA
+      if (length === 16) return ipv6At(msg, offset);
+      break;
+    case 2: // NS
+    case 5: // CNAME
+    case 12: {
+      // PTR
+      const r = readName(msg, offset);
+      if (r.next === end) return r.name;
+      break;
+    }
+    case 15: {
+      // MX
+      if (length < 3) break;
+      const r = readName(msg, offset + 2);
+      if (r.next === end) return `${msg.readUInt16BE(offset)} ${r.name}`;
+      break;
+    }
+    case 16: {
+      // TXT
+      let out = '';
+      let p = offset;
+      while (p < end) {
+        const n = msg[p]!;
+        if (p + 1 + n > end) return renderRdata(decodeRdata(type, msg, offset, length));
+        out += p === offset ? quoteBytesAt(msg, p + 1, p + 1 + n) : ` ${quoteBytesAt(msg, p + 1, p + 1 + n)}`;
+        p += 1 + n;
+      }
+      return out;
+    }
+  }
+  return renderRdata(decodeRdata(type, msg, offset, length));
 }
 
 /** Joins the character-strings of a TXT presentation (`"a" "b"`) back into one value. */

@@ -19,7 +19,7 @@ import {
 } from './errors.js';
 import { CLASS_IN, OPCODE_QUERY, OPCODE_UPDATE, parseMessage, type WireMessage, type WireRecord } from './message.js';
 import { normalizeName } from './names.js';
-import { decodeRdata, renderRdata, typeName, typeNumber } from './rdata.js';
+import { decodeRdata, rdataText, typeName, typeNumber } from './rdata.js';
 import { nowSeconds, signMessage, TsigVerifier, type TsigKey } from './tsig.js';
 import { buildUpdate, expectations, randomId, type Prerequisite, type UpdateOperation } from './update.js';
 
@@ -106,10 +106,19 @@ class FramedConnection {
   }
 
   send(message: Buffer) {
-    if (message.length > 65535) throw new DnsProtocolError(`message of ${message.length} bytes does not fit a TCP frame`);
-    const len = Buffer.alloc(2);
-    len.writeUInt16BE(message.length);
-    this.socket.write(Buffer.concat([len, message]));
+    this.sendAll([message]);
+  }
+
+  /** Several messages in one write (pipelined queries leave in as few segments as they fit). */
+  sendAll(messages: Buffer[]) {
+    const parts: Buffer[] = [];
+    for (const message of messages) {
+      if (message.length > 65535) throw new DnsProtocolError(`message of ${message.length} bytes does not fit a TCP frame`);
+      const len = Buffer.alloc(2);
+      len.writeUInt16BE(message.length);
+      parts.push(len, message);
+    }
+    this.socket.write(Buffer.concat(parts));
   }
 
   read(timeoutMs: number): Promise<Buffer> {
@@ -193,7 +202,7 @@ function toRecord(msg: WireMessage, rr: WireRecord): DnsRecord {
     ttl: rr.ttl,
     class: className(rr.class),
     type: typeName(rr.type),
-    rdata: renderRdata(decodeRdata(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength)),
+    rdata: rdataText(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength),
   };
 }
 
@@ -285,12 +294,29 @@ export async function query(name: string, type: string, opts: ServerOptions): Pr
 }
 
 /**
- * Several authoritative reads over ONE TCP connection, pipelined (RFC 7766 §6.2.1.1: all queries
- * are written at once, answers may come in any order and are matched by message id). Answers come
- * back in the order of `questions`.
+ * Several authoritative reads, pipelined over a TCP connection (RFC 7766 §6.2.1.1: all queries are
+ * written at once, answers may come in any order and are matched by message id), or a few for a
+ * long list. Answers come back in the order of `questions`.
  */
 export async function queryMany(questions: Array<{ name: string; type: string }>, opts: ServerOptions): Promise<QueryResult[]> {
   if (questions.length === 0) return [];
+  // BIND answers the queries of one TCP connection one after another, on one of its threads; a
+  // long list goes over a few connections at once so that its other threads answer too.
+  if (questions.length > QUESTIONS_PER_CONNECTION) {
+    const lanes = Math.min(MAX_QUERY_CONNECTIONS, Math.ceil(questions.length / QUESTIONS_PER_CONNECTION));
+    const size = Math.ceil(questions.length / lanes);
+    const parts = await Promise.all(Array.from({ length: lanes }, (_, i) => queryOneConnection(questions.slice(i * size, (i + 1) * size), opts)));
+    return parts.flat();
+  }
+  return queryOneConnection(questions, opts);
+}
+
+/** queryMany's lists longer than this use several connections (at most MAX_QUERY_CONNECTIONS). */
+const QUESTIONS_PER_CONNECTION = 25;
+const MAX_QUERY_CONNECTIONS = 4;
+
+/** The questions pipelined over one TCP connection, answers in question order. */
+async function queryOneConnection(questions: Array<{ name: string; type: string }>, opts: ServerOptions): Promise<QueryResult[]> {
   const s = settings(opts);
   const operation = `QUERY ×${questions.length}`;
   const ids = new Set<number>();
@@ -308,7 +334,7 @@ export async function queryMany(questions: Array<{ name: string; type: string }>
   const out: QueryResult[] = new Array<QueryResult>(questions.length);
   const conn = await FramedConnection.open(s.server, s.port, within(s, s.connectTimeoutMs, operation));
   try {
-    for (const f of frames) conn.send(f);
+    conn.sendAll(frames);
     while (pending.size) {
       const raw = await conn.read(within(s, s.timeoutMs, operation));
       const id = raw.length >= 2 ? raw.readUInt16BE(0) : -1;
