@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -73,6 +73,9 @@ export async function startNamed(opts: { zones: ZoneSpec[]; keyName?: string }):
       async signal(sig) {
         proc.child.kill(sig);
         if (sig === 'SIGKILL' || sig === 'SIGTERM') await proc.exited;
+        // kill() returns before every thread has stopped: a thread already running on another CPU
+        // could still answer a query sent right after. Wait until all of them are stopped.
+        if (sig === 'SIGSTOP') await allThreadsStopped(proc.child.pid!);
       },
       async restart() {
         earlier.push(...proc.lines);
@@ -87,5 +90,17 @@ export async function startNamed(opts: { zones: ZoneSpec[]; keyName?: string }):
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/** Resolves once every thread of the process is stopped (state T in /proc/PID/task/TID/stat). */
+async function allThreadsStopped(pid: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const tids = await readdir(`/proc/${pid}/task`);
+    const states = await Promise.all(tids.map(async (tid) => (await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]));
+    if (states.every((st) => st === 'T' || st === 't')) return;
+    if (Date.now() > deadline) throw new Error(`named (pid ${pid}) did not stop: thread states ${states.join('')}`);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }

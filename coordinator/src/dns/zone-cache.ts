@@ -142,9 +142,8 @@ export class ZoneCache {
    * transferred records are streamed into PostgreSQL's COPY (pg-copy-streams) while the transfer
    * goes on, into a new unlogged table created in the same transaction (so COPY FREEZE writes the
    * rows already visible to everyone and index-only scans work at once; migration 0022 says why
-   * unlogged). Its one index
-   * is then built in a single sort, and the table replaces the zone's partition of dns_record_cache
-   * (migration 0022): the old partition is dropped and the new one attached, which holds the
+   * unlogged), with its one index. The table then replaces the zone's partition of
+   * dns_record_cache (migration 0022): the old partition is dropped and the new one attached, which holds the
    * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
    * the zone row lock first, as the write sync does, so writes wait for the swap.
    */
@@ -164,6 +163,11 @@ export class ZoneCache {
       await conn.query(`create unlogged table ${load} (like dns_record_cache including defaults)`);
       // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
       await conn.query(`alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`);
+      // The index exists before the rows come: a transfer sends names in canonical DNS order, which
+      // is this index's order (only one name's records may come in another order, onto the same
+      // page), so each row is added at the right edge of the tree, while the transfer goes on,
+      // instead of sorting everything after it.
+      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (zone_id, ttl, class)`);
       const copy = conn.query(copyFrom(`copy ${load} (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin with (freeze)`));
       const done = finished(copy);
       let count = 0;
@@ -188,7 +192,6 @@ export class ZoneCache {
       }
       copy.end();
       await done;
-      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (zone_id, ttl, class)`);
       await conn.query(`drop table if exists ${part}`);
       await conn.query(`alter table ${load} rename to ${part}`);
       await conn.query(`alter index ${load}_order rename to ${part}_order`);

@@ -2,10 +2,10 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * The DNS record cache becomes a table partitioned by zone (LIST on zone_id): one partition per
- * cached zone, named dns_record_cache_z<zone id>. A full refresh then loads a new, unindexed table
- * with COPY FREEZE, builds its one index in a single sort and swaps it in for the zone's old
- * partition inside the same transaction (coordinator/src/dns/zone-cache.ts). Maintaining three
- * B-trees row by row during the COPY, plus deleting the old rows, was most of a refresh's time.
+ * cached zone, named dns_record_cache_z<zone id>. A full refresh then loads a new table with
+ * COPY FREEZE and swaps it in for the zone's old partition inside the same transaction
+ * (coordinator/src/dns/zone-cache.ts). Three B-trees maintained in random order during the COPY, a
+ * foreign-key check per row and deleting the old rows were most of a refresh's time.
  *
  * One index serves everything: (sort_key, type_rank, type, rdata, id) gives cache order, keyset
  * paging and name/type lookups (sort_key is the name's labels reversed), and it includes the other
