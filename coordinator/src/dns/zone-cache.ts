@@ -192,6 +192,11 @@ export class ZoneCache {
       }
       copy.end();
       await done;
+      // Planner statistics for the new rows before anyone reads them (an index made on the empty
+      // table left it counted as empty, and a page would be planned as a scan and sort of the whole
+      // zone). A small sample is enough for that, and takes milliseconds.
+      await conn.query(`set local default_statistics_target = 10`);
+      await conn.query(`analyze ${load}`);
       await conn.query(`drop table if exists ${part}`);
       await conn.query(`alter table ${load} rename to ${part}`);
       await conn.query(`alter index ${load}_order rename to ${part}_order`);
@@ -204,10 +209,6 @@ export class ZoneCache {
         [id, result.serial, count],
       );
       await conn.query('commit');
-      // Planner statistics for the new partition (without them a keyset page may be planned as a
-      // scan and sort of the whole zone). Not awaited: the answer does not wait; a failure only
-      // means autovacuum's analyze comes later.
-      void knex.raw(`analyze ${part}`).catch(() => undefined);
       return result.serial;
     } catch (err) {
       await conn.query('rollback').catch(() => undefined);
