@@ -270,7 +270,7 @@ describe('RDATA rendering', () => {
     ];
     for (const [type, bytes] of cases) {
       const msg = Buffer.from([9, 9, ...bytes]); // not at offset 0, as inside a message
-      expect(rdataText(type, msg, 2, bytes.length), `${type} ${bytes}`).toBe(renderRdata(decodeRdata(type, msg, 2, bytes.length)));
+      expect(rdataText(type, msg, 2, bytes.length), `${type} ${bytes.join(',')}`).toBe(renderRdata(decodeRdata(type, msg, 2, bytes.length)));
     }
     for (const [type, bytes] of [
       [1, [1, 2, 3]],
