@@ -245,14 +245,12 @@ export class ZoneCache {
     try {
       return await this.syncPairs(z, client, pairs, serialBefore, alsoAsk);
     } catch {
-      await this.knex()
-        .raw(`update dns_zone_cache_state set cached_at = to_timestamp(0) where zone_id = ?`, [z.id])
-        .catch(() => undefined);
+      await this.markStale(z.id);
       return null;
     }
   }
 
-  async syncPairs(
+  private async syncPairs(
     z: ZoneRow,
     client: DnsMasterClient,
     pairs: Array<{ name: string; type: string }>,
