@@ -1,5 +1,6 @@
 import { chmod } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZoneCache } from '../../coordinator/src/dns/zone-cache.js';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { startNamed, type NamedServer } from '../support/bind.js';
 import { createTestApp, type TestApp } from '../support/harness.js';
@@ -11,6 +12,7 @@ import { createTestApp, type TestApp } from '../support/harness.js';
  * belong to the cache generation they were read at).
  */
 const Z = 'paging.test';
+const Z2 = 'paging2.test';
 let ns: NamedServer;
 let t: TestApp;
 let zones: ZoneRegistry;
@@ -23,12 +25,14 @@ beforeAll(async () => {
         name: Z,
         records: Array.from({ length: 2600 }, (_, i) => ({ name: `h${String(i).padStart(4, '0')}.${Z}`, type: 'A', rdata: `10.7.${i >> 8}.${i & 255}` })),
       },
+      { name: Z2, records: Array.from({ length: 500 }, (_, i) => ({ name: `g${i}.${Z2}`, type: 'A', rdata: `10.9.${i >> 8}.${i & 255}` })) },
     ],
   });
   await chmod(ns.keyFile, 0o644);
   t = await createTestApp({ env: { DNS_RATE_LIMIT_PER_MINUTE: '100000' } });
   zones = new ZoneRegistry(t.orm);
   await zones.upsert({ zone: Z, file: ns.zoneFile(Z), keyFile: ns.keyFile, server: '127.0.0.1', port: ns.port });
+  await zones.upsert({ zone: Z2, file: ns.zoneFile(Z2), keyFile: ns.keyFile, server: '127.0.0.1', port: ns.port });
   key = (await t.accounts.createDnsApiKey({ name: 'paging' })).key;
 }, 60_000);
 
@@ -104,6 +108,17 @@ describe('deep cached pages', () => {
 });
 
 describe('the cache partition (unlogged)', () => {
+  it('two zones refreshed at the same time both swap their partitions in (no lock upgrade deadlock on the parent table)', async () => {
+    const cache = new ZoneCache(() => zones.knex(), 5000);
+    const [a, b] = [(await zones.get(Z))!, (await zones.get(Z2))!];
+    for (let round = 0; round < 4; round++) {
+      const done = await Promise.all([cache.refresh(a, { force: true }), cache.refresh(b, { force: true }), cache.refresh(a, { force: true })]);
+      expect(done.map((d) => d.transferred)).toEqual([true, true, true]);
+    }
+    expect((await cache.state(b.id))!.recordCount).toBe(503);
+    expect((await ordered()).length).toBeGreaterThan(2600);
+  });
+
   it('is unlogged, one per zone; a cache whose rows PostgreSQL dropped (crash recovery empties unlogged tables) is transferred again, not served empty', async () => {
     const knex = zones.knex();
     const zone = (await zones.get(Z))!;

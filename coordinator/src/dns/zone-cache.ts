@@ -31,6 +31,10 @@ const ANCHOR_STEP = 1000;
 /** Zones whose anchors a coordinator keeps (the most recently used). */
 const ANCHOR_ZONES = 64;
 const ORDER = 'sort_key, type_rank, type, rdata, id';
+/** The columns of dns_record_cache as migration 0022 makes them (a partition must have exactly these). */
+const CACHE_COLUMNS = `id bigint not null default nextval('dns_record_cache_id_seq'), zone_id integer not null, sort_key text collate "C" not null,
+  type_rank smallint not null, name text not null, type varchar(16) not null, class varchar(8) not null default 'IN', ttl integer not null,
+  rdata text collate "C" not null`;
 
 export interface Page {
   rows: DnsRecord[];
@@ -160,7 +164,10 @@ export class ZoneCache {
       // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
       await conn.query('set local synchronous_commit to off');
       await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [id]);
-      await conn.query(`create unlogged table ${load} (like dns_record_cache including defaults)`);
+      // Its columns spelled out, not LIKE dns_record_cache: LIKE would hold a share lock on the
+      // parent until commit, and two refreshes each holding one while asking for the exclusive
+      // lock of the swap deadlock.
+      await conn.query(`create unlogged table ${load} (${CACHE_COLUMNS})`);
       // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
       await conn.query(`alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`);
       // The index exists before the rows come: a transfer sends names in canonical DNS order, which
