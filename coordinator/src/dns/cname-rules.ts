@@ -13,7 +13,7 @@ export interface CnameContext {
  * The CNAME rules of an add (or the add half of an update) against the records at its name, for
  * the master and provider write paths alike; null when it may be sent. A CNAME cannot coexist with
  * other data (RFC 1034 §3.6.2), and a CNAME add where one exists would replace it: both are 409
- * `cname_conflict` with nothing sent.
+ * `cname_conflict` with nothing changed (a bulk may have sent an UPDATE its prerequisite refused).
  */
 export function cnameProblem(r: ValidRecord, here: DnsRecord[], ctx: CnameContext = {}): AppError | null {
   const cleared = ctx.deletedTypes ?? new Set<string>();
@@ -22,13 +22,13 @@ export function cnameProblem(r: ValidRecord, here: DnsRecord[], ctx: CnameContex
     if (cname && !ctx.replacing && !cleared.has('CNAME'))
       return new AppError(
         'cname_conflict',
-        `${r.name} already has a CNAME to ${cname.rdata}; a name holds one CNAME only. Use /api/dns/records/update to replace it. Nothing was sent.`,
+        `${r.name} already has a CNAME to ${cname.rdata}; a name holds one CNAME only. Use /api/dns/records/update to replace it. Nothing was changed.`,
       );
     const others = [...new Set(here.filter((x) => x.type !== 'CNAME' && !cleared.has(x.type)).map((x) => x.type))];
     if (others.length)
       return new AppError(
         'cname_conflict',
-        `${r.name} already has ${others.join(', ')} data; a CNAME cannot coexist with other data at one name (remove it first). Nothing was sent.`,
+        `${r.name} already has ${others.join(', ')} data; a CNAME cannot coexist with other data at one name (remove it first). Nothing was changed.`,
       );
     return null;
   }
