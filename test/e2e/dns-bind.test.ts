@@ -17,9 +17,13 @@ import {
   readZoneFile,
   soaSerial,
   txtValue,
+  typeName,
+  classNameOf,
   type DnsRecord,
   type ServerOptions,
 } from '../../coordinator/src/dns/wire/index.js';
+import { CacheRowWriter } from '../../coordinator/src/dns/cache-rows.js';
+import { scanAnswers } from '../../coordinator/src/dns/wire/message.js';
 import { startNamed, type NamedServer, type ZoneRecordSpec } from '../support/bind.js';
 
 /**
@@ -183,6 +187,40 @@ describe('AXFR', () => {
     expect(elapsed).toBeLessThan(20_000);
   });
 
+  it('writes the same cache rows from a transfer’s bytes as from its records (COPY text, zone-cache’s two paths)', async () => {
+    // One writer fed the transfer's RecordTables (the refresh path), the other the same records
+    // parsed and rendered by the decoded path (parseMessage + decodeRdata + renderRdata).
+    const fromWire = new CacheRowWriter(7);
+    const fromRecords = new CacheRowWriter(7);
+    const res = await client.axfrWire(BIG, (msg, fields, count) => {
+      for (let i = 0; i < count; i++) fromWire.wire(msg, fields, i);
+      for (const rr of parseMessage(msg).answers.slice(0, count))
+        fromRecords.record({
+          name: rr.name,
+          ttl: rr.ttl,
+          class: 'IN',
+          type: typeName(rr.type),
+          rdata: renderRdata(decodeRdata(rr.type, msg, rr.rdataOffset, rr.rdataLength)),
+        });
+    });
+    expect(res.count).toBe(BIG_COUNT + 3);
+    expect(fromWire.rows).toBe(res.count);
+    const text = fromWire.take().toString('utf8');
+    expect(text).toBe(fromRecords.take().toString('utf8'));
+    const lines = text.split('\n').slice(0, -1);
+    expect(lines).toHaveLength(res.count);
+    // Spot checks of the COPY text itself: ids -1, -2, … in transfer order, the sort key, the
+    // rank, and record data whose backslashes COPY needs doubled.
+    const row = (name: string, type: string) => {
+      const i = lines.findIndex((l) => l.split('\t')[4] === name && l.split('\t')[5] === type);
+      return { i, cols: lines[i]!.split('\t') };
+    };
+    expect(lines[0]!.split('\t').slice(0, 6)).toEqual(['-1', '7', 'test.big', '0', BIG, 'SOA']);
+    const ptr = row(`mixed7.${BIG}`, 'PTR');
+    expect(ptr.cols).toEqual([`-${ptr.i + 1}`, '7', 'test.big.mixed7', '2', `mixed7.${BIG}`, 'PTR', 'IN', '7200', 'target7.example.net']);
+    expect(row(`host2.${BIG}`, 'TXT').cols[8]).toBe(String.raw`"v=test 2" "quote\\" and \\\\ backslash" "` + 't'.repeat(202) + '"');
+  });
+
   it('fails with the server’s BADSIG for a wrong secret and BADKEY for an unknown key name', async () => {
     const wrongSecret = axfr(BIG, { ...opts, key: { name: named.key.name, secret: Buffer.alloc(32, 9).toString('base64') } });
     await expect(wrongSecret).rejects.toBeInstanceOf(TsigError);
@@ -280,6 +318,63 @@ describe('RDATA rendering', () => {
       const msg = Buffer.from(bytes);
       expect(() => rdataText(type, msg, 0, bytes.length)).toThrow(/RDATA|RDLENGTH|runs past|length/);
     }
+  });
+});
+
+describe('cache rows (COPY text)', () => {
+  /** A name's wire bytes: labels (text as latin1, or raw bytes), then the root or a compression pointer. */
+  const name = (labels: Array<string | number[]>, pointer?: number) => [
+    ...labels.flatMap((l) => {
+      const b = typeof l === 'string' ? [...Buffer.from(l, 'latin1')] : l;
+      return [b.length, ...b];
+    }),
+    ...(pointer === undefined ? [0] : [0xc0 | (pointer >> 8), pointer & 0xff]),
+  ];
+
+  it('writes names that need escapes, odd bytes in data and unknown types the same from the bytes as from the records', () => {
+    // Owner of the first record at offset 12; "Example.TEST" at 17 (after the 5 bytes of "Host").
+    const records: Array<{ owner: number[]; type: number; klass?: number; rdata: number[] }> = [
+      { owner: name(['Host', 'Example', 'TEST']), type: 1, rdata: [192, 0, 2, 1] },
+      { owner: name(['a b'], 17), type: 16, rdata: [3, 0x78, 0x09, 0x79, 4, 0x0a, 0x0d, 0x5c, 0x22] },
+      { owner: name(['dot.inside'], 17), type: 5, rdata: name([], 12) },
+      { owner: name(['back\\slash'], 17), type: 15, rdata: [0, 10, ...name(['MAIL'], 17)] },
+      { owner: name([[0xc3, 0xa9]], 17), type: 12, rdata: name(['x y'], 17) },
+      { owner: [0], type: 2, rdata: name(['ns1'], 17) },
+      { owner: name([], 12), type: 65280, rdata: [1, 2, 3] },
+      { owner: name([], 12), type: 28, klass: 3, rdata: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1] },
+      { owner: name(['_srv', '_tcp'], 17), type: 33, rdata: [0, 1, 0, 2, 0, 80, ...name(['t'], 17)] },
+    ];
+    const body: number[] = [];
+    for (const r of records) {
+      body.push(...r.owner, r.type >> 8, r.type & 0xff, 0, r.klass ?? 1, 0, 0, 0x0e, 0x10, r.rdata.length >> 8, r.rdata.length & 0xff, ...r.rdata);
+    }
+    const msg = Buffer.from([0, 1, 0x84, 0, 0, 0, 0, records.length, 0, 0, 0, 0, ...body]);
+    const table = scanAnswers(msg);
+    expect(table.count).toBe(records.length);
+    const fromWire = new CacheRowWriter(3);
+    const fromRecords = new CacheRowWriter(3);
+    for (let i = 0; i < table.count; i++) fromWire.wire(msg, table.fields, i);
+    for (const rr of parseMessage(msg).answers)
+      fromRecords.record({
+        name: rr.name,
+        ttl: rr.ttl,
+        class: classNameOf(rr.class),
+        type: typeName(rr.type),
+        rdata: renderRdata(decodeRdata(rr.type, msg, rr.rdataOffset, rr.rdataLength)),
+      });
+    const text = fromWire.take().toString('utf8');
+    expect(text).toBe(fromRecords.take().toString('utf8'));
+    const rows = text
+      .split('\n')
+      .slice(0, -1)
+      .map((l) => l.split('\t'));
+    expect(rows[0]).toEqual(['-1', '3', 'test.example.host', '2', 'host.example.test', 'A', 'IN', '3600', '192.0.2.1']);
+    // COPY doubles the backslashes of presentation escapes and writes tab, newline and CR as \t \n \r.
+    expect(rows[1]!.slice(2, 6)).toEqual([String.raw`test.example.a\\032b`, '2', String.raw`a\\032b.example.test`, 'TXT']);
+    expect(rows[1]![8]).toBe(String.raw`"x\\009y" "\\010\\013\\\\\\""`);
+    expect(rows[5]!.slice(2, 9)).toEqual(['.', '1', '.', 'NS', 'IN', '3600', 'ns1.example.test']);
+    expect(rows[6]!.slice(5)).toEqual(['TYPE65280', 'IN', '3600', String.raw`\\# 3 010203`]);
+    expect(rows[7]!.slice(5)).toEqual(['AAAA', 'CLASS3', '3600', '2001:db8::1']);
   });
 });
 

@@ -12,6 +12,7 @@ import type { Knex } from '@mikro-orm/postgresql';
 import { escapeLike } from '../db/like.js';
 import { AppError } from '../http/errors.js';
 import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord, type QueryResult } from './wire/index.js';
+import { CACHE_COPY_COLUMNS, CacheRowWriter } from './cache-rows.js';
 import { masterUnavailable } from './master-errors.js';
 import { cacheEmptied, loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
 
@@ -21,6 +22,13 @@ export interface CacheState {
   cachedAt: Date;
   /** Changes whenever the zone's cached rows change (migration 0020): what page anchors are valid for. */
   generation: string;
+}
+
+/** Where a refresh's transfer puts the zone's records: as records, or as a transfer message's parsed records. */
+export interface TransferRows {
+  records(records: DnsRecord[]): void;
+  /** The first `count` records of a transfer message's RecordTable fields (wire/message.ts). */
+  wire(msg: Buffer, records: Uint32Array, count: number): void;
 }
 
 /** The ordering key of a cached row (the columns of index dns_record_cache_order after zone_id). */
@@ -135,8 +143,8 @@ export class ZoneCache {
         return { transferred: false, serial };
       }
     }
-    const serial = await this.replaceByTransfer(z.id, (onRecords) => client.axfr(z.zone, onRecords)).catch((e: unknown) =>
-      e instanceof DnsError ? upstream(e, z) : Promise.reject(e as Error),
+    const serial = await this.replaceByTransfer(z.id, (rows) => client.axfrWire(z.zone, (msg, records, count) => rows.wire(msg, records, count))).catch(
+      (e: unknown) => (e instanceof DnsError ? upstream(e, z) : Promise.reject(e as Error)),
     );
     return { transferred: true, serial };
   }
@@ -151,7 +159,7 @@ export class ZoneCache {
    * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
    * the zone row lock first, as the write sync does, so writes wait for the swap.
    */
-  async replaceByTransfer(zoneId: number, transfer: (onRecords: (records: DnsRecord[]) => void) => Promise<{ serial: number }>): Promise<number> {
+  async replaceByTransfer(zoneId: number, transfer: (rows: TransferRows) => Promise<{ serial: number }>): Promise<number> {
     const knex = this.knex();
     // The raw pg connection (knex's client is untyped): COPY needs the connection itself, not a query builder.
     const pool = knex.client as { acquireConnection(): Promise<PgClient>; releaseConnection(c: PgClient): Promise<unknown> };
@@ -160,38 +168,48 @@ export class ZoneCache {
     const part = partitionOf(id);
     const load = `dns_record_cache_load_${id}`;
     try {
-      await conn.query('begin');
-      // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
-      await conn.query('set local synchronous_commit to off');
-      await conn.query('select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = $1 for update of z', [id]);
-      // Its columns spelled out, not LIKE dns_record_cache: LIKE would hold a share lock on the
-      // parent until commit, and two refreshes each holding one while asking for the exclusive
-      // lock of the swap deadlock.
-      await conn.query(`create unlogged table ${load} (${CACHE_COLUMNS})`);
-      // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
-      await conn.query(`alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`);
-      // The index exists before the rows come: a transfer sends names in canonical DNS order, which
-      // is this index's order (only one name's records may come in another order, onto the same
-      // page), so each row is added at the right edge of the tree, while the transfer goes on,
-      // instead of sorting everything after it.
-      await conn.query(`create index ${load}_order on ${load} (${ORDER}) include (zone_id, ttl, class)`);
-      const copy = conn.query(copyFrom(`copy ${load} (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) from stdin with (freeze)`));
+      // One round trip (the simple query protocol takes several statements; every value here is
+      // an integer of ours).
+      await conn.query(
+        [
+          'begin',
+          // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
+          'set local synchronous_commit to off',
+          `select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ${id} for update of z`,
+          // Its columns spelled out, not LIKE dns_record_cache: LIKE would hold a share lock on
+          // the parent until commit, and two refreshes each holding one while asking for the
+          // exclusive lock of the swap deadlock.
+          `create unlogged table ${load} (${CACHE_COLUMNS})`,
+          // The partition bound as a constraint: ATTACH PARTITION then skips its scan of the rows.
+          `alter table ${load} add constraint ${load}_zone check (zone_id = ${id})`,
+          // The index exists before the rows come: a transfer sends names in canonical DNS order,
+          // which is this index's order (only one name's records may come in another order, onto
+          // the same page), so each row is added at the right edge of the tree while the transfer
+          // goes on, instead of sorting everything after it.
+          `create index ${load}_order on ${load} (${ORDER}) include (zone_id, ttl, class)`,
+        ].join(';\n'),
+      );
+      const copy = conn.query(copyFrom(`copy ${load} (${CACHE_COPY_COLUMNS}) from stdin with (freeze)`));
       const done = finished(copy);
-      let count = 0;
+      const writer = new CacheRowWriter(id);
       let result: { serial: number };
       // The transfer's messages carry about a hundred records each: rows go to COPY in chunks of
       // about 256 KiB instead (a write per message cost more than the rows).
-      let pending = '';
+      const flush = (atLeast: number) => {
+        if (writer.size >= atLeast) copy.write(writer.take());
+      };
       try {
-        result = await transfer((records) => {
-          count += records.length;
-          pending += copyRows(id, records);
-          if (pending.length >= 262_144) {
-            copy.write(pending);
-            pending = '';
-          }
+        result = await transfer({
+          records(records) {
+            for (const r of records) writer.record(r);
+            flush(262_144);
+          },
+          wire(msg, records, count) {
+            for (let i = 0; i < count; i++) writer.wire(msg, records, i);
+            flush(262_144);
+          },
         });
-        if (pending) copy.write(pending);
+        flush(1);
       } catch (err) {
         copy.destroy();
         await done.catch(() => undefined);
@@ -199,24 +217,27 @@ export class ZoneCache {
       }
       copy.end();
       await done;
-      // Planner statistics for the new rows before anyone reads them (an index made on the empty
-      // table left it counted as empty, and a page would be planned as a scan and sort of the whole
-      // zone). A small sample is enough for that, and takes milliseconds.
-      await conn.query(`set local default_statistics_target = 10`);
-      await conn.query(`analyze ${load}`);
-      await conn.query(`drop table if exists ${part}`);
-      await conn.query(`alter table ${load} rename to ${part}`);
-      await conn.query(`alter index ${load}_order rename to ${part}_order`);
-      await conn.query(`alter table ${part} rename constraint ${load}_zone to ${part}_zone`);
-      await conn.query(`alter table dns_record_cache attach partition ${part} for values in (${id})`);
+      const serial = result.serial >>> 0;
+      // Again one round trip, ending in the commit.
       await conn.query(
-        `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values ($1, $2, $3, now())
-         on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at,
-           generation = nextval('dns_cache_generation_seq')`,
-        [id, result.serial, count],
+        [
+          // Planner statistics for the new rows before anyone reads them (an index made on the
+          // empty table left it counted as empty, and a page would be planned as a scan and sort
+          // of the whole zone). A small sample of the sort key is enough, and takes milliseconds.
+          'set local default_statistics_target = 10',
+          `analyze ${load} (sort_key)`,
+          `drop table if exists ${part}`,
+          `alter table ${load} rename to ${part}`,
+          `alter index ${load}_order rename to ${part}_order`,
+          `alter table ${part} rename constraint ${load}_zone to ${part}_zone`,
+          `alter table dns_record_cache attach partition ${part} for values in (${id})`,
+          `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values (${id}, ${serial}, ${writer.rows}, now())
+           on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at,
+             generation = nextval('dns_cache_generation_seq')`,
+          'commit',
+        ].join(';\n'),
       );
-      await conn.query('commit');
-      return result.serial;
+      return serial;
     } catch (err) {
       await conn.query('rollback').catch(() => undefined);
       throw err;
@@ -450,18 +471,6 @@ export class ZoneCache {
 interface PgClient {
   query(text: string, values?: unknown[]): Promise<unknown>;
   query<T extends NodeJS.WritableStream>(stream: T): T;
-}
-
-/** COPY text format: backslash, tab, newline and carriage return escaped (PostgreSQL docs, COPY, "Text Format"). */
-const COPY_SPECIAL = /[\\\t\n\r]/;
-const copyText = (v: string) =>
-  COPY_SPECIAL.test(v) ? v.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r')) : v;
-
-function copyRows(zoneId: number, records: DnsRecord[]): string {
-  let out = '';
-  for (const r of records)
-    out += `${zoneId}\t${copyText(sortKey(r.name))}\t${typeRank(r.type)}\t${copyText(r.name)}\t${copyText(r.type)}\t${copyText(r.class)}\t${r.ttl}\t${copyText(r.rdata)}\n`;
-  return out;
 }
 
 /**

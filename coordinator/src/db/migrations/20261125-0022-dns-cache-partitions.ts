@@ -69,9 +69,11 @@ export class Migration20261125002200DnsCachePartitions extends Migration {
         rdata text collate "C" not null
       );`);
     this.addSql(`alter sequence dns_record_cache_id_seq owned by dns_record_cache.id;`);
+    // Rows loaded by a refresh carry ids -1, -2, … per zone (zone-cache.ts, CacheRowWriter): they
+    // take new ids from the sequence here; ids from the sequence stay.
     this.addSql(`
       insert into dns_record_cache (id, zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
-      select p.id, p.zone_id, p.sort_key, p.type_rank, p.name, p.type, p.class, p.ttl, p.rdata
+      select case when p.id > 0 then p.id else nextval('dns_record_cache_id_seq') end, p.zone_id, p.sort_key, p.type_rank, p.name, p.type, p.class, p.ttl, p.rdata
         from dns_record_cache_partitioned p join dns_zones z on z.id = p.zone_id;`);
     this.addSql(`drop table dns_record_cache_partitioned;`);
     this.addSql(`create index dns_record_cache_order on dns_record_cache (zone_id, sort_key, type_rank, type, rdata, id);`);

@@ -71,8 +71,8 @@ export class ProviderZones {
   async refresh(z: ZoneRow): Promise<void> {
     const c = await this.ctx(z);
     await this.cache
-      .replaceByTransfer(z.id, async (onRecords) => {
-        await c.cf.listRecords(c.id, {}, (page) => onRecords(entries(page).map((e) => e.row)));
+      .replaceByTransfer(z.id, async (rows) => {
+        await c.cf.listRecords(c.id, {}, (page) => rows.records(entries(page).map((e) => e.row)));
         return { serial: 0 };
       })
       .catch((err: unknown) => {

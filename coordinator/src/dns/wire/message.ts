@@ -247,6 +247,88 @@ export function lastRecord(raw: Buffer): { header: Header; record: WireRecord; s
   return { header, record, section };
 }
 
+/**
+ * The offset just after the name at `offset` (where it starts), checked exactly as readName checks
+ * it (label types, backward pointers, lengths) but without making its text.
+ */
+export function checkName(buf: Buffer, offset: number): number {
+  let pos = offset;
+  let next = -1;
+  let wireLength = 1;
+  let lowestJump = offset;
+  for (;;) {
+    if (pos >= buf.length) throw new DnsProtocolError('name runs past the end of the message');
+    const len = buf[pos]!;
+    if (len === 0) return next < 0 ? pos + 1 : next;
+    const kind = len & 0xc0;
+    if (kind === 0xc0) {
+      if (pos + 1 >= buf.length) throw new DnsProtocolError('truncated compression pointer');
+      const target = ((len & 0x3f) << 8) | buf[pos + 1]!;
+      if (target >= lowestJump) throw new DnsProtocolError('compression pointer does not point backwards');
+      if (next < 0) next = pos + 2;
+      lowestJump = target;
+      pos = target;
+      continue;
+    }
+    if (kind !== 0) throw new DnsProtocolError(`unsupported label type 0x${len.toString(16)}`);
+    if (pos + 1 + len > buf.length) throw new DnsProtocolError('label runs past the end of the message');
+    wireLength += len + 1;
+    if (wireLength > 255) throw new DnsProtocolError('name longer than 255 octets');
+    pos += 1 + len;
+  }
+}
+
+/** Fields of one record in a RecordTable's `fields`, RECORD_FIELDS per record. */
+export const RT_START = 0;
+export const RT_TYPE = 1;
+export const RT_CLASS = 2;
+export const RT_TTL = 3;
+export const RT_RDATA = 4;
+export const RT_RDLENGTH = 5;
+export const RECORD_FIELDS = 6;
+
+/** The answer records of a message as numbers: owner offset, type, class, TTL, RDATA offset and length. */
+export interface RecordTable {
+  count: number;
+  fields: Uint32Array;
+}
+
+/**
+ * The answer section as a RecordTable, every section checked as parseMessage checks it, but no
+ * name read as text and no object made per record: a zone transfer's hundred thousand records
+ * are read this way (the owner's text, where needed, is readName(raw, fields[RT_START])).
+ */
+export function scanAnswers(raw: Buffer): RecordTable {
+  const header = readHeader(raw);
+  let pos = 12;
+  for (let i = 0; i < header.qdcount; i++) {
+    const next = checkName(raw, pos);
+    if (next + 4 > raw.length) throw new DnsProtocolError('question runs past the end of the message');
+    pos = next + 4;
+  }
+  const fields = new Uint32Array(header.ancount * RECORD_FIELDS);
+  const total = header.ancount + header.nscount + header.arcount;
+  for (let i = 0; i < total; i++) {
+    const next = checkName(raw, pos);
+    if (next + 10 > raw.length) throw new DnsProtocolError('record header runs past the end of the message');
+    const rdataLength = raw.readUInt16BE(next + 8);
+    const rdataOffset = next + 10;
+    if (rdataOffset + rdataLength > raw.length) throw new DnsProtocolError('RDATA runs past the end of the message');
+    if (i < header.ancount) {
+      const f = i * RECORD_FIELDS;
+      fields[f + RT_START] = pos;
+      fields[f + RT_TYPE] = raw.readUInt16BE(next);
+      fields[f + RT_CLASS] = raw.readUInt16BE(next + 2);
+      fields[f + RT_TTL] = raw.readUInt32BE(next + 4);
+      fields[f + RT_RDATA] = rdataOffset;
+      fields[f + RT_RDLENGTH] = rdataLength;
+    }
+    pos = rdataOffset + rdataLength;
+  }
+  if (pos !== raw.length) throw new DnsProtocolError(`${raw.length - pos} bytes of trailing garbage after the last record`);
+  return { count: header.ancount, fields };
+}
+
 /** Parses the header and walks every section; RDATA stays in place (see rdata.ts to decode it). */
 export function parseMessage(raw: Buffer): WireMessage {
   const header = readHeader(raw);

@@ -84,6 +84,11 @@ export function typeName(type: number): string {
   return NAME_BY_TYPE.get(type) ?? `TYPE${type}`;
 }
 
+/** A CLASS code's mnemonic (RFC 3597 `CLASSnnn` for the unnamed ones). */
+export function classNameOf(klass: number): string {
+  return klass === 1 ? 'IN' : klass === 255 ? 'ANY' : klass === 254 ? 'NONE' : `CLASS${klass}`;
+}
+
 export type RecordData =
   | { type: 'A'; address: string }
   | { type: 'AAAA'; address: string }

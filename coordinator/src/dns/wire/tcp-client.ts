@@ -17,9 +17,24 @@ import {
   UpdateNotAppliedError,
   rcodeName,
 } from './errors.js';
-import { CLASS_IN, OPCODE_QUERY, OPCODE_UPDATE, parseMessage, type WireMessage, type WireRecord } from './message.js';
+import {
+  OPCODE_QUERY,
+  OPCODE_UPDATE,
+  parseMessage,
+  readName,
+  RECORD_FIELDS,
+  RT_CLASS,
+  RT_RDATA,
+  RT_RDLENGTH,
+  RT_START,
+  RT_TTL,
+  RT_TYPE,
+  scanAnswers,
+  type WireMessage,
+  type WireRecord,
+} from './message.js';
 import { normalizeName } from './names.js';
-import { decodeRdata, rdataText, typeName, typeNumber } from './rdata.js';
+import { classNameOf, decodeRdata, rdataText, typeName, typeNumber } from './rdata.js';
 import { nowSeconds, signMessage, TsigVerifier, type TsigKey } from './tsig.js';
 import { buildUpdate, expectations, randomId, type Prerequisite, type UpdateOperation } from './update.js';
 
@@ -192,17 +207,26 @@ function buildQuery(name: string, type: string, id: number): Buffer {
   return msg;
 }
 
-function className(klass: number): string {
-  return klass === CLASS_IN ? 'IN' : klass === 255 ? 'ANY' : klass === 254 ? 'NONE' : `CLASS${klass}`;
-}
-
 function toRecord(msg: WireMessage, rr: WireRecord): DnsRecord {
   return {
     name: rr.name,
     ttl: rr.ttl,
-    class: className(rr.class),
+    class: classNameOf(rr.class),
     type: typeName(rr.type),
     rdata: rdataText(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength),
+  };
+}
+
+/** Record `i` of a RecordTable as a DnsRecord. */
+function tableRecord(msg: Buffer, f: Uint32Array, i: number): DnsRecord {
+  const o = i * RECORD_FIELDS;
+  const type = f[o + RT_TYPE]!;
+  return {
+    name: readName(msg, f[o + RT_START]!).name,
+    ttl: f[o + RT_TTL]!,
+    class: classNameOf(f[o + RT_CLASS]!),
+    type: typeName(type),
+    rdata: rdataText(type, msg, f[o + RT_RDATA]!, f[o + RT_RDLENGTH]!),
   };
 }
 
@@ -249,6 +273,11 @@ function checkAnswer(
   okRcodes: number[],
   last: boolean,
 ): WireMessage {
+  return parseMessage(verifiedBody(raw, id, opcode, verifier, operation, okRcodes, last));
+}
+
+/** checkAnswer's checks; returns the message as signed (without its TSIG record), not yet parsed. */
+function verifiedBody(raw: Buffer, id: number, opcode: number, verifier: TsigVerifier | null, operation: string, okRcodes: number[], last: boolean): Buffer {
   if (raw.length < 12) throw new DnsProtocolError(`${operation}: answer of ${raw.length} bytes`);
   const rawId = raw.readUInt16BE(0);
   const flags = raw.readUInt16BE(2);
@@ -270,7 +299,7 @@ function checkAnswer(
     }
   }
   if (!okRcodes.includes(rcode)) throw new DnsRcodeError(rcode, operation);
-  return parseMessage(body);
+  return body;
 }
 
 // ---- operations ----------------------------------------------------------------------------
@@ -384,6 +413,12 @@ export interface AxfrResult {
 export interface AxfrOptions extends ServerOptions {
   /** Called with each message's records as they arrive (large zones). */
   onRecords?: (records: DnsRecord[]) => void;
+  /**
+   * Instead of `onRecords`: each message's first `count` records as a RecordTable's fields
+   * (message.ts), with the message they point into: no record objects or text are made (the zone
+   * cache writes its rows from the bytes).
+   */
+  onWire?: (msg: Buffer, records: Uint32Array, count: number) => void;
 }
 
 /**
@@ -416,26 +451,33 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
         throw err;
       }
       messages++;
-      const msg = checkAnswer(raw, id, OPCODE_QUERY, verifier, operation, [0], false);
-      const batch: DnsRecord[] = [];
-      let done = false;
-      for (const rr of msg.answers) {
-        if (done) throw new DnsProtocolError(`${operation}: records after the closing SOA`);
-        const isSoa = rr.type === 6 && rr.name === z;
+      const body = verifiedBody(raw, id, OPCODE_QUERY, verifier, operation, [0], false);
+      const table = scanAnswers(body);
+      const f = table.fields;
+      // The records of this message that belong to the zone: all but a closing SOA.
+      let end = table.count;
+      for (let i = 0; i < table.count; i++) {
+        const o = i * RECORD_FIELDS;
+        if (end < table.count) throw new DnsProtocolError(`${operation}: records after the closing SOA`);
+        const isSoa = f[o + RT_TYPE] === 6 && readName(body, f[o + RT_START]!).name === z;
         if (serial === null) {
           if (!isSoa) throw new DnsProtocolError(`${operation}: transfer does not start with the zone's SOA`);
-          const soa = decodeRdata(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength);
+          const soa = decodeRdata(6, body, f[o + RT_RDATA]!, f[o + RT_RDLENGTH]!);
           serial = soa.type === 'SOA' ? soa.serial : 0;
         } else if (isSoa) {
-          done = true;
-          continue;
+          end = i;
         }
-        batch.push(toRecord(msg, rr));
       }
-      if (msg.answers.length === 0) throw new DnsProtocolError(`${operation}: message ${messages} carries no records`);
-      count += batch.length;
-      if (opts.onRecords) opts.onRecords(batch);
-      else for (const r of batch) records.push(r);
+      if (table.count === 0) throw new DnsProtocolError(`${operation}: message ${messages} carries no records`);
+      count += end;
+      if (opts.onWire) opts.onWire(body, f, end);
+      else {
+        const batch: DnsRecord[] = [];
+        for (let i = 0; i < end; i++) batch.push(tableRecord(body, f, i));
+        if (opts.onRecords) opts.onRecords(batch);
+        else for (const r of batch) records.push(r);
+      }
+      const done = end < table.count;
       if (done) break;
     }
     verifier?.finish();
@@ -547,6 +589,11 @@ export class DnsMasterClient {
   constructor(readonly opts: ServerOptions) {}
   axfr(zone: string, onRecords?: (records: DnsRecord[]) => void) {
     return axfr(zone, { ...this.opts, onRecords });
+  }
+
+  /** A transfer whose records are handed over as parsed (AxfrOptions.onWire). */
+  axfrWire(zone: string, onWire: (msg: Buffer, records: Uint32Array, count: number) => void) {
+    return axfr(zone, { ...this.opts, onWire });
   }
   soaSerial(zone: string) {
     return soaSerial(zone, this.opts);
