@@ -121,6 +121,13 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
     log(`dns: first API transfer into an empty cache (${digCount} records per dig)`);
     const first = await apiRefresh();
     row('DNS first refresh into an empty cache (not in the medians)', `${secs(first.ms)}: ${first.body.record_count} rows cached, method ${first.body.method}`);
+    // A second untimed transfer (after a serial bump, so that it transfers): V8 throws away the
+    // coordinator's optimized transfer code once, at the end of the first large transfer in a
+    // process, and the next one runs partly unoptimized (measured: +60-80 ms); the runs below are
+    // the service's steady state.
+    await bumpSerial();
+    const second = await apiRefresh();
+    log(`dns: second untimed transfer ${secs(second.ms)}`);
     let runs = settings.refreshRuns;
     if (first.ms * 2 * runs > settings.refreshBudgetMs && runs > 1) {
       runs = 1;
@@ -132,7 +139,7 @@ export async function dnsPhases(ctx: DnsContext): Promise<void> {
     for (let i = 0; i < runs; i++) {
       checkInterrupted();
       await bumpSerial(); // a new serial: the API's SOA check now sees a change and transfers everything
-      const expected = digCount + i + 1;
+      const expected = digCount + bump;
       const doApi = async () => {
         const r = await apiRefresh();
         viaApi.push(r.ms);
