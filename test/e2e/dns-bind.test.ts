@@ -378,6 +378,26 @@ describe('cache rows (COPY text)', () => {
   });
 });
 
+describe('malformed names', () => {
+  it('are refused with the same error by the full parse and by the transfer scan', () => {
+    const header = [0, 1, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+    const record = (owner: number[]) => Buffer.from([...header, ...owner, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]);
+    const long = Array.from({ length: 5 }, () => [63, ...Array<number>(63).fill(0x61)]).flat();
+    const cases: Array<[string, Buffer, RegExp]> = [
+      ['pointer forward', record([0xc0, 40]), /does not point backwards/],
+      ['pointer to itself', record([0xc0, 12]), /does not point backwards/],
+      ['label past the end', Buffer.from([...header, 10, 0x61, 0x62]), /label runs past the end/],
+      ['longer than 255 octets', record([...long, 0]), /longer than 255 octets/],
+      ['extended label type', record([0x40, 0]), /unsupported label type/],
+      ['truncated pointer', Buffer.from([...header, 0xc0]), /truncated compression pointer/],
+    ];
+    for (const [what, msg, error] of cases) {
+      expect(() => parseMessage(msg), what).toThrow(error);
+      expect(() => scanAnswers(msg), what).toThrow(error);
+    }
+  });
+});
+
 describe('UPDATE', () => {
   it('adds, replaces and deletes a record with signed updates, seen by an independent dig', async () => {
     const name = `api.${EDIT}`;

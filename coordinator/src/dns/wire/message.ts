@@ -96,7 +96,7 @@ export function labelsToName(labels: Buffer[]): string {
  * to it (a 100,000-record transfer reads about as many names as records, nearly all ending in a
  * pointer). Kept per message buffer, so it goes away with the message.
  */
-const nameMemo = new WeakMap<Buffer, Map<number, { name: string; wire: number }>>();
+const nameMemo = new WeakMap<Buffer, Map<number, string>>();
 
 /** One label's text: the common case (a-z, 0-9, hyphen, underscore) straight from the bytes. */
 function labelText(buf: Buffer, start: number, end: number): string {
@@ -109,9 +109,11 @@ function labelText(buf: Buffer, start: number, end: number): string {
 
 /**
  * Reads a possibly compressed name at `offset`. Returns the name and the offset just after it
- * in the original position (pointers are followed only backwards, so loops are impossible).
+ * in the original position. Checked by checkName first (pointers only backwards, so loops are
+ * impossible), then read without further checks.
  */
 export function readName(buf: Buffer, offset: number): { name: string; next: number } {
+  const next = checkName(buf, offset);
   let memo = nameMemo.get(buf);
   if (!memo) {
     memo = new Map();
@@ -119,50 +121,26 @@ export function readName(buf: Buffer, offset: number): { name: string; next: num
   }
   const texts: string[] = [];
   const starts: number[] = [];
-  const sizes: number[] = [];
   let pos = offset;
-  let next = -1;
-  let wireLength = 1;
-  let lowestJump = offset;
-  let tail: { name: string; wire: number } | undefined;
+  let tail: string | undefined;
   for (;;) {
-    if (pos >= buf.length) throw new DnsProtocolError('name runs past the end of the message');
     const len = buf[pos]!;
-    if (len === 0) {
-      if (next < 0) next = pos + 1;
-      break;
-    }
-    const kind = len & 0xc0;
-    if (kind === 0xc0) {
-      if (pos + 1 >= buf.length) throw new DnsProtocolError('truncated compression pointer');
-      const target = ((len & 0x3f) << 8) | buf[pos + 1]!;
-      if (target >= lowestJump) throw new DnsProtocolError('compression pointer does not point backwards');
-      if (next < 0) next = pos + 2;
-      lowestJump = target;
-      pos = target;
-      tail = memo.get(target);
-      if (tail) {
-        // The rest was read (and checked) before; only the total length is left to check.
-        if (wireLength + tail.wire - 1 > 255) throw new DnsProtocolError('name longer than 255 octets');
-        break;
-      }
+    if (len === 0) break;
+    if ((len & 0xc0) === 0xc0) {
+      pos = ((len & 0x3f) << 8) | buf[pos + 1]!;
+      // The rest was read before: its text is reused.
+      tail = memo.get(pos);
+      if (tail !== undefined) break;
       continue;
     }
-    if (kind !== 0) throw new DnsProtocolError(`unsupported label type 0x${len.toString(16)}`);
-    if (pos + 1 + len > buf.length) throw new DnsProtocolError('label runs past the end of the message');
-    wireLength += len + 1;
-    if (wireLength > 255) throw new DnsProtocolError('name longer than 255 octets');
     starts.push(pos);
-    sizes.push(len + 1);
     texts.push(labelText(buf, pos + 1, pos + 1 + len));
     pos += 1 + len;
   }
-  let name = tail?.name;
-  let wire = tail?.wire ?? 1;
+  let name = tail;
   for (let i = texts.length - 1; i >= 0; i--) {
     name = name === undefined ? texts[i]! : `${texts[i]!}.${name}`;
-    wire += sizes[i]!;
-    memo.set(starts[i]!, { name, wire });
+    memo.set(starts[i]!, name);
   }
   return { name: name ?? '.', next };
 }
@@ -248,8 +226,9 @@ export function lastRecord(raw: Buffer): { header: Header; record: WireRecord; s
 }
 
 /**
- * The offset just after the name at `offset` (where it starts), checked exactly as readName checks
- * it (label types, backward pointers, lengths) but without making its text.
+ * The offset just after the name at `offset` (where it starts), after checking the whole name:
+ * label types, pointers only backwards, labels inside the message, at most 255 octets. readName
+ * checks through this; a transfer's records are checked with it alone (scanAnswers).
  */
 export function checkName(buf: Buffer, offset: number): number {
   let pos = offset;
