@@ -207,27 +207,19 @@ function buildQuery(name: string, type: string, id: number): Buffer {
   return msg;
 }
 
+/** A record in presentation form: the mnemonics, and the data as rdataText renders it from `msg`. */
+function recordOf(msg: Buffer, name: string, type: number, klass: number, ttl: number, rdataOffset: number, rdataLength: number): DnsRecord {
+  return { name, ttl, class: classNameOf(klass), type: typeName(type), rdata: rdataText(type, msg, rdataOffset, rdataLength) };
+}
+
 function toRecord(msg: WireMessage, rr: WireRecord): DnsRecord {
-  return {
-    name: rr.name,
-    ttl: rr.ttl,
-    class: classNameOf(rr.class),
-    type: typeName(rr.type),
-    rdata: rdataText(rr.type, msg.raw, rr.rdataOffset, rr.rdataLength),
-  };
+  return recordOf(msg.raw, rr.name, rr.type, rr.class, rr.ttl, rr.rdataOffset, rr.rdataLength);
 }
 
 /** Record `i` of a RecordTable as a DnsRecord. */
 function tableRecord(msg: Buffer, f: Uint32Array, i: number): DnsRecord {
   const o = i * RECORD_FIELDS;
-  const type = f[o + RT_TYPE]!;
-  return {
-    name: readName(msg, f[o + RT_START]!).name,
-    ttl: f[o + RT_TTL]!,
-    class: classNameOf(f[o + RT_CLASS]!),
-    type: typeName(type),
-    rdata: rdataText(type, msg, f[o + RT_RDATA]!, f[o + RT_RDLENGTH]!),
-  };
+  return recordOf(msg, readName(msg, f[o + RT_START]!).name, f[o + RT_TYPE]!, f[o + RT_CLASS]!, f[o + RT_TTL]!, f[o + RT_RDATA]!, f[o + RT_RDLENGTH]!);
 }
 
 /** The request as sent (TSIG-signed when a key is set) and the verifier of the answers it expects. */
