@@ -8,7 +8,9 @@
 // event mix with netsplit bursts, and Zipf-distributed words. The rows are generated inside
 // PostgreSQL (generate_series, one statement per half-year, over two connections); Node only plans
 // channels, nicks and vocabulary. Then the counters the importer keeps (irc_channels, irc_nicks,
-// irc_nick_links, irc_term_months, irc_channel_days) are computed from the rows, and the database is vacuumed and analyzed.
+// irc_nick_links, irc_term_months, irc_channel_days) are computed from the rows, the common terms and
+// their pair counts (irc_common_terms, irc_term_pair_months) are chosen and counted as an import
+// would, and the database is vacuumed and analyzed.
 //
 // Idempotent: when the database already holds a finished run of the requested size, it says so
 // and exits; `--force` rebuilds. Progress and timings go to stderr; the database comment records
@@ -20,7 +22,7 @@ import pg from 'pg';
 import { errorStack, rng } from './lib.js';
 
 /** Bump when the generated data changes shape: a database from another version is rebuilt. */
-export const GENERATOR_VERSION = 2;
+export const GENERATOR_VERSION = 3;
 export const BENCH_IRC_DATABASE = 'sonar_bench_irc';
 export const DEFAULT_SEED = 20261121;
 const DEFAULT_ROWS = 10_000_000;
@@ -1078,14 +1080,25 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
       await timed(`constraint ${i.constraint}`, () => c0.query(`alter table irc_events add constraint ${i.constraint} unique using index ${i.name}`));
     }
     for (const f of fks) await timed(`constraint ${f.conname}`, () => c0.query(`alter table irc_events add constraint ${f.conname} ${f.def}`));
+    // The common terms and their pair counts, chosen and counted as an import would (through the full-text index).
+    await timed('irc_common_terms, irc_term_pair_months (IrcCommonTerms.refresh)', async () => {
+      const { openOrm } = await import('../../coordinator/dist/db/orm.js');
+      const { IrcCommonTerms } = await import('../../coordinator/dist/irc/common-terms.js');
+      const orm = await openOrm({ databaseUrl: url, poolMax: 2 });
+      try {
+        await new IrcCommonTerms(orm).refresh();
+      } finally {
+        await orm.close();
+      }
+    });
     const buildSeconds = (performance.now() - buildStart) / 1000;
 
     const vacuumStart = performance.now();
     await runQueue(clients, [
       (client) => timed('vacuum analyze irc_events', () => client.query('vacuum analyze irc_events')),
       (client) =>
-        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days', () =>
-          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days'),
+        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_term_pair_months', () =>
+          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_term_pair_months'),
         ),
     ]);
     const vacuumSeconds = (performance.now() - vacuumStart) / 1000;

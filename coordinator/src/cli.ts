@@ -899,6 +899,9 @@ program
                   .join(', ')}`,
             ),
             ...c.warnings.map((w) => `warning: ${w}`),
+            ...(c.commonTerms && (c.commonTerms.added.length || c.commonTerms.removed.length)
+              ? [`common terms: added ${c.commonTerms.added.join(' ') || '(none)'}; removed ${c.commonTerms.removed.join(' ') || '(none)'}`]
+              : []),
             ...c.unparsedFiles.flatMap((f) => [
               `unparsed: ${f.path}: ${f.count} line(s)`,
               ...f.lines.map((l) => `  line ${l.lineNo}: ${l.text}`),
@@ -988,6 +991,29 @@ program
         json: { ...r },
         text: [
           `${r.dryRun ? 'dry run: would delete' : 'deleted'} ${r.deleted} row(s) in ${r.channels} channel(s); ${r.nicks} nick(s) recounted, ${r.linksRemoved} nick link(s) removed`,
+        ],
+      };
+    }),
+  );
+
+program
+  .command('irc:common-terms')
+  .description(
+    "make the archive's most frequent words its common terms, whose pair counts let a search for a word less a common word be counted without reading rows (imports and the maintenance queue also do this)",
+  )
+  .option('--list', 'only list the current common terms')
+  .action(
+    runWith(async (orm) => new (await import('./irc/common-terms.js')).IrcCommonTerms(orm))(async (svc, o: { list?: boolean }) => {
+      if (o.list) {
+        const terms = await svc.list();
+        return { json: { terms }, text: [terms.length ? terms.join(' ') : 'no common terms (an empty archive, or none chosen yet)'] };
+      }
+      const r = await svc.refresh();
+      return {
+        json: { ...r },
+        text: [
+          `${r.terms.length} common term(s): ${r.terms.join(' ') || '(none)'}`,
+          `added ${r.added.join(' ') || '(none)'}; removed ${r.removed.join(' ') || '(none)'}`,
         ],
       };
     }),

@@ -17,6 +17,7 @@ import { workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
 import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
 import { AiQueue } from './speech/ai/ai-queue.js';
+import { IrcCommonTerms } from './irc/common-terms.js';
 import { IrcEventStore } from './irc/event-store.js';
 import { IrcLiveLogger, loadIrcLoggerConfig } from './irc/live-logger.js';
 
@@ -90,6 +91,16 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
             const removed = await speech.uploads.cleanupExpired();
             if (removed) logger.info({ removed }, 'expired unfinished resumable uploads removed');
             return { removed };
+          },
+        },
+        {
+          // Imports refresh the archive's common terms themselves; this follows what the live logger adds.
+          name: 'irc-common-terms',
+          everyMs: 6 * 3600_000,
+          run: async () => {
+            const change = await new IrcCommonTerms(orm).refresh();
+            if (change.added.length || change.removed.length) logger.info({ added: change.added, removed: change.removed }, 'chat-log common terms changed');
+            return { added: change.added.length, removed: change.removed.length };
           },
         },
         {

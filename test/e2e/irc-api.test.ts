@@ -3,6 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IrcAliasService } from '../../coordinator/src/irc/alias-service.js';
+import { COMMON_TERMS, IrcCommonTerms } from '../../coordinator/src/irc/common-terms.js';
+import { IrcEventStore, type NewIrcEvent } from '../../coordinator/src/irc/event-store.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { createJwtUser, createTestApp, type TestApp } from '../support/harness.js';
 
@@ -319,7 +321,24 @@ describe('GET /irc/api/logs', () => {
   it('answers one-word searches from the per-term counts exactly as the row scan does', async () => {
     // A date bound that covers everything sends the same search down the row-scanning path.
     const scan = '&date_from=2000-01-01';
-    for (const w of ['qtox', 'the', 'tux3', 'build', 'konversation', 'hello', 'zzzunknown', 'qtox%20-the', 'the%20-a%20-is', 'build%20-%22the%20build%22']) {
+    for (const w of [
+      'qtox',
+      'the',
+      'tux3',
+      'build',
+      'konversation',
+      'hello',
+      'zzzunknown',
+      'qtox%20-the',
+      'the%20-a%20-is',
+      'build%20-%22the%20build%22',
+      // One excluded common word: counted from the pair counts.
+      'qtox%20-i',
+      'the%20-to',
+      'konversation%20-the',
+      'zzzunknown%20-the',
+      'the%20-the',
+    ]) {
       for (const extra of ['', `&network_id=${ids.freenode}`, '&order=desc', '&offset=150&limit=20', '&order=desc&offset=40&limit=7']) {
         const fast = await logs(`q=${w}${extra}`);
         const slow = await logs(`q=${w}${extra}${scan}`);
@@ -330,6 +349,91 @@ describe('GET /irc/api/logs', () => {
       const b = (await get(`/irc/api/logs?q=${w}&aggregate=dates${scan}`)).body;
       expect(a, w).toEqual(b);
     }
+  });
+
+  it('keeps the pair counts with the common terms exact through writes, a refresh racing a writer, and a smaller list', async () => {
+    const k = t.orm.em.getConnection().getKnex();
+    const common = new IrcCommonTerms(t.orm);
+    const recount = async () => {
+      const kept = (
+        await k.raw(`select common, term, channel_id, to_char(month, 'YYYY-MM') as month, n from irc_term_pair_months where n > 0 order by 1, 2, 3, 4`)
+      ).rows;
+      const counted = (
+        await k.raw(
+          `select h.lexeme as common, l.lexeme as term, e.channel_id, to_char(e.occurred_at, 'YYYY-MM') as month, count(*)::int as n
+             from irc_events e cross join lateral unnest(e.search_vector) h join irc_common_terms c on c.term = h.lexeme
+             cross join lateral unnest(e.search_vector) l
+            where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
+            group by 1, 2, 3, 4 order by 1, 2, 3, 4`,
+        )
+      ).rows;
+      return { kept: JSON.stringify(kept), counted: JSON.stringify(counted), rows: counted.length };
+    };
+    // The imports chose the archive's most frequent words.
+    const terms = await common.list();
+    expect(terms).toHaveLength(COMMON_TERMS);
+    expect(terms).toEqual(expect.arrayContaining(['the', 'i', 'to', 'a']));
+    let r = await recount();
+    expect(r.rows).toBeGreaterThan(1000);
+    expect(r.kept).toBe(r.counted);
+    const scan = '&date_from=2000-01-01';
+    const same = async (q: string) => {
+      const fast = await logs(`q=${q}`);
+      const slow = await logs(`q=${q}${scan}`);
+      expect({ total: fast.total, ids: fast.results.map((x) => x.id) }, q).toEqual({ total: slow.total, ids: slow.results.map((x) => x.id) });
+      return fast.total;
+    };
+    const before = await same('qtox%20-the');
+
+    // A smaller list: the terms that leave lose their counts; searches fall back to the index.
+    const small = await common.refresh(3);
+    expect(small.terms).toHaveLength(3);
+    expect(small.removed).toHaveLength(COMMON_TERMS - 3);
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    expect(await same('qtox%20-the')).toBe(before);
+
+    // A writer holds rows with common words uncommitted while the list grows back: the refresh waits
+    // for it, and its rows are counted once (by the refresh, as the writer read the old list).
+    const store = new IrcEventStore(t.orm);
+    const channel = await store.ensureChannel(ids.testnet, '#pairs');
+    const line = (i: number): NewIrcEvent => ({
+      eventType: 'PRIVMSG',
+      occurredAt: `2024-05-0${1 + (i % 3)} 10:00:0${i}`,
+      nick: 'pairer',
+      messageText: `${i % 2 ? '' : 'the '}qtox build is ok to use, i think ${i}`,
+      target: null,
+      toNick: null,
+      netsplitGroup: null,
+      netsplitLeader: false,
+      lineHash: Buffer.from(`pairs-${i}`),
+    });
+    let release!: () => void;
+    let written!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const inserted = new Promise<void>((resolve) => (written = resolve));
+    const writer = k.transaction(async (trx) => {
+      await store.insert(ids.testnet, channel, [0, 1, 2].map(line), { trx });
+      written();
+      await held;
+    });
+    await inserted;
+    const growing = common.refresh();
+    await expect
+      .poll(async () => (await k.raw(`select count(*)::int as n from pg_locks where relation = 'irc_events'::regclass and not granted`)).rows[0].n)
+      .toBeGreaterThan(0);
+    release();
+    await writer;
+    expect((await growing).added).toHaveLength(COMMON_TERMS - 3);
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    // Written with the whole list: the pair counts follow at once.
+    await store.insert(ids.testnet, channel, [3, 4, 5].map(line));
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
+    // Rows 1, 3 and 5 say qtox without the.
+    expect(await same('qtox%20-the')).toBe(before + 3);
+    expect(await same('qtox%20-i')).toBeGreaterThan(0);
   });
 
   it('accepts but does not require a bearer token', async () => {

@@ -310,7 +310,7 @@ describe('nick page', () => {
   });
 });
 
-describe('rows per channel and day (irc_channel_days, kept at write time)', () => {
+describe('rows per channel and day (irc_channel_days) and pair counts with common terms (irc_term_pair_months), kept at write time', () => {
   const recount = async () => {
     const k = t.orm.em.getConnection().getKnex();
     const kept = (await k.raw(`select channel_id, to_char(day, 'YYYY-MM-DD') as day, events, messages from irc_channel_days where events > 0 order by 1, 2`))
@@ -321,7 +321,20 @@ describe('rows per channel and day (irc_channel_days, kept at write time)', () =
            from irc_events group by 1, 2 order by 1, 2`,
       )
     ).rows;
-    return { kept: JSON.stringify(kept), counted: JSON.stringify(counted) };
+    const pairsKept = (
+      await k.raw(`select common, term, channel_id, to_char(month, 'YYYY-MM') as month, n from irc_term_pair_months where n > 0 order by 1, 2, 3, 4`)
+    ).rows;
+    const pairsCounted = (
+      await k.raw(
+        `select h.lexeme as common, l.lexeme as term, e.channel_id, to_char(e.occurred_at, 'YYYY-MM') as month, count(*)::int as n
+           from irc_events e cross join lateral unnest(e.search_vector) h join irc_common_terms c on c.term = h.lexeme
+           cross join lateral unnest(e.search_vector) l
+          where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
+          group by 1, 2, 3, 4 order by 1, 2, 3, 4`,
+      )
+    ).rows;
+    expect(pairsCounted.length).toBeGreaterThan(100);
+    return { kept: JSON.stringify([kept, pairsKept]), counted: JSON.stringify([counted, pairsCounted]) };
   };
 
   it('match the rows after imports, a re-import, a delete and a batch revert, and the calendar follows', async () => {
@@ -346,6 +359,8 @@ describe('rows per channel and day (irc_channel_days, kept at write time)', () =
     mkdirSync(extra);
     writeFileSync(path.join(extra, '#lab_20240320.log'), '[08:00:00] <bob> a later day\n');
     await new IrcImportService(t.orm).importPaths([extra], { network: 'testnet', source: 'production' });
+    r = await recount();
+    expect(r.kept).toBe(r.counted);
     expect(main(await page(LAB))).toContain('data-day="2024-03-20"');
     const [batch] = await corrections.listBatches({ network: 'testnet' });
     await corrections.revertBatch(batch!.id);

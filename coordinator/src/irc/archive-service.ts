@@ -259,9 +259,10 @@ export class IrcArchiveService {
     if (counted) {
       // One word (less some excluded terms) and nothing else narrowing: the word's total and the
       // months that hold the page come from irc_term_months; only rows in those months are read.
-      // Excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
+      // One excluded common term is taken off by its pair counts (irc_term_pair_months); other
+      // excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
       total = counted.total;
-      if (filter.exclude.length) {
+      if (filter.exclude.length && !counted.lessExcluded) {
         const scope = whereClause({ ...filter, include: [], exclude: [] });
         const both = bothTermsClause(filter.include[0]!, filter.exclude);
         const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${scope.sql}`, [
@@ -271,9 +272,9 @@ export class IrcArchiveService {
         total -= Number(row!.n);
       }
       ids = [];
-      // With exclusions the word's months are an estimate: ask for twice the rows, and read
-      // everything when that was still too few.
-      const want = (s.offset + s.limit) * (filter.exclude.length ? 2 : 1);
+      // With exclusions not yet taken off the months, these are an estimate: ask for twice the
+      // rows, and read everything when that was still too few.
+      const want = (s.offset + s.limit) * (filter.exclude.length && !counted.lessExcluded ? 2 : 1);
       let bound = total > s.offset ? counted.pageBound(want) : null;
       while (bound) {
         const narrowed = whereClause({ ...filter, ...bound.range });
@@ -379,26 +380,38 @@ export class IrcArchiveService {
     if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || f.channelsByTerm.has(x)))) return null;
     const t = f.include[0]!;
     if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
-    let lexeme = t.text;
-    if (t.kind === 'word') {
-      const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', ?)) as lexemes`, [t.text]);
-      if (v?.lexemes.length !== 1) return null;
-      lexeme = v.lexemes[0]!;
-    }
+    const lexeme = await this.lexemeOf(t);
+    if (lexeme === null) return null;
+    // One excluded word that is a common term: its rows with the word come from the pair counts.
+    const x = f.exclude.length === 1 && (f.exclude[0]!.kind === 'word' || f.exclude[0]!.kind === 'token') ? await this.lexemeOf(f.exclude[0]!) : null;
     const scope = f.channelIds
       ? { sql: 'and channel_id = any(?::int[])', bindings: [f.channelIds] }
       : f.excludedChannelIds?.length
         ? { sql: 'and channel_id <> all(?::int[])', bindings: [f.excludedChannelIds] }
         : { sql: '', bindings: [] };
-    const months = await this.rows<{ month: string; n: string; days: number }>(
-      `select to_char(month, 'YYYY-MM-DD') as month, sum(n) as n, bit_or(days) as days
-         from irc_term_months where term = ? ${scope.sql} group by month order by month ${order === 'desc' ? 'desc' : 'asc'}`,
-      [lexeme, ...scope.bindings],
+    // The list and the pair counts are read in one snapshot: a common term always has all its counts.
+    const months = await this.rows<{ month: string; n: string; days: number; paired: boolean }>(
+      `select to_char(m.month, 'YYYY-MM-DD') as month, m.n - coalesce(p.n, 0) as n, m.days,
+              exists (select 1 from irc_common_terms where term = ?) as paired
+         from (select month, sum(n) as n, bit_or(days) as days from irc_term_months where term = ? ${scope.sql} group by month) m
+         left join (select month, sum(n) as n from irc_term_pair_months where common = ? and term = ? ${scope.sql} group by month) p using (month)
+        order by m.month ${order === 'desc' ? 'desc' : 'asc'}`,
+      [x ?? '', lexeme, ...scope.bindings, x ?? '', lexeme, ...scope.bindings],
     );
+    // With no month at all there is nothing to subtract from either.
+    const paired = x !== null && x !== lexeme && (months.length === 0 || months[0]!.paired);
     return new TermCounts(
       months.map((m) => ({ month: m.month, n: Number(m.n), days: Number(m.days) })),
       order,
+      paired,
     );
+  }
+
+  /** The one lexeme a word or token term matches, or null (a word of several lexemes). */
+  private async lexemeOf(t: SearchTerm): Promise<string | null> {
+    if (t.kind === 'token') return t.text;
+    const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', ?)) as lexemes`, [t.text]);
+    return v?.lexemes.length === 1 ? v.lexemes[0]! : null;
   }
 
   private async rowsByIds(ids: number[], collapse: boolean): Promise<LogRow[]> {
@@ -444,12 +457,16 @@ export class IrcArchiveService {
   }
 }
 
-/** A word's rows per month (in the search's order) and the days of each month it occurs on. */
+/**
+ * A word's rows per month (in the search's order) and the days of each month it occurs on; with
+ * `lessExcluded`, the rows that also hold the one excluded word are already taken off each month.
+ */
 class TermCounts {
   readonly total: number;
   constructor(
     private readonly months: Array<{ month: string; n: number; days: number }>,
     private readonly order: 'asc' | 'desc',
+    readonly lessExcluded = false,
   ) {
     this.total = months.reduce((a, m) => a + m.n, 0);
   }

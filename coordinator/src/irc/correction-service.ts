@@ -258,6 +258,20 @@ export class IrcCorrectionService {
             group by 1, 2, 3`,
           [JSON.stringify(months)],
         );
+        // And their pair counts with the common terms, the same way.
+        await trx.raw(`delete from irc_term_pair_months t using (${cm}) cm where t.channel_id = cm.ch and t.month = cm.m`, [JSON.stringify(months)]);
+        await trx.raw(
+          `insert into irc_term_pair_months (common, term, channel_id, month, n)
+           select h.lexeme, l.lexeme, cm.ch, cm.m, count(*)
+             from (${cm}) cm
+             join irc_events e on e.channel_id = cm.ch and e.occurred_at >= cm.m and e.occurred_at < cm.m + interval '1 month'
+             cross join lateral unnest(e.search_vector) h
+             join irc_common_terms c on c.term = h.lexeme
+             cross join lateral unnest(e.search_vector) l
+            where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
+            group by 1, 2, 3, 4`,
+          [JSON.stringify(months)],
+        );
       }
       const days = r.days ?? [];
       if (days.length) {

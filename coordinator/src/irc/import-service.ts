@@ -3,6 +3,7 @@ import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
+import { IrcCommonTerms } from './common-terms.js';
 import { IRC_SOURCES, IrcEventStore, type IrcSource, type NewIrcEvent } from './event-store.js';
 import { isChannelName, isValidDate, sampleLines } from './parsers/common.js';
 import { DETECT_THRESHOLD, detectFormat, detectFormatFromLines, formatByName, LOG_FORMAT_NAMES, type LogFormat } from './parsers/index.js';
@@ -81,6 +82,8 @@ export interface IrcImportCounts {
   unparsedFiles: UnparsedFile[];
   /** Things worth knowing that did not lose data (mixed detections). */
   warnings: string[];
+  /** Common terms (irc:common-terms) the import made join or leave; null when it added no rows. */
+  commonTerms: { added: string[]; removed: string[] } | null;
   /** Why the import is incomplete: files not imported, unparsed lines over the limit. The CLI exits non-zero when there are any. */
   problems: string[];
 }
@@ -111,8 +114,10 @@ interface FilePlan {
 /** Imports chat-log files into irc_networks / irc_channels / irc_events, idempotently. */
 export class IrcImportService {
   readonly store: IrcEventStore;
+  private readonly commonTerms: IrcCommonTerms;
   constructor(orm: Orm) {
     this.store = new IrcEventStore(orm);
+    this.commonTerms = new IrcCommonTerms(orm);
   }
 
   /** `paths` may be files or folders (walked recursively, in name order). */
@@ -166,6 +171,7 @@ export class IrcImportService {
       channels: [],
       unparsedFiles: [],
       warnings: [],
+      commonTerms: null,
       problems: [],
     };
     const plans = await this.plan(files, { forced: forced ?? null, pattern, opts, counts });
@@ -200,6 +206,11 @@ export class IrcImportService {
     counts.ignoredFiles.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     counts.unparsedFiles.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     if (counts.batchId !== null) await this.store.finishBatch(counts.batchId, counts);
+    // New rows may have changed which words are the archive's most common ones.
+    if (counts.inserted > 0 && !dryRun) {
+      const change = await this.commonTerms.refresh();
+      counts.commonTerms = { added: change.added, removed: change.removed };
+    }
 
     // Files that look like logs but could not be read (no channel or day, not fitting --path,
     // compressed) are lost data; files no format fits are listed but are usually not logs at all.

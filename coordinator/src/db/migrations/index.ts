@@ -20,6 +20,7 @@ import { Migration20261125002000DnsCachePaging } from './20261125-0020-dns-cache
 import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { Migration20261125001900DnsProviders } from './20261125-0019-dns-providers.js';
 import { Migration20261125002200DnsCachePartitions } from './20261125-0022-dns-cache-partitions.js';
+import { Migration20261125002300IrcTermPairs } from './20261125-0023-irc-term-pairs.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -45,6 +46,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125001600Assistant', class: Migration20261125001600Assistant },
   { name: 'Migration20261125001900DnsProviders', class: Migration20261125001900DnsProviders },
   { name: 'Migration20261125002200DnsCachePartitions', class: Migration20261125002200DnsCachePartitions },
+  { name: 'Migration20261125002300IrcTermPairs', class: Migration20261125002300IrcTermPairs },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -25,4 +25,5 @@ export const MIGRATION_NAMES = [
   'Migration20261125001600Assistant',
   'Migration20261125001900DnsProviders',
   'Migration20261125002200DnsCachePartitions',
+  'Migration20261125002300IrcTermPairs',
 ] as const;
