@@ -24,7 +24,7 @@ import { DedicatedRedis, startCoordinatorProcess } from '../support/outage.js';
  * as UNAVAILABLE while Redis is down, the maintenance job schedulers exist again in the new Redis,
  * and live fan-out works again: a segment a worker streams to B reaches a socket.io client on A.
  */
-const SCHEDULERS = ['purge-expired-sessions', 'speech-media-release', 'speech-stale-sweep', 'speech-upload-expiry'];
+const SCHEDULERS = ['irc-common-terms', 'purge-expired-sessions', 'speech-media-release', 'speech-stale-sweep', 'speech-upload-expiry'];
 const capabilities = { models: ['small'], engines: ['test'], diarization: true, can_fetch_urls: true, device: 'cpu' };
 
 let redis: DedicatedRedis;
