@@ -57,7 +57,7 @@ export async function ircBenchState(pgAdminUrl: string): Promise<FinishedBenchSt
   return state?.complete ? state : null;
 }
 
-export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about 10 min on 2 cores, 6 GiB; IRC_BENCH_ROWS to change the size), then \`BENCH_ONLY=irc npm run bench\``;
+export const IRC_GENERATE_HINT = `run \`npm run bench:irc:generate\` once (about 20 min on 2 cores, 9 GiB; IRC_BENCH_ROWS to change the size), then \`BENCH_ONLY=irc npm run bench\``;
 
 // ---- ZNC files for the import phase ---------------------------------------------------------------
 

@@ -899,8 +899,8 @@ program
                   .join(', ')}`,
             ),
             ...c.warnings.map((w) => `warning: ${w}`),
-            ...(c.commonTerms && (c.commonTerms.added.length || c.commonTerms.removed.length)
-              ? [`common terms: added ${c.commonTerms.added.join(' ') || '(none)'}; removed ${c.commonTerms.removed.join(' ') || '(none)'}`]
+            ...(c.commonTerms?.changed
+              ? [`common terms: ${c.commonTerms.changed} term(s) changed place${c.commonTerms.rebuilt ? '; every pair count recounted' : ''}`]
               : []),
             ...c.unparsedFiles.flatMap((f) => [
               `unparsed: ${f.path}: ${f.count} line(s)`,
@@ -999,21 +999,26 @@ program
 program
   .command('irc:common-terms')
   .description(
-    "make the archive's most frequent words its common terms, whose pair counts let a search for a word less a common word be counted without reading rows (imports and the maintenance queue also do this)",
+    "choose the archive's most frequent words again; pair counts of its common words with its frequent words let a search for a word less a common word be counted without reading rows (imports and the maintenance queue also do this)",
   )
-  .option('--list', 'only list the current common terms')
+  .option('--list', 'only list the current common and frequent terms')
   .action(
     runWith(async (orm) => new (await import('./irc/common-terms.js')).IrcCommonTerms(orm))(async (svc, o: { list?: boolean }) => {
       if (o.list) {
-        const terms = await svc.list();
-        return { json: { terms }, text: [terms.length ? terms.join(' ') : 'no common terms (an empty archive, or none chosen yet)'] };
+        const l = await svc.list();
+        return {
+          json: { ...l },
+          text: l.frequent.length
+            ? [`common (${l.common.length}): ${l.common.join(' ')}`, `frequent (${l.frequent.length}): ${l.frequent.join(' ')}`]
+            : ['no common terms (an empty archive, or none chosen yet)'],
+        };
       }
       const r = await svc.refresh();
       return {
         json: { ...r },
         text: [
-          `${r.terms.length} common term(s): ${r.terms.join(' ') || '(none)'}`,
-          `added ${r.added.join(' ') || '(none)'}; removed ${r.removed.join(' ') || '(none)'}`,
+          `${r.common.length} common term(s): ${r.common.join(' ') || '(none)'}; ${r.frequent} frequent term(s)`,
+          `${r.changed} term(s) changed place${r.rebuilt ? '; every pair count recounted in one pass' : ''}`,
         ],
       };
     }),

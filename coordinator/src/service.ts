@@ -99,8 +99,8 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
           everyMs: 6 * 3600_000,
           run: async () => {
             const change = await new IrcCommonTerms(orm).refresh();
-            if (change.added.length || change.removed.length) logger.info({ added: change.added, removed: change.removed }, 'chat-log common terms changed');
-            return { added: change.added.length, removed: change.removed.length };
+            if (change.changed) logger.info({ changed: change.changed, rebuilt: change.rebuilt, common: change.common }, 'chat-log common terms changed');
+            return { changed: change.changed, rebuilt: change.rebuilt };
           },
         },
         {

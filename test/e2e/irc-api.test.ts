@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IrcAliasService } from '../../coordinator/src/irc/alias-service.js';
-import { COMMON_TERMS, IrcCommonTerms } from '../../coordinator/src/irc/common-terms.js';
+import { COMMON_TERMS, FREQUENT_TERMS, IrcCommonTerms } from '../../coordinator/src/irc/common-terms.js';
 import { IrcEventStore, type NewIrcEvent } from '../../coordinator/src/irc/event-store.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { createJwtUser, createTestApp, type TestApp } from '../support/harness.js';
@@ -351,28 +351,27 @@ describe('GET /irc/api/logs', () => {
     }
   });
 
-  it('keeps the pair counts with the common terms exact through writes, a refresh racing a writer, and a smaller list', async () => {
+  it('keeps the pair counts of common and frequent terms exact through writes, list changes of both kinds and a refresh racing a writer', async () => {
     const k = t.orm.em.getConnection().getKnex();
     const common = new IrcCommonTerms(t.orm);
     const recount = async () => {
-      const kept = (
-        await k.raw(`select common, term, channel_id, to_char(month, 'YYYY-MM') as month, n from irc_term_pair_months where n > 0 order by 1, 2, 3, 4`)
-      ).rows;
+      const kept = (await k.raw(`select common, term, channel_id, n from irc_term_pairs where n > 0 order by 1, 2, 3`)).rows;
       const counted = (
         await k.raw(
-          `select h.lexeme as common, l.lexeme as term, e.channel_id, to_char(e.occurred_at, 'YYYY-MM') as month, count(*)::int as n
-             from irc_events e cross join lateral unnest(e.search_vector) h join irc_common_terms c on c.term = h.lexeme
-             cross join lateral unnest(e.search_vector) l
+          `select h.lexeme as common, l.lexeme as term, e.channel_id, count(*)::int as n
+             from irc_events e cross join lateral unnest(e.search_vector) h cross join lateral unnest(e.search_vector) l
             where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-            group by 1, 2, 3, 4 order by 1, 2, 3, 4`,
+              and h.lexeme in (select term from irc_frequent_terms where common) and l.lexeme in (select term from irc_frequent_terms)
+            group by 1, 2, 3 order by 1, 2, 3`,
         )
       ).rows;
       return { kept: JSON.stringify(kept), counted: JSON.stringify(counted), rows: counted.length };
     };
     // The imports chose the archive's most frequent words.
-    const terms = await common.list();
-    expect(terms).toHaveLength(COMMON_TERMS);
-    expect(terms).toEqual(expect.arrayContaining(['the', 'i', 'to', 'a']));
+    const l = await common.list();
+    expect(l.common).toHaveLength(COMMON_TERMS);
+    expect(l.frequent).toHaveLength(FREQUENT_TERMS);
+    expect(l.common).toEqual(expect.arrayContaining(['the', 'i', 'to', 'a']));
     let r = await recount();
     expect(r.rows).toBeGreaterThan(1000);
     expect(r.kept).toBe(r.counted);
@@ -385,16 +384,25 @@ describe('GET /irc/api/logs', () => {
     };
     const before = await same('qtox%20-the');
 
-    // A smaller list: the terms that leave lose their counts; searches fall back to the index.
-    const small = await common.refresh(3);
-    expect(small.terms).toHaveLength(3);
-    expect(small.removed).toHaveLength(COMMON_TERMS - 3);
-    r = await recount();
-    expect(r.kept).toBe(r.counted);
-    expect(await same('qtox%20-the')).toBe(before);
+    // Each kind of change, a term at a time: frequent terms leave and come back, common ones
+    // become merely frequent (searches then fall back to the index) and common again.
+    for (const opts of [{ frequent: FREQUENT_TERMS - 20 }, {}, { common: 3 }]) {
+      const change = await common.refresh(opts);
+      expect(change.rebuilt).toBe(false);
+      expect(change.changed).toBe(opts.frequent ? 20 : opts.common ? COMMON_TERMS - 3 : 20);
+      r = await recount();
+      expect(r.kept).toBe(r.counted);
+      expect(await same('qtox%20-the')).toBe(before);
+    }
+    // Many changes at once: everything recounted in one pass, and back.
+    for (const opts of [{ frequent: 40, common: 2 }, { common: 3 }]) {
+      expect((await common.refresh(opts)).rebuilt).toBe(true);
+      r = await recount();
+      expect(r.kept).toBe(r.counted);
+    }
 
-    // A writer holds rows with common words uncommitted while the list grows back: the refresh waits
-    // for it, and its rows are counted once (by the refresh, as the writer read the old list).
+    // A writer holds rows with common words uncommitted while the common terms come back: the
+    // refresh waits for it, and its rows are counted once (by the refresh, as the writer read the old list).
     const store = new IrcEventStore(t.orm);
     const channel = await store.ensureChannel(ids.testnet, '#pairs');
     const line = (i: number): NewIrcEvent => ({
@@ -424,7 +432,7 @@ describe('GET /irc/api/logs', () => {
       .toBeGreaterThan(0);
     release();
     await writer;
-    expect((await growing).added).toHaveLength(COMMON_TERMS - 3);
+    expect(await growing).toMatchObject({ changed: COMMON_TERMS - 3, rebuilt: false });
     r = await recount();
     expect(r.kept).toBe(r.counted);
     // Written with the whole list: the pair counts follow at once.

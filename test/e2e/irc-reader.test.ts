@@ -310,7 +310,7 @@ describe('nick page', () => {
   });
 });
 
-describe('rows per channel and day (irc_channel_days) and pair counts with common terms (irc_term_pair_months), kept at write time', () => {
+describe('rows per channel and day (irc_channel_days) and pair counts of common and frequent terms (irc_term_pairs), kept at write time', () => {
   const recount = async () => {
     const k = t.orm.em.getConnection().getKnex();
     const kept = (await k.raw(`select channel_id, to_char(day, 'YYYY-MM-DD') as day, events, messages from irc_channel_days where events > 0 order by 1, 2`))
@@ -321,16 +321,14 @@ describe('rows per channel and day (irc_channel_days) and pair counts with commo
            from irc_events group by 1, 2 order by 1, 2`,
       )
     ).rows;
-    const pairsKept = (
-      await k.raw(`select common, term, channel_id, to_char(month, 'YYYY-MM') as month, n from irc_term_pair_months where n > 0 order by 1, 2, 3, 4`)
-    ).rows;
+    const pairsKept = (await k.raw(`select common, term, channel_id, n from irc_term_pairs where n > 0 order by 1, 2, 3`)).rows;
     const pairsCounted = (
       await k.raw(
-        `select h.lexeme as common, l.lexeme as term, e.channel_id, to_char(e.occurred_at, 'YYYY-MM') as month, count(*)::int as n
-           from irc_events e cross join lateral unnest(e.search_vector) h join irc_common_terms c on c.term = h.lexeme
-           cross join lateral unnest(e.search_vector) l
+        `select h.lexeme as common, l.lexeme as term, e.channel_id, count(*)::int as n
+           from irc_events e cross join lateral unnest(e.search_vector) h cross join lateral unnest(e.search_vector) l
           where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-          group by 1, 2, 3, 4 order by 1, 2, 3, 4`,
+            and h.lexeme in (select term from irc_frequent_terms where common) and l.lexeme in (select term from irc_frequent_terms)
+          group by 1, 2, 3 order by 1, 2, 3`,
       )
     ).rows;
     expect(pairsCounted.length).toBeGreaterThan(100);

@@ -259,22 +259,27 @@ export class IrcArchiveService {
     if (counted) {
       // One word (less some excluded terms) and nothing else narrowing: the word's total and the
       // months that hold the page come from irc_term_months; only rows in those months are read.
-      // One excluded common term is taken off by its pair counts (irc_term_pair_months); other
-      // excluded terms are counted where they meet the word (a GIN intersection) and subtracted.
+      // Rows holding the word and an excluded term are subtracted: for one excluded common word
+      // and a frequent word they are counted at write time (irc_term_pairs), otherwise where the
+      // two meet in the full-text index (a GIN intersection).
       total = counted.total;
-      if (filter.exclude.length && !counted.lessExcluded) {
-        const scope = whereClause({ ...filter, include: [], exclude: [] });
-        const both = bothTermsClause(filter.include[0]!, filter.exclude);
-        const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${both.sql} and ${scope.sql}`, [
-          ...both.bindings,
-          ...scope.bindings,
-        ]);
-        total -= Number(row!.n);
+      if (filter.exclude.length) {
+        let both = await this.pairCount(filter, counted.lexeme);
+        if (both === null) {
+          const scope = whereClause({ ...filter, include: [], exclude: [] });
+          const clause = bothTermsClause(filter.include[0]!, filter.exclude);
+          const [row] = await this.rows<{ n: string }>(`select count(*) as n from irc_events e where ${clause.sql} and ${scope.sql}`, [
+            ...clause.bindings,
+            ...scope.bindings,
+          ]);
+          both = Number(row!.n);
+        }
+        total -= both;
       }
       ids = [];
-      // With exclusions not yet taken off the months, these are an estimate: ask for twice the
-      // rows, and read everything when that was still too few.
-      const want = (s.offset + s.limit) * (filter.exclude.length && !counted.lessExcluded ? 2 : 1);
+      // With exclusions the word's months hold more rows than the search keeps: ask for as many
+      // more as the totals say (with a margin), and four times as many again when that was short.
+      let want = Math.ceil((s.offset + s.limit) * (filter.exclude.length ? (1.25 * counted.total) / Math.max(1, total) : 1));
       let bound = total > s.offset ? counted.pageBound(want) : null;
       while (bound) {
         const narrowed = whereClause({ ...filter, ...bound.range });
@@ -284,7 +289,8 @@ export class IrcArchiveService {
           [...narrowed.bindings, s.limit, s.offset],
         );
         ids = rows.map((r) => Number(r.id));
-        bound = ids.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(Number.MAX_SAFE_INTEGER) : null;
+        want *= 4;
+        bound = ids.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(want) : null;
       }
     } else if (isExclusionOnly(filter)) {
       // Everything in scope less the rows that match an excluded term (found through the index);
@@ -382,29 +388,36 @@ export class IrcArchiveService {
     if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
     const lexeme = await this.lexemeOf(t);
     if (lexeme === null) return null;
-    // One excluded word that is a common term: its rows with the word come from the pair counts.
-    const x = f.exclude.length === 1 && (f.exclude[0]!.kind === 'word' || f.exclude[0]!.kind === 'token') ? await this.lexemeOf(f.exclude[0]!) : null;
-    const scope = f.channelIds
-      ? { sql: 'and channel_id = any(?::int[])', bindings: [f.channelIds] }
-      : f.excludedChannelIds?.length
-        ? { sql: 'and channel_id <> all(?::int[])', bindings: [f.excludedChannelIds] }
-        : { sql: '', bindings: [] };
-    // The list and the pair counts are read in one snapshot: a common term always has all its counts.
-    const months = await this.rows<{ month: string; n: string; days: number; paired: boolean }>(
-      `select to_char(m.month, 'YYYY-MM-DD') as month, m.n - coalesce(p.n, 0) as n, m.days,
-              exists (select 1 from irc_common_terms where term = ?) as paired
-         from (select month, sum(n) as n, bit_or(days) as days from irc_term_months where term = ? ${scope.sql} group by month) m
-         left join (select month, sum(n) as n from irc_term_pair_months where common = ? and term = ? ${scope.sql} group by month) p using (month)
-        order by m.month ${order === 'desc' ? 'desc' : 'asc'}`,
-      [x ?? '', lexeme, ...scope.bindings, x ?? '', lexeme, ...scope.bindings],
+    const scope = counterScope(f);
+    const months = await this.rows<{ month: string; n: string; days: number }>(
+      `select to_char(month, 'YYYY-MM-DD') as month, sum(n) as n, bit_or(days) as days
+         from irc_term_months where term = ? ${scope.sql} group by month order by month ${order === 'desc' ? 'desc' : 'asc'}`,
+      [lexeme, ...scope.bindings],
     );
-    // With no month at all there is nothing to subtract from either.
-    const paired = x !== null && x !== lexeme && (months.length === 0 || months[0]!.paired);
     return new TermCounts(
+      lexeme,
       months.map((m) => ({ month: m.month, n: Number(m.n), days: Number(m.days) })),
       order,
-      paired,
     );
+  }
+
+  /**
+   * Rows in scope holding both `lexeme` (a frequent term) and the search's one excluded word when
+   * that is a common term, from irc_term_pairs; null when the pair is not counted there.
+   */
+  private async pairCount(f: LogFilter, lexeme: string): Promise<number | null> {
+    const x = f.exclude.length === 1 ? f.exclude[0]! : null;
+    if (!x || (x.kind !== 'word' && x.kind !== 'token')) return null;
+    const common = await this.lexemeOf(x);
+    if (common === null || common === lexeme) return null;
+    const scope = counterScope(f);
+    // The list and the counts are read in one snapshot: a listed pair always has all its counts.
+    const [row] = await this.rows<{ counted: boolean; n: string }>(
+      `select exists (select 1 from irc_frequent_terms where term = ? and common) and exists (select 1 from irc_frequent_terms where term = ?) as counted,
+              (select coalesce(sum(n), 0) from irc_term_pairs where common = ? and term = ? ${scope.sql}) as n`,
+      [common, lexeme, common, lexeme, ...scope.bindings],
+    );
+    return row?.counted ? Number(row.n) : null;
   }
 
   /** The one lexeme a word or token term matches, or null (a word of several lexemes). */
@@ -457,16 +470,13 @@ export class IrcArchiveService {
   }
 }
 
-/**
- * A word's rows per month (in the search's order) and the days of each month it occurs on; with
- * `lessExcluded`, the rows that also hold the one excluded word are already taken off each month.
- */
+/** A word's rows per month (in the search's order) and the days of each month it occurs on. */
 class TermCounts {
   readonly total: number;
   constructor(
+    readonly lexeme: string,
     private readonly months: Array<{ month: string; n: number; days: number }>,
     private readonly order: 'asc' | 'desc',
-    readonly lessExcluded = false,
   ) {
     this.total = months.reduce((a, m) => a + m.n, 0);
   }
@@ -532,6 +542,13 @@ function channelScope(inScope: number[], all: number[]): Pick<LogFilter, 'channe
   const set = new Set(inScope);
   const out = all.filter((id) => !set.has(id));
   return inScope.length > 1 && out.length < inScope.length ? { channelIds: null, excludedChannelIds: out } : { channelIds: inScope, excludedChannelIds: null };
+}
+
+/** The channel condition of a search, over a counter table's channel_id. */
+function counterScope(f: LogFilter): { sql: string; bindings: unknown[] } {
+  if (f.channelIds) return { sql: 'and channel_id = any(?::int[])', bindings: [f.channelIds] };
+  if (f.excludedChannelIds?.length) return { sql: 'and channel_id <> all(?::int[])', bindings: [f.excludedChannelIds] };
+  return { sql: '', bindings: [] };
 }
 
 /** Rows in scope from the counters kept at write time, less the netsplit rows the filter hides. */

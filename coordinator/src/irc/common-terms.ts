@@ -1,26 +1,50 @@
 /**
- * The archive's common terms: the lexemes for which the event store keeps pair counts
- * (irc_term_pair_months: how many rows of a channel-month hold both a common lexeme and another
- * one). A search for a word less a common word (`q=there -i`) is then counted from counters:
- * counting the rows that hold both through the full-text index would visit a heap page per row,
- * tens of thousands of pages for two frequent words.
+ * The archive's frequent and common terms, and the pair counts kept for them (irc_term_pairs: how
+ * many rows of a channel hold both a common lexeme and a frequent one). A search for a frequent
+ * word less a common word (`q=there -i`) is then counted from counters: counting the rows that
+ * hold both through the full-text index would visit a heap page per row, tens of thousands of
+ * pages when both words are frequent.
  *
- * Only common words need this: when the excluded word is rarer, the rows holding both words are
- * few and the index counts them quickly.
+ * Only such pairs need it: when either word is rarer, the rows holding both are few and the index
+ * counts them quickly.
  */
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { lexemeQuery } from './search-terms.js';
 
-/** How many of the archive's most frequent lexemes are common terms. */
-export const COMMON_TERMS = 64;
+/** How many of the archive's most frequent lexemes are frequent terms (the searched word of a counted pair). */
+export const FREQUENT_TERMS = 512;
+/** How many of those, the most frequent, are common terms (the excluded word of a counted pair). */
+export const COMMON_TERMS = 32;
+/** Rows the choice is made from (the whole table when it is smaller). */
+const SAMPLE_ROWS = 50_000;
+/** More changes than this at once (a first choice, a much changed archive): all counts are recounted in one pass. */
+const REBUILD_OVER = 64;
+
+/**
+ * FROM and WHERE that give, for each row of `from` (rows with search_vector and event_type, named
+ * `alias`), one (h.lexeme: common, l.lexeme: frequent) per pair it holds. The one rule for what is
+ * counted.
+ */
+export function pairsOf(alias: string, from = alias): string {
+  return `from ${from}
+     cross join lateral unnest(${alias}.search_vector) h join irc_frequent_terms c on c.term = h.lexeme and c.common
+     cross join lateral unnest(${alias}.search_vector) l join irc_frequent_terms f on f.term = l.lexeme
+    where ${alias}.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme`;
+}
 
 export interface CommonTermsChange {
   /** The common terms after the refresh, most frequent first. */
-  terms: string[];
-  added: string[];
-  removed: string[];
+  common: string[];
+  /** How many frequent terms there are (the common ones included). */
+  frequent: number;
+  /** Terms whose place changed (joined, left, became or stopped being common). */
+  changed: number;
+  /** True when every count was recounted in one pass. */
+  rebuilt: boolean;
 }
+
+type Place = 'common' | 'frequent' | null;
 
 export class IrcCommonTerms {
   constructor(private readonly orm: Orm) {}
@@ -29,53 +53,86 @@ export class IrcCommonTerms {
     return this.orm.em.getConnection().getKnex();
   }
 
-  /** The current common terms, in name order. */
-  async list(): Promise<string[]> {
-    const res = await this.knex().raw<{ rows: Array<{ term: string }> }>('select term from irc_common_terms order by term');
-    return res.rows.map((r) => r.term);
+  /** The current common and frequent terms, each in name order. */
+  async list(): Promise<{ common: string[]; frequent: string[] }> {
+    const res = await this.knex().raw<{ rows: Array<{ term: string; common: boolean }> }>('select term, common from irc_frequent_terms order by term');
+    return { common: res.rows.filter((r) => r.common).map((r) => r.term), frequent: res.rows.map((r) => r.term) };
   }
 
   /**
-   * Makes the common terms the archive's `count` most frequent lexemes.
-   * Each lexeme that joins gets its pair counts from the rows that hold it, and each that leaves
-   * loses them, in one transaction per lexeme that also changes the list: it first takes a lock
-   * on irc_events that waits for the writers in progress and holds new ones back (searches go
-   * on), so every row is counted exactly once, by this transaction or by the writer that inserts
-   * it later and reads the new list. A lexeme with many rows holds writers back for a while
-   * (about 10 s per million rows holding it); after the first refresh the list rarely changes.
+   * Makes the frequent and common terms the archive's `frequent` and `common` most frequent
+   * lexemes. Every change runs in a transaction that first takes a lock on irc_events that waits
+   * for the writers in progress and holds new ones back (searches go on), so every row is counted
+   * exactly once: by that transaction, or by the writer that inserts it later and reads the new
+   * list. A term that changes place is counted from the rows that hold it, one term per
+   * transaction; many changes at once recount everything in one pass over the archive, which
+   * holds writers back longer (see the bench README for a 10-million-row archive).
    */
-  async refresh(count = COMMON_TERMS): Promise<CommonTermsChange> {
-    const knex = this.knex();
-    const wanted = await this.mostFrequent(count);
-    const current = new Set(await this.list());
-    const added = wanted.filter((t) => !current.has(t));
-    const keep = new Set(wanted);
-    const removed = [...current].filter((t) => !keep.has(t));
-    for (const term of removed) {
-      await knex.transaction(async (trx) => {
+  async refresh(opts: { frequent?: number; common?: number } = {}): Promise<CommonTermsChange> {
+    const ranked = await this.mostFrequent(opts.frequent ?? FREQUENT_TERMS);
+    const commonCount = opts.common ?? COMMON_TERMS;
+    const wanted = new Map<string, Place>(ranked.map((t, i) => [t, i < commonCount ? 'common' : 'frequent']));
+    const current = await this.places(this.knex());
+    const changed = [...new Set([...wanted.keys(), ...current.keys()])].filter((t) => (wanted.get(t) ?? null) !== (current.get(t) ?? null));
+    const result = { common: ranked.slice(0, commonCount), frequent: ranked.length, changed: changed.length, rebuilt: false };
+    if (changed.length > REBUILD_OVER) {
+      await this.rebuild(wanted);
+      return { ...result, rebuilt: true };
+    }
+    for (const term of changed) {
+      await this.knex().transaction(async (trx) => {
         await lockWriters(trx);
-        await trx.raw('delete from irc_term_pair_months where common = ?', [term]);
-        await trx.raw('delete from irc_common_terms where term = ?', [term]);
+        // Read again under the lock: another refresh may have moved it meanwhile.
+        const was = (await this.places(trx, term)).get(term) ?? null;
+        const to = wanted.get(term) ?? null;
+        if (was === to) return;
+        if (was === 'common') await trx.raw('delete from irc_term_pairs where common = ?', [term]);
+        if (to === null) await trx.raw('delete from irc_term_pairs where term = ?', [term]);
+        if (to === null) await trx.raw('delete from irc_frequent_terms where term = ?', [term]);
+        else
+          await trx.raw('insert into irc_frequent_terms (term, common) values (?, ?) on conflict (term) do update set common = excluded.common', [
+            term,
+            to === 'common',
+          ]);
+        // The pairs it now takes part in, counted from the rows holding it.
+        const sides = [...(to === 'common' && was !== 'common' ? ['h'] : []), ...(to !== null && was === null ? ['l'] : [])];
+        for (const side of sides) {
+          await trx.raw(
+            `insert into irc_term_pairs (common, term, channel_id, n)
+             select h.lexeme, l.lexeme, e.channel_id, count(*) ${pairsOf('e', 'irc_events e')} and e.search_vector @@ ?::tsquery and ${side}.lexeme = ?
+              group by 1, 2, 3`,
+            [lexemeQuery(term), term],
+          );
+        }
       });
     }
-    for (const term of added) {
-      await knex.transaction(async (trx) => {
-        await lockWriters(trx);
-        const res = await trx.raw<{ rowCount: number }>('insert into irc_common_terms (term) values (?) on conflict do nothing', [term]);
-        // Another refresh added it meanwhile (with its counts).
-        if (!res.rowCount) return;
-        await trx.raw('delete from irc_term_pair_months where common = ?', [term]);
-        await trx.raw(
-          `insert into irc_term_pair_months (common, term, channel_id, month, n)
-           select ?, l.lexeme, e.channel_id, date_trunc('month', e.occurred_at)::date, count(*)
-             from irc_events e cross join lateral unnest(e.search_vector) l
-            where e.search_vector @@ ?::tsquery and e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> ?
-            group by 2, 3, 4`,
-          [term, lexemeQuery(term), term],
-        );
-      });
-    }
-    return { terms: wanted, added, removed };
+    return result;
+  }
+
+  /** Every term's place and every pair count anew, in one transaction and one pass over the rows. */
+  private async rebuild(wanted: Map<string, Place>): Promise<void> {
+    await this.knex().transaction(async (trx) => {
+      await lockWriters(trx);
+      await trx.raw(`set local work_mem = '256MB'`);
+      await trx.raw('delete from irc_term_pairs');
+      await trx.raw('delete from irc_frequent_terms');
+      if (!wanted.size) return;
+      await trx.raw(`insert into irc_frequent_terms (term, common) select * from unnest(?::text[], ?::boolean[])`, [
+        [...wanted.keys()],
+        [...wanted.values()].map((p) => p === 'common'),
+      ]);
+      await trx.raw(
+        `insert into irc_term_pairs (common, term, channel_id, n) select h.lexeme, l.lexeme, e.channel_id, count(*) ${pairsOf('e', 'irc_events e')} group by 1, 2, 3`,
+      );
+    });
+  }
+
+  private async places(db: Knex | Knex.Transaction, term?: string): Promise<Map<string, Place>> {
+    const res = await db.raw<{ rows: Array<{ term: string; common: boolean }> }>(
+      `select term, common from irc_frequent_terms ${term === undefined ? '' : 'where term = ?'}`,
+      term === undefined ? [] : [term],
+    );
+    return new Map(res.rows.map((r) => [r.term, r.common ? 'common' : 'frequent']));
   }
 
   /**
@@ -101,13 +158,10 @@ export class IrcCommonTerms {
   }
 }
 
-/** Rows the choice of common terms is made from (the whole table when it is smaller). */
-const SAMPLE_ROWS = 50_000;
-
 /**
  * SHARE ROW EXCLUSIVE on irc_events: granted once the transactions writing rows have ended, it
  * keeps inserts and deletes (and another refresh) waiting until this transaction ends, and lets
- * reads through. Taken before irc_common_terms changes, so a writer that already holds its row
+ * reads through. Taken before irc_frequent_terms changes, so a writer that already holds its row
  * lock and then reads the list is never waited on crosswise.
  */
 async function lockWriters(trx: Knex.Transaction): Promise<void> {

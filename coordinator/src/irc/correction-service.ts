@@ -7,6 +7,7 @@
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
+import { pairsOf } from './common-terms.js';
 import { IrcEventStore, type IrcSource } from './event-store.js';
 import { addDays, isValidDate } from './parsers/common.js';
 
@@ -153,7 +154,8 @@ export class IrcCorrectionService {
    * Deletes the rows of one network matching `where` (over `irc_events e`) and repairs what was
    * kept beside them, in one transaction: counters of the channels touched are recounted, the
    * nicks touched are recomputed from their remaining rows (and dropped when none is left), the
-   * term counts and rows per day of the channel-months and channel-days touched are recounted, log
+   * term counts and rows per day of the channel-months and channel-days touched are recounted, the
+   * deleted rows' word pairs are taken off the pair counts, log
    * links whose NICK rows are all gone are removed (an admin's links and removals stay), and a
    * netsplit burst that lost its leader gets its earliest remaining row as leader.
    */
@@ -185,8 +187,13 @@ export class IrcCorrectionService {
       }>(
         `with del as (
            delete from irc_events e where ${where.sql}
-           returning e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type, e.netsplit_group,
+           returning e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type, e.netsplit_group, e.search_vector,
                      to_char(date_trunc('month', e.occurred_at), 'YYYY-MM-DD') as month, to_char(e.occurred_at, 'YYYY-MM-DD') as day
+         ), pairs as (
+           -- The pair counts lose the deleted rows' pairs (the list cannot change while this runs).
+           update irc_term_pairs p set n = p.n - d.n
+             from (select h.lexeme as common, l.lexeme as term, del.channel_id, count(*) as n ${pairsOf('del')} group by 1, 2, 3) d
+            where p.common = d.common and p.term = d.term and p.channel_id = d.channel_id
          )
          select (select count(*) from del) as n,
                 (select array_agg(distinct channel_id) from del) as channels,
@@ -256,20 +263,6 @@ export class IrcCorrectionService {
              cross join lateral unnest(e.search_vector) l
             where e.event_type not in ('NETSPLIT', 'NETMERGE')
             group by 1, 2, 3`,
-          [JSON.stringify(months)],
-        );
-        // And their pair counts with the common terms, the same way.
-        await trx.raw(`delete from irc_term_pair_months t using (${cm}) cm where t.channel_id = cm.ch and t.month = cm.m`, [JSON.stringify(months)]);
-        await trx.raw(
-          `insert into irc_term_pair_months (common, term, channel_id, month, n)
-           select h.lexeme, l.lexeme, cm.ch, cm.m, count(*)
-             from (${cm}) cm
-             join irc_events e on e.channel_id = cm.ch and e.occurred_at >= cm.m and e.occurred_at < cm.m + interval '1 month'
-             cross join lateral unnest(e.search_vector) h
-             join irc_common_terms c on c.term = h.lexeme
-             cross join lateral unnest(e.search_vector) l
-            where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-            group by 1, 2, 3, 4`,
           [JSON.stringify(months)],
         );
       }

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
+import { pairsOf } from './common-terms.js';
 import { isChannelName } from './parsers/common.js';
 import type { IrcEventType } from './parsers/types.js';
 
@@ -43,7 +44,7 @@ interface NickStat {
 /**
  * The one writer of chat-log rows, used by the file importer and the live logger. Each batch
  * keeps the channel's counters and span, the per-term monthly counts (irc_term_months), the counts
- * of terms met with the archive's common terms (irc_term_pair_months) and the rows per channel and
+ * of frequent terms met with the archive's common terms (irc_term_pairs) and the rows per channel and
  * day (irc_channel_days) in step with the rows it actually added, in the same statement. The network-wide rows (per-nick statistics, nick links from NICK events) are written
  * once per `insert` transaction, after its batches, in key order: two channels imported side by
  * side then only wait for each other there, never hold each other's nick rows crosswise.
@@ -179,18 +180,14 @@ export class IrcEventStore {
           order by 1, 3
          on conflict (term, channel_id, month) do update set n = t.n + excluded.n, days = t.days | excluded.days
        ), pairs as (
-         -- Each lexeme of a row paired with each of the archive's common lexemes in it (irc_common_terms,
-         -- read in this statement's snapshot: IrcCommonTerms changes the list only while no insert runs).
-         insert into irc_term_pair_months as p (common, term, channel_id, month, n)
-         select h.lexeme, l.lexeme, ?::int, date_trunc('month', i.occurred_at)::date, count(*)
-           from ins i
-           cross join lateral unnest(i.search_vector) h
-           join irc_common_terms c on c.term = h.lexeme
-           cross join lateral unnest(i.search_vector) l
-          where i.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-          group by 1, 2, 4
-          order by 1, 2, 4
-         on conflict (common, term, channel_id, month) do update set n = p.n + excluded.n
+         -- The pairs of common and frequent lexemes in the rows (irc_frequent_terms, read in this
+         -- statement's snapshot: IrcCommonTerms changes the list only while no insert runs).
+         insert into irc_term_pairs as p (common, term, channel_id, n)
+         select h.lexeme, l.lexeme, ?::int, count(*)
+           ${pairsOf('ins')}
+          group by 1, 2
+          order by 1, 2
+         on conflict (common, term, channel_id) do update set n = p.n + excluded.n
        ), span as (
          select count(*) as n, min(occurred_at) as lo, max(occurred_at) as hi,
                 count(*) filter (where event_type in ('NETSPLIT', 'NETMERGE')) as ns,

@@ -82,8 +82,8 @@ export interface IrcImportCounts {
   unparsedFiles: UnparsedFile[];
   /** Things worth knowing that did not lose data (mixed detections). */
   warnings: string[];
-  /** Common terms (irc:common-terms) the import made join or leave; null when it added no rows. */
-  commonTerms: { added: string[]; removed: string[] } | null;
+  /** Frequent and common terms (irc:common-terms) that changed place after the import; null when it added no rows. */
+  commonTerms: { changed: number; rebuilt: boolean } | null;
   /** Why the import is incomplete: files not imported, unparsed lines over the limit. The CLI exits non-zero when there are any. */
   problems: string[];
 }
@@ -209,7 +209,7 @@ export class IrcImportService {
     // New rows may have changed which words are the archive's most common ones.
     if (counts.inserted > 0 && !dryRun) {
       const change = await this.commonTerms.refresh();
-      counts.commonTerms = { added: change.added, removed: change.removed };
+      counts.commonTerms = { changed: change.changed, rebuilt: change.rebuilt };
     }
 
     // Files that look like logs but could not be read (no channel or day, not fitting --path,
