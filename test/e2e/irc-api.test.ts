@@ -7,6 +7,7 @@ import { COMMON_TERMS, FREQUENT_TERMS, IrcCommonTerms } from '../../coordinator/
 import { IrcEventStore, type NewIrcEvent } from '../../coordinator/src/irc/event-store.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { createJwtUser, createTestApp, type TestApp } from '../support/harness.js';
+import { pairCounts } from '../support/irc-pairs.js';
 
 // A small, hand-checked channel (UTC) next to a real month of #qtox logs (BST).
 const LAB_DAY1 = [
@@ -354,19 +355,7 @@ describe('GET /irc/api/logs', () => {
   it('keeps the pair counts of common and frequent terms exact through writes, list changes of both kinds and a refresh racing a writer', async () => {
     const k = t.orm.em.getConnection().getKnex();
     const common = new IrcCommonTerms(t.orm);
-    const recount = async () => {
-      const kept = (await k.raw(`select common, term, channel_id, n from irc_term_pairs where n > 0 order by 1, 2, 3`)).rows;
-      const counted = (
-        await k.raw(
-          `select h.lexeme as common, l.lexeme as term, e.channel_id, count(*)::int as n
-             from irc_events e cross join lateral unnest(e.search_vector) h cross join lateral unnest(e.search_vector) l
-            where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-              and h.lexeme in (select term from irc_frequent_terms where common) and l.lexeme in (select term from irc_frequent_terms)
-            group by 1, 2, 3 order by 1, 2, 3`,
-        )
-      ).rows;
-      return { kept: JSON.stringify(kept), counted: JSON.stringify(counted), rows: counted.length };
-    };
+    const recount = () => pairCounts(t);
     // The imports chose the archive's most frequent words.
     const l = await common.list();
     expect(l.common).toHaveLength(COMMON_TERMS);

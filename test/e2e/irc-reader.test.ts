@@ -8,6 +8,7 @@ import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { DAY_PAGE } from '../../coordinator/src/irc/reader/pages.js';
 import { nickClass } from '../../coordinator/src/irc/reader/render.js';
 import { createTestApp, testEnv, type TestApp } from '../support/harness.js';
+import { pairCounts } from '../support/irc-pairs.js';
 
 /**
  * The public chat-log reader (/irc) over app.inject(): every page, the escaping of hostile nicks,
@@ -321,18 +322,9 @@ describe('rows per channel and day (irc_channel_days) and pair counts of common 
            from irc_events group by 1, 2 order by 1, 2`,
       )
     ).rows;
-    const pairsKept = (await k.raw(`select common, term, channel_id, n from irc_term_pairs where n > 0 order by 1, 2, 3`)).rows;
-    const pairsCounted = (
-      await k.raw(
-        `select h.lexeme as common, l.lexeme as term, e.channel_id, count(*)::int as n
-           from irc_events e cross join lateral unnest(e.search_vector) h cross join lateral unnest(e.search_vector) l
-          where e.event_type not in ('NETSPLIT', 'NETMERGE') and l.lexeme <> h.lexeme
-            and h.lexeme in (select term from irc_frequent_terms where common) and l.lexeme in (select term from irc_frequent_terms)
-          group by 1, 2, 3 order by 1, 2, 3`,
-      )
-    ).rows;
-    expect(pairsCounted.length).toBeGreaterThan(100);
-    return { kept: JSON.stringify([kept, pairsKept]), counted: JSON.stringify([counted, pairsCounted]) };
+    const pairs = await pairCounts(t);
+    expect(pairs.rows).toBeGreaterThan(100);
+    return { kept: JSON.stringify([kept, pairs.kept]), counted: JSON.stringify([counted, pairs.counted]) };
   };
 
   it('match the rows after imports, a re-import, a delete and a batch revert, and the calendar follows', async () => {
