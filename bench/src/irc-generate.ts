@@ -9,7 +9,7 @@
 // PostgreSQL (generate_series, one statement per half-year, over two connections); Node only plans
 // channels, nicks and vocabulary. Then the counters the importer keeps (irc_channels, irc_nicks,
 // irc_nick_links, irc_term_months, irc_channel_days) are computed from the rows, the common terms and
-// their pair counts (irc_common_terms, irc_term_pair_months) are chosen and counted as an import
+// their pair counts (irc_frequent_terms, irc_term_pairs) are chosen and counted as an import
 // would, and the database is vacuumed and analyzed.
 //
 // Idempotent: when the database already holds a finished run of the requested size, it says so
@@ -1081,7 +1081,7 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     }
     for (const f of fks) await timed(`constraint ${f.conname}`, () => c0.query(`alter table irc_events add constraint ${f.conname} ${f.def}`));
     // The common terms and their pair counts, chosen and counted as an import would (through the full-text index).
-    await timed('irc_common_terms, irc_term_pair_months (IrcCommonTerms.refresh)', async () => {
+    await timed('irc_frequent_terms, irc_term_pairs (IrcCommonTerms.refresh)', async () => {
       const { openOrm } = await import('../../coordinator/dist/db/orm.js');
       const { IrcCommonTerms } = await import('../../coordinator/dist/irc/common-terms.js');
       const orm = await openOrm({ databaseUrl: url, poolMax: 2 });
@@ -1097,8 +1097,12 @@ async function generate({ rows, seed, force }: { rows: number; seed: number; for
     await runQueue(clients, [
       (client) => timed('vacuum analyze irc_events', () => client.query('vacuum analyze irc_events')),
       (client) =>
-        timed('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_term_pair_months', () =>
-          client.query('vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_term_pair_months'),
+        timed(
+          'vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_frequent_terms, irc_term_pairs',
+          () =>
+            client.query(
+              'vacuum analyze irc_networks, irc_channels, irc_nicks, irc_nick_links, irc_term_months, irc_channel_days, irc_frequent_terms, irc_term_pairs',
+            ),
         ),
     ]);
     const vacuumSeconds = (performance.now() - vacuumStart) / 1000;
