@@ -343,6 +343,23 @@ describe('cache rows (COPY text)', () => {
       { owner: name([], 12), type: 65280, rdata: [1, 2, 3] },
       { owner: name([], 12), type: 28, klass: 3, rdata: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1] },
       { owner: name(['_srv', '_tcp'], 17), type: 33, rdata: [0, 1, 0, 2, 0, 80, ...name(['t'], 17)] },
+      // Addresses written from their groups: every zero-run rule of RFC 5952.
+      ...[
+        [0, 0, 0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0, 0, 1],
+        [1, 0, 0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0xffff, 0xc000, 0x0201],
+        [0, 0, 0, 0, 0, 0xfffe, 0xc000, 0x0201],
+        [1, 0, 0, 1, 0, 0, 0, 1],
+        [1, 0, 0, 1, 0, 0, 1, 1],
+        [1, 0, 1, 1, 1, 1, 1, 1],
+        [0xabcd, 0x0ef0, 0x00a1, 0x000b, 0xffff, 0x1000, 0x0100, 0x0010],
+      ].map((groups) => ({ owner: name(['v6'], 17), type: 28, rdata: groups.flatMap((g) => [g >> 8, g & 0xff]) })),
+      // Character-strings: empty, every byte class, several; SPF the same; no strings at all (the long way).
+      { owner: name(['txt'], 17), type: 16, rdata: [0] },
+      { owner: name(['txt'], 17), type: 16, rdata: [6, 0x00, 0x1f, 0x7f, 0x80, 0xff, 0x7e, 2, 0x5c, 0x5c, 0, 3, 0x22, 0x22, 0x22] },
+      { owner: name(['spf'], 17), type: 99, rdata: [6, ...Buffer.from('v=spf1'), 4, ...Buffer.from(' -al')] },
+      { owner: name(['txt'], 17), type: 16, rdata: [] },
     ];
     const body: number[] = [];
     for (const r of records) {
@@ -375,6 +392,18 @@ describe('cache rows (COPY text)', () => {
     expect(rows[5]!.slice(2, 9)).toEqual(['.', '1', '.', 'NS', 'IN', '3600', 'ns1.example.test']);
     expect(rows[6]!.slice(5)).toEqual(['TYPE65280', 'IN', '3600', String.raw`\\# 3 010203`]);
     expect(rows[7]!.slice(5)).toEqual(['AAAA', 'CLASS3', '3600', '2001:db8::1']);
+    expect(rows.slice(9, 18).map((r) => r[8])).toEqual([
+      '::',
+      '::1',
+      '1::',
+      '::ffff:192.0.2.1',
+      '::fffe:c000:201',
+      '1:0:0:1::1',
+      '1::1:0:0:1:1',
+      '1:0:1:1:1:1:1:1',
+      'abcd:ef0:a1:b:ffff:1000:100:10',
+    ]);
+    expect(rows.slice(18).map((r) => r[8])).toEqual(['""', String.raw`"\\000\\031\\127\\128\\255~" "\\\\\\\\" "" "\\"\\"\\""`, '"v=spf1" " -al"', '']);
   });
 });
 

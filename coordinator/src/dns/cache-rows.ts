@@ -22,6 +22,10 @@ const TAB = 0x09;
 const NEWLINE = 0x0a;
 const BACKSLASH = 0x5c;
 const DOT = 0x2e;
+const COLON = 0x3a;
+const QUOTE = 0x22;
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+const MAPPED_PREFIX = Buffer.from('::ffff:', 'latin1');
 
 /**
  * Bytes reserved at the start of each row, enough for everything written without a check of its
@@ -47,6 +51,8 @@ export class CacheRowWriter {
   private readonly labelStart = new Int32Array(128);
   private readonly labelEnd = new Int32Array(128);
   private labelCount = 0;
+  /** The groups of the IPv6 address being written. */
+  private readonly groups = new Uint16Array(8);
 
   constructor(zoneId: number, initialBytes = 1 << 19) {
     this.buf = Buffer.allocUnsafe(Math.max(initialBytes, 2 * ROW_ROOM));
@@ -121,7 +127,7 @@ export class CacheRowWriter {
     this.byte(NEWLINE);
   }
 
-  /** RDATA as rdataText renders it: A, and names (NS, CNAME, PTR, MX) from the bytes; the rest through rdataText. */
+  /** RDATA as rdataText renders it: A, AAAA, TXT/SPF and names (NS, CNAME, PTR, MX) from the bytes; the rest through rdataText. */
   private rdata(msg: Buffer, type: number, at: number, length: number): void {
     const end = at + length;
     switch (type) {
@@ -151,8 +157,108 @@ export class CacheRowWriter {
           return;
         }
         break;
+      case 16: // TXT
+      case 99: // SPF
+        if (this.characterStrings(msg, at, end)) return;
+        break;
+      case 28: // AAAA
+        if (length === 16) {
+          this.ipv6(msg, at);
+          return;
+        }
+        break;
     }
     this.text(rdataText(type, msg, at, length));
+  }
+
+  /**
+   * An IPv6 address as rdataText writes it (RFC 5952: lower-case hex without leading zeros, the
+   * first longest run of two or more zero groups as "::", an IPv4-mapped address dotted), within
+   * the row's reserved room.
+   */
+  private ipv6(msg: Buffer, at: number): void {
+    const g = this.groups;
+    for (let i = 0; i < 8; i++) g[i] = (msg[at + 2 * i]! << 8) | msg[at + 2 * i + 1]!;
+    if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
+      this.bytes(MAPPED_PREFIX);
+      for (let i = 12; i < 16; i++) {
+        if (i > 12) this.byte(DOT);
+        this.uint(msg[at + i]!);
+      }
+      return;
+    }
+    let runStart = 8;
+    let runLength = 1;
+    for (let i = 0; i < 8;) {
+      if (g[i] !== 0) {
+        i++;
+        continue;
+      }
+      let j = i;
+      while (j < 8 && g[j] === 0) j++;
+      if (j - i > runLength) {
+        runStart = i;
+        runLength = j - i;
+      }
+      i = j;
+    }
+    for (let i = 0; i < 8; i++) {
+      if (i === runStart) {
+        this.byte(COLON);
+        this.byte(COLON);
+        i += runLength - 1;
+        continue;
+      }
+      if (i > 0 && i !== runStart + runLength) this.byte(COLON);
+      this.hex(g[i]!);
+    }
+  }
+
+  /** A 16-bit group in lower-case hex without leading zeros. */
+  private hex(n: number): void {
+    for (let shift = n >= 0x1000 ? 12 : n >= 0x100 ? 8 : n >= 0x10 ? 4 : 0; shift >= 0; shift -= 4) this.byte(HEX[(n >> shift) & 15]!);
+  }
+
+  /**
+   * TXT/SPF data as rdataText writes it (each character-string quoted, `"` and `\` escaped with a
+   * backslash, other bytes outside printable ASCII as \DDD, separated by spaces), with COPY's
+   * doubling of each backslash. False, with nothing written, when the strings do not fill the data
+   * exactly (rdataText then says what is wrong).
+   */
+  private characterStrings(msg: Buffer, at: number, end: number): boolean {
+    if (at >= end) return false;
+    let p = at;
+    while (p < end) p += 1 + msg[p]!;
+    if (p !== end) return false;
+    // At most 5 bytes for a data byte (\\DDD), 3 for a string's length byte (quotes, space).
+    this.room(5 * (end - at) + ROW_ROOM);
+    const buf = this.buf;
+    let pos = this.pos;
+    for (p = at; p < end;) {
+      const stop = p + 1 + msg[p]!;
+      if (p > at) buf[pos++] = 0x20;
+      buf[pos++] = QUOTE;
+      for (let i = p + 1; i < stop; i++) {
+        const b = msg[i]!;
+        if (b === QUOTE || b === BACKSLASH) {
+          buf[pos++] = BACKSLASH;
+          buf[pos++] = BACKSLASH;
+          if (b === BACKSLASH) buf[pos++] = BACKSLASH;
+          buf[pos++] = b;
+        } else if (b >= 0x20 && b < 0x7f) buf[pos++] = b;
+        else {
+          buf[pos++] = BACKSLASH;
+          buf[pos++] = BACKSLASH;
+          buf[pos++] = 0x30 + ((b / 100) | 0);
+          buf[pos++] = 0x30 + (((b / 10) | 0) % 10);
+          buf[pos++] = 0x30 + (b % 10);
+        }
+      }
+      buf[pos++] = QUOTE;
+      p = stop;
+    }
+    this.pos = pos;
+    return true;
   }
 
   /**
