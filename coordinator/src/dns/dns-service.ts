@@ -31,7 +31,7 @@ import {
 import { cnameProblem, type CnameContext } from './cname-rules.js';
 import { masterUnavailable, outcomeUnknown, refusedForData } from './master-errors.js';
 import { ZoneCache, detectSearch, displaySignature, type CacheState, type Page } from './zone-cache.js';
-import { ZoneRegistry, cachePolicyOf, checkPaths, type ZoneRow } from './zone-registry.js';
+import { ZoneRegistry, cachePolicyOf, checkPaths, type MappingRow, type ZoneRow } from './zone-registry.js';
 import { ProviderDirectory, type ProviderConfig } from './providers/directory.js';
 import { ProviderZones, providerFields, providerMethod } from './providers/provider-zones.js';
 
@@ -95,14 +95,17 @@ export class DnsService {
     let found = await this.zones.getWithState(name);
     if (!found && (await this.providers.directory.importLegacy()).length) found = await this.zones.getWithState(name);
     if (!found) throw new AppError('not_found', `zone ${normalizeName(name)} is not managed here`);
-    const z = await this.bind(found.zone);
+    const z = await this.bind(found.zone, found.mapping);
     this.prefetched.set(z, found.state);
     return z;
   }
 
-  /** A provider zone gets its binding; a local zone must have readable paths (404 otherwise). */
-  async bind(z: ZoneRow): Promise<ZoneRow> {
-    const provider = await this.providers.directory.binding(z);
+  /**
+   * A provider zone gets its binding; a local zone must have readable paths (404 otherwise).
+   * `mapping`: the zone's mapping row when already read (null: it has none), else it is read here.
+   */
+  async bind(z: ZoneRow, mapping?: MappingRow | null): Promise<ZoneRow> {
+    const provider = await this.providers.directory.binding(z, mapping === undefined ? undefined : mapping ? [mapping] : []);
     if (provider) return { ...z, provider };
     await checkPaths(z);
     return z;
@@ -330,39 +333,45 @@ export class DnsService {
     pairs: Array<{ name: string; type: string }>,
     serialBefore?: Promise<number | null>,
   ): Promise<SendResult> {
-    const before = await (serialBefore ?? w.early.soaSerial(z.zone).catch(() => null));
-    let result: SendResult = { verified: true };
-    let synced = false;
+    // The cache sync takes the zone row lock while the serial is read and the UPDATE is under way.
+    const sync = this.cache.beginSync(z.id);
     try {
-      await w.early.update(z.zone, ops, prereqs);
-      // After an acknowledged UPDATE the cache sync asks the master for the touched pairs and, in
-      // the same pipelined exchange, the read-back's questions: one round of queries serves both
-      // (the read-back asks on its own when the sync did not ask: no cache, or a failure).
-      const readBack = await this.cache.syncAfterWrite(z, w.late, pairs, before, readBackQuestions(ops));
-      synced = true;
+      const before = await (serialBefore ?? w.early.soaSerial(z.zone).catch(() => null));
+      let result: SendResult = { verified: true };
+      let synced = false;
       try {
-        const mismatches = readBack ? mismatchesIn(ops, readBack) : await w.late.verifyUpdate(ops);
-        if (mismatches.length) throw new AppError('conflict', new UpdateNotAppliedError(mismatches).message);
+        await w.early.update(z.zone, ops, prereqs);
+        // After an acknowledged UPDATE the cache sync asks the master for the touched pairs and, in
+        // the same pipelined exchange, the read-back's questions: one round of queries serves both
+        // (the read-back asks on its own when the sync did not ask: no cache, or a failure).
+        const readBack = await sync.finish(w.late, z.zone, pairs, before, readBackQuestions(ops));
+        synced = true;
+        try {
+          const mismatches = readBack ? mismatchesIn(ops, readBack) : await w.late.verifyUpdate(ops);
+          if (mismatches.length) throw new AppError('conflict', new UpdateNotAppliedError(mismatches).message);
+        } catch (err) {
+          if (err instanceof AppError) throw err;
+          result = {
+            verified: false,
+            note: `The master acknowledged the change (NOERROR); reading it back failed: ${(err as Error).message}.`,
+          };
+        }
       } catch (err) {
-        if (err instanceof AppError) throw err;
-        result = {
-          verified: false,
-          note: `The master acknowledged the change (NOERROR); reading it back failed: ${(err as Error).message}.`,
-        };
+        if (!(err instanceof DnsOutcomeUnknownError)) throw mapWriteError(err, ops);
+        let mismatches;
+        try {
+          mismatches = await w.late.verifyUpdate(ops);
+        } catch (again) {
+          throw outcomeUnknown(err, `asking the master again failed too (${(again as Error).message})`);
+        }
+        if (mismatches.length) throw outcomeUnknown(err, 'a read-back right after does not show the change, but the master may still apply what it received');
+        result = { verified: true, note: 'The master did not answer the UPDATE; a read-back shows the change in the zone.' };
       }
-    } catch (err) {
-      if (!(err instanceof DnsOutcomeUnknownError)) throw mapWriteError(err, ops);
-      let mismatches;
-      try {
-        mismatches = await w.late.verifyUpdate(ops);
-      } catch (again) {
-        throw outcomeUnknown(err, `asking the master again failed too (${(again as Error).message})`);
-      }
-      if (mismatches.length) throw outcomeUnknown(err, 'a read-back right after does not show the change, but the master may still apply what it received');
-      result = { verified: true, note: 'The master did not answer the UPDATE; a read-back shows the change in the zone.' };
+      if (!synced) await sync.finish(w.late, z.zone, pairs, before);
+      return result;
+    } finally {
+      await sync.cancel();
     }
-    if (!synced) await this.cache.syncAfterWrite(z, w.late, pairs, before);
-    return result;
   }
 
   async add(body: { domain?: unknown; type?: unknown; target?: unknown; ttl?: unknown; zone: ZoneRow }) {

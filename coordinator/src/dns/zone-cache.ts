@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { finished } from 'node:stream/promises';
+import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Knex } from '@mikro-orm/postgresql';
@@ -15,6 +16,8 @@ import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type
 import { CACHE_COPY_COLUMNS, CacheRowWriter } from './cache-rows.js';
 import { masterUnavailable } from './master-errors.js';
 import { cacheEmptied, loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
+
+const { escapeLiteral } = pg;
 
 export interface CacheState {
   serial: number;
@@ -135,9 +138,19 @@ export class ZoneCache {
    */
   async refresh(z: ZoneRow, opts: { force?: boolean } = {}): Promise<{ transferred: boolean; serial: number }> {
     const client = await this.client(z);
-    const current = await this.state(z.id);
-    if (current && !opts.force) {
-      const serial = await client.soaSerial(z.zone).catch((e: unknown) => upstream(e, z));
+    // The cached state and the master's serial are asked at the same time (the serial is only
+    // used, and its failure only reported, when there is a cache to compare it with).
+    const [current, soa] = await Promise.all([
+      this.state(z.id),
+      opts.force
+        ? null
+        : client.soaSerial(z.zone).then(
+            (serial) => ({ serial }),
+            (error: unknown) => ({ error }),
+          ),
+    ]);
+    if (current && soa) {
+      const serial = 'error' in soa ? upstream(soa.error, z) : soa.serial;
       if (serial === current.serial) {
         await this.knex().raw(`update dns_zone_cache_state set cached_at = now() where zone_id = ?`, [z.id]);
         return { transferred: false, serial };
@@ -160,17 +173,16 @@ export class ZoneCache {
    * the zone row lock first, as the write sync does, so writes wait for the swap.
    */
   async replaceByTransfer(zoneId: number, transfer: (rows: TransferRows) => Promise<{ serial: number }>): Promise<number> {
-    const knex = this.knex();
-    // The raw pg connection (knex's client is untyped): COPY needs the connection itself, not a query builder.
-    const pool = knex.client as { acquireConnection(): Promise<PgClient>; releaseConnection(c: PgClient): Promise<unknown> };
+    const pool = this.pool();
     const conn = await pool.acquireConnection();
     const id = Math.trunc(zoneId);
     const part = partitionOf(id);
     const load = `dns_record_cache_load_${id}`;
     try {
       // One round trip (the simple query protocol takes several statements; every value here is
-      // an integer of ours).
-      await conn.query(
+      // an integer of ours). It is sent together with the COPY, and the transfer starts at the same
+      // time: the rows wait in the COPY stream until PostgreSQL is ready for them.
+      const prologue = conn.query(
         [
           'begin',
           // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
@@ -191,11 +203,16 @@ export class ZoneCache {
       );
       const copy = conn.query(copyFrom(`copy ${load} (${CACHE_COPY_COLUMNS}) from stdin with (freeze)`));
       const done = finished(copy);
+      // A failed prologue (its error is the cause) or COPY stops the transfer at its next message.
+      let failure: unknown = null;
+      prologue.catch((e: unknown) => (failure = e));
+      done.catch((e: unknown) => (failure ??= e));
       const writer = new CacheRowWriter(id);
       let result: { serial: number };
       // The transfer's messages carry about a hundred records each: rows go to COPY in chunks of
       // about 256 KiB instead (a write per message cost more than the rows).
       const flush = (atLeast: number) => {
+        if (failure) throw failure as Error;
         if (writer.size >= atLeast) copy.write(writer.take());
       };
       try {
@@ -210,9 +227,12 @@ export class ZoneCache {
           },
         });
         flush(1);
+        await prologue;
       } catch (err) {
         copy.destroy();
         await done.catch(() => undefined);
+        // The prologue's own error, when it failed, says more than the aborted COPY's.
+        await prologue;
         throw err;
       }
       copy.end();
@@ -247,105 +267,27 @@ export class ZoneCache {
   }
 
   /**
-   * After a write: the rows of each touched name/type pair become the master's current answer for
-   * that pair; nothing else changes. Runs with the zone row locked (FOR UPDATE, the lock a full
-   * replace takes too) and asks the master inside it, so concurrent writers apply their answers
-   * one after another and a later writer never sees an older answer. `record_count` moves by the
-   * rows deleted and inserted (no recount, which each READ COMMITTED writer would do on its own
-   * snapshot). `serial` and the SOA row advance together, and only when the master's serial moved
-   * by exactly our one update from the cached serial (otherwise someone else also changed the zone,
-   * and the next refresh transfers it).
-   *
-   * Never fails the write it follows: when the master or the database cannot be asked, the cache
-   * is marked stale so that the next read transfers the zone again.
-   *
-   * `alsoAsk`: further questions put to the master in the same pipelined exchange (the write's
-   * read-back); their answers are returned in order, or null when the master was not asked (no
-   * cache for the zone, or a failure), and the caller asks on its own.
+   * The cache sync of one write, opened before its UPDATE goes out: a connection of its own takes
+   * the zone row lock (FOR UPDATE, the lock a full replace takes too) while the UPDATE is on its
+   * way, so the sync after it costs the master's answers and one PostgreSQL round trip. WriteSync
+   * says what the sync does; `finish` or `cancel` must follow (both never throw).
    */
-  async syncAfterWrite(
-    z: ZoneRow,
-    client: DnsMasterClient,
-    pairs: Array<{ name: string; type: string }>,
-    serialBefore: number | null,
-    alsoAsk: Array<{ name: string; type: string }> = [],
-  ): Promise<QueryResult[] | null> {
-    try {
-      return await this.syncPairs(z, client, pairs, serialBefore, alsoAsk);
-    } catch {
-      await this.markStale(z.id);
-      return null;
-    }
-  }
-
-  private async syncPairs(
-    z: ZoneRow,
-    client: DnsMasterClient,
-    pairs: Array<{ name: string; type: string }>,
-    serialBefore: number | null,
-    alsoAsk: Array<{ name: string; type: string }> = [],
-  ): Promise<QueryResult[] | null> {
-    const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
-    return this.knex().transaction(async (trx) => {
-      const locked = await trx.raw<{ rows: Array<{ serial: string | null; emptied: boolean | null }> }>(
-        `select s.serial, ${cacheEmptied('s')} as emptied from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
-        [z.id],
-      );
-      const cached = locked.rows[0]?.serial;
-      if (cached === null || cached === undefined || locked.rows[0]?.emptied) return null;
-      // One exchange for the pairs, the SOA and the extra questions, each distinct question once.
-      const questions = new Map<string, { name: string; type: string }>();
-      for (const q of [...unique, { name: z.zone, type: 'SOA' }, ...alsoAsk]) questions.set(`${normalizeName(q.name)}|${q.type}`, q);
-      const keys = [...questions.keys()];
-      const got = await client.queryMany([...questions.values()]);
-      const byKey = new Map(keys.map((k, i) => [k, got[i]!]));
-      const answerOf = (q: { name: string; type: string }) => byKey.get(`${normalizeName(q.name)}|${q.type}`)!;
-      const answers = [...unique, { name: z.zone, type: 'SOA' }].map(answerOf);
-      const rows = unique.flatMap((p, i) => recordsAt(answers[i]!, p.name, p.type));
-      const soa = answers[unique.length]!.answers.find((r) => r.name === z.zone && r.type === 'SOA');
-      const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
-      const advance = serialBefore !== null && serialAfter !== null && Number(cached) === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
-      const replaced = unique.map((p) => ({ n: p.name, t: p.type }));
-      if (advance && soa) {
-        replaced.push({ n: z.zone, t: 'SOA' });
-        rows.push(soa);
-      }
-      const deleted = await deletePairs(trx, z.id, replaced);
-      await insertRows(trx, z.id, rows);
-      const delta = rows.length - (deleted.rowCount ?? 0);
-      await trx.raw(
-        `update dns_zone_cache_state set record_count = record_count + ?, generation = nextval('dns_cache_generation_seq')${advance ? ', serial = ?' : ''} where zone_id = ?`,
-        advance ? [delta, serialAfter, z.id] : [delta, z.id],
-      );
-      return alsoAsk.map(answerOf);
-    });
+  beginSync(zoneId: number): WriteSync {
+    return new WriteSync(this.pool(), zoneId, () => this.markStale(zoneId));
   }
 
   /**
    * A provider zone's write: the rows of the touched name/type pairs become `rows` (the provider's
-   * read-back), under the same zone row lock and with the same exact count arithmetic as
-   * syncPairs. Never fails the write it follows: on an error the cache is marked stale.
+   * read-back), under the same zone row lock and with the same exact count arithmetic as a
+   * write's sync. Never fails the write it follows: on an error the cache is marked stale.
    */
   async replacePairs(zoneId: number, pairs: Array<{ name: string; type: string }>, rows: DnsRecord[]): Promise<void> {
-    const keys = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { n: normalizeName(p.name), t: p.type }])).values()];
-    try {
-      await this.knex().transaction(async (trx) => {
-        const locked = await trx.raw<{ rows: Array<{ serial: string | null; emptied: boolean | null }> }>(
-          `select s.serial, ${cacheEmptied('s')} as emptied from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ? for update of z`,
-          [zoneId],
-        );
-        if (locked.rows[0]?.serial === null || locked.rows[0]?.serial === undefined || locked.rows[0]?.emptied) return;
-        const deleted = await deletePairs(trx, zoneId, keys);
-        await insertRows(trx, zoneId, rows);
-        // Rows changed: a new generation (keyset paging anchors of the old one are not used again).
-        await trx.raw(`update dns_zone_cache_state set record_count = record_count + ?, generation = nextval('dns_cache_generation_seq') where zone_id = ?`, [
-          rows.length - (deleted.rowCount ?? 0),
-          zoneId,
-        ]);
-      });
-    } catch {
-      await this.markStale(zoneId);
-    }
+    await this.beginSync(zoneId).replace(pairs, rows);
+  }
+
+  /** The knex pool's raw pg connections (its client is untyped): COPY and multi-statement round trips need the connection itself. */
+  private pool(): RawPool {
+    return this.knex().client as RawPool;
   }
 
   /** The next read transfers (or fetches) the zone again. */
@@ -469,31 +411,170 @@ export class ZoneCache {
 }
 
 interface PgClient {
-  query(text: string, values?: unknown[]): Promise<unknown>;
+  query<R = unknown>(text: string, values?: unknown[]): Promise<R>;
   query<T extends NodeJS.WritableStream>(stream: T): T;
 }
 
-/**
- * Deletes the cached rows of these name/type pairs; returns how many. Found through the ordering
- * index: sort_key is a function of the name.
- */
-async function deletePairs(trx: Knex, zoneId: number, keys: Array<{ n: string; t: string }>): Promise<{ rowCount: number | null }> {
-  return trx.raw<{ rowCount: number | null }>(
-    `delete from dns_record_cache where zone_id = ? and (sort_key, name, type) in (select x.k, x.n, x.t from jsonb_to_recordset(?::jsonb) as x(k text, n text, t text))`,
-    [zoneId, JSON.stringify(keys.map((k) => ({ k: sortKey(k.n), n: k.n, t: k.t })))],
-  );
+interface RawPool {
+  acquireConnection(): Promise<PgClient>;
+  releaseConnection(c: PgClient): Promise<unknown>;
 }
 
-async function insertRows(trx: Knex, zoneId: number, records: DnsRecord[]) {
-  const CHUNK = 5000;
-  for (let i = 0; i < records.length; i += CHUNK) {
-    const chunk = records.slice(i, i + CHUNK).map((r) => ({ k: sortKey(r.name), y: typeRank(r.type), n: r.name, t: r.type, c: r.class, l: r.ttl, d: r.rdata }));
-    await trx.raw(
-      `insert into dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
-       select ?, x.k, x.y, x.n, x.t, x.c, x.l, x.d from jsonb_to_recordset(?::jsonb) as x(k text, y smallint, n text, t text, c text, l integer, d text)`,
-      [zoneId, JSON.stringify(chunk)],
-    );
+/**
+ * A write's cache sync (ZoneCache.beginSync): after the write, the rows of each touched name/type
+ * pair become the master's current answer for that pair; nothing else changes. The master is asked
+ * with the zone row locked, so concurrent writers apply their answers one after another and a later
+ * writer never sees an older answer. `record_count` moves by the rows deleted and inserted (no
+ * recount, which each READ COMMITTED writer would do on its own snapshot). `serial` and the SOA row
+ * advance together, and only when the master's serial moved by exactly our one update from the
+ * cached serial (otherwise someone else also changed the zone, and the next refresh transfers it).
+ *
+ * Two round trips of PostgreSQL in all: `begin` with the lock (sent at once, while the caller's
+ * UPDATE is under way), then the change with its commit. Both go as simple-protocol text, so the
+ * values are literals: integers of ours, and the rows as one JSON literal quoted by the driver.
+ * Never fails the write it follows: when the master or the database cannot be asked, the cache is
+ * marked stale so that the next read transfers the zone again.
+ */
+export class WriteSync {
+  /** The locked connection with the cached serial; null when the zone has no usable cache (nothing to sync). */
+  private readonly held: Promise<{ conn: PgClient; serial: number } | null>;
+  private closed = false;
+
+  constructor(
+    private readonly pool: RawPool,
+    private readonly zoneId: number,
+    private readonly markStale: () => Promise<void>,
+  ) {
+    this.held = this.lock();
+    // A failure is handled where the lock is awaited; this keeps it from counting as unhandled meanwhile.
+    this.held.catch(() => undefined);
   }
+
+  private async lock() {
+    const conn = await this.pool.acquireConnection();
+    try {
+      const res = await conn.query<Array<{ rows: Array<{ serial: string | null; emptied: boolean | null }> }>>(
+        `begin; select s.serial, ${cacheEmptied('s')} as emptied from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id
+          where z.id = ${Math.trunc(this.zoneId)} for update of z`,
+      );
+      const row = res[1]?.rows[0];
+      if (row?.serial === null || row?.serial === undefined || row.emptied) {
+        await this.release(conn);
+        return null;
+      }
+      return { conn, serial: Number(row.serial) };
+    } catch (err) {
+      await this.release(conn);
+      throw err;
+    }
+  }
+
+  /** Ends the transaction without a change and gives the connection back. */
+  private async release(conn: PgClient) {
+    await conn.query('rollback').catch(() => undefined);
+    await this.pool.releaseConnection(conn);
+  }
+
+  /**
+   * After the UPDATE: asks the master for the touched pairs, the zone's SOA and `alsoAsk` (the
+   * write's read-back) in one pipelined exchange, and replaces the pairs' rows. Returns the answers
+   * to `alsoAsk` in order, or null when the master was not asked (no cache for the zone, or a
+   * failure), and the caller asks on its own.
+   */
+  async finish(
+    client: DnsMasterClient,
+    zone: string,
+    pairs: Array<{ name: string; type: string }>,
+    serialBefore: number | null,
+    alsoAsk: Array<{ name: string; type: string }> = [],
+  ): Promise<QueryResult[] | null> {
+    return this.run(async (cached) => {
+      const unique = [...new Map(pairs.map((p) => [`${normalizeName(p.name)}|${p.type}`, { name: normalizeName(p.name), type: p.type }])).values()];
+      // One exchange for the pairs, the SOA and the extra questions, each distinct question once.
+      const questions = new Map<string, { name: string; type: string }>();
+      for (const q of [...unique, { name: zone, type: 'SOA' }, ...alsoAsk]) questions.set(`${normalizeName(q.name)}|${q.type}`, q);
+      const keys = [...questions.keys()];
+      const got = await client.queryMany([...questions.values()]);
+      const byKey = new Map(keys.map((k, i) => [k, got[i]!]));
+      const answerOf = (q: { name: string; type: string }) => byKey.get(`${normalizeName(q.name)}|${q.type}`)!;
+      const answers = [...unique, { name: zone, type: 'SOA' }].map(answerOf);
+      const rows = unique.flatMap((p, i) => recordsAt(answers[i]!, p.name, p.type));
+      const soa = answers[unique.length]!.answers.find((r) => r.name === zone && r.type === 'SOA');
+      const serialAfter = soa ? soaSerialOf(soa.rdata) : null;
+      const advance = serialBefore !== null && serialAfter !== null && cached === serialBefore && serialAfter === (serialBefore + 1) >>> 0;
+      if (advance && soa) {
+        unique.push({ name: zone, type: 'SOA' });
+        rows.push(soa);
+      }
+      return { pairs: unique, rows, serial: advance ? serialAfter : null, result: alsoAsk.map(answerOf) };
+    });
+  }
+
+  /** The pairs' rows become `rows` (a provider zone's read-back). */
+  async replace(pairs: Array<{ name: string; type: string }>, rows: DnsRecord[]): Promise<void> {
+    await this.run(async () => ({ pairs, rows, serial: null, result: undefined }));
+  }
+
+  /** Releases the lock without a change (the write failed); nothing once finished. */
+  async cancel(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const held = await this.held.catch(() => null);
+    if (held) await this.release(held.conn);
+  }
+
+  private async run<T>(
+    change: (cachedSerial: number) => Promise<{ pairs: Array<{ name: string; type: string }>; rows: DnsRecord[]; serial: number | null; result: T }>,
+  ): Promise<T | null> {
+    if (this.closed) throw new Error('WriteSync used twice');
+    this.closed = true;
+    let held;
+    try {
+      held = await this.held;
+    } catch {
+      await this.markStale();
+      return null;
+    }
+    if (!held) return null;
+    let done: { result: T } | null = null;
+    try {
+      const c = await change(held.serial);
+      await held.conn.query(`${replacePairsSql(this.zoneId, c.pairs, c.rows, c.serial)};\ncommit`);
+      done = { result: c.result };
+    } catch {
+      await held.conn.query('rollback').catch(() => undefined);
+    } finally {
+      await this.pool.releaseConnection(held.conn);
+    }
+    if (done) return done.result;
+    await this.markStale();
+    return null;
+  }
+}
+
+/**
+ * One statement: the cached rows of these name/type pairs deleted (found through the ordering
+ * index: sort_key is a function of the name), `rows` inserted, and the cache state's count moved by
+ * the difference, with a new generation (keyset paging anchors of the old one are not used again)
+ * and, when given, the new serial. The deleting and inserting parts see the same snapshot, so the
+ * new rows are not deleted.
+ */
+function replacePairsSql(zoneId: number, pairs: Array<{ name: string; type: string }>, rows: DnsRecord[], serial: number | null): string {
+  const id = Math.trunc(zoneId);
+  const keys = JSON.stringify(pairs.map((p) => ({ k: sortKey(p.name), n: normalizeName(p.name), t: p.type })));
+  const data = JSON.stringify(rows.map((r) => ({ k: sortKey(r.name), y: typeRank(r.type), n: r.name, t: r.type, c: r.class, l: r.ttl, d: r.rdata })));
+  return `with d as (
+      delete from dns_record_cache where zone_id = ${id}
+        and (sort_key, name, type) in (select x.k, x.n, x.t from jsonb_to_recordset(${escapeLiteral(keys)}::jsonb) as x(k text, n text, t text))
+      returning 1),
+    i as (
+      insert into dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata)
+      select ${id}, x.k, x.y, x.n, x.t, x.c, x.l, x.d from jsonb_to_recordset(${escapeLiteral(data)}::jsonb)
+        as x(k text, y smallint, n text, t text, c text, l integer, d text)
+      returning 1)
+    update dns_zone_cache_state set record_count = record_count + (select count(*) from i) - (select count(*) from d),
+      generation = nextval('dns_cache_generation_seq')${serial === null ? '' : `, serial = ${serial >>> 0}`}
+    where zone_id = ${id}`;
 }
 
 /** The serial of an SOA row's presentation form (`mname rname serial refresh retry expire minimum`). */

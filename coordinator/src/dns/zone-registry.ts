@@ -6,7 +6,7 @@ import { access, constants, readFile } from 'node:fs/promises';
 import type { Knex } from '@mikro-orm/postgresql';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
-import type { ProviderBinding } from './providers/types.js';
+import type { ProviderBinding, ProviderKey } from './providers/types.js';
 import { normalizeName, parseKeyFile, validateName, type TsigKey } from './wire/index.js';
 import type { CacheState } from './zone-cache.js';
 
@@ -64,6 +64,30 @@ function invalid(field: string, message: string) {
   return new AppError('validation_failed', `${field}: ${message}`, { errors: { [field]: [message] } });
 }
 
+/** A zone's row of dns_provider_zones: which provider serves it, under which id, with which token reference. */
+export interface MappingRow {
+  zone: string;
+  zoneId: number;
+  provider: ProviderKey;
+  providerZoneId: string;
+  tokenRef: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** A mapping row from a query's row: dns_provider_zones' columns under `prefix`, the zone's name as `zone`. */
+export function mappingOfRow(r: Record<string, unknown>, prefix = ''): MappingRow {
+  return {
+    zone: String(r.zone),
+    zoneId: Number(r[`${prefix}zone_id`]),
+    provider: String(r[`${prefix}provider`]) as ProviderKey,
+    providerZoneId: String(r[`${prefix}provider_zone_id`]),
+    tokenRef: String(r[`${prefix}token_ref`]),
+    createdAt: new Date(r[`${prefix}created_at`] as string),
+    updatedAt: new Date(r[`${prefix}updated_at`] as string),
+  };
+}
+
 export interface ZoneInput {
   zone: string;
   file: string;
@@ -94,12 +118,18 @@ export class ZoneRegistry {
     return r ? toRow(r) : null;
   }
 
-  /** get() and the zone's cache state together, in one query (what every read route needs first). */
-  async getWithState(zone: string): Promise<{ zone: ZoneRow; state: CacheState | null } | null> {
+  /**
+   * get(), the zone's cache state and its provider mapping row together, in one query (what every
+   * read and write route needs first).
+   */
+  async getWithState(zone: string): Promise<{ zone: ZoneRow; state: CacheState | null; mapping: MappingRow | null } | null> {
     const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
       `select z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
-              ${cacheEmptied('s')} as cache_emptied
-         from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.zone = ?`,
+              ${cacheEmptied('s')} as cache_emptied, m.zone_id as mapping_zone_id, m.provider as mapping_provider,
+              m.provider_zone_id as mapping_provider_zone_id, m.token_ref as mapping_token_ref, m.created_at as mapping_created_at,
+              m.updated_at as mapping_updated_at
+         from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id left join dns_provider_zones m on m.zone_id = z.id
+        where z.zone = ?`,
       [normalizeName(zone)],
     );
     const r = res.rows[0];
@@ -113,7 +143,7 @@ export class ZoneRegistry {
             cachedAt: new Date(r.cache_cached_at as string),
             generation: String(r.cache_generation),
           };
-    return { zone: toRow(r), state };
+    return { zone: toRow(r), state, mapping: r.mapping_zone_id === null ? null : mappingOfRow(r, 'mapping_') };
   }
 
   /** The registered zone that contains `name` (longest match), or null. */

@@ -8,25 +8,15 @@ import { readFile } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import { AppError, validationFailed } from '../../http/errors.js';
 import { DnsMasterClient, normalizeName, validateName } from '../wire/index.js';
-import { loadKey, type ZoneRegistry, type ZoneRow } from '../zone-registry.js';
+import { loadKey, mappingOfRow, type MappingRow, type ZoneRegistry, type ZoneRow } from '../zone-registry.js';
 import { CloudflareClient, isCloudflareNameServer, providerFailure } from './cloudflare.js';
 import { checkTokenRef, parseEnvFile, publicRef, resolveTokenRef } from './token-ref.js';
-import { PROVIDERS, type ProviderBinding, type ProviderKey } from './types.js';
+import { PROVIDERS, type ProviderBinding } from './types.js';
 
 export type ProviderConfig = Pick<
   Config,
   'DNS_CLOUDFLARE_API_URL' | 'DNS_CLOUDFLARE_TOKEN_REF' | 'DNS_PROVIDER_LEGACY_FILE' | 'DNS_PROVIDER_DETECT_TTL_SECONDS' | 'DNS_TIMEOUT_MS'
 >;
-
-export interface MappingRow {
-  zone: string;
-  zoneId: number;
-  provider: ProviderKey;
-  providerZoneId: string;
-  tokenRef: string;
-  createdAt: Date;
-  updatedAt: Date;
-}
 
 /** One zone of the older host-side config. */
 export interface LegacyEntry {
@@ -84,15 +74,7 @@ export class ProviderDirectory {
          from dns_provider_zones m join dns_zones z on z.id = m.zone_id ${zoneId === undefined ? '' : 'where m.zone_id = ?'} order by z.zone`,
       zoneId === undefined ? [] : [zoneId],
     );
-    return res.rows.map((r) => ({
-      zone: String(r.zone),
-      zoneId: Number(r.zone_id),
-      provider: String(r.provider) as ProviderKey,
-      providerZoneId: String(r.provider_zone_id),
-      tokenRef: String(r.token_ref),
-      createdAt: new Date(r.created_at as string),
-      updatedAt: new Date(r.updated_at as string),
-    }));
+    return res.rows.map((r) => mappingOfRow(r));
   }
 
   async mappingOf(zoneId: number): Promise<MappingRow | null> {
