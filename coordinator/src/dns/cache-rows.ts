@@ -64,9 +64,10 @@ export class CacheRowWriter {
     return this.pos;
   }
 
-  /** The rows written so far (a copy), and an empty buffer for the next ones. */
+  /** The rows written so far; the writer goes on in a buffer of its own (no copy). */
   take(): Buffer {
-    const out = Buffer.from(this.buf.subarray(0, this.pos));
+    const out = this.buf.subarray(0, this.pos);
+    this.buf = Buffer.allocUnsafe(this.buf.length);
     this.pos = 0;
     return out;
   }

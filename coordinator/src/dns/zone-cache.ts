@@ -243,8 +243,9 @@ export class ZoneCache {
         [
           // Planner statistics for the new rows before anyone reads them (an index made on the
           // empty table left it counted as empty, and a page would be planned as a scan and sort
-          // of the whole zone). A small sample of the sort key is enough, and takes milliseconds.
-          'set local default_statistics_target = 10',
+          // of the whole zone: 25 ms instead of 1). What the plan needs is the row count, so the
+          // smallest sample does (300 rows: 1.6 ms for 100,000 rows, 7 ms at target 10).
+          'set local default_statistics_target = 1',
           `analyze ${load} (sort_key)`,
           `drop table if exists ${part}`,
           `alter table ${load} rename to ${part}`,

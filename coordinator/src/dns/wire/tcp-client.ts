@@ -90,7 +90,8 @@ class FramedConnection {
       while (this.buffer.length >= 2) {
         const len = this.buffer.readUInt16BE(0);
         if (this.buffer.length < 2 + len) break;
-        this.frames.push(Buffer.from(this.buffer.subarray(2, 2 + len)));
+        // A view, not a copy: each read of the socket comes in a buffer of its own.
+        this.frames.push(this.buffer.subarray(2, 2 + len));
         this.buffer = this.buffer.subarray(2 + len);
       }
       this.deliver();
