@@ -119,6 +119,23 @@ describe('the cache partition (unlogged)', () => {
     expect((await ordered()).length).toBeGreaterThan(2600);
   });
 
+  it('a refresh whose load table cannot be made fails with that error, stops its transfer and leaves the cache as it was', async () => {
+    const cache = new ZoneCache(() => zones.knex(), 5000);
+    const zone = (await zones.get(Z2))!;
+    const before = await cache.state(zone.id);
+    // The load table is made beside the transfer (which starts at once); a table of its name in the way fails that step.
+    await zones.knex().raw(`create table dns_record_cache_load_${zone.id} (x int)`);
+    try {
+      await expect(cache.refresh(zone, { force: true })).rejects.toThrow(/already exists/);
+      expect(await cache.state(zone.id)).toEqual(before);
+    } finally {
+      await zones.knex().raw(`drop table dns_record_cache_load_${zone.id}`);
+    }
+    // The connection went back to the pool clean: the next refresh works.
+    expect((await cache.refresh(zone, { force: true })).transferred).toBe(true);
+    expect((await cache.state(zone.id))!.recordCount).toBe(503);
+  });
+
   it('is unlogged, one per zone; a cache whose rows PostgreSQL dropped (crash recovery empties unlogged tables) is transferred again, not served empty', async () => {
     const knex = zones.knex();
     const zone = (await zones.get(Z))!;

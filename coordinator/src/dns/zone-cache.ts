@@ -179,15 +179,21 @@ export class ZoneCache {
     const part = partitionOf(id);
     const load = `dns_record_cache_load_${id}`;
     try {
-      // One round trip (the simple query protocol takes several statements; every value here is
-      // an integer of ours). It is sent together with the COPY, and the transfer starts at the same
-      // time: the rows wait in the COPY stream until PostgreSQL is ready for them.
-      const prologue = conn.query(
+      // The simple query protocol takes several statements in one round trip (every value here is
+      // an integer of ours). First the zone row lock, awaited: a write holding it (WriteSync)
+      // finishes before the transfer starts, so nothing piles up in memory meanwhile.
+      await conn.query(
         [
           'begin',
           // Derived data: a commit lost in a crash loses nothing the next transfer does not bring back.
           'set local synchronous_commit to off',
           `select z.id from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id where z.id = ${id} for update of z`,
+        ].join(';\n'),
+      );
+      // Then the load table, sent together with the COPY while the transfer starts: its first rows
+      // wait in the COPY stream until PostgreSQL is ready for them.
+      const prologue = conn.query(
+        [
           // Its columns spelled out, not LIKE dns_record_cache: LIKE would hold a share lock on
           // the parent until commit, and two refreshes each holding one while asking for the
           // exclusive lock of the swap deadlock.
