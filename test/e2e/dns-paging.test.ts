@@ -119,6 +119,36 @@ describe('the cache partition (unlogged)', () => {
     expect((await ordered()).length).toBeGreaterThan(2600);
   });
 
+  it('the partition a refresh replaced is dropped after the answer; one left behind goes at the next refresh, or with the zone', async () => {
+    const cache = new ZoneCache(() => zones.knex(), 5000);
+    const zone = (await zones.get(Z2))!;
+    const tables = async () =>
+      (
+        await zones.knex().raw<{ rows: Array<{ relname: string; parent: string | null }> }>(
+          `select c.relname, i.inhparent::regclass::text as parent from pg_class c left join pg_inherits i on i.inhrelid = c.oid
+              where c.relname like ? and c.relkind = 'r' order by 1`,
+          [`dns_record_cache_z${zone.id}%`],
+        )
+      ).rows;
+    await cache.refresh(zone, { force: true });
+    await cache.settled();
+    expect(await tables()).toEqual([{ relname: `dns_record_cache_z${zone.id}`, parent: 'dns_record_cache' }]);
+    // A replaced partition whose drop never ran (the process ended first): the next refresh drops it before it replaces the current one.
+    await zones.knex().raw(`create table dns_record_cache_z${zone.id}_replaced (x int)`);
+    expect(await tables()).toHaveLength(2);
+    await cache.refresh(zone, { force: true });
+    await cache.settled();
+    expect(await tables()).toEqual([{ relname: `dns_record_cache_z${zone.id}`, parent: 'dns_record_cache' }]);
+    expect((await cache.state(zone.id))!.recordCount).toBe(503);
+    // Clearing the cache drops both.
+    await zones.knex().raw(`create table dns_record_cache_z${zone.id}_replaced (x int)`);
+    await cache.clear(zone.id);
+    expect(await tables()).toEqual([]);
+    await cache.refresh(zone, { force: true });
+    await cache.settled();
+    expect(await tables()).toHaveLength(1);
+  });
+
   it('a refresh whose load table cannot be made fails with that error, stops its transfer and leaves the cache as it was', async () => {
     const cache = new ZoneCache(() => zones.knex(), 5000);
     const zone = (await zones.get(Z2))!;

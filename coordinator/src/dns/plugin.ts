@@ -16,6 +16,8 @@ export async function dnsPlugin(app: FastifyInstance, deps: DnsDeps) {
   const { config, accounts } = deps;
   const dns = new DnsService(deps.orm, config);
   app.decorate('dns', dns);
+  // A refresh drops the partition it replaced after answering; closing waits for those drops.
+  app.addHook('onClose', () => dns.cache.settled());
   await app.register(async (api) => {
     // The master-client failures no service method mapped (an unreachable master: 503 + Retry-After) first.
     api.setErrorHandler((error, request, reply) =>

@@ -236,7 +236,7 @@ export class ZoneRegistry {
       const res = await trx.raw<{ rows: Array<{ id: number }> }>(`delete from dns_zones where zone = ? returning id`, [normalizeName(zone)]);
       const id = res.rows[0]?.id;
       if (id === undefined) return false;
-      await trx.raw(`drop table if exists ${partitionOf(Number(id))}`);
+      await trx.raw(`drop table if exists ${partitionOf(Number(id))}, ${detachedPartitionOf(Number(id))}`);
       return true;
     });
   }
@@ -244,6 +244,8 @@ export class ZoneRegistry {
 
 /** The zone's partition of dns_record_cache (migration 0022). */
 export const partitionOf = (zoneId: number) => `dns_record_cache_z${Math.trunc(zoneId)}`;
+/** A partition a refresh replaced, detached until it is dropped (ZoneCache.replaceByTransfer). */
+export const detachedPartitionOf = (zoneId: number) => `${partitionOf(zoneId)}_replaced`;
 
 /**
  * SQL: true when the cache state `s` (a dns_zone_cache_state row) counts rows that its zone's
