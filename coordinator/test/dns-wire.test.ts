@@ -489,7 +489,7 @@ describe('TCP client against a scripted server', () => {
     let mode: 'unsigned-ok' | 'unsigned-refused' | 'wrong-id' | 'signed' = 'signed';
     const srv = await fakeServer((req) => {
       const t = extractTsig(req);
-      const body = t ? t.unsigned : req;
+      const body = t ? Buffer.concat([t.head, t.rest]) : req;
       if (mode === 'wrong-id') return [answer(body, 0, (body.readUInt16BE(0) + 1) & 0xffff)];
       if (mode === 'unsigned-ok') return [answer(body, 0)];
       if (mode === 'unsigned-refused') return [answer(body, 5)];

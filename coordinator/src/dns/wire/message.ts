@@ -204,20 +204,26 @@ function skipName(buf: Buffer, offset: number): number {
  * without reading their names or data; null when the message has no records. The records before
  * it are read (and checked) by parseMessage after TSIG verification.
  */
-export function lastRecord(raw: Buffer): { header: Header; record: WireRecord; section: 'answer' | 'authority' | 'additional' } | null {
+export function lastRecord(
+  raw: Buffer,
+  /** Where the last record starts, when a walk of the message (scanAnswers) already found it. */
+  start?: number,
+): { header: Header; record: WireRecord; section: 'answer' | 'authority' | 'additional' } | null {
   const header = readHeader(raw);
-  let pos = 12;
-  for (let i = 0; i < header.qdcount; i++) {
-    pos = skipName(raw, pos) + 4;
-    if (pos > raw.length) throw new DnsProtocolError('question runs past the end of the message');
-  }
   const total = header.ancount + header.nscount + header.arcount;
   if (total === 0) return null;
-  for (let i = 0; i < total - 1; i++) {
-    const next = skipName(raw, pos);
-    if (next + 10 > raw.length) throw new DnsProtocolError('record header runs past the end of the message');
-    pos = next + 10 + raw.readUInt16BE(next + 8);
-    if (pos > raw.length) throw new DnsProtocolError('RDATA runs past the end of the message');
+  let pos = start ?? 12;
+  if (start === undefined) {
+    for (let i = 0; i < header.qdcount; i++) {
+      pos = skipName(raw, pos) + 4;
+      if (pos > raw.length) throw new DnsProtocolError('question runs past the end of the message');
+    }
+    for (let i = 0; i < total - 1; i++) {
+      const next = skipName(raw, pos);
+      if (next + 10 > raw.length) throw new DnsProtocolError('record header runs past the end of the message');
+      pos = next + 10 + raw.readUInt16BE(next + 8);
+      if (pos > raw.length) throw new DnsProtocolError('RDATA runs past the end of the message');
+    }
   }
   const record = readRecord(raw, pos);
   if (record.end !== raw.length) throw new DnsProtocolError(`${raw.length - record.end} bytes of trailing garbage after the last record`);
@@ -270,6 +276,8 @@ export const RECORD_FIELDS = 6;
 export interface RecordTable {
   count: number;
   fields: Uint32Array;
+  /** Where the message's last record (of any section) starts; -1 when it has none. */
+  lastStart: number;
 }
 
 /**
@@ -287,7 +295,9 @@ export function scanAnswers(raw: Buffer): RecordTable {
   }
   const fields = new Uint32Array(header.ancount * RECORD_FIELDS);
   const total = header.ancount + header.nscount + header.arcount;
+  let lastStart = -1;
   for (let i = 0; i < total; i++) {
+    lastStart = pos;
     const next = checkName(raw, pos);
     if (next + 10 > raw.length) throw new DnsProtocolError('record header runs past the end of the message');
     const rdataLength = raw.readUInt16BE(next + 8);
@@ -305,7 +315,7 @@ export function scanAnswers(raw: Buffer): RecordTable {
     pos = rdataOffset + rdataLength;
   }
   if (pos !== raw.length) throw new DnsProtocolError(`${raw.length - pos} bytes of trailing garbage after the last record`);
-  return { count: header.ancount, fields };
+  return { count: header.ancount, fields, lastStart };
 }
 
 /** Parses the header and walks every section; RDATA stays in place (see rdata.ts to decode it). */

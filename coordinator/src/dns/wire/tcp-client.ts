@@ -30,6 +30,7 @@ import {
   RT_TTL,
   RT_TYPE,
   scanAnswers,
+  type RecordTable,
   type WireMessage,
   type WireRecord,
 } from './message.js';
@@ -270,7 +271,17 @@ function checkAnswer(
 }
 
 /** checkAnswer's checks; returns the message as signed (without its TSIG record), not yet parsed. */
-function verifiedBody(raw: Buffer, id: number, opcode: number, verifier: TsigVerifier | null, operation: string, okRcodes: number[], last: boolean): Buffer {
+function verifiedBody(
+  raw: Buffer,
+  id: number,
+  opcode: number,
+  verifier: TsigVerifier | null,
+  operation: string,
+  okRcodes: number[],
+  last: boolean,
+  /** A transfer's message, already walked by scanAnswers: where its last record starts, and `raw` itself is returned. */
+  scanned?: RecordTable,
+): Buffer {
   if (raw.length < 12) throw new DnsProtocolError(`${operation}: answer of ${raw.length} bytes`);
   const rawId = raw.readUInt16BE(0);
   const flags = raw.readUInt16BE(2);
@@ -282,7 +293,7 @@ function verifiedBody(raw: Buffer, id: number, opcode: number, verifier: TsigVer
   let body = raw;
   if (verifier) {
     try {
-      body = verifier.verify(raw).message;
+      body = verifier.verify(raw, scanned ? { lastStart: scanned.lastStart, body: false } : {}).message;
       if (last) verifier.finish();
     } catch (err) {
       if (err instanceof TsigError && err.tsigCode === 'UNSIGNED' && !okRcodes.includes(rcode)) {
@@ -444,8 +455,10 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
         throw err;
       }
       messages++;
-      const body = verifiedBody(raw, id, OPCODE_QUERY, verifier, operation, [0], false);
-      const table = scanAnswers(body);
+      // One walk of the message: its answers' table, which also says where the TSIG record starts.
+      // Records are read from the message as received (the TSIG record after them is not read).
+      const table = scanAnswers(raw);
+      const body = verifiedBody(raw, id, OPCODE_QUERY, verifier, operation, [0], false, table);
       const f = table.fields;
       // The records of this message that belong to the zone: all but a closing SOA.
       let end = table.count;

@@ -195,10 +195,11 @@ export function appendTsigError(message: Buffer, keyName: string, error: number,
  * Finds the TSIG RR (it must be the last additional record) and returns it with the message as
  * it was before signing: TSIG cut off, ARCOUNT decremented, ID set back to the original ID.
  */
-export function extractTsig(raw: Buffer): { tsig: TsigRecord; unsigned: Buffer } | null {
+export function extractTsig(raw: Buffer, lastStart?: number): { tsig: TsigRecord; head: Buffer; rest: Buffer } | null {
   // The common case, a TSIG record last in the additional section, without reading the other
-  // records (parseMessage reads them once, after verification); anything else the whole way.
-  const last = lastRecord(raw);
+  // records (parseMessage reads them once, after verification; a transfer's scan has found the
+  // last one already); anything else the whole way.
+  const last = lastRecord(raw, lastStart);
   let rr: WireRecord;
   let arcount: number;
   if (last?.record.type === TYPE_TSIG && last.section === 'additional') {
@@ -235,12 +236,14 @@ export function extractTsig(raw: Buffer): { tsig: TsigRecord; unsigned: Buffer }
     p += 6;
     if (p + otherLen !== end) throw new Error('length mismatch');
     const otherData = Buffer.from(raw.subarray(p, p + otherLen));
-    const unsigned = Buffer.from(raw.subarray(0, rr.start));
-    unsigned.writeUInt16BE(originalId, 0);
-    unsigned.writeUInt16BE(arcount - 1, 10);
+    // The message before signing is this header and the bytes up to the TSIG record (no copy of those).
+    const head = Buffer.from(raw.subarray(0, 12));
+    head.writeUInt16BE(originalId, 0);
+    head.writeUInt16BE(arcount - 1, 10);
     return {
       tsig: { keyName: rr.name, algorithm: alg.name, timeSigned, fudge, mac, originalId, error, otherData, start: rr.start },
-      unsigned,
+      head,
+      rest: raw.subarray(12, rr.start),
     };
   } catch (err) {
     if (err instanceof TsigError) throw err;
@@ -287,10 +290,15 @@ export class TsigVerifier {
     this.priorMac = requestMac;
   }
 
-  /** Throws TsigError; returns the message with its TSIG removed (or as is, if it was an allowed unsigned one). */
-  verify(raw: Buffer): { message: Buffer; signed: boolean; tsig: TsigRecord | null } {
+  /**
+   * Throws TsigError; returns the message with its TSIG removed (or as is, if it was an allowed
+   * unsigned one). `lastStart`: where the last record starts, when the caller's walk of the
+   * message found it; `body: false`: the caller reads the records of `raw` itself, so `message`
+   * is `raw` as received (no copy is made).
+   */
+  verify(raw: Buffer, opts: { lastStart?: number; body?: boolean } = {}): { message: Buffer; signed: boolean; tsig: TsigRecord | null } {
     this.messages++;
-    const found = extractTsig(raw);
+    const found = extractTsig(raw, opts.lastStart);
     if (!found) {
       if (this.first) throw new TsigError('UNSIGNED', 'local', 'the answer to a signed request carries no TSIG signature');
       this.pendingUnsigned.push(raw);
@@ -299,7 +307,7 @@ export class TsigVerifier {
       }
       return { message: raw, signed: false, tsig: null };
     }
-    const { tsig, unsigned } = found;
+    const { tsig, head, rest } = found;
     if (normalise(tsig.keyName) !== normalise(this.key.name)) {
       throw new TsigError('BADKEY', 'local', `answer is signed with key "${tsig.keyName}", not "${this.key.name}"`);
     }
@@ -312,8 +320,8 @@ export class TsigVerifier {
       throw new TsigError('BADTRUNC', 'local', `MAC of ${tsig.mac.length} bytes (allowed ${MIN_MAC_LENGTH}..${MAC_LENGTH})`);
     }
     const parts = this.first
-      ? [macWithLength(this.priorMac), unsigned, variables(tsig.keyName, tsig.algorithm, tsig.timeSigned, tsig.fudge, tsig.error, tsig.otherData)]
-      : [macWithLength(this.priorMac), ...this.pendingUnsigned, unsigned, timers(tsig.timeSigned, tsig.fudge)];
+      ? [macWithLength(this.priorMac), head, rest, variables(tsig.keyName, tsig.algorithm, tsig.timeSigned, tsig.fudge, tsig.error, tsig.otherData)]
+      : [macWithLength(this.priorMac), ...this.pendingUnsigned, head, rest, timers(tsig.timeSigned, tsig.fudge)];
     const expected = hmac(this.key, parts).subarray(0, tsig.mac.length);
     if (!timingSafeEqual(expected, tsig.mac)) {
       throw new TsigError('BADSIG', 'local', `TSIG MAC of message ${this.messages} does not verify`);
@@ -327,7 +335,7 @@ export class TsigVerifier {
     this.pendingUnsigned = [];
     this.first = false;
     this.signedMessages++;
-    return { message: unsigned, signed: true, tsig };
+    return { message: opts.body === false ? raw : Buffer.concat([head, rest]), signed: true, tsig };
   }
 
   /** The last message of an answer must be signed (RFC 8945 §5.3.1). */
