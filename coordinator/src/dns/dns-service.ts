@@ -150,15 +150,14 @@ export class DnsService {
       const p = await this.cache.fromFile(z, page, perPage);
       return { ok: true as const, method: 'FILE' as const, ...this.pageBody(z, p), cache_ttl_seconds: this.ttlOf(z), cache_policy: cachePolicyOf(z) };
     }
-    let state = await this.stateOf(z);
+    const cached = await this.stateOf(z);
+    let state: CacheState;
     let used: string = 'CACHE';
-    if (method === 'axfr' || !state || this.meta(z, state.cachedAt).cache_is_stale || this.expired(z, state.cachedAt)) {
+    if (method === 'axfr' || !cached || this.meta(z, cached.cachedAt).cache_is_stale || this.expired(z, cached.cachedAt)) {
       // A provider zone's refresh is a provider fetch (method: the provider's name), not a transfer.
-      if (z.provider) await this.providers.refresh(z);
-      else await this.cache.refresh(z);
-      state = (await this.cache.state(z.id))!;
+      state = z.provider ? await this.providers.refresh(z) : (await this.cache.refresh(z)).state;
       used = z.provider ? providerMethod(z.provider) : 'AXFR';
-    }
+    } else state = cached;
     const p = await this.cache.page(z.id, state, page, perPage);
     return {
       ok: true as const,

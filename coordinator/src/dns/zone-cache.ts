@@ -19,6 +19,21 @@ import { cacheEmptied, detachedPartitionOf, loadKey, partitionOf, type ZoneRow }
 
 const { escapeLiteral } = pg;
 
+/** The columns of dns_zone_cache_state a CacheState is made of, and the row they come in. */
+const STATE_COLUMNS = 'serial, record_count, cached_at, generation';
+interface StateRow {
+  serial: string;
+  record_count: number;
+  cached_at: Date;
+  generation: string;
+}
+const stateOf = (r: StateRow): CacheState => ({
+  serial: Number(r.serial),
+  recordCount: Number(r.record_count),
+  cachedAt: new Date(r.cached_at),
+  generation: String(r.generation),
+});
+
 export interface CacheState {
   serial: number;
   recordCount: number;
@@ -124,21 +139,19 @@ export class ZoneCache {
   }
 
   async state(zoneId: number): Promise<CacheState | null> {
-    const res = await this.knex().raw<{ rows: Array<{ serial: string; record_count: number; cached_at: Date; generation: string; emptied: boolean }> }>(
-      `select serial, record_count, cached_at, generation, ${cacheEmptied('s')} as emptied from dns_zone_cache_state s where zone_id = ?`,
+    const res = await this.knex().raw<{ rows: Array<StateRow & { emptied: boolean }> }>(
+      `select ${STATE_COLUMNS}, ${cacheEmptied('s')} as emptied from dns_zone_cache_state s where zone_id = ?`,
       [zoneId],
     );
     const r = res.rows[0];
-    return r && !r.emptied
-      ? { serial: Number(r.serial), recordCount: Number(r.record_count), cachedAt: new Date(r.cached_at), generation: String(r.generation) }
-      : null;
+    return r && !r.emptied ? stateOf(r) : null;
   }
 
   /**
    * The refresh path (`/axfr`, `method=axfr`, and a cache miss): SOA serial first; a transfer only
    * when it differs from the cached serial (or `force`). Returns whether rows were replaced.
    */
-  async refresh(z: ZoneRow, opts: { force?: boolean } = {}): Promise<{ transferred: boolean; serial: number }> {
+  async refresh(z: ZoneRow, opts: { force?: boolean } = {}): Promise<{ transferred: boolean; serial: number; state: CacheState }> {
     const client = await this.client(z);
     // The cached state and the master's serial are asked at the same time (the serial is only
     // used, and its failure only reported, when there is a cache to compare it with).
@@ -154,14 +167,17 @@ export class ZoneCache {
     if (current && soa) {
       const serial = 'error' in soa ? upstream(soa.error, z) : soa.serial;
       if (serial === current.serial) {
-        await this.knex().raw(`update dns_zone_cache_state set cached_at = now() where zone_id = ?`, [z.id]);
-        return { transferred: false, serial };
+        const res = await this.knex().raw<{ rows: StateRow[] }>(
+          `update dns_zone_cache_state set cached_at = now() where zone_id = ? returning ${STATE_COLUMNS}`,
+          [z.id],
+        );
+        return { transferred: false, serial, state: res.rows[0] ? stateOf(res.rows[0]) : current };
       }
     }
-    const serial = await this.replaceByTransfer(z.id, (rows) => client.axfrWire(z.zone, (msg, records, count) => rows.wire(msg, records, count))).catch(
+    const state = await this.replaceByTransfer(z.id, (rows) => client.axfrWire(z.zone, (msg, records, count) => rows.wire(msg, records, count))).catch(
       (e: unknown) => (e instanceof DnsError ? upstream(e, z) : Promise.reject(e as Error)),
     );
-    return { transferred: true, serial };
+    return { transferred: true, serial: state.serial, state };
   }
 
   /**
@@ -174,7 +190,7 @@ export class ZoneCache {
    * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
    * the zone row lock first, as the write sync does, so writes wait for the swap.
    */
-  async replaceByTransfer(zoneId: number, transfer: (rows: TransferRows) => Promise<{ serial: number }>): Promise<number> {
+  async replaceByTransfer(zoneId: number, transfer: (rows: TransferRows) => Promise<{ serial: number }>): Promise<CacheState> {
     const pool = this.pool();
     const conn = await pool.acquireConnection();
     const id = Math.trunc(zoneId);
@@ -247,8 +263,8 @@ export class ZoneCache {
       copy.end();
       await done;
       const serial = result.serial >>> 0;
-      // Again one round trip, ending in the commit.
-      await conn.query(
+      // Again one round trip, ending in the commit; the cache state it writes comes back.
+      const ended = await conn.query<Array<{ command: string; rows: StateRow[] }>>(
         [
           // Planner statistics for the new rows before anyone reads them (an index made on the
           // empty table left it counted as empty, and a page would be planned as a scan and sort
@@ -275,12 +291,13 @@ export class ZoneCache {
           `alter table dns_record_cache attach partition ${part} for values in (${id})`,
           `insert into dns_zone_cache_state (zone_id, serial, record_count, cached_at) values (${id}, ${serial}, ${writer.rows}, now())
            on conflict (zone_id) do update set serial = excluded.serial, record_count = excluded.record_count, cached_at = excluded.cached_at,
-             generation = nextval('dns_cache_generation_seq')`,
+             generation = nextval('dns_cache_generation_seq')
+           returning ${STATE_COLUMNS}`,
           'commit',
         ].join(';\n'),
       );
       this.dropDetached(id);
-      return serial;
+      return stateOf(ended.find((r) => r.command === 'INSERT')!.rows[0]!);
     } catch (err) {
       await conn.query('rollback').catch(() => undefined);
       throw err;

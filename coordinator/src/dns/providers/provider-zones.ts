@@ -11,7 +11,7 @@ import { AppError } from '../../http/errors.js';
 import { RETRY_AFTER_SECONDS } from '../../infra/unavailable.js';
 import { cnameProblem } from '../cname-rules.js';
 import type { DnsRecord, ValidRecord } from '../wire/index.js';
-import type { ZoneCache } from '../zone-cache.js';
+import type { CacheState, ZoneCache } from '../zone-cache.js';
 import type { ZoneRow } from '../zone-registry.js';
 import { CloudflareError, payloadOf, providerFailure, rowOf, type CfRecord, type CloudflareClient } from './cloudflare.js';
 import type { ProviderDirectory } from './directory.js';
@@ -68,9 +68,9 @@ export class ProviderZones {
   }
 
   /** The refresh of a provider zone: every record page, streamed into the row cache (serial 0: the API has no SOA serial). */
-  async refresh(z: ZoneRow): Promise<void> {
+  async refresh(z: ZoneRow): Promise<CacheState> {
     const c = await this.ctx(z);
-    await this.cache
+    return this.cache
       .replaceByTransfer(z.id, async (rows) => {
         await c.cf.listRecords(c.id, {}, (page) => rows.records(entries(page).map((e) => e.row)));
         return { serial: 0 };
