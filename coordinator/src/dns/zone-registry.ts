@@ -288,11 +288,25 @@ export async function checkPaths(z: ZoneRow): Promise<void> {
   if (bad.length) throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone}: not readable: ${bad.join(', ')}`);
 }
 
+/** Key files read and parsed, with when: like readableAt, a busy zone does not read its key file on every request. */
+const keysRead = new Map<string, { at: number; key: TsigKey }>();
+
+/**
+ * The zone's TSIG key from its key file. A key read is used for 5 s (a replaced key file takes
+ * effect within that time); a file that cannot be read or parsed is tried again on every request.
+ */
 export async function loadKey(z: ZoneRow): Promise<TsigKey> {
   if (z.keyPath === null) throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone} has no TSIG key file (a provider zone)`);
+  const now = Date.now();
+  const held = keysRead.get(z.keyPath);
+  if (held && now - held.at < READABLE_MEMO_MS) return held.key;
   try {
-    return parseKeyFile(await readFile(z.keyPath, 'utf8'));
+    const key = parseKeyFile(await readFile(z.keyPath, 'utf8'));
+    if (keysRead.size >= 1000) keysRead.clear();
+    keysRead.set(z.keyPath, { at: now, key });
+    return key;
   } catch (err) {
+    keysRead.delete(z.keyPath);
     throw new AppError('required_paths_missing_or_unreadable', `zone ${z.zone}: key file ${z.keyPath} is unreadable or invalid: ${(err as Error).message}`);
   }
 }
