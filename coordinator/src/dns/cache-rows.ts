@@ -51,6 +51,8 @@ export class CacheRowWriter {
   private readonly labelStart = new Int32Array(128);
   private readonly labelEnd = new Int32Array(128);
   private labelCount = 0;
+  /** Whether the labels read hold an upper-case letter. */
+  private labelsUpper = false;
   /** The groups of the IPv6 address being written. */
   private readonly groups = new Uint16Array(8);
 
@@ -270,6 +272,7 @@ export class CacheRowWriter {
   private readLabels(msg: Buffer, at: number): number {
     let n = 0;
     let next = 0;
+    let upper = false;
     for (;;) {
       const len = msg[at]!;
       if (len === 0) {
@@ -284,7 +287,9 @@ export class CacheRowWriter {
       const end = at + 1 + len;
       for (let i = at + 1; i < end; i++) {
         const b = msg[i]!;
-        if (!((b >= 0x61 && b <= 0x7a) || (b >= 0x41 && b <= 0x5a) || (b >= 0x30 && b <= 0x39) || b === 0x2d || b === 0x5f)) return 0;
+        if (b >= 0x61 && b <= 0x7a) continue;
+        if (b >= 0x41 && b <= 0x5a) upper = true;
+        else if (!((b >= 0x30 && b <= 0x39) || b === 0x2d || b === 0x5f)) return 0;
       }
       this.labelStart[n] = at + 1;
       this.labelEnd[n] = end;
@@ -292,6 +297,7 @@ export class CacheRowWriter {
       at = end;
     }
     this.labelCount = n;
+    this.labelsUpper = upper;
     return next;
   }
 
@@ -301,17 +307,23 @@ export class CacheRowWriter {
    */
   private labels(msg: Buffer, reversed: boolean): void {
     const buf = this.buf;
+    const starts = this.labelStart;
+    const ends = this.labelEnd;
+    const upper = this.labelsUpper;
     let pos = this.pos;
     const n = this.labelCount;
     if (n === 0) buf[pos++] = DOT;
     for (let j = 0; j < n; j++) {
       const k = reversed ? n - 1 - j : j;
       if (j > 0) buf[pos++] = DOT;
-      const end = this.labelEnd[k]!;
-      for (let i = this.labelStart[k]!; i < end; i++) {
-        const b = msg[i]!;
-        buf[pos++] = b >= 0x41 && b <= 0x5a ? b + 0x20 : b;
-      }
+      const end = ends[k]!;
+      // Most names are lower case already: then a plain copy.
+      if (upper)
+        for (let i = starts[k]!; i < end; i++) {
+          const b = msg[i]!;
+          buf[pos++] = b >= 0x41 && b <= 0x5a ? b + 0x20 : b;
+        }
+      else for (let i = starts[k]!; i < end; i++) buf[pos++] = msg[i]!;
     }
     this.pos = pos;
   }
