@@ -14,6 +14,7 @@
  */
 import { readName, RECORD_FIELDS, RT_CLASS, RT_RDATA, RT_RDLENGTH, RT_START, RT_TTL, RT_TYPE } from './wire/message.js';
 import { classNameOf, normalizeName, rdataText, typeName, type DnsRecord } from './wire/index.js';
+import { zeroRun } from './wire/rdata.js';
 
 /** The columns every row gives, in this order (the COPY statement's column list). */
 export const CACHE_COPY_COLUMNS = 'id, zone_id, sort_key, type_rank, name, type, class, ttl, rdata';
@@ -190,21 +191,7 @@ export class CacheRowWriter {
       }
       return;
     }
-    let runStart = 8;
-    let runLength = 1;
-    for (let i = 0; i < 8;) {
-      if (g[i] !== 0) {
-        i++;
-        continue;
-      }
-      let j = i;
-      while (j < 8 && g[j] === 0) j++;
-      if (j - i > runLength) {
-        runStart = i;
-        runLength = j - i;
-      }
-      i = j;
-    }
+    const { start: runStart, length: runLength } = zeroRun(g);
     for (let i = 0; i < 8; i++) {
       if (i === runStart) {
         this.byte(COLON);

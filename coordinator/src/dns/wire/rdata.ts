@@ -125,15 +125,13 @@ export function ipv6ToText(bytes: Buffer): string {
   return ipv6At(bytes, 0);
 }
 
-/** ipv6ToText of the 16 bytes at `at` in `buf` (no buffer view made). */
-function ipv6At(buf: Buffer, at: number): string {
-  const groups: number[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(buf.readUInt16BE(at + i));
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    return `::ffff:${buf[at + 12]}.${buf[at + 13]}.${buf[at + 14]}.${buf[at + 15]}`;
-  }
-  let bestStart = -1;
-  let bestLen = 0;
+/**
+ * The groups RFC 5952 writes as "::" in an address of 8 groups: the first longest run of two or
+ * more zero groups; start -1 when there is none.
+ */
+export function zeroRun(groups: ArrayLike<number>): { start: number; length: number } {
+  let start = -1;
+  let length = 0;
   for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
@@ -141,12 +139,23 @@ function ipv6At(buf: Buffer, at: number): string {
     }
     let j = i;
     while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen && j - i >= 2) {
-      bestStart = i;
-      bestLen = j - i;
+    if (j - i > length && j - i >= 2) {
+      start = i;
+      length = j - i;
     }
     i = j;
   }
+  return { start, length };
+}
+
+/** ipv6ToText of the 16 bytes at `at` in `buf` (no buffer view made). */
+function ipv6At(buf: Buffer, at: number): string {
+  const groups: number[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(buf.readUInt16BE(at + i));
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return `::ffff:${buf[at + 12]}.${buf[at + 13]}.${buf[at + 14]}.${buf[at + 15]}`;
+  }
+  const { start: bestStart, length: bestLen } = zeroRun(groups);
   const hex = (gs: number[]) => gs.map((g) => g.toString(16)).join(':');
   if (bestStart < 0) return hex(groups);
   return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
