@@ -247,7 +247,7 @@ async function exchange(request: Buffer, opts: ServerOptions, operation: string,
       if (opcode === OPCODE_UPDATE && (err instanceof DnsConnectionError || err instanceof DnsTimeoutError)) throw new DnsOutcomeUnknownError(operation, err);
       throw err;
     }
-    return checkAnswer(raw, id, opcode, verifier, operation, okRcodes, true);
+    return checkAnswer(raw, { id, opcode, verifier, operation, okRcodes, last: true });
   } finally {
     conn.close();
   }
@@ -258,30 +258,27 @@ async function exchange(request: Buffer, opts: ServerOptions, operation: string,
  * (a server may refuse before it looks at the key) is still reported as that RCODE, since it is
  * a failure either way; a success must be signed.
  */
-function checkAnswer(
-  raw: Buffer,
-  id: number,
-  opcode: number,
-  verifier: TsigVerifier | null,
-  operation: string,
-  okRcodes: number[],
-  last: boolean,
-): WireMessage {
-  return parseMessage(verifiedBody(raw, id, opcode, verifier, operation, okRcodes, last));
+function checkAnswer(raw: Buffer, check: AnswerCheck): WireMessage {
+  return parseMessage(verifiedBody(raw, check));
 }
 
-/** checkAnswer's checks; returns the message as signed (without its TSIG record), not yet parsed. */
-function verifiedBody(
-  raw: Buffer,
-  id: number,
-  opcode: number,
-  verifier: TsigVerifier | null,
-  operation: string,
-  okRcodes: number[],
-  last: boolean,
-  /** A transfer's message, already walked by scanAnswers: where its last record starts, and `raw` itself is returned. */
-  scanned?: RecordTable,
-): Buffer {
+/** What an answer message is checked against. */
+interface AnswerCheck {
+  id: number;
+  opcode: number;
+  verifier: TsigVerifier | null;
+  operation: string;
+  okRcodes: number[];
+  /** The last message of the answer (its TSIG must close the signed stream). */
+  last: boolean;
+}
+
+/**
+ * checkAnswer's checks; returns the message as signed (without its TSIG record), not yet parsed.
+ * `scanned`: a transfer's message, already walked by scanAnswers: where its last record starts,
+ * and `raw` itself is returned.
+ */
+function verifiedBody(raw: Buffer, { id, opcode, verifier, operation, okRcodes, last }: AnswerCheck, scanned?: RecordTable): Buffer {
   if (raw.length < 12) throw new DnsProtocolError(`${operation}: answer of ${raw.length} bytes`);
   const rawId = raw.readUInt16BE(0);
   const flags = raw.readUInt16BE(2);
@@ -374,7 +371,7 @@ async function queryOneConnection(questions: Array<{ name: string; type: string 
       const p = pending.get(id);
       if (!p) throw new DnsProtocolError(`${operation}: answer id ${id} matches no open question`);
       pending.delete(id);
-      const msg = checkAnswer(raw, id, OPCODE_QUERY, p.verifier, p.operation, [0, 3], true);
+      const msg = checkAnswer(raw, { id, opcode: OPCODE_QUERY, verifier: p.verifier, operation: p.operation, okRcodes: [0, 3], last: true });
       out[p.index] = {
         rcode: msg.header.rcode === 3 ? 'NXDOMAIN' : 'NOERROR',
         authoritative: msg.header.aa,
@@ -458,7 +455,7 @@ export async function axfr(zone: string, opts: AxfrOptions): Promise<AxfrResult>
       // One walk of the message: its answers' table, which also says where the TSIG record starts.
       // Records are read from the message as received (the TSIG record after them is not read).
       const table = scanAnswers(raw);
-      const body = verifiedBody(raw, id, OPCODE_QUERY, verifier, operation, [0], false, table);
+      const body = verifiedBody(raw, { id, opcode: OPCODE_QUERY, verifier, operation, okRcodes: [0], last: false }, table);
       const f = table.fields;
       // The records of this message that belong to the zone: all but a closing SOA.
       let end = table.count;
