@@ -186,9 +186,10 @@ export class ZoneCache {
    * goes on, into a new unlogged table created in the same transaction (so COPY FREEZE writes the
    * rows already visible to everyone and index-only scans work at once; migration 0022 says why
    * unlogged), with its one index. The table then replaces the zone's partition of
-   * dns_record_cache (migration 0022): the old partition is dropped and the new one attached, which holds the
-   * parent's lock only for those last statements. A failed transfer rolls everything back. Takes
-   * the zone row lock first, as the write sync does, so writes wait for the swap.
+   * dns_record_cache (migration 0022): the old partition is detached (and dropped after the commit)
+   * and the new one attached, which holds the parent's lock only for those last statements. A
+   * failed transfer rolls everything back. Takes the zone row lock first, as the write sync does, so
+   * writes wait for the swap. Returns the cache state it wrote.
    */
   async replaceByTransfer(zoneId: number, transfer: (rows: TransferRows) => Promise<{ serial: number }>): Promise<CacheState> {
     const pool = this.pool();
