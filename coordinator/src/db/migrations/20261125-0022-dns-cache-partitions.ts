@@ -76,6 +76,13 @@ export class Migration20261125002200DnsCachePartitions extends Migration {
       select case when p.id > 0 then p.id else nextval('dns_record_cache_id_seq') end, p.zone_id, p.sort_key, p.type_rank, p.name, p.type, p.class, p.ttl, p.rdata
         from dns_record_cache_partitioned p join dns_zones z on z.id = p.zone_id;`);
     this.addSql(`drop table dns_record_cache_partitioned;`);
+    // Partitions a refresh replaced and had not dropped yet (detached, so not dropped with the parent).
+    this.addSql(`
+      do $$ declare t text; begin
+        for t in select relname from pg_class where relkind = 'r' and relname ~ '^dns_record_cache_z[0-9]+_replaced$' loop
+          execute format('drop table %I', t);
+        end loop;
+      end $$;`);
     this.addSql(`create index dns_record_cache_order on dns_record_cache (zone_id, sort_key, type_rank, type, rdata, id);`);
     this.addSql(`create index dns_record_cache_name_type on dns_record_cache (zone_id, name, type);`);
   }
