@@ -1,18 +1,22 @@
 /**
- * Average-linkage agglomerative clustering of n points from their n × n distance matrix, by the
- * nearest-neighbour-chain algorithm: O(n²) time and one n × n matrix (average linkage is
- * reducible, so the chain finds exactly the merges of the classic O(n³) loop). Hand-written: the
- * npm clustering packages seen (ml-hclust and others) copy the matrix into arrays of arrays and
- * merge in O(n³), and none cuts the dendrogram by height and by count together.
+ * Ward agglomerative clustering of n points from their n × n matrix of squared Euclidean
+ * distances, by the nearest-neighbour-chain algorithm: O(n²) time and one n × n matrix (Ward's
+ * criterion is reducible, so the chain finds exactly the merges of the classic O(n³) loop).
+ * Hand-written: the npm clustering packages seen (ml-hclust and others) copy the matrix into
+ * arrays of arrays and merge in O(n³), and none cuts the dendrogram by height and by count together.
  */
 export interface Merge {
   a: number;
   b: number;
+  /**
+   * Lance–Williams Ward distance of the two clusters: 2 nA nB / (nA + nB) · |mean A − mean B|²,
+   * twice the growth of the within-cluster sum of squares that the merge causes.
+   */
   height: number;
 }
 
-/** The merges of average-linkage clustering, in increasing height. `dist` is consumed (overwritten). */
-export function averageLinkage(dist: Float64Array, n: number): Merge[] {
+/** The merges of Ward clustering, in increasing height. `dist` (squared distances) is consumed (overwritten). */
+export function wardLinkage(dist: Float64Array, n: number): Merge[] {
   const size = new Int32Array(n).fill(1);
   const active = new Uint8Array(n).fill(1);
   const merges: Merge[] = [];
@@ -38,12 +42,13 @@ export function averageLinkage(dist: Float64Array, n: number): Merge[] {
     }
     if (best === prev && prev >= 0) {
       chain.length -= 2;
-      // Cluster a ∪ prev lives on in slot `a`; Lance–Williams update for average linkage.
+      // Cluster a ∪ prev lives on in slot `a`; Lance–Williams update for Ward's criterion.
       const na = size[a]!;
       const nb = size[prev]!;
       for (let k = 0; k < n; k++) {
         if (!active[k] || k === a || k === prev) continue;
-        const d = (na * dist[a * n + k]! + nb * dist[prev * n + k]!) / (na + nb);
+        const nk = size[k]!;
+        const d = ((nk + na) * dist[a * n + k]! + (nk + nb) * dist[prev * n + k]! - nk * bestD) / (nk + na + nb);
         dist[a * n + k] = d;
         dist[k * n + a] = d;
       }

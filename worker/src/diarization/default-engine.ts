@@ -1,26 +1,32 @@
-import { EigenvalueDecomposition, Matrix } from 'ml-matrix';
-import { averageLinkage, cutDendrogram } from './cluster.js';
+import { cutDendrogram, wardLinkage } from './cluster.js';
 import { FRAME_HOP, FRAME_SECONDS, mfcc, type FrameFeatures } from './features.js';
 import { frameLogLik, trainGmm, viterbi, type Gmm } from './gmm.js';
+import { project, speakerSpace, type SpeakerSpace } from './speaker-space.js';
 import type { DiarizationOutput, DiarizeOptions, Diarizer, SpeakerTurn } from './types.js';
 import { DEFAULT_VAD, SileroVad, speechRegions, type Region, type VadParams } from './vad.js';
 
 /** Every tunable of the default pipeline (see docs/diarization.md for what each does and why). */
 export interface DefaultParams {
   vad: VadParams;
-  /** Window length and minimum hop (s) of the per-window speaker features. */
+  /** Window length (s) of the per-window speaker vectors; windows do not overlap (their hop is their length). */
   window: number;
-  hop: number;
   /** Regions shorter than this (s) get no window of their own (resegmentation labels them). */
   minWindow: number;
   /** At most this many windows are clustered (the hop grows on long recordings): bounds the n × n matrix. */
   maxWindows: number;
-  /** PCA dimensions kept from the standardised window statistics. */
-  pcaDims: number;
-  /** Average-linkage stop: cosine distance above which clusters are not merged. */
-  threshold: number;
-  /** A cluster with less than this share of the windows is folded into its nearest big cluster. */
+  /**
+   * The speaker-count decision. Ward clustering in the speaker space merges two clusters while the
+   * growth of the within-cluster sum of squares the merge causes is below
+   * dims × (mergeBase + mergePerLog × ln n) for n windows. In that space one voice's windows spread
+   * with unit variance per axis, so two halves of one voice cost about `dims` to merge whatever the
+   * recording; different voices cost more the longer they speak. The ln n term keeps the chance of a
+   * spurious split from growing with the number of windows compared.
+   */
+  mergeBase: number;
+  mergePerLog: number;
+  /** A cluster with fewer windows than this share (and at least minClusterWindows) is folded into its nearest big cluster. */
   minClusterShare: number;
+  minClusterWindows: number;
   /** Resegmentation: GMM components per speaker, EM/Viterbi rounds, log penalty per speaker change. */
   gmmComponents: number;
   resegRounds: number;
@@ -31,16 +37,16 @@ export interface DefaultParams {
 
 export const DEFAULT_PARAMS: DefaultParams = {
   vad: DEFAULT_VAD,
-  window: 1.5,
-  hop: 0.25,
-  minWindow: 0.4,
+  window: 2,
+  minWindow: 0.5,
   maxWindows: 1500,
-  pcaDims: 6,
-  threshold: 1.2,
+  mergeBase: 4.5,
+  mergePerLog: 0.5,
   minClusterShare: 0.05,
+  minClusterWindows: 2,
   gmmComponents: 8,
   resegRounds: 2,
-  switchPenalty: 60,
+  switchPenalty: 30,
   joinGap: 0.3,
 };
 
@@ -52,7 +58,20 @@ export class DefaultDiarizer implements Diarizer {
   constructor(
     private readonly vad: SileroVad,
     private readonly params: DefaultParams = DEFAULT_PARAMS,
+    private readonly space: SpeakerSpace = speakerSpace,
   ) {}
+
+  /**
+   * The mean MFCC vector (normalised as the diarizer normalises them: by the recording's speech
+   * frames) of each window: what the speaker space is fitted on (bench/src/diarization-calibrate.ts).
+   */
+  async windowVectors(samples: Float32Array, windows: { start: number; end: number }[]): Promise<{ x: Float64Array; inputs: number }> {
+    const probs = await this.vad.probabilities(samples);
+    const regions = speechRegions(probs, samples.length / 16000, this.params.vad);
+    const feats = await mfcc(samples);
+    normaliseFrames(feats, framesIn(regions, feats.n));
+    return { x: windowMeans(feats, windows), inputs: feats.dim };
+  }
 
   async diarize(samples: Float32Array, sampleRate: number, opts: DiarizeOptions = {}): Promise<DiarizationOutput> {
     if (sampleRate !== 16000) throw new Error(`diarization expects 16 kHz audio, got ${sampleRate} Hz (decode it with decodeToWav first)`);
@@ -78,18 +97,19 @@ export class DefaultDiarizer implements Diarizer {
     if (speechFrames.length < 10) return empty;
     normaliseFrames(feats, speechFrames);
 
-    // 3. Window statistics → PCA → average-linkage clustering: 60–75 %.
+    // 3. Window vectors in the speaker space → Ward clustering with a calibrated stop: 60–75 %.
     const windows = makeWindows(regions, p);
     if (!windows.length) return singleSpeaker(this.name, regions);
-    const emb = windowEmbeddings(feats, windows);
-    const projected = pca(emb, windows.length, 2 * feats.dim, p.pcaDims);
+    const n = windows.length;
+    const vectors = project(this.space, windowMeans(feats, windows), n);
     await yieldNow();
     signal?.throwIfAborted();
-    const n = windows.length;
-    const dist = cosineDistances(projected.data, n, projected.dim);
-    const merges = averageLinkage(dist, n);
-    let labels = cutDendrogram(merges, n, p.threshold, opts.minSpeakers ?? 1, opts.maxSpeakers ?? Infinity);
-    labels = foldSmallClusters(labels, projected.data, projected.dim, p.minClusterShare, opts.minSpeakers ?? 1);
+    const dims = this.space.dims;
+    const merges = wardLinkage(squaredDistances(vectors, n, dims), n);
+    // Merge heights are twice the growth of the within-cluster sum of squares (cluster.ts).
+    const stop = 2 * dims * (p.mergeBase + p.mergePerLog * Math.log(n));
+    let labels = cutDendrogram(merges, n, stop, opts.minSpeakers ?? 1, opts.maxSpeakers ?? Infinity);
+    labels = foldSmallClusters(labels, vectors, dims, Math.max(p.minClusterWindows, p.minClusterShare * n), opts.minSpeakers ?? 1);
     progress(0.75);
     await yieldNow();
     signal?.throwIfAborted();
@@ -157,9 +177,10 @@ interface Window {
   end: number;
 }
 
-function makeWindows(regions: Region[], p: DefaultParams): Window[] {
+/** Windows of `p.window` seconds that tile each speech region (a region shorter than that is one window). */
+function makeWindows(regions: Region[], p: Pick<DefaultParams, 'window' | 'minWindow' | 'maxWindows'>): Window[] {
   const speech = regions.reduce((s, r) => s + r.end - r.start, 0);
-  const hop = Math.max(p.hop, speech / p.maxWindows);
+  const hop = Math.max(p.window, speech / p.maxWindows);
   const out: Window[] = [];
   for (const r of regions) {
     const len = r.end - r.start;
@@ -179,103 +200,56 @@ function frameRange(w: { start: number; end: number }, frames: number): [number,
   return [Math.max(0, Math.round((w.start * 16000 - 200) / FRAME_HOP)), Math.min(frames, Math.round((w.end * 16000 - 200) / FRAME_HOP))];
 }
 
-/** Mean and standard deviation of each feature over the window: 2 × dim values per window. */
-function windowEmbeddings(f: FrameFeatures, windows: Window[]): Float64Array {
+/** The mean of each feature over each window: n × dim values. */
+function windowMeans(f: FrameFeatures, windows: Window[]): Float64Array {
   const dim = f.dim;
-  const out = new Float64Array(windows.length * 2 * dim);
+  const out = new Float64Array(windows.length * dim);
   windows.forEach((w, k) => {
     const [a, b] = frameRange(w, f.n);
     const count = Math.max(1, b - a);
-    const base = k * 2 * dim;
-    for (let i = a; i < b; i++) {
-      for (let d = 0; d < dim; d++) {
-        const x = f.data[i * dim + d]!;
-        out[base + d]! += x;
-        out[base + dim + d]! += x * x;
-      }
-    }
-    for (let d = 0; d < dim; d++) {
-      const m = out[base + d]! / count;
-      out[base + d] = m;
-      out[base + dim + d] = Math.sqrt(Math.max(out[base + dim + d]! / count - m * m, 0));
-    }
+    for (let i = a; i < b; i++) for (let d = 0; d < dim; d++) out[k * dim + d]! += f.data[i * dim + d]!;
+    for (let d = 0; d < dim; d++) out[k * dim + d]! /= count;
   });
   return out;
 }
 
-/** Standardises each column, then projects onto the `dims` leading principal axes (ml-matrix EVD of the covariance). */
-function pca(x: Float64Array, n: number, dim: number, dims: number): { data: Float64Array; dim: number } {
-  const m = new Matrix(n, dim);
-  for (let i = 0; i < n; i++) for (let d = 0; d < dim; d++) m.set(i, d, x[i * dim + d]!);
-  m.center('column');
-  const sd = m.standardDeviation('column');
-  for (let d = 0; d < dim; d++) if (sd[d]! > 1e-9) m.mulColumn(d, 1 / sd[d]!);
-  const keep = Math.max(1, Math.min(dims, dim, n - 1));
-  if (n < 3) return { data: Float64Array.from(m.to1DArray()), dim };
-  const cov = m
-    .transpose()
-    .mmul(m)
-    .div(n - 1);
-  const evd = new EigenvalueDecomposition(cov, { assumeSymmetric: true });
-  const order = evd.realEigenvalues.map((v, i) => [v, i] as const).sort((a, b) => b[0] - a[0]);
-  const basis = new Matrix(dim, keep);
-  for (let c = 0; c < keep; c++) {
-    const col = order[c]![1];
-    for (let d = 0; d < dim; d++) basis.set(d, c, evd.eigenvectorMatrix.get(d, col));
-  }
-  return { data: Float64Array.from(m.mmul(basis).to1DArray()), dim: keep };
-}
-
-function cosineDistances(x: Float64Array, n: number, dim: number): Float64Array {
-  const norm = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    let s = 0;
-    for (let d = 0; d < dim; d++) s += x[i * dim + d]! ** 2;
-    norm[i] = Math.sqrt(s) || 1;
-  }
+function squaredDistances(x: Float64Array, n: number, dim: number): Float64Array {
   const dist = new Float64Array(n * n);
   for (let i = 0; i < n; i++) {
     for (let j = i + 1; j < n; j++) {
       let s = 0;
-      for (let d = 0; d < dim; d++) s += x[i * dim + d]! * x[j * dim + d]!;
-      const v = 1 - s / (norm[i]! * norm[j]!);
-      dist[i * n + j] = v;
-      dist[j * n + i] = v;
+      for (let d = 0; d < dim; d++) s += (x[i * dim + d]! - x[j * dim + d]!) ** 2;
+      dist[i * n + j] = s;
+      dist[j * n + i] = s;
     }
   }
   return dist;
 }
 
-/** Clusters holding less than `share` of the windows join the big cluster with the closest centroid. */
-function foldSmallClusters(labels: Int32Array, x: Float64Array, dim: number, share: number, minSpeakers: number): Int32Array {
+/**
+ * Clusters of fewer than `minWindows` windows (a cough, a laugh, a burst of noise: too little to
+ * tell a voice by) join the big cluster whose mean is nearest in the speaker space.
+ */
+function foldSmallClusters(labels: Int32Array, x: Float64Array, dim: number, minWindows: number, minSpeakers: number): Int32Array {
   const k = Math.max(...labels) + 1;
   const counts = new Int32Array(k);
   for (const l of labels) counts[l]!++;
   const order = [...counts.keys()].sort((a, b) => counts[b]! - counts[a]!);
-  const big = new Set(order.filter((c, rank) => rank < Math.max(1, minSpeakers) || counts[c]! >= share * labels.length));
+  const big = new Set(order.filter((c, rank) => rank < Math.max(1, minSpeakers) || counts[c]! >= minWindows));
   if (big.size === k) return labels;
-  const centroid = (c: number) => {
-    const v = new Float64Array(dim);
-    labels.forEach((l, i) => {
-      if (l === c) for (let d = 0; d < dim; d++) v[d]! += x[i * dim + d]!;
-    });
-    const nrm = Math.sqrt(v.reduce((s, a) => s + a * a, 0)) || 1;
-    return v.map((a) => a / nrm);
-  };
-  const centroids = new Map([...big].map((c) => [c, centroid(c)]));
+  const means = Array.from({ length: k }, () => new Float64Array(dim));
+  labels.forEach((l, i) => {
+    for (let d = 0; d < dim; d++) means[l]![d]! += x[i * dim + d]! / counts[l]!;
+  });
   const remap = new Int32Array(k);
   const ids = new Map<number, number>();
   for (let c = 0; c < k; c++) {
     let target = c;
     if (!big.has(c)) {
-      const own = centroid(c);
-      let best = -Infinity;
-      for (const [b, v] of centroids) {
-        const s = v.reduce((acc, a, d) => acc + a * own[d]!, 0);
-        if (s > best) {
-          best = s;
-          target = b;
-        }
+      let best = Infinity;
+      for (const b of big) {
+        const d2 = means[b]!.reduce((acc, v, d) => acc + (v - means[c]![d]!) ** 2, 0);
+        if (d2 < best) [best, target] = [d2, b];
       }
     }
     if (!ids.has(target)) ids.set(target, ids.size);

@@ -19,7 +19,7 @@ export type DiarizerConfig = { engine: 'default' } | { engine: 'sherpa-onnx'; se
  * (missing or broken model file, missing native package); never crashes the process.
  */
 export async function createDiarizer(config: DiarizerConfig): Promise<Diarizer> {
-  if (config.engine === 'default') return createDefault();
+  if (config.engine === 'default') return createDefaultDiarizer();
   if (config.engine === 'sherpa-onnx') {
     const { createSherpaDiarizer } = await import('./sherpa.js');
     return createSherpaDiarizer(config);
@@ -27,7 +27,8 @@ export async function createDiarizer(config: DiarizerConfig): Promise<Diarizer> 
   throw new DiarizerUnavailableError(`unknown diarization engine ${JSON.stringify((config as { engine: unknown }).engine)}`);
 }
 
-async function createDefault(): Promise<Diarizer> {
+/** The default engine itself (the bench's calibration also reads its window vectors). */
+export async function createDefaultDiarizer(): Promise<DefaultDiarizer> {
   let ort: typeof import('onnxruntime-node');
   try {
     ort = await import('onnxruntime-node');
