@@ -2,8 +2,8 @@ import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError } from '../../http/errors.js';
 import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
-import type { JobService } from '../jobs/job-service.js';
-import { speakerName } from '../jobs/speakers.js';
+import { completedTurns, type JobService } from '../jobs/job-service.js';
+import { speakerName, type StoredTurn } from '../jobs/speakers.js';
 import { presentSegment } from '../jobs/presenter.js';
 import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
 
@@ -16,6 +16,8 @@ export interface PublicTranscript {
   finishedAt: Date | null;
   transcriptText: string | null;
   segments: Array<{ start: number; end: number; text: string; speaker: string | null }>;
+  /** The diarizer's speaker turns (sorted) when the pass has a completed diarization; null otherwise. */
+  turns: StoredTurn[] | null;
 }
 
 /**
@@ -79,6 +81,7 @@ export class ShareService {
       transcriptText: job.transcriptText,
       // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
       segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
+      turns: job.diarizationState === 'completed' && job.diarizationTurns ? completedTurns(job) : null,
     };
   }
 }
