@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { presentDiarization, type DiarizationRecord, type StoredTurn } from '../src/speech/jobs/speakers.js';
+import { transcriptRttm } from '../src/speech/jobs/transcript-formats.js';
 import { splitSegmentsBySpeaker, speakerForWord, type Word } from '../src/speech/jobs/word-speakers.js';
 
 const w = (text: string, start: number, end: number): Word => ({ text, start, end });
@@ -128,5 +129,18 @@ describe('presentDiarization', () => {
       ['S1', 'Speaker 1', 2],
       ['S3', 'Speaker 3', 1],
     ]);
+  });
+});
+
+describe('transcriptRttm', () => {
+  it('writes one SPEAKER line per turn, sorted, with the job keys and no whitespace in the file id', () => {
+    expect(
+      transcriptRttm('my talk', [
+        [2.5, 4.25, 1],
+        [0, 2.5, 0],
+        [5, 5, 0], // empty: left out
+      ]),
+    ).toBe('SPEAKER my_talk 1 0.000 2.500 <NA> <NA> S1 <NA> <NA>\nSPEAKER my_talk 1 2.500 1.750 <NA> <NA> S2 <NA> <NA>\n');
+    expect(transcriptRttm('x', [])).toBe('');
   });
 });
