@@ -374,6 +374,15 @@ describe('whisper.cpp engine (whisper-cli built from nodejs-whisper’s sources,
     expectValidTimeline(result.segments, wav16Duration);
     // Only the model's pseudo-words: the timestamps were parsed off, nothing else leaked into the text.
     for (const s of result.segments) expect(s.text).toMatch(/^[a-z]+( [a-z]+)*$/);
+    // Word mode (-ml 1 -sow, the default): each segment carries its words, inside it, reading its text.
+    for (const s of result.segments) {
+      expect(s.words?.length).toBeGreaterThan(0);
+      expect(s.words!.map((w) => w.text).join(' ')).toBe(s.text);
+      for (const w of s.words!) {
+        expect(w.start).toBeGreaterThanOrEqual(s.start);
+        expect(w.end).toBeLessThanOrEqual(s.end);
+      }
+    }
     expect(result).toMatchObject({ engine: 'whisper.cpp', model: modelPath });
     expect(progress.length).toBeGreaterThan(0);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!).toBeGreaterThan(progress[i - 1]!);
@@ -390,6 +399,11 @@ describe('whisper.cpp engine (whisper-cli built from nodejs-whisper’s sources,
     const result = await named.transcribe({ wavPath: wav16, model: 'small', signal: new AbortController().signal, onSegment: () => {} });
     expect(result.model).toBe('small');
     expect(result.segments.length).toBeGreaterThanOrEqual(1);
+    // wordTimestamps: false keeps whisper's own segments, without words.
+    const plain = new WhisperCppEngine({ binary: cli, modelsDir, threads: 1, wordTimestamps: false });
+    const segmentsOnly = await plain.transcribe({ wavPath: wav16, model: 'small', signal: new AbortController().signal, onSegment: () => {} });
+    expect(segmentsOnly.segments.length).toBeGreaterThanOrEqual(1);
+    expect(segmentsOnly.segments.every((s) => s.words === undefined)).toBe(true);
     await expect(named.transcribe({ wavPath: wav16, model: 'large', signal: new AbortController().signal, onSegment: () => {} })).rejects.toThrow(
       /model "large" is not available.*ggml-large-v3\.bin/,
     );
