@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HELD_LEASES_CONTRACT_VERSION, WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
@@ -542,8 +543,17 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     expect(sharedSrt).toContain('Speaker 2: Hello there.');
   });
 
-  it('a rerun joins the pieces back and splits them again with its own turns', async () => {
+  it('a rerun joins the pieces back and splits them again with its own turns; browsers get each labelled pass', async () => {
     const id = await transcribeWords(FIRST);
+    const socket = io(svc.url, { transports: ['websocket'], auth: { token: owner.jwt }, reconnection: false });
+    const live: Array<{ state: string; segments?: Array<{ seq: number; start: number; end: number; text: string; speaker: string | null }> }> = [];
+    socket.on('diarization', (d: (typeof live)[number]) => live.push(d));
+    expect(await socket.timeout(5_000).emitWithAck('subscribe', { jobId: id })).toEqual({ ok: true });
+    /** The labelled pass of the n-th completed diarization browsers heard. */
+    const completedLive = async (n: number) => {
+      await expect.poll(() => live.filter((d) => d.state === 'completed').length).toBe(n);
+      return live.filter((d) => d.state === 'completed')[n - 1]!.segments!.map((x) => [x.seq, x.start, x.end, x.text, x.speaker]);
+    };
     const pass = async (turns: Array<[number, number, number]>) => {
       expect((await rerun(id)).status).toBe(200);
       const task = (await claim(w))!;
@@ -561,6 +571,7 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
       [1, 4, 6, 'No words here.', 'S2'],
       [2, 6, 8, 'Fine thanks.', 'S2'],
     ]);
+    expect(await completedLive(1)).toEqual(await rows(id));
     expect((await detail(id)).diarization.speaker_count).toBe(2);
     await expectWordsAgreeWithRttm(id);
     // A change inside the last segment splits it; the first is split where the new turns say.
@@ -576,6 +587,8 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
       [3, 6, 6.5, 'Fine', 'S1'],
       [4, 6.6, 8, 'thanks.', 'S2'],
     ]);
+    expect(await completedLive(2)).toEqual(await rows(id));
+    socket.close();
     await expectWordsAgreeWithRttm(id);
     const d = await detail(id);
     expect(d.speaker_aware_transcript).toBe(
