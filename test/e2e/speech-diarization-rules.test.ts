@@ -516,7 +516,26 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     expect(srt).toContain('00:00:01,800 --> 00:00:04,000\nSpeaker 2: Hello there.');
     const vtt = await (await download(`/api/speech/jobs/${id}/transcript.vtt`, owner)).text();
     expect(vtt).toContain('<v Speaker 2>Hello there.');
-    const json = (await (await download(`/api/speech/jobs/${id}/transcript.json`, owner)).json()) as { segments: Array<{ text: string; speaker: string }> };
+    const json = (await (await download(`/api/speech/jobs/${id}/transcript.json`, owner)).json()) as {
+      segments: Array<{ text: string; speaker: string; words?: Array<{ start: number; end: number; text: string; speaker: string }> }>;
+    };
+    // Every word carries its speaker.
+    expect(json.segments.map((s) => s.words?.map((x) => [x.text, x.speaker]) ?? null)).toEqual([
+      [
+        ['Good', 'S1'],
+        ['morning.', 'S1'],
+      ],
+      [
+        ['Hello', 'S2'],
+        ['there.', 'S2'],
+      ],
+      null,
+      [
+        ['Fine', 'S1'],
+        ['thanks.', 'S1'],
+      ],
+    ]);
+    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2' });
     expect(json.segments.map((s) => [s.text, s.speaker])).toEqual([
       ['Good morning.', 'S1'],
       ['Hello there.', 'S2'],

@@ -27,7 +27,8 @@ const format = z.enum(TRANSCRIPT_FORMATS);
 const description =
   'The current pass of a visible job as a download (`Content-Disposition: attachment`, named after the title): `txt` plain ' +
   'text (speaker turns when speakers are known), `srt` SubRip and `vtt` WebVTT subtitles (one cue per segment, speaker ' +
-  'names as a prefix or a `<v>` voice span), `json` the segments with start/end seconds and speakers. Available while the ' +
+  'names as a prefix or a `<v>` voice span), `json` the segments with start/end seconds and speakers (and, where the engine gave word times, their `words` with ' +
+  'times and speaker; segments are split where the speaker changes). Available while the ' +
   'job runs too (the segments so far). Add `inline=1` to view it in the browser instead.';
 
 /** Signed-in API: transcript downloads (TXT, SRT, WebVTT, JSON) and speaker turns (RTTM) of a job's current pass. */

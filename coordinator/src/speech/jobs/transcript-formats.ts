@@ -7,6 +7,8 @@ export interface DownloadSegment {
   end: number;
   text: string;
   speaker: string | null;
+  /** The segment's words when the engine gave word times (JSON lists them, each with the segment's speaker). */
+  words?: Array<{ start: number; end: number; text: string }> | null;
 }
 
 export interface DownloadTranscript {
@@ -92,7 +94,11 @@ export function transcriptVtt(t: DownloadTranscript): string {
   return `WEBVTT\n\n${body.join('\n')}`;
 }
 
-/** JSON: the job's identity and the segments with times and speakers (key and display name). */
+/**
+ * JSON: the job's identity and the segments with times and speakers (key and display name); a
+ * segment with word times lists its `words`, each with its speaker (segments are split where the
+ * speaker changes, so a word's speaker is its segment's).
+ */
 export function transcriptJson(t: DownloadTranscript) {
   return {
     ...(t.jobId === null ? {} : { job_id: t.jobId }),
@@ -109,6 +115,7 @@ export function transcriptJson(t: DownloadTranscript) {
       text: s.text.trim(),
       speaker: s.speaker,
       speaker_name: s.speaker ? speakerName(s.speaker, t.speakerLabels) : null,
+      ...(s.words?.length ? { words: s.words.map((w) => ({ start: w.start, end: w.end, text: w.text, speaker: s.speaker })) } : {}),
     })),
   };
 }
@@ -176,7 +183,7 @@ export function downloadOfJob(job: SpeechJob, segments: SpeechSegment[], title: 
     status: job.status,
     durationSeconds: job.sourceDurationSeconds,
     transcriptText: job.transcriptText,
-    segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+    segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words })),
     speakerLabels: job.speakerLabels,
   };
 }

@@ -15,7 +15,7 @@ export interface PublicTranscript {
   durationSeconds: number | null;
   finishedAt: Date | null;
   transcriptText: string | null;
-  segments: Array<{ start: number; end: number; text: string; speaker: string | null }>;
+  segments: Array<{ start: number; end: number; text: string; speaker: string | null; words?: SpeechSegment['words'] }>;
   /** The diarizer's speaker turns (sorted) when the pass has a completed diarization; null otherwise. */
   turns: StoredTurn[] | null;
 }
@@ -80,7 +80,11 @@ export class ShareService {
       finishedAt: job.finishedAt,
       transcriptText: job.transcriptText,
       // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
-      segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
+      segments: segments.map((seg) => ({
+        ...presentSegment(seg),
+        speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null,
+        words: seg.words,
+      })),
       turns: job.diarizationState === 'completed' && job.diarizationTurns ? completedTurns(job) : null,
     };
   }
