@@ -21,5 +21,6 @@ export type * from './sonar/worker/v1/ReleaseRequest.js';
 export type * from './sonar/worker/v1/ReleaseResponse.js';
 export type * from './sonar/worker/v1/SegmentMsg.js';
 export type * from './sonar/worker/v1/SpeakerTurn.js';
+export type * from './sonar/worker/v1/WordMsg.js';
 export type * from './sonar/worker/v1/WorkerService.js';
 export type { ProtoGrpcType } from './worker.js';

@@ -22,6 +22,7 @@ import type { ReleaseRequest as _sonar_worker_v1_ReleaseRequest, ReleaseRequest_
 import type { ReleaseResponse as _sonar_worker_v1_ReleaseResponse, ReleaseResponse__Output as _sonar_worker_v1_ReleaseResponse__Output } from './sonar/worker/v1/ReleaseResponse.js';
 import type { SegmentMsg as _sonar_worker_v1_SegmentMsg, SegmentMsg__Output as _sonar_worker_v1_SegmentMsg__Output } from './sonar/worker/v1/SegmentMsg.js';
 import type { SpeakerTurn as _sonar_worker_v1_SpeakerTurn, SpeakerTurn__Output as _sonar_worker_v1_SpeakerTurn__Output } from './sonar/worker/v1/SpeakerTurn.js';
+import type { WordMsg as _sonar_worker_v1_WordMsg, WordMsg__Output as _sonar_worker_v1_WordMsg__Output } from './sonar/worker/v1/WordMsg.js';
 import type { WorkerServiceClient as _sonar_worker_v1_WorkerServiceClient, WorkerServiceDefinition as _sonar_worker_v1_WorkerServiceDefinition } from './sonar/worker/v1/WorkerService.js';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -53,6 +54,7 @@ export interface ProtoGrpcType {
         ReleaseResponse: MessageTypeDefinition<_sonar_worker_v1_ReleaseResponse, _sonar_worker_v1_ReleaseResponse__Output>
         SegmentMsg: MessageTypeDefinition<_sonar_worker_v1_SegmentMsg, _sonar_worker_v1_SegmentMsg__Output>
         SpeakerTurn: MessageTypeDefinition<_sonar_worker_v1_SpeakerTurn, _sonar_worker_v1_SpeakerTurn__Output>
+        WordMsg: MessageTypeDefinition<_sonar_worker_v1_WordMsg, _sonar_worker_v1_WordMsg__Output>
         WorkerService: SubtypeConstructor<typeof grpc.Client, _sonar_worker_v1_WorkerServiceClient> & { service: _sonar_worker_v1_WorkerServiceDefinition }
       }
     }

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HELD_LEASES_CONTRACT_VERSION, WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
@@ -12,6 +13,7 @@ import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { browserLogin, createTestDatabase, extractCsrf, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
+import { parseRttm, rttmSpeakerAt } from '../support/rttm.js';
 import { streamSegments } from '../support/sim-worker.js';
 
 /**
@@ -399,4 +401,262 @@ describe('diarization reruns (spec "Diarization state", row by row)', () => {
     expect(pending.body).not.toContain('id="diarization-rerun"');
     await runRerun(id, diarized());
   });
+});
+
+describe('word-level speakers: segments split at speaker changes, RTTM downloads', () => {
+  let w: Sim;
+  beforeAll(async () => {
+    w = await worker('words', caps());
+  });
+
+  const word = (text: string, start: number, end: number) => ({ text, start, end });
+  /**
+   * Three reported segments: the first one's words change speaker at 2.0 s ("Hello" straddles the
+   * change, most of it in the second turn), the second has no words, the third one speaker.
+   */
+  const WORDED = [
+    {
+      seq: 0,
+      start: 0,
+      end: 4,
+      text: 'Good morning. Hello there.',
+      words: [word('Good', 0.1, 0.5), word('morning.', 0.6, 1.2), word('Hello', 1.8, 2.4), word('there.', 2.5, 3.6)],
+    },
+    { seq: 1, start: 4, end: 6, text: 'No words here.', words: [] },
+    { seq: 2, start: 6, end: 8, text: 'Fine thanks.', words: [word('Fine', 6.1, 6.5), word('thanks.', 6.6, 7.9)] },
+  ];
+  const turnsOf = (turns: Array<[number, number, number]>) => ({
+    state: 'completed',
+    engine: 'test-diarizer',
+    speaker_count: new Set(turns.map((t) => t[2])).size,
+    // a third speaker whose only turn holds no words: listed in the RTTM, not among the speakers
+    turns: turns.map(([start, end, speaker]) => ({ start, end, speaker })),
+    error: '',
+  });
+  const FIRST: Array<[number, number, number]> = [
+    [0, 2, 0],
+    [2, 4, 1],
+    [4, 8, 0],
+    [8.2, 8.6, 2],
+  ];
+
+  async function transcribeWords(turns: Array<[number, number, number]>) {
+    const job = await uploadJob();
+    const a = (await claim(w))!;
+    expect(a.lease.job_id).toBe(job.id);
+    const stream = w.client.progress(a.lease);
+    stream.send({
+      stage: 'transcribing',
+      stage_detail: '',
+      audio_position_seconds: 8,
+      segments: WORDED,
+      duration_seconds: 8,
+      engine: 'test',
+      engine_model: 'small',
+    });
+    await stream.end();
+    await w.client.complete(complete(a, { segment_count: WORDED.length, diarization: turnsOf(turns) }));
+    return job.id;
+  }
+
+  const download = (url: string, who?: { jwt: string }) => fetch(`${svc.url}${url}`, { headers: who ? { authorization: `Bearer ${who.jwt}` } : {} });
+  const rows = async (id: number) => (await segments(id)).map((s: Record<string, unknown>) => [s.seq, s.start, s.end, s.text, s.speaker]);
+
+  /** Every word lies in exactly one stored segment whose speaker is the RTTM turn that overlaps the word most. */
+  async function expectWordsAgreeWithRttm(id: number) {
+    const res = await download(`/api/speech/jobs/${id}/transcript.rttm`, owner);
+    expect(res.status).toBe(200);
+    const turns = parseRttm(await res.text());
+    const stored = (await segments(id)) as unknown as Array<{ start: number; end: number; text: string; speaker: string | null }>;
+    for (const seg of WORDED) {
+      for (const wd of seg.words) {
+        const holder = stored.filter((s) => wd.start >= s.start - 1e-9 && wd.end <= s.end + 1e-9 && s.text.split(' ').includes(wd.text));
+        expect(holder, wd.text).toHaveLength(1);
+        expect(holder[0]!.speaker, wd.text).toBe(rttmSpeakerAt(turns, wd.start, wd.end));
+      }
+    }
+    return turns;
+  }
+
+  it('splits a segment whose words change speaker; the transcript, speakers, exports and RTTM agree', async () => {
+    const id = await transcribeWords(FIRST);
+    expect(await rows(id)).toEqual([
+      [0, 0, 1.2, 'Good morning.', 'S1'],
+      [1, 1.8, 4, 'Hello there.', 'S2'],
+      [2, 4, 6, 'No words here.', 'S1'],
+      [3, 6, 8, 'Fine thanks.', 'S1'],
+    ]);
+    const d = await detail(id);
+    // three segments were reported; the split does not make it look like a mismatch
+    expect(d).toMatchObject({ status: 'completed', stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+    expect(d.speaker_aware_transcript).toBe(
+      '[00:00:00] Speaker 1: Good morning.\n\n[00:00:01] Speaker 2: Hello there.\n\n[00:00:04] Speaker 1: No words here. Fine thanks.',
+    );
+    // S3's only turn holds no words: it is not a speaker of the transcript
+    expect(d.diarization).toMatchObject({ state: 'completed', speaker_count: 2, labelled_segment_count: 4 });
+    expect(d.diarization.speakers.map((s: { key: string; segment_count: number }) => [s.key, s.segment_count])).toEqual([
+      ['S1', 3],
+      ['S2', 1],
+    ]);
+
+    const turns = await expectWordsAgreeWithRttm(id);
+    expect(turns).toEqual([
+      { file: `job-${id}`, start: 0, end: 2, speaker: 'S1' },
+      { file: `job-${id}`, start: 2, end: 4, speaker: 'S2' },
+      { file: `job-${id}`, start: 4, end: 8, speaker: 'S1' },
+      { file: `job-${id}`, start: 8.2, end: expect.closeTo(8.6, 6), speaker: 'S3' },
+    ]);
+    const rttm = await download(`/api/speech/jobs/${id}/transcript.rttm`, owner);
+    expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename=".*\.rttm"/);
+    expect(rttm.headers.get('content-type')).toMatch(/^text\/plain/);
+
+    // Exports keep the speakers of the split segments.
+    const srt = await (await download(`/api/speech/jobs/${id}/transcript.srt`, owner)).text();
+    expect(srt).toContain('00:00:00,000 --> 00:00:01,200\nSpeaker 1: Good morning.');
+    expect(srt).toContain('00:00:01,800 --> 00:00:04,000\nSpeaker 2: Hello there.');
+    const vtt = await (await download(`/api/speech/jobs/${id}/transcript.vtt`, owner)).text();
+    expect(vtt).toContain('<v Speaker 2>Hello there.');
+    const json = (await (await download(`/api/speech/jobs/${id}/transcript.json`, owner)).json()) as {
+      segments: Array<{ text: string; speaker: string; words?: Array<{ start: number; end: number; text: string; speaker: string }> }>;
+    };
+    // Every word carries its speaker.
+    expect(json.segments.map((s) => s.words?.map((x) => [x.text, x.speaker]) ?? null)).toEqual([
+      [
+        ['Good', 'S1'],
+        ['morning.', 'S1'],
+      ],
+      [
+        ['Hello', 'S2'],
+        ['there.', 'S2'],
+      ],
+      null,
+      [
+        ['Fine', 'S1'],
+        ['thanks.', 'S1'],
+      ],
+    ]);
+    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2' });
+    expect(json.segments.map((s) => [s.text, s.speaker])).toEqual([
+      ['Good morning.', 'S1'],
+      ['Hello there.', 'S2'],
+      ['No words here.', 'S1'],
+      ['Fine thanks.', 'S1'],
+    ]);
+    const txt = await (await download(`/api/speech/jobs/${id}/transcript.txt`, owner)).text();
+    expect(txt).toBe('Speaker 1:\nGood morning.\n\nSpeaker 2:\nHello there.\n\nSpeaker 1:\nNo words here.\nFine thanks.\n');
+
+    // The job page offers the RTTM download.
+    const { jar } = await browserLogin(svc.app, owner.username, ownerPassword);
+    const page = await svc.app.inject({ method: 'GET', url: `/speech/jobs/${id}`, headers: { cookie: jar.header() } });
+    expect(page.body).toContain(`href="/api/speech/jobs/${id}/transcript.rttm"`);
+
+    // The share page: the same turns, without the job's id; its full view shows the split segments.
+    const share = await api('POST', `/api/speech/jobs/${id}/share`, owner);
+    expect(share.status).toBe(200);
+    const sharePath = new URL(share.body.share.url as string).pathname;
+    const shared = await fetch(`${svc.url}${sharePath}.rttm`);
+    expect(shared.status).toBe(200);
+    expect(parseRttm(await shared.text()).map((t) => ({ ...t, file: `job-${id}` }))).toEqual(turns);
+    expect(await (await fetch(`${svc.url}${sharePath}`)).text()).toContain(`href="${sharePath.split('/').at(-1)}.rttm"`);
+    const sharedSrt = await (await fetch(`${svc.url}${sharePath}.srt`)).text();
+    expect(sharedSrt).toContain('Speaker 2: Hello there.');
+  });
+
+  it('a rerun joins the pieces back and splits them again with its own turns; browsers get each labelled pass', async () => {
+    const id = await transcribeWords(FIRST);
+    const socket = io(svc.url, { transports: ['websocket'], auth: { token: owner.jwt }, reconnection: false });
+    const live: Array<{ state: string; segments?: Array<{ seq: number; start: number; end: number; text: string; speaker: string | null }> }> = [];
+    socket.on('diarization', (d: (typeof live)[number]) => live.push(d));
+    expect(await socket.timeout(5_000).emitWithAck('subscribe', { jobId: id })).toEqual({ ok: true });
+    /** The labelled pass of the n-th completed diarization browsers heard. */
+    const completedLive = async (n: number) => {
+      await expect.poll(() => live.filter((d) => d.state === 'completed').length).toBe(n);
+      return live.filter((d) => d.state === 'completed')[n - 1]!.segments!.map((x) => [x.seq, x.start, x.end, x.text, x.speaker]);
+    };
+    const pass = async (turns: Array<[number, number, number]>) => {
+      expect((await rerun(id)).status).toBe(200);
+      const task = (await claim(w))!;
+      expect(task).toMatchObject({ task: 'diarize', regenerate_segments: false });
+      await w.client.complete({ ...complete(task, { segment_count: 0 }), diarization: turnsOf(turns) });
+      expect((await detail(id)).diarization.state).toBe('completed');
+    };
+    // One speaker for the first segment: it is whole again, with the text the worker reported.
+    await pass([
+      [0, 4, 0],
+      [4, 8, 1],
+    ]);
+    expect(await rows(id)).toEqual([
+      [0, 0, 4, 'Good morning. Hello there.', 'S1'],
+      [1, 4, 6, 'No words here.', 'S2'],
+      [2, 6, 8, 'Fine thanks.', 'S2'],
+    ]);
+    expect(await completedLive(1)).toEqual(await rows(id));
+    expect((await detail(id)).diarization.speaker_count).toBe(2);
+    await expectWordsAgreeWithRttm(id);
+    // A change inside the last segment splits it; the first is split where the new turns say.
+    await pass([
+      [0, 1.5, 1],
+      [1.5, 6.55, 0],
+      [6.55, 8, 1],
+    ]);
+    expect(await rows(id)).toEqual([
+      [0, 0, 1.2, 'Good morning.', 'S2'],
+      [1, 1.8, 4, 'Hello there.', 'S1'],
+      [2, 4, 6, 'No words here.', 'S1'],
+      [3, 6, 6.5, 'Fine', 'S1'],
+      [4, 6.6, 8, 'thanks.', 'S2'],
+    ]);
+    expect(await completedLive(2)).toEqual(await rows(id));
+    socket.close();
+    await expectWordsAgreeWithRttm(id);
+    const d = await detail(id);
+    expect(d.speaker_aware_transcript).toBe(
+      '[00:00:00] Speaker 2: Good morning.\n\n[00:00:01] Speaker 1: Hello there. No words here. Fine\n\n[00:00:06] Speaker 2: thanks.',
+    );
+    expect(d).toMatchObject({ stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+  });
+
+  it('RTTM downloads: 401 without sign-in, 403 without speech.use, 404 for jobs one cannot see, 409 without a completed diarization', async () => {
+    const id = await transcribeWords(FIRST);
+    const url = `/api/speech/jobs/${id}/transcript.rttm`;
+    const unauth = await download(url);
+    expect(unauth.status).toBe(401);
+    expect(await unauth.json()).toMatchObject({ ok: false, reason: 'unauthenticated' });
+    const accounts = new AccountService(svc.orm);
+    const noSpeech = await accounts.createUser({ username: randomName('nospeech'), permissions: [] });
+    const forbidden = await download(url, { jwt: await signIn(noSpeech.user, noSpeech.password) });
+    expect(forbidden.status).toBe(403);
+    expect(await forbidden.json()).toMatchObject({ ok: false, reason: 'forbidden' });
+    const stranger = await accounts.createUser({ username: randomName('stranger'), permissions: ['speech.use'] });
+    const hidden = await download(url, { jwt: await signIn(stranger.user, stranger.password) });
+    expect(hidden.status).toBe(404);
+    expect(await hidden.json()).toMatchObject({ ok: false, reason: 'not_found' });
+    expect((await download('/api/speech/jobs/2147483000/transcript.rttm', owner)).status).toBe(404);
+    // A manager sees it.
+    expect((await download(url, admin)).status).toBe(200);
+
+    // Diarization turned off: no turns (409), and the page offers no RTTM.
+    const off = await uploadJob({ diarization: false });
+    const a = (await claim(w))!;
+    expect(a.lease.job_id).toBe(off.id);
+    await transcribe(w, a, null);
+    const conflict = await download(`/api/speech/jobs/${off.id}/transcript.rttm`, owner);
+    expect(conflict.status).toBe(409);
+    expect(await conflict.json()).toMatchObject({ ok: false, reason: 'conflict', message: expect.stringMatching(/no speaker turns/) });
+    expect((await api('POST', `/api/speech/jobs/${off.id}/share`, owner)).status).toBe(200);
+    const offShare = new URL((await detail(off.id)).share.url as string).pathname;
+    expect((await fetch(`${svc.url}${offShare}.rttm`)).status).toBe(409);
+    expect((await fetch(`${svc.url}${offShare}x.rttm`)).status).toBe(404);
+    // A failed diarization has no turns either.
+    const failed = await transcribeWordsFailed();
+    expect((await download(`/api/speech/jobs/${failed}/transcript.rttm`, owner)).status).toBe(409);
+  });
+
+  async function transcribeWordsFailed() {
+    const job = await uploadJob();
+    const a = (await claim(w))!;
+    await streamSegments(w.client, a.lease, TEXTS);
+    await w.client.complete(complete(a, { diarization: { state: 'failed', engine: 'test-diarizer', speaker_count: 0, turns: [], error: 'boom' } }));
+    return job.id;
+  }
 });

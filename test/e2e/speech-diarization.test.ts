@@ -10,6 +10,7 @@ import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { startNode, type Proc } from '../support/processes.js';
+import { parseRttm, rttmSpeakerAt } from '../support/rttm.js';
 import { makeTwoVoiceRecording, type VoiceTurn } from '../support/two-voice.js';
 
 /**
@@ -53,6 +54,31 @@ function voiceAt(start: number, end: number): number {
   return overlap[0]! >= overlap[1]! ? 0 : 1;
 }
 
+/**
+ * The stored segments of a job's pass carry pocketsphinx's words, and every word's segment has the
+ * speaker of the RTTM turn that overlaps the word most: no stored segment spans two speakers.
+ */
+async function expectWordsFollowRttm(jobId: number) {
+  const res = await fetch(`${svc.url}/api/speech/jobs/${jobId}/transcript.rttm`, { headers: { authorization: `Bearer ${jwt}` } });
+  expect(res.status).toBe(200);
+  const turns = parseRttm(await res.text());
+  expect(new Set(turns.map((t) => t.speaker))).toEqual(new Set(['S1', 'S2']));
+  type Row = { seq: number; text: string; speaker: string; words: Array<{ start: number; end: number; text: string }> | null };
+  const rows = await svc.orm.em
+    .fork()
+    .getConnection()
+    .execute<Row[]>(
+      'select seq, text, speaker, words from speech_segments s join speech_jobs j on j.id = s.job_id and j.current_pass = s.pass where j.id = ? order by seq',
+      [jobId],
+    );
+  expect(rows.length).toBeGreaterThan(0);
+  expect(rows.every((r) => r.words && r.words.length > 0)).toBe(true);
+  for (const r of rows) {
+    expect(r.words!.map((w) => w.text).join(' ')).toBe(r.text);
+    for (const w of r.words!) expect(rttmSpeakerAt(turns, w.start, w.end), `${w.text} in segment ${r.seq}`).toBe(r.speaker);
+  }
+}
+
 beforeAll(async () => {
   db = await createTestDatabase();
   svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_MEDIA_DIR: path.join(dir, 'media'), WORKER_HEARTBEAT_INTERVAL_MS: '1000' })));
@@ -82,7 +108,12 @@ describe('speaker diarization with the real worker agent', () => {
     const job = await submit(recording.wavPath);
     const socket = io(svc.url, { transports: ['websocket'], auth: { token: jwt }, reconnection: false });
     sockets.push(socket);
-    const live: Array<{ state: string; speaker_count: number | null; speakers?: Array<{ seq: number; speaker: string }> }> = [];
+    const live: Array<{
+      state: string;
+      speaker_count: number | null;
+      speakers?: Array<{ seq: number; speaker: string }>;
+      segments?: Array<{ seq: number; text: string; speaker: string | null }>;
+    }> = [];
     socket.on('diarization', (d: (typeof live)[number]) => live.push(d));
     expect(await socket.timeout(5_000).emitWithAck('subscribe', { jobId: job.id })).toEqual({ ok: true });
 
@@ -105,6 +136,11 @@ describe('speaker diarization with the real worker agent', () => {
     // Browsers heard diarization start and end, with every segment's speaker.
     await expect.poll(() => live.map((x) => x.state)).toEqual(['running', 'completed']);
     expect(live[1]!.speakers?.length).toBe(segments.length);
+    // ... and the labelled pass itself (split at speaker changes), as the API has it.
+    const asApi = (list: Array<{ seq: number; text: string; speaker: string | null }>) => list.map((s) => [s.seq, s.text, s.speaker]);
+    expect(asApi(live[1]!.segments ?? [])).toEqual(asApi(segments as never));
+    // pocketsphinx's word times reached the coordinator, and no stored segment spans two speakers of the RTTM.
+    await expectWordsFollowRttm(job.id);
 
     // A rerun: the same agent claims it as a diarize task; the transcript is not touched.
     const before = d;
@@ -115,6 +151,15 @@ describe('speaker diarization with the real worker agent', () => {
     expect(after).toMatchObject({ status: 'completed', transcript_text: before.transcript_text, segment_count: before.segment_count, engine: before.engine });
     expect(after.diarization).toMatchObject({ speaker_count: 2, rerun_pending: false });
     expect(after.runtime_log.map((e: { event: string }) => e.event)).toEqual(expect.arrayContaining(['diarization_requested', 'diarization_claimed']));
+    // The rerun re-split the kept words with its own turns, and browsers got the new pass.
+    await expectWordsFollowRttm(job.id);
+    await expect.poll(() => live.map((x) => x.state)).toEqual(['running', 'completed', 'pending', 'running', 'completed']);
+    const rerunSegments = (await api('GET', `/api/speech/jobs/${job.id}/segments`)).body.segments as Array<{
+      seq: number;
+      text: string;
+      speaker: string | null;
+    }>;
+    expect(asApi(live.at(-1)!.segments ?? [])).toEqual(asApi(rerunSegments));
     // Transcription, diarization and a rerun by a real agent: on a loaded 2-core machine this takes
     // longer than the suite's 30 s default, and the polls above already bound each step.
   }, 240_000);

@@ -79,6 +79,8 @@ describe('speech pages in a browser', () => {
       });
     });
     await page.waitForSelector('#job-status[data-status="completed"]', { timeout: 90_000 });
+    // The labelled pass (split where words change speaker) replaces the live segments.
+    await page.waitForSelector('#diarization-state[data-state="completed"]', { timeout: 30_000 });
 
     const timeline = await page.evaluate(() => (window as unknown as { timeline: Array<{ kind: string; at: number; value: string }> }).timeline);
     const segmentsShown = timeline.filter((e) => e.kind === 'segment');
@@ -86,8 +88,11 @@ describe('speech pages in a browser', () => {
     const stored = await svc.speech.jobs.segments(jobId, 1);
     expect(stored.length).toBeGreaterThan(3);
     // Every stored segment is on the page exactly once, in order; several appeared before completion.
-    const items = await page.$$eval('#segments li', (lis) => lis.map((li) => Number((li as HTMLElement).dataset.seq)));
-    expect(items).toEqual(stored.map((s) => s.seq));
+    const items = await page.$$eval('#segments li', (lis) =>
+      lis.map((li) => [Number((li as HTMLElement).dataset.seq), li.querySelector<HTMLElement>('.who')?.dataset.speaker ?? '']),
+    );
+    expect(items).toEqual(stored.map((s) => [s.seq, s.speaker ?? '']));
+    expect(stored.every((s) => s.speaker)).toBe(true);
     expect(segmentsShown.filter((e) => e.at < completedAt).length).toBeGreaterThanOrEqual(2);
     expect((await page.textContent('#segments'))!.toLowerCase()).toContain('coffee');
 

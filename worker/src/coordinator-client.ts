@@ -23,6 +23,7 @@ import {
   type MediaChunkMsg,
   type ProgressAckMsg,
   type ProgressUpdateMsg,
+  type SegmentMsg,
   type WorkerErrorReason,
 } from '@sonar/shared';
 
@@ -36,8 +37,14 @@ export function workerErrorReason(err: unknown): WorkerErrorReason | null {
   return v === 'stale_lease' || v === 'session_unknown' ? v : null;
 }
 
+/** One segment of a progress message; `words` only when the engine gave word times. */
+export type ProgressSegment = Omit<SegmentMsg, 'words'> & { words?: SegmentMsg['words'] };
+
 /** One progress message of an attempt, without its lease (the stream adds it); `diarization_state` only while diarizing. */
-export type ProgressUpdateBody = Omit<ProgressUpdateMsg, 'lease' | 'diarization_state'> & { diarization_state?: string };
+export type ProgressUpdateBody = Omit<ProgressUpdateMsg, 'lease' | 'diarization_state' | 'segments'> & {
+  diarization_state?: string;
+  segments: ProgressSegment[];
+};
 
 /** A progress stream for one job attempt; `done` settles when the coordinator answers or refuses. */
 export interface ProgressStream {

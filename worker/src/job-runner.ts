@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { OutboundRefused, type JobAssignmentMsg, type OutboundPolicy, type ProgressStage } from '@sonar/shared';
 import { AttemptProgress, retryTransient } from './attempt-progress.js';
 import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
-import type { TranscriptionEngine } from './engines/types.js';
+import type { Segment, TranscriptionEngine } from './engines/types.js';
 
 export type JobOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released';
 
@@ -72,18 +72,12 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
   const picked = transcribe ? deps.pickEngine(job.model, job.forced) : null;
   let duration = job.duration_seconds;
   let seq = 0;
-  const send = (
-    stage: ProgressStage,
-    detail: string,
-    position: number,
-    segments: Array<{ start: number; end: number; text: string }> = [],
-    diarizationState = '',
-  ) =>
+  const send = (stage: ProgressStage, detail: string, position: number, segments: Segment[] = [], diarizationState = '') =>
     progress.send({
       stage,
       stage_detail: detail,
       audio_position_seconds: position,
-      segments: segments.map((s) => ({ seq: seq++, start: s.start, end: s.end, text: s.text })),
+      segments: segments.map((s) => ({ seq: seq++, start: s.start, end: s.end, text: s.text, words: s.words ?? [] })),
       duration_seconds: duration,
       engine: picked?.engine.name ?? '',
       engine_model: picked?.model ?? '',

@@ -11,7 +11,7 @@ import { createEngines } from '../src/engines/index.js';
 import { ContinuousOutputParser, POCKETSPHINX_MODEL, PocketsphinxEngine, parsePs5Line } from '../src/engines/pocketsphinx.js';
 import { findExecutable } from '../src/engines/process.js';
 import { TranscriptionCancelled, type Segment, type TranscribeResult, type TranscriptionEngine } from '../src/engines/types.js';
-import { WhisperCppEngine, parseWhisperSegmentLine } from '../src/engines/whisper-cpp.js';
+import { WhisperCppEngine, WhisperWordGrouper, parseWhisperSegmentLine } from '../src/engines/whisper-cpp.js';
 import { decodeToWav, probeMedia } from '../src/media/decode.js';
 import { canonicalWavHeader, readWavInfo } from '../src/media/wav.js';
 import { processesWithArg } from './helpers/procs.js';
@@ -262,6 +262,18 @@ describe('pocketsphinx engine', () => {
       ),
     ).toBe(true);
 
+    // Every segment carries its words (-time yes): in order, inside the segment, reading its text.
+    for (const seg of result.segments) {
+      expect(seg.words?.length, seg.text).toBeGreaterThan(0);
+      expect(seg.words!.map((w) => w.text).join(' ')).toBe(seg.text);
+      for (const [i, w] of seg.words!.entries()) {
+        expect(w.start).toBeGreaterThanOrEqual(seg.start);
+        expect(w.end).toBeLessThanOrEqual(seg.end + 1e-9);
+        expect(w.end).toBeGreaterThanOrEqual(w.start);
+        if (i > 0) expect(w.start).toBeGreaterThanOrEqual(seg.words![i - 1]!.end);
+      }
+    }
+
     expect(progress.length).toBe(result.segments.length);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!).toBeGreaterThan(progress[i - 1]!);
     expect(progress.at(-1)).toBe(result.segments.at(-1)!.end);
@@ -362,6 +374,15 @@ describe('whisper.cpp engine (whisper-cli built from nodejs-whisper’s sources,
     expectValidTimeline(result.segments, wav16Duration);
     // Only the model's pseudo-words: the timestamps were parsed off, nothing else leaked into the text.
     for (const s of result.segments) expect(s.text).toMatch(/^[a-z]+( [a-z]+)*$/);
+    // Word mode (-ml 1 -sow, the default): each segment carries its words, inside it, reading its text.
+    for (const s of result.segments) {
+      expect(s.words?.length).toBeGreaterThan(0);
+      expect(s.words!.map((w) => w.text).join(' ')).toBe(s.text);
+      for (const w of s.words!) {
+        expect(w.start).toBeGreaterThanOrEqual(s.start);
+        expect(w.end).toBeLessThanOrEqual(s.end);
+      }
+    }
     expect(result).toMatchObject({ engine: 'whisper.cpp', model: modelPath });
     expect(progress.length).toBeGreaterThan(0);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!).toBeGreaterThan(progress[i - 1]!);
@@ -378,6 +399,11 @@ describe('whisper.cpp engine (whisper-cli built from nodejs-whisper’s sources,
     const result = await named.transcribe({ wavPath: wav16, model: 'small', signal: new AbortController().signal, onSegment: () => {} });
     expect(result.model).toBe('small');
     expect(result.segments.length).toBeGreaterThanOrEqual(1);
+    // wordTimestamps: false keeps whisper's own segments, without words.
+    const plain = new WhisperCppEngine({ binary: cli, modelsDir, threads: 1, wordTimestamps: false });
+    const segmentsOnly = await plain.transcribe({ wavPath: wav16, model: 'small', signal: new AbortController().signal, onSegment: () => {} });
+    expect(segmentsOnly.segments.length).toBeGreaterThanOrEqual(1);
+    expect(segmentsOnly.segments.every((s) => s.words === undefined)).toBe(true);
     await expect(named.transcribe({ wavPath: wav16, model: 'large', signal: new AbortController().signal, onSegment: () => {} })).rejects.toThrow(
       /model "large" is not available.*ggml-large-v3\.bin/,
     );
@@ -418,6 +444,50 @@ describe('engine output parsers', () => {
     expect(parseWhisperSegmentLine('')).toBeNull();
   });
 
+  it('groups whisper-cli word lines (-ml 1 -sow) into segments that carry their words', () => {
+    // As whisper-cli prints them: "[t0 --> t1]  " and the word's text with the space before it.
+    const lines = [
+      '',
+      '[00:00:00.000 --> 00:00:00.420]   Good',
+      '[00:00:00.420 --> 00:00:00.900]   morning,',
+      '[00:00:00.900 --> 00:00:01.500]   everyone.',
+      "[00:00:01.600 --> 00:00:01.900]   Let's",
+      '[00:00:01.900 --> 00:00:02.300]   start',
+      '[00:00:04.000 --> 00:00:04.300]   [BLANK_AUDIO]',
+      '[00:00:04.500 --> 00:00:04.900]   Thanks',
+      'whisper_print_timings:    total time =   750.10 ms',
+    ];
+    const g = new WhisperWordGrouper();
+    const out = lines.flatMap((l) => {
+      const w = parseWhisperSegmentLine(l, false);
+      return w ? g.push(w) : [];
+    });
+    expect(out).toEqual([
+      {
+        start: 0,
+        end: 1.5,
+        text: 'Good morning, everyone.',
+        words: [
+          { start: 0, end: 0.42, text: 'Good' },
+          { start: 0.42, end: 0.9, text: 'morning,' },
+          { start: 0.9, end: 1.5, text: 'everyone.' },
+        ],
+      },
+      // a pause over a second closes "Let's start" when the next word comes
+      {
+        start: 1.6,
+        end: 2.3,
+        text: "Let's start",
+        words: [
+          { start: 1.6, end: 1.9, text: "Let's" },
+          { start: 1.9, end: 2.3, text: 'start' },
+        ],
+      },
+    ]);
+    expect(g.end()).toEqual({ start: 4.5, end: 4.9, text: 'Thanks', words: [{ start: 4.5, end: 4.9, text: 'Thanks' }] });
+    expect(g.end()).toBeNull();
+  });
+
   it('groups pocketsphinx_continuous -time output into utterances', () => {
     const p = new ContinuousOutputParser();
     const lines = [
@@ -432,21 +502,47 @@ describe('engine output parsers', () => {
     ];
     const out = lines.map((l) => p.push(l));
     expect(out.slice(0, -1).every((s) => s === null)).toBe(true);
-    expect(out.at(-1)).toEqual({ start: 4.96, end: 6.67, text: 'i would like coffee' });
+    expect(out.at(-1)).toEqual({
+      start: 4.96,
+      end: 6.67,
+      text: 'i would like coffee',
+      words: [
+        { start: 4.96, end: 5.14, text: 'i' },
+        { start: 5.21, end: 5.39, text: 'would' },
+        { start: 5.4, end: 5.69, text: 'like' },
+        { start: 6.17, end: 6.67, text: 'coffee' },
+      ],
+    });
     // An utterance with no words gives no segment; one cut off by the end of output still does.
     expect(['', '<s> 7.0 7.5 1.0', '<sil> 7.5 8.0 1.0', '</s> 8.0 8.2 1.0'].map((l) => p.push(l)).every((s) => s === null)).toBe(true);
     p.push('good morning');
     p.push('good 9.0 9.3 0.5');
     p.push('morning 9.3 9.8 0.5');
-    expect(p.end()).toEqual({ start: 9, end: 9.8, text: 'good morning' });
+    expect(p.end()).toEqual({
+      start: 9,
+      end: 9.8,
+      text: 'good morning',
+      words: [
+        { start: 9, end: 9.3, text: 'good' },
+        { start: 9.3, end: 9.8, text: 'morning' },
+      ],
+    });
     expect(p.end()).toBeNull();
   });
 
   it('parses PocketSphinx 5 JSON utterances', () => {
-    expect(parsePs5Line('{"b":1.230,"d":0.870,"p":0.912,"t":"hello world","w":[{"b":1.230,"d":0.400,"p":0.9,"t":"hello"}]}')).toEqual({
+    expect(
+      parsePs5Line(
+        '{"b":1.230,"d":0.870,"p":0.912,"t":"hello world","w":[{"b":1.230,"d":0.400,"p":0.9,"t":"hello"},{"b":1.630,"d":0.100,"p":1,"t":"<sil>"},{"b":1.730,"d":0.370,"p":0.8,"t":"world(2)"}]}',
+      ),
+    ).toEqual({
       start: 1.23,
       end: 2.1,
       text: 'hello world',
+      words: [
+        { start: 1.23, end: 1.63, text: 'hello' },
+        { start: 1.73, end: 2.1, text: 'world' },
+      ],
     });
     expect(parsePs5Line('{"b":0.000,"d":0.500,"p":1.000,"t":"","w":[]}')).toBeNull();
     expect(parsePs5Line('INFO: something')).toBeNull();

@@ -100,12 +100,14 @@ export function workerCard(p: JobView): SafeHtml {
     <p class="muted" id="worker-refreshed" role="status">As of ${formatStockholm(new Date())}.</p></div>`;
 }
 
-/** Downloads of the current pass (also while it runs: the segments so far). */
+/** Downloads of the current pass (also while it runs: the segments so far); the speaker turns (RTTM) once diarized. */
 export function downloadsCard(p: JobView): SafeHtml {
   const names: Record<string, string> = { txt: 'Text (TXT)', srt: 'Subtitles (SRT)', vtt: 'Subtitles (WebVTT)', json: 'Segments (JSON)' };
   return html`<div class="card" id="downloads"><h2>Download</h2><p class="downloads">${TRANSCRIPT_FORMATS.map(
     (f) => html`<a href="/api/speech/jobs/${p.id}/transcript.${f}" download data-format="${f}">${names[f]}</a>`,
-  )}</p></div>`;
+  )}${
+    p.diarization.state === 'completed' ? html`<a href="/api/speech/jobs/${p.id}/transcript.rttm" download data-format="rttm">Speaker turns (RTTM)</a>` : ''
+  }</p></div>`;
 }
 
 /** Share create/disable with the link, and cancel / restart / delete, as forms that post without script. */

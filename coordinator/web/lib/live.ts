@@ -31,6 +31,8 @@ export interface LiveDiarization {
   job_id: number;
   state: string;
   speakers?: Array<{ seq: number; speaker: string }>;
+  /** The whole labelled pass (split at speaker changes, renumbered): replaces the segments shown. */
+  segments?: Array<Omit<LiveSegment, 'job_id'>>;
 }
 
 /** One socket.io connection (session cookie) that (re)subscribes to the given jobs on every connect. */

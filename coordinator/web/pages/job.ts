@@ -195,7 +195,7 @@ socket.on('status', (st: LiveStatus) => {
   setStatus(st);
 });
 
-// Speaker identification started or ended: its state, and (when it ended) each segment's speaker.
+// Speaker identification started or ended: its state, and (when it ended) the labelled segments.
 const DIARIZATION_TEXT: Record<string, string> = {
   pending: 'Waiting for a worker to identify the speakers.',
   running: 'Identifying speakers…',
@@ -209,6 +209,12 @@ socket.on('diarization', (d: LiveDiarization) => {
   if (state) {
     state.textContent = DIARIZATION_TEXT[d.state] ?? d.state;
     state.dataset.state = d.state;
+  }
+  if (d.segments) {
+    // The labelled pass: segments whose words change speaker were split and renumbered.
+    clearSegments();
+    d.segments.forEach((s) => addSegment({ ...s, job_id: jobId }));
+    return;
   }
   for (const s of d.speakers ?? []) {
     const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);

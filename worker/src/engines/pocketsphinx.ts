@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { POCKETSPHINX_MODEL } from '@sonar/shared';
 import { assertSpeechWav, canonicalWavHeader, type WavInfo } from '../media/wav.js';
 import { findExecutable, runEngineProcess } from './process.js';
-import { TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine } from './types.js';
+import { clampWords, TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine, type Word } from './types.js';
 
 export { POCKETSPHINX_MODEL };
 
@@ -77,7 +77,8 @@ export class ContinuousOutputParser {
     if (!text) return null;
     const span = spoken.length ? spoken : all;
     if (!span.length) return null; // -time no: no timing to report
-    return { start: span[0]!.start, end: span[span.length - 1]!.end, text };
+    const words = spoken.map((w) => ({ start: w.start, end: Math.max(w.start, w.end), text: cleanWord(w.word) }));
+    return { start: span[0]!.start, end: span[span.length - 1]!.end, text, ...(words.length ? { words } : {}) };
   }
 }
 
@@ -85,7 +86,7 @@ export class ContinuousOutputParser {
 export function parsePs5Line(line: string): Segment | null {
   const trimmed = line.trim();
   if (!trimmed.startsWith('{')) return null;
-  let obj: { b?: unknown; d?: unknown; t?: unknown };
+  let obj: { b?: unknown; d?: unknown; t?: unknown; w?: unknown };
   try {
     obj = JSON.parse(trimmed) as typeof obj;
   } catch {
@@ -95,7 +96,14 @@ export function parsePs5Line(line: string): Segment | null {
   const dur = Number(obj.d);
   const text = typeof obj.t === 'string' ? obj.t.trim() : '';
   if (!text || !Number.isFinite(start) || !Number.isFinite(dur)) return null;
-  return { start, end: start + Math.max(0, dur), text };
+  const words: Word[] = [];
+  for (const w of Array.isArray(obj.w) ? (obj.w as Array<{ b?: unknown; d?: unknown; t?: unknown }>) : []) {
+    const b = Number(w?.b);
+    const d = Number(w?.d);
+    if (typeof w?.t !== 'string' || isFiller(w.t) || !Number.isFinite(b) || !Number.isFinite(d)) continue;
+    words.push({ start: b, end: b + Math.max(0, d), text: cleanWord(w.t) });
+  }
+  return { start, end: start + Math.max(0, dur), text, ...(words.length ? { words } : {}) };
 }
 
 async function writeCanonicalWav(src: string, info: WavInfo, dest: string): Promise<void> {
@@ -193,7 +201,7 @@ export class PocketsphinxEngine implements TranscriptionEngine {
       if (!seg) return;
       // Clamp to the audio: the decoder's frame count can round past the last sample.
       const end = Math.min(Math.max(seg.end, seg.start), wav.durationSeconds);
-      const s: Segment = { start: Math.min(seg.start, end), end, text: seg.text };
+      const s: Segment = { start: Math.min(seg.start, end), end, text: seg.text, ...(seg.words ? { words: clampWords(seg.words, wav.durationSeconds) } : {}) };
       segments.push(s);
       input.onSegment(s);
       if (s.end > lastEnd) {

@@ -1,8 +1,25 @@
+/** One recognised word, times in seconds from the start of the audio. */
+export interface Word {
+  start: number;
+  end: number;
+  text: string;
+}
+
+/** Word times clamped to the audio, like their segment's. */
+export function clampWords(words: readonly Word[], duration: number): Word[] {
+  return words.map((w) => {
+    const end = Math.min(Math.max(w.end, w.start), duration);
+    return { start: Math.min(w.start, end), end, text: w.text };
+  });
+}
+
 /** One stretch of recognised speech, times in seconds from the start of the audio. */
 export interface Segment {
   start: number;
   end: number;
   text: string;
+  /** Its words with their times, when the engine gives word times (the coordinator splits segments at speaker changes with them). */
+  words?: Word[];
 }
 
 export interface TranscribeInput {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { SPEECH_MODELS, WHISPER_MODEL_FILES, type SpeechModel } from '@sonar/shared';
 import { assertSpeechWav } from '../media/wav.js';
 import { findExecutable, runEngineProcess } from './process.js';
-import { TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine } from './types.js';
+import { clampWords, TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine } from './types.js';
 
 export { WHISPER_MODEL_FILES };
 
@@ -23,6 +23,12 @@ export interface WhisperCppOptions {
   threads?: number;
   /** Extra whisper-cli arguments (decoding parameters), appended after ours. */
   extraArgs?: string[];
+  /**
+   * Word times (default true): whisper-cli runs with token timestamps and one printed segment per
+   * word (`-ml 1 -sow`), and segments are grouped from the words (WhisperWordGrouper), each carrying
+   * its words. False: whisper's own segments, without words. Env WHISPER_WORD_TIMESTAMPS=0 turns it off.
+   */
+  wordTimestamps?: boolean;
 }
 
 const SEGMENT_LINE = /^\[(\d+):(\d{2}):(\d{2})[.,](\d{3}) --> (\d+):(\d{2}):(\d{2})[.,](\d{3})\]\s?(.*)$/;
@@ -31,13 +37,67 @@ const PROGRESS_LINE = /progress\s*=\s*(\d+)%/;
 /** What whisper.cpp prints for a window without speech instead of words. */
 export const NON_SPEECH_MARKER = /^[[(]\s*(blank_audio|silence)\s*[\])]$/i;
 
-/** Parses whisper-cli's `[hh:mm:ss.mmm --> hh:mm:ss.mmm]  text` line; null for anything else. */
-export function parseWhisperSegmentLine(line: string): Segment | null {
+/**
+ * Parses whisper-cli's `[hh:mm:ss.mmm --> hh:mm:ss.mmm]  text` line; null for anything else. The
+ * text is trimmed unless `trim` is false (word lines keep the space that starts a word).
+ */
+export function parseWhisperSegmentLine(line: string, trim = true): Segment | null {
   // eslint-disable-next-line no-control-regex -- strips ANSI colour sequences, which begin with ESC (0x1b)
-  const m = SEGMENT_LINE.exec(line.replace(/\x1b\[[0-9;]*m/g, '').trim());
+  const plain = line.replace(/\x1b\[[0-9;]*m/g, '');
+  const m = SEGMENT_LINE.exec(plain.replace(/^\s+/, '').replace(/[\r\n]+$/, ''));
   if (!m) return null;
   const t = (h: string, mi: string, s: string, ms: string) => Number(h) * 3600 + Number(mi) * 60 + Number(s) + Number(ms) / 1000;
-  return { start: t(m[1]!, m[2]!, m[3]!, m[4]!), end: t(m[5]!, m[6]!, m[7]!, m[8]!), text: m[9]!.trim() };
+  return { start: t(m[1]!, m[2]!, m[3]!, m[4]!), end: t(m[5]!, m[6]!, m[7]!, m[8]!), text: trim ? m[9]!.trim() : m[9]! };
+}
+
+/** A pause between words longer than this starts a new segment (word mode). */
+const WORD_GAP_SECONDS = 1.0;
+/** A segment is closed once it is this long, at the next word (word mode). */
+const MAX_WORD_SEGMENT_SECONDS = 30;
+const SENTENCE_END = /[.!?…。！？]["')\]]*$/;
+
+/**
+ * Groups whisper-cli's word lines (`-ml 1 -sow`: token timestamps, one printed segment per word,
+ * its text starting with the space before it) into segments that carry their words: a segment
+ * ends after a word that ends a sentence, before a pause over WORD_GAP_SECONDS, or once it reaches
+ * MAX_WORD_SEGMENT_SECONDS. Its text is the words as whisper printed them, so spacing and
+ * punctuation are whisper's own.
+ */
+export class WhisperWordGrouper {
+  private words: Array<{ start: number; end: number; raw: string }> = [];
+
+  /** Feeds one word line's parse; returns the segments it completes (zero, one or two). */
+  push(word: Segment): Segment[] {
+    const raw = word.text;
+    if (!raw.trim() || NON_SPEECH_MARKER.test(raw.trim())) return [];
+    const out: Segment[] = [];
+    const last = this.words.at(-1);
+    if (last && (word.start - last.end > WORD_GAP_SECONDS || word.start - this.words[0]!.start >= MAX_WORD_SEGMENT_SECONDS)) out.push(this.take()!);
+    this.words.push({ start: word.start, end: Math.max(word.start, word.end), raw });
+    if (SENTENCE_END.test(raw.trim())) out.push(this.take()!);
+    return out;
+  }
+
+  /** End of output: the segment still open, if any. */
+  end(): Segment | null {
+    return this.take();
+  }
+
+  private take(): Segment | null {
+    const words = this.words;
+    this.words = [];
+    if (!words.length) return null;
+    return {
+      start: words[0]!.start,
+      end: Math.max(...words.map((w) => w.end)),
+      text: words
+        .map((w) => w.raw)
+        .join('')
+        .replace(/\s+/g, ' ')
+        .trim(),
+      words: words.map((w) => ({ start: w.start, end: w.end, text: w.raw.trim() })),
+    };
+  }
 }
 
 export class WhisperCppEngine implements TranscriptionEngine {
@@ -111,7 +171,20 @@ export class WhisperCppEngine implements TranscriptionEngine {
     const duration = wav.durationSeconds;
     const threads = this.opts.threads ?? (Number(process.env.WHISPER_THREADS) || Math.min(8, os.availableParallelism()));
 
-    const args = ['-m', modelPath, '-f', input.wavPath, '-l', language, '-t', String(threads), '--print-progress', ...(this.opts.extraArgs ?? [])];
+    const words = this.opts.wordTimestamps ?? process.env.WHISPER_WORD_TIMESTAMPS !== '0';
+    const args = [
+      '-m',
+      modelPath,
+      '-f',
+      input.wavPath,
+      '-l',
+      language,
+      '-t',
+      String(threads),
+      '--print-progress',
+      ...(words ? ['-ml', '1', '-sow'] : []),
+      ...(this.opts.extraArgs ?? []),
+    ];
 
     const segments: Segment[] = [];
     let progress = 0;
@@ -123,27 +196,36 @@ export class WhisperCppEngine implements TranscriptionEngine {
       }
     };
 
+    const emit = (seg: Segment | null) => {
+      // Silence comes out as a "[BLANK_AUDIO]" marker: no speech, not a segment.
+      if (!seg || !seg.text || NON_SPEECH_MARKER.test(seg.text)) return;
+      // whisper.cpp rounds the last window up to 10 ms steps that can pass the end of the audio.
+      const end = Math.min(Math.max(seg.end, seg.start), duration);
+      const s: Segment = { start: Math.min(seg.start, end), end, text: seg.text, ...(seg.words ? { words: clampWords(seg.words, duration) } : {}) };
+      segments.push(s);
+      input.onSegment(s);
+      report(s.end);
+    };
+    const grouper = new WhisperWordGrouper();
+
     await runEngineProcess({
       name: this.name,
       command: binary,
       args,
       signal: input.signal,
       onStdoutLine: (line) => {
-        const seg = parseWhisperSegmentLine(line);
-        // Silence comes out as a "[BLANK_AUDIO]" marker: no speech, not a segment.
-        if (!seg || !seg.text || NON_SPEECH_MARKER.test(seg.text)) return;
-        // whisper.cpp rounds the last window up to 10 ms steps that can pass the end of the audio.
-        const end = Math.min(Math.max(seg.end, seg.start), duration);
-        const s: Segment = { start: Math.min(seg.start, end), end, text: seg.text };
-        segments.push(s);
-        input.onSegment(s);
-        report(s.end);
+        const seg = parseWhisperSegmentLine(line, !words);
+        if (!seg) return;
+        if (words) grouper.push(seg).forEach(emit);
+        else emit(seg);
       },
       onStderrLine: (line) => {
         const m = PROGRESS_LINE.exec(line);
         if (m) report((Number(m[1]) / 100) * duration);
       },
     });
+
+    if (words) emit(grouper.end());
 
     return { segments, text: segments.map((s) => s.text).join(' '), engine: this.name, model: input.model };
   }

@@ -207,7 +207,7 @@ export class SpeechLease {
 }
 
 export class SpeechSegment {
-  [OptionalProps]?: 'speaker';
+  [OptionalProps]?: 'speaker' | 'words';
   id!: number;
   job!: SpeechJob;
   pass!: number;
@@ -216,6 +216,8 @@ export class SpeechSegment {
   endSeconds!: number;
   text!: string;
   speaker: string | null = null;
+  /** The segment's words with their times, when the engine gave them (each has the segment's speaker). */
+  words: Array<{ start: number; end: number; text: string }> | null = null;
 }
 
 export class SpeechJobEvent {
@@ -338,6 +340,7 @@ export const SpeechSegmentSchema = new EntitySchema<SpeechSegment>({
     endSeconds: dbl('end_seconds', false),
     text: { type: 'text' },
     speaker: { type: 'string', nullable: true },
+    words: { type: 'json', columnType: 'jsonb', nullable: true },
   },
 });
 

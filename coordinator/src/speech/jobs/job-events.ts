@@ -25,6 +25,11 @@ export interface LiveDiarization {
   speaker_count: number | null;
   /** Segment seq → speaker key, when a completed diarization labelled the pass. */
   speakers?: Array<{ seq: number; speaker: string }>;
+  /**
+   * The whole labelled pass, when a completed diarization labelled it: segments whose words change
+   * speaker were split and the pass renumbered, so clients replace the segments they show.
+   */
+  segments?: LiveSegment[];
 }
 
 /** An analysis, translation or automatic title of the current pass changed state (socket.io event `analysis`). */

@@ -5,7 +5,8 @@ import { JOB_STATUS_LABELS, type DiarizationState, type JobStatus, type LeaseRef
 import type { Orm } from '../../db/orm.js';
 import { PreparedStatement, inTransaction } from '../../db/prepared.js';
 import type { JobEventSink } from './job-events.js';
-import { speakerForSegment, type SpeakerLabels, type StoredTurn } from './speakers.js';
+import type { SpeakerLabels, StoredTurn } from './speakers.js';
+import { splitSegmentsBySpeaker, type SourceSegment, type Word } from './word-speakers.js';
 import { AI_TRANSITIONS, DIARIZATION_TRANSITIONS, PROCESSING_STATUSES, fromStatuses, type AiState, type JobOutcome } from './job-transitions.js';
 
 /** A (job, attempt, token) that no longer holds its job. The only way a worker learns it lost a lease. */
@@ -109,7 +110,7 @@ export interface ProgressBatch {
   durationSeconds: number;
   engine: string;
   engineModel: string;
-  segments: Array<{ seq: number; start: number; end: number; text: string }>;
+  segments: Array<{ seq: number; start: number; end: number; text: string; words?: readonly Word[] }>;
   /** The worker started diarizing this attempt (ProgressUpdate.diarization_state "running"). */
   diarizing: boolean;
 }
@@ -120,6 +121,15 @@ const DIARIZATION_EVENT_MESSAGE = `case diarization_state
       case when diarization_speaker_count = 1 then ' speaker' else ' speakers' end || coalesce(' (' || diarization_engine || ')', '') || '.'
     when 'failed' then 'Speaker diarization failed: ' || coalesce(diarization_error, 'no reason given')
     else 'Speaker diarization unavailable: ' || coalesce(diarization_error, 'no reason given') end`;
+
+/** Words kept per segment (a 30 s whisper window holds under 200). */
+const MAX_SEGMENT_WORDS = 2000;
+
+/** A pass labelled by diarization: its segments as now stored, and how many speakers own speech in them. */
+export interface LabelledPass {
+  segments: Array<{ seq: number; start: number; end: number; text: string; speaker: string | null }>;
+  speakerCount: number;
+}
 
 /** Cumulative transcript kept while a job runs; the full text is rebuilt from segments at completion. */
 const MAX_RUNNING_TEXT = 64 * 1024;
@@ -280,6 +290,47 @@ function claimedOf(j: Record<string, unknown>): ClaimedJob & { row: StatusRow } 
 }
 
 const stripRow = ({ row: _row, ...claimed }: ClaimedJob & { row: StatusRow }): ClaimedJob => claimed;
+
+/** Words as stored in speech_segments.words (a JSON array), or null when there are none. */
+function storedWords(words: readonly Word[] | null | undefined): string | null {
+  const ok = (words ?? [])
+    .filter((w) => Number.isFinite(w.start) && Number.isFinite(w.end) && w.end >= w.start && typeof w.text === 'string' && w.text.trim())
+    .slice(0, MAX_SEGMENT_WORDS)
+    .map((w) => ({ start: w.start, end: w.end, text: w.text.trim().slice(0, 200) }));
+  return ok.length ? JSON.stringify(ok) : null;
+}
+
+/** A stored segment row as labelSegments reads it. */
+interface StoredSegmentRow {
+  seq: number | null;
+  start_seconds: number;
+  end_seconds: number;
+  text: string;
+  words: Word[] | null;
+  source_seq: number | null;
+  source_text: string | null;
+}
+
+/**
+ * The segments the worker reported, from the stored rows of a pass: the pieces of a split segment
+ * (the same source_seq) joined back into one, with the reported text and all their words.
+ */
+function reportedSegments(rows: readonly StoredSegmentRow[]): Array<SourceSegment & { seq: number }> {
+  const out: Array<SourceSegment & { seq: number; words: Word[] | null }> = [];
+  let lastSource: number | null = null;
+  for (const r of rows) {
+    const source = r.source_seq ?? Number(r.seq);
+    const prev = out.at(-1);
+    if (prev && lastSource === source && r.source_text !== null) {
+      prev.end = Math.max(prev.end, r.end_seconds);
+      if (r.words?.length) prev.words = [...(prev.words ?? []), ...r.words];
+      continue;
+    }
+    lastSource = source;
+    out.push({ seq: source, start: r.start_seconds, end: r.end_seconds, text: r.source_text ?? r.text, words: r.words?.length ? [...r.words] : null });
+  }
+  return out;
+}
 
 const fence = (workerId: number, ref: LeaseRefMsg) => ({ job: ref.job_id, attempt: ref.attempt, wid: workerId, hash: hashLeaseToken(ref.lease_token) });
 
@@ -785,9 +836,9 @@ export class JobRepository {
       `with l as (
          select l.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}
        ), seg as (
-         insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text)
-         select :job, l.current_pass, s.seq, s.st, s.en, s.tx
-           from l, unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[]) as s(seq, st, en, tx)
+         insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, words)
+         select :job, l.current_pass, s.seq, s.st, s.en, s.tx, s.wd::jsonb
+           from l, unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[], :words::text[]) as s(seq, st, en, tx, wd)
          on conflict (job_id, pass, seq) do nothing
          returning seq, text
        ), added as (
@@ -819,6 +870,7 @@ export class JobRepository {
         starts: segs.map((s) => s.start),
         ends: segs.map((s) => s.end),
         texts: segs.map((s) => s.text.slice(0, 10_000)),
+        words: segs.map((s) => storedWords(s.words)),
         processing: [...PROCESSING_STATUSES],
         status: batch.stage,
         label: JOB_STATUS_LABELS[batch.stage],
@@ -877,7 +929,8 @@ export class JobRepository {
                                when not (u.is_admin or 'provider_openai' = any(u.permissions)) then :noAccess::text end as block
            from l join speech_jobs jj on jj.id = l.job_id join users u on u.id = jj.owner_id
        ), segs as (
-         select l.job_id, count(s.seq)::int as n,
+         -- the segments the worker reported: the pieces of a segment split at speaker changes count once
+         select l.job_id, count(distinct coalesce(s.source_seq, s.seq))::int as n,
                 coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
            from l join speech_jobs j on j.id = l.job_id
            left join speech_segments s on s.job_id = j.id and s.pass = j.current_pass
@@ -1170,29 +1223,51 @@ export class JobRepository {
   // ---- diarization --------------------------------------------------------------------------------
 
   /**
-   * Labels every segment of the lease's pass from a diarization's turns (largest overlap, else the
-   * nearest turn; no turns: no speaker), under the lease fence. Runs before the attempt completes,
-   * so the transcript is labelled by the time anyone is notified. Returns the labels; null when the
-   * lease is not live (the completion that follows answers duplicate or stale).
+   * Labels the lease's pass from a diarization's turns, under the lease fence: segments with words
+   * are labelled word by word and split where the speaker changes (splitSegmentsBySpeaker), the
+   * others take the turn that overlaps them most (else the nearest). The pass's rows are replaced
+   * by the labelled ones, renumbered in order; every row keeps the worker's seq (source_seq) and a
+   * split piece the reported text (source_text), so a rerun joins the pieces back and splits them
+   * again with its own turns. Runs before the attempt completes, so the transcript is labelled by
+   * the time anyone is notified. Returns the labelled segments and how many speakers own speech;
+   * null when the lease is not live (the completion that follows answers duplicate or stale).
    */
-  async labelSegments(workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]): Promise<Array<{ seq: number; speaker: string | null }> | null> {
-    const { rows } = await this.knex.raw<{ rows: Array<{ seq: number | null; start_seconds: number; end_seconds: number }> }>(
-      `with l as (select j.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE})
-       select s.seq, s.start_seconds, s.end_seconds from l left join speech_segments s on s.job_id = l.id and s.pass = l.current_pass order by s.seq`,
-      fence(workerId, ref),
-    );
-    if (!rows.length) return null;
-    const sorted = [...turns].sort((a, b) => a[0] - b[0]);
-    const labels = rows.filter((r) => r.seq !== null).map((r) => ({ seq: Number(r.seq), speaker: speakerForSegment(r.start_seconds, r.end_seconds, sorted) }));
-    if (labels.length) {
-      await this.knex.raw(
-        `update speech_segments s set speaker = v.speaker
-           from unnest(:seqs::int[], :speakers::text[]) as v(seq, speaker), speech_leases l join speech_jobs j on j.id = l.job_id
-          where ${LIVE_LEASE} and s.job_id = j.id and s.pass = j.current_pass and s.seq = v.seq`,
-        { ...fence(workerId, ref), seqs: labels.map((x) => x.seq), speakers: labels.map((x) => x.speaker) },
+  async labelSegments(workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]): Promise<LabelledPass | null> {
+    return this.knex.transaction(async (trx) => {
+      const { rows } = await trx.raw<{ rows: Array<StoredSegmentRow & { pass: number }> }>(
+        `with l as (select j.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE} for update of j)
+         select l.current_pass as pass, s.seq, s.start_seconds, s.end_seconds, s.text, s.words, s.source_seq, s.source_text
+           from l left join speech_segments s on s.job_id = l.id and s.pass = l.current_pass order by s.seq`,
+        fence(workerId, ref),
       );
-    }
-    return labels;
+      if (!rows.length) return null;
+      const stored = rows.filter((r) => r.seq !== null);
+      const sources = reportedSegments(stored);
+      const split = splitSegmentsBySpeaker(sources, turns);
+      const segments = split.map((p, seq) => ({ seq, start: p.start, end: p.end, text: p.text, speaker: p.speaker }));
+      if (stored.length) {
+        await trx.raw(`delete from speech_segments where job_id = :job and pass = :pass`, { job: ref.job_id, pass: rows[0]!.pass });
+        await trx.raw(
+          `insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, speaker, words, source_seq, source_text)
+           select :job, :pass, v.seq, v.st, v.en, v.tx, v.spk, v.wd::jsonb, v.src, v.stx
+             from unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[], :speakers::text[], :words::text[], :sources::int[], :sourceTexts::text[])
+               as v(seq, st, en, tx, spk, wd, src, stx)`,
+          {
+            job: ref.job_id,
+            pass: rows[0]!.pass,
+            seqs: segments.map((x) => x.seq),
+            starts: split.map((x) => x.start),
+            ends: split.map((x) => x.end),
+            texts: split.map((x) => x.text),
+            speakers: split.map((x) => x.speaker),
+            words: split.map((x) => storedWords(x.words)),
+            sources: split.map((x) => sources[x.source]!.seq),
+            sourceTexts: split.map((x) => (x.split ? sources[x.source]!.text : null)),
+          },
+        );
+      }
+      return { segments, speakerCount: new Set(segments.map((x) => x.speaker).filter((x) => x !== null)).size };
+    });
   }
 
   /**

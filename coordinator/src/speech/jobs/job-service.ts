@@ -17,7 +17,7 @@ import type { MediaStore } from './media-store.js';
 import type { JobDetail } from './presenter.js';
 import { probeMedia } from './probe.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
-import { speakerAwareTranscript, speakerStats, type TranscriptSegment } from './speakers.js';
+import { speakerAwareTranscript, speakerStats, type StoredTurn, type TranscriptSegment } from './speakers.js';
 
 export interface CreateJobInput {
   channel: QueueChannel;
@@ -43,6 +43,14 @@ function businessRule(field: string, message: string) {
  * Rules of the speech queue: who sees which job and who may move it. The moves themselves are
  * JobRepository's (the one owner of job state); the database is the source of truth.
  */
+/** A job's stored speaker turns, sorted; a `conflict` AppError while it has no completed diarization. */
+export function completedTurns(job: Pick<SpeechJob, 'diarizationState' | 'diarizationTurns'>): StoredTurn[] {
+  if (job.diarizationState !== 'completed' || !job.diarizationTurns) {
+    throw new AppError('conflict', `This transcript has no speaker turns (speaker diarization is ${job.diarizationState}).`);
+  }
+  return [...job.diarizationTurns].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}
+
 export class JobService {
   constructor(
     private readonly orm: Orm,
@@ -243,6 +251,16 @@ export class JobService {
         [jobId, pass],
       );
     return rows.map((r) => ({ start: Number(r.start_seconds), end: Number(r.end_seconds), text: r.text, speaker: r.speaker }));
+  }
+
+  /**
+   * The diarizer's speaker turns of a visible job's current pass (sorted), for the RTTM download.
+   * 404 when the job is not visible; 409 while it has no completed diarization (never requested,
+   * skipped, still pending or running, failed, or unavailable).
+   */
+  async speakerTurns(user: AuthUser, jobId: number): Promise<{ job: SpeechJob; turns: StoredTurn[] }> {
+    const job = await this.getVisible(user, jobId);
+    return { job, turns: completedTurns(job) };
   }
 
   async segments(jobId: number, pass: number) {

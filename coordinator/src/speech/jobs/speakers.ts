@@ -126,25 +126,27 @@ export function speakerStats(segments: readonly TranscriptSegment[]): SpeakerSta
   return [...stats.values()];
 }
 
-/** The `diarization` object on the wire: state, engine, and each speaker with its name and share of the talk. */
+/**
+ * The `diarization` object on the wire: state, engine, and each speaker with its name and share of
+ * the talk. Only speakers who own speech in the labelled transcript are listed and counted (a turn
+ * whose words all went to other speakers names nobody); keys keep the worker's numbering.
+ */
 export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, stats: readonly SpeakerStat[]) {
-  const bySpeaker = new Map(stats.map((s) => [s.speaker, s]));
-  const keys = new Set<string>(bySpeaker.keys());
-  for (const [, , spk] of d.turns ?? []) keys.add(speakerKey(spk));
-  const speakers = [...keys]
-    .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)))
-    .map((key) => ({
-      key,
-      name: speakerName(key, labels),
-      renamed: Boolean(labels[key]?.trim()),
-      segment_count: bySpeaker.get(key)?.segments ?? 0,
-      seconds: Math.round((bySpeaker.get(key)?.seconds ?? 0) * 10) / 10,
+  const speakers = stats
+    .filter((s) => s.segments > 0)
+    .sort((a, b) => Number(a.speaker.slice(1)) - Number(b.speaker.slice(1)))
+    .map((s) => ({
+      key: s.speaker,
+      name: speakerName(s.speaker, labels),
+      renamed: Boolean(labels[s.speaker]?.trim()),
+      segment_count: s.segments,
+      seconds: Math.round(s.seconds * 10) / 10,
     }));
   return {
     requested: d.requested,
     state: d.state,
     engine: d.engine,
-    speaker_count: d.state === 'completed' ? (d.speaker_count ?? speakers.length) : null,
+    speaker_count: d.state === 'completed' ? speakers.length : null,
     speakers,
     labelled_segment_count: stats.reduce((n, s) => n + s.segments, 0),
     error: d.error,

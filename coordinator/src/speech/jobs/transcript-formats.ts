@@ -1,5 +1,5 @@
 import type { SpeechJob, SpeechSegment } from './entities.js';
-import { speakerName, type SpeakerLabels } from './speakers.js';
+import { speakerKey, speakerName, type SpeakerLabels, type StoredTurn } from './speakers.js';
 
 /** One segment as the downloads read it (seconds; speaker key such as `S1`, or null). */
 export interface DownloadSegment {
@@ -7,6 +7,8 @@ export interface DownloadSegment {
   end: number;
   text: string;
   speaker: string | null;
+  /** The segment's words when the engine gave word times (JSON lists them, each with the segment's speaker). */
+  words?: Array<{ start: number; end: number; text: string }> | null;
 }
 
 export interface DownloadTranscript {
@@ -92,7 +94,11 @@ export function transcriptVtt(t: DownloadTranscript): string {
   return `WEBVTT\n\n${body.join('\n')}`;
 }
 
-/** JSON: the job's identity and the segments with times and speakers (key and display name). */
+/**
+ * JSON: the job's identity and the segments with times and speakers (key and display name); a
+ * segment with word times lists its `words`, each with its speaker (segments are split where the
+ * speaker changes, so a word's speaker is its segment's).
+ */
 export function transcriptJson(t: DownloadTranscript) {
   return {
     ...(t.jobId === null ? {} : { job_id: t.jobId }),
@@ -109,6 +115,7 @@ export function transcriptJson(t: DownloadTranscript) {
       text: s.text.trim(),
       speaker: s.speaker,
       speaker_name: s.speaker ? speakerName(s.speaker, t.speakerLabels) : null,
+      ...(s.words?.length ? { words: s.words.map((w) => ({ start: w.start, end: w.end, text: w.text, speaker: s.speaker })) } : {}),
     })),
   };
 }
@@ -126,17 +133,41 @@ export function renderTranscript(t: DownloadTranscript, format: TranscriptFormat
   }
 }
 
+/** RTTM downloads (the diarizer's speaker turns). */
+export const RTTM_MEDIA_TYPE = 'text/plain; charset=utf-8';
+
 /**
- * `Content-Disposition: attachment` with the title as file name: an ASCII fallback and the UTF-8
- * name (RFC 6266 / RFC 5987), so a title with quotes, slashes or non-Latin letters stays safe.
+ * The speaker turns as RTTM (NIST Rich Transcription Time Marked): one line per turn,
+ * `SPEAKER <file-id> 1 <start> <duration> <NA> <NA> <speaker key> <NA> <NA>`, seconds with three
+ * decimals, sorted by start; the keys are the job's (`S1`…), as on the segments. The file id has
+ * no whitespace (RTTM fields are separated by spaces).
  */
-export function attachmentDisposition(title: string, format: TranscriptFormat): string {
-  const base =
+export function transcriptRttm(fileId: string, turns: readonly StoredTurn[]): string {
+  const id = fileId.replace(/\s+/g, '_') || 'transcript';
+  const lines = [...turns]
+    .filter(([start, end]) => Number.isFinite(start) && Number.isFinite(end) && end > start)
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2])
+    .map(([start, end, spk]) => `SPEAKER ${id} 1 ${start.toFixed(3)} ${(end - start).toFixed(3)} <NA> <NA> ${speakerKey(spk)} <NA> <NA>`);
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+/** The file name part of an attachment: the title without path or control characters. */
+function fileBase(title: string): string {
+  return (
     title
       .replace(/[\p{Cc}/\\:*?"<>|]+/gu, ' ')
       .replace(/\s+/g, ' ')
       .trim()
-      .slice(0, 120) || 'transcript';
+      .slice(0, 120) || 'transcript'
+  );
+}
+
+/**
+ * `Content-Disposition: attachment` with the title as file name: an ASCII fallback and the UTF-8
+ * name (RFC 6266 / RFC 5987), so a title with quotes, slashes or non-Latin letters stays safe.
+ */
+export function attachmentDisposition(title: string, format: TranscriptFormat | 'rttm'): string {
+  const base = fileBase(title);
   const ascii = base.replace(/[^\x20-\x7e]/g, '_').replace(/[%;]/g, '_');
   return `attachment; filename="${ascii}.${format}"; filename*=UTF-8''${encodeURIComponent(`${base}.${format}`)}`;
 }
@@ -152,7 +183,7 @@ export function downloadOfJob(job: SpeechJob, segments: SpeechSegment[], title: 
     status: job.status,
     durationSeconds: job.sourceDurationSeconds,
     transcriptText: job.transcriptText,
-    segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker })),
+    segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words })),
     speakerLabels: job.speakerLabels,
   };
 }

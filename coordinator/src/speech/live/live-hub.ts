@@ -21,7 +21,9 @@ type LiveSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, L
  * Live job progress for browsers over socket.io. A client emits `subscribe` with a job id; it is
  * authorized exactly like GET /api/speech/jobs/{id} (session cookie or JWT in the handshake),
  * joins the job's room, then receives a `snapshot` (status plus every segment so far) followed by
- * live `segment`, `status`, `diarization` (when speaker labelling starts or ends, with the segments' speakers) and `analysis` events (an analysis, translation or automatic title changed state). Segments carry `seq`, so a client applies each one once and
+ * live `segment`, `status`, `diarization` (when speaker labelling starts or ends; at the end with the
+ * segments' speakers and the whole labelled pass, split at speaker changes and renumbered, which
+ * replaces the segments shown) and `analysis` events (an analysis, translation or automatic title changed state). Segments carry `seq`, so a client applies each one once and
  * in order even where a live event overlaps the snapshot. The Redis adapter fans events out to
  * clients connected to any coordinator.
  */

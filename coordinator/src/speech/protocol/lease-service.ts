@@ -14,6 +14,7 @@ import {
   type FinishResult,
   type DiarizationOutcome,
   type JobRepository,
+  type LabelledPass,
   type LeaseEnd,
 } from '../jobs/job-repository.js';
 import type { StoredTurn } from '../jobs/speakers.js';
@@ -117,13 +118,19 @@ export class LeaseService {
     if (isDiarizeToken(lease.lease_token)) return this.completeDiarization(workerId, req, diarization);
     // Segments are labelled before the attempt ends, so whoever is notified sees the speakers.
     const labels = req.success && diarization?.state === 'completed' ? await this.repo.labelSegments(workerId, lease, diarization.turns) : null;
-    const result = await this.finishes.submit({ workerId, ref: lease, ...outcome, diarization, shareToken: randomBytes(24).toString('base64url') });
+    const result = await this.finishes.submit({
+      workerId,
+      ref: lease,
+      ...outcome,
+      diarization: ownedSpeakers(diarization, labels),
+      shareToken: randomBytes(24).toString('base64url'),
+    });
     this.progressWriter.forget(req.lease);
     if (result.diarization && result.status === 'completed' && result.diarization.state !== 'skipped') {
       this.sink.diarization(lease.job_id, {
         state: result.diarization.state,
         speaker_count: result.diarization.speakerCount,
-        ...(labels && result.diarization.state === 'completed' ? { speakers: labelled(labels) } : {}),
+        ...(labels && result.diarization.state === 'completed' ? relabelled(labels) : {}),
       });
     }
     return { duplicate: result.duplicate, status: result.status };
@@ -136,13 +143,17 @@ export class LeaseService {
     diarization: DiarizationOutcome | null,
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     const labels = req.success && diarization?.state === 'completed' ? await this.repo.labelSegments(workerId, req.lease, diarization.turns) : null;
-    const result = await this.repo.finishDiarization(workerId, req.lease, { success: req.success, error: req.error, outcome: diarization });
+    const result = await this.repo.finishDiarization(workerId, req.lease, {
+      success: req.success,
+      error: req.error,
+      outcome: ownedSpeakers(diarization, labels),
+    });
     this.progressWriter.forget(req.lease);
     if (!result.duplicate) {
       this.sink.diarization(req.lease.job_id, {
         state: result.state,
         speaker_count: result.speakerCount,
-        ...(labels && result.state === 'completed' ? { speakers: labelled(labels) } : {}),
+        ...(labels && result.state === 'completed' ? relabelled(labels) : {}),
       });
     }
     return { duplicate: result.duplicate, status: 'completed' };
@@ -204,4 +215,15 @@ function diarizationOutcome(d: DiarizationResultMsg | null): DiarizationOutcome 
   };
 }
 
-const labelled = (labels: Array<{ seq: number; speaker: string | null }>) => labels.flatMap((l) => (l.speaker ? [{ seq: l.seq, speaker: l.speaker }] : []));
+/**
+ * The live `diarization` event's labels: each segment's speaker, and the whole labelled pass
+ * (segments split at speaker changes are renumbered, so browsers replace what they show).
+ */
+const relabelled = (pass: LabelledPass) => ({
+  speakers: pass.segments.flatMap((l) => (l.speaker ? [{ seq: l.seq, speaker: l.speaker }] : [])),
+  segments: pass.segments,
+});
+
+/** A completed diarization counts the speakers who own speech in the labelled pass, not every speaker of its turns. */
+const ownedSpeakers = (d: DiarizationOutcome | null, pass: LabelledPass | null): DiarizationOutcome | null =>
+  d && pass && d.state === 'completed' ? { ...d, speakerCount: pass.speakerCount } : d;

@@ -4,7 +4,15 @@ import { normalizeError } from '../../http/errors.js';
 import { html, SafeHtml } from '../../http/html.js';
 import { sendErrorPage, sendPage } from '../../http/page.js';
 import { humanDuration } from '../jobs/liveness.js';
-import { TRANSCRIPT_FORMATS, TRANSCRIPT_MEDIA_TYPES, attachmentDisposition, renderTranscript, type DownloadTranscript } from '../jobs/transcript-formats.js';
+import {
+  RTTM_MEDIA_TYPE,
+  TRANSCRIPT_FORMATS,
+  TRANSCRIPT_MEDIA_TYPES,
+  attachmentDisposition,
+  renderTranscript,
+  transcriptRttm,
+  type DownloadTranscript,
+} from '../jobs/transcript-formats.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
 import { SHARE_PATH_PREFIX } from './share-links.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
@@ -14,7 +22,8 @@ import type { PublicTranscript, ShareService } from './share-service.js';
  * layout (title, duration, paragraphs grouped from the segments) that needs no JavaScript; `?full`
  * opens the detailed layout (every segment with start–end times and speaker labels),
  * `{token}.txt` is the same transcript as plain text, and `{token}.srt`, `.vtt` and `.json` are
- * subtitle and JSON downloads. Unknown and disabled tokens answer 404.
+ * subtitle and JSON downloads, `{token}.rttm` the speaker turns (409 without a completed
+ * diarization). Unknown and disabled tokens answer 404.
  * Nothing identifies the owner or the job beyond the title they gave it.
  */
 
@@ -113,12 +122,29 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
     { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
-      const download = TRANSCRIPT_FORMATS.find((f) => raw.endsWith(`.${f}`));
+      const download = [...TRANSCRIPT_FORMATS, 'rttm' as const].find((f) => raw.endsWith(`.${f}`));
       const token = download ? raw.slice(0, -(download.length + 1)) : raw;
       const t = await shares.findPublic(token);
       if (!t) {
         if (download) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Transcript not found.\n');
         return notFound(request, reply);
+      }
+      if (download === 'rttm') {
+        // The speaker turns; 409 while the transcript has none (no completed diarization).
+        if (!t.turns) {
+          return reply
+            .code(409)
+            .header('x-robots-tag', 'noindex')
+            .header('cache-control', 'no-store')
+            .type('text/plain; charset=utf-8')
+            .send('This transcript has no speaker turns.\n');
+        }
+        return reply
+          .header('x-robots-tag', 'noindex')
+          .header('cache-control', 'no-store')
+          .header('content-disposition', attachmentDisposition(t.title, 'rttm'))
+          .type(RTTM_MEDIA_TYPE)
+          .send(transcriptRttm('shared-transcript', t.turns));
       }
       if (download === 'txt') {
         return reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(plainText(t));
@@ -154,8 +180,8 @@ function shareDownload(t: PublicTranscript): DownloadTranscript {
 }
 
 /** Links to the other views and the downloads. */
-function views(token: string, current: 'reading' | 'full'): SafeHtml {
-  return html`<nav class="views muted" aria-label="Views and downloads">${current === 'full' ? html`<a href="${token}">Reading view</a>` : html`<a href="?full">Show timestamps and speakers</a>`}<a href="${token}.txt">Plain text</a><a href="${token}.srt" download>SRT subtitles</a><a href="${token}.vtt" download>WebVTT subtitles</a><a href="${token}.json" download>JSON</a></nav>`;
+function views(token: string, current: 'reading' | 'full', turns: boolean): SafeHtml {
+  return html`<nav class="views muted" aria-label="Views and downloads">${current === 'full' ? html`<a href="${token}">Reading view</a>` : html`<a href="?full">Show timestamps and speakers</a>`}<a href="${token}.txt">Plain text</a><a href="${token}.srt" download>SRT subtitles</a><a href="${token}.vtt" download>WebVTT subtitles</a><a href="${token}.json" download>JSON</a>${turns ? html`<a href="${token}.rttm" download>Speaker turns (RTTM)</a>` : ''}</nav>`;
 }
 
 function facts(t: PublicTranscript): SafeHtml {
@@ -178,7 +204,7 @@ function reading(t: PublicTranscript, token: string): SafeHtml {
   return html`<article class="card transcript reading" data-layout="reading">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    ${views(token, 'reading')}
+    ${views(token, 'reading', t.turns !== null)}
     <hr>
     <div class="text" data-testid="transcript">${
       paragraphs.length
@@ -197,7 +223,7 @@ function detailed(t: PublicTranscript, token: string): SafeHtml {
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    ${views(token, 'full')}
+    ${views(token, 'full', t.turns !== null)}
     ${
       rows.length
         ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`

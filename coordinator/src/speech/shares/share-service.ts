@@ -2,8 +2,8 @@ import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError } from '../../http/errors.js';
 import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
-import type { JobService } from '../jobs/job-service.js';
-import { speakerName } from '../jobs/speakers.js';
+import { completedTurns, type JobService } from '../jobs/job-service.js';
+import { speakerName, type StoredTurn } from '../jobs/speakers.js';
 import { presentSegment } from '../jobs/presenter.js';
 import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
 
@@ -15,7 +15,9 @@ export interface PublicTranscript {
   durationSeconds: number | null;
   finishedAt: Date | null;
   transcriptText: string | null;
-  segments: Array<{ start: number; end: number; text: string; speaker: string | null }>;
+  segments: Array<{ start: number; end: number; text: string; speaker: string | null; words?: SpeechSegment['words'] }>;
+  /** The diarizer's speaker turns (sorted) when the pass has a completed diarization; null otherwise. */
+  turns: StoredTurn[] | null;
 }
 
 /**
@@ -78,7 +80,12 @@ export class ShareService {
       finishedAt: job.finishedAt,
       transcriptText: job.transcriptText,
       // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
-      segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
+      segments: segments.map((seg) => ({
+        ...presentSegment(seg),
+        speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null,
+        words: seg.words,
+      })),
+      turns: job.diarizationState === 'completed' && job.diarizationTurns ? completedTurns(job) : null,
     };
   }
 }
