@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { type DefaultEventsMap, Server, type Socket } from 'socket.io';
 import type { AuthUser } from '../../accounts/types.js';
 import { safePublish, watchRedis } from '../../infra/redis-watch.js';
-import type { JobEventSink, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '../jobs/job-events.js';
+import type { JobChange, JobEventSink, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '../jobs/job-events.js';
 import type { JobService } from '../jobs/job-service.js';
 import { presentSegment } from '../jobs/presenter.js';
 
@@ -21,7 +21,7 @@ type LiveSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, L
  * Live job progress for browsers over socket.io. A client emits `subscribe` with a job id; it is
  * authorized exactly like GET /api/speech/jobs/{id} (session cookie or JWT in the handshake),
  * joins the job's room, then receives a `snapshot` (status plus every segment so far) followed by
- * live `segment`, `status`, `diarization` (when speaker labelling starts or ends, with the segments' speakers) and `analysis` events (an analysis, translation or automatic title changed state). Segments carry `seq`, so a client applies each one once and
+ * live `segment`, `status`, `diarization` (when speaker labelling starts or ends, with the segments' speakers), `analysis` (an analysis, translation or automatic title changed state) and `changed` events (anything else the job page shows: a runtime-log entry, a share, a cancellation request, the target, speaker names, title or note). The job page answers every event but `segment` by fetching its cards again (GET /speech/jobs/{id}/cards). Segments carry `seq`, so a client applies each one once and
  * in order even where a live event overlaps the snapshot. The Redis adapter fans events out to
  * clients connected to any coordinator.
  */
@@ -129,5 +129,9 @@ export class LiveHub implements JobEventSink {
 
   ai(jobId: number, update: LiveAi) {
     this.io?.to(jobRoom(jobId)).emit('analysis', { job_id: jobId, ...update });
+  }
+
+  changed(jobId: number, what: JobChange) {
+    this.io?.to(jobRoom(jobId)).emit('changed', { job_id: jobId, what });
   }
 }
