@@ -9,6 +9,7 @@ import { AppError, normalizeError, okReasonBody, sendError, validationFailed } f
 import { html, SafeHtml } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { uploadLimits } from './host-limits.js';
+import { localWorkerProblem } from './local-worker-status.js';
 import { JobService } from './jobs/job-service.js';
 import { diarizationRecord, presentJob, presentJobDetail } from './jobs/presenter.js';
 import { presentDiarization } from './jobs/speakers.js';
@@ -121,7 +122,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       return html`<tr data-job="${p.id}"><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td><span class="badge" data-status="${p.status}">${p.status_label}</span></td>
         <td data-stage>${p.stage_label ?? ''}</td><td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
     });
-    const body = html`${noticeCard(opts.notice)}<div class="card"><h1>Transcribe</h1>
+    const problem = localWorkerProblem();
+    const body = html`${noticeCard(opts.notice)}${problem ? html`<div class="card warning" role="alert" id="local-worker-problem"><p>${problem}</p></div>` : ''}<div class="card"><h1>Transcribe</h1>
       ${opts.error ? html`<p class="error" role="alert" id="submit-error">${opts.error}</p>` : ''}
       <form id="submit-form" method="post" action="/speech?_csrf=${encodeURIComponent(csrf)}" enctype="multipart/form-data" data-csrf="${csrf}" data-max-bytes="${limits.effectiveBytes}">
         <input type="hidden" name="_csrf" value="${csrf}">
