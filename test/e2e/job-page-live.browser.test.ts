@@ -126,6 +126,14 @@ async function followToEnd(jobId: number, change: () => Promise<unknown>, status
 }
 
 describe('the job page follows the job to its end', { timeout: 120_000 }, () => {
+  it('has an icon: /favicon.svg, linked by every page, and /favicon.ico answers too (no 404)', async () => {
+    for (const url of ['/favicon.svg', '/favicon.ico']) {
+      const res = await fetch(`${svc.url}${url}`);
+      expect(res.status, url).toBe(200);
+      expect(res.headers.get('content-type'), url).toMatch(/^image\/svg\+xml/);
+    }
+  });
+
   it('a job that completes: progress, actions, re-transcription, speakers and the runtime log follow', async () => {
     const id = (await svc.speech.jobs.create(alice, { channel: 'web', model: 'small', source: { type: 'url', url: 'https://media.example.org/meeting.mp3' } }))
       .id;
@@ -157,6 +165,8 @@ describe('the job page follows the job to its end', { timeout: 120_000 }, () => 
         );
         expect(await page.textContent('#runtime-log')).toContain('Download failed: bad port');
         expect(await page.isVisible('#job-restart')).toBe(true);
+        // Nothing was transcribed: the model is the one asked for, not one that ran.
+        expect(await page.textContent('#job-model')).toBe('small (requested; no engine ran)');
         expect(await page.isVisible('#job-cancel')).toBe(false);
       },
     );

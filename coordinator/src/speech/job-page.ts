@@ -36,7 +36,13 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
     ${p.failure_error ? html`<p class="error" id="failure">${p.failure_error}</p>` : ''}
     ${p.cancel_requested && isProcessing(job.status) ? html`<p class="warning" id="cancel-requested">Cancellation requested; the worker stops at its next heartbeat.</p>` : ''}
     <dl class="facts">
-      <dt>Model</dt><dd>${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.engine ? ` · ${p.engine}${p.engine_model && p.engine_model !== p.engine ? ` (${p.engine_model})` : ''}` : ''}</dd>
+      <dt>Model</dt><dd id="job-model">${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${
+        p.engine
+          ? ` · ${p.engine}${p.engine_model && p.engine_model !== p.engine ? ` (${p.engine_model})` : ''}`
+          : job.status === 'failed'
+            ? ' (requested; no engine ran)'
+            : ''
+      }</dd>
       ${p.language ? html`<dt>Language</dt><dd>${p.language}</dd>` : ''}
       ${p.source_duration_human ? html`<dt>Length</dt><dd>${p.source_duration_human}</dd>` : ''}
       <dt>Queued</dt><dd><time datetime="${p.created_at}">${formatStockholm(p.created_at)}</time> · ${p.queue_channel_label}</dd>
