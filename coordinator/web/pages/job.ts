@@ -49,7 +49,10 @@ const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
 
 function addSegment(s: LiveSegment) {
-  if (seen.has(s.seq) || (s.pass !== undefined && s.pass !== pass)) return;
+  // A segment of an earlier pass is not current; one of a newer pass (a re-transcription) starts it over.
+  if (s.pass !== undefined && s.pass < pass) return;
+  if (s.pass !== undefined && s.pass > pass) follow({ attempt, pass: s.pass });
+  if (seen.has(s.seq)) return;
   seen.add(s.seq);
   const li = el('li', { data: { seq: String(s.seq), end: String(s.end) } });
   const who = el('span', { className: 'who', data: { speaker: s.speaker ?? '' }, text: s.speaker ? `Speaker ${s.speaker.slice(1)}` : '' });
