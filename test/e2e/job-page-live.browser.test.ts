@@ -112,6 +112,14 @@ async function followToEnd(jobId: number, change: () => Promise<unknown>, status
     await expect.poll(() => page.getAttribute('#job-status', 'data-status'), { timeout: 15_000 }).toBe(status);
     await expect.poll(() => page.getAttribute('html', 'data-cards'), { timeout: 15_000 }).toBe('synced');
     await extra(page);
+    if ((page.viewportSize()?.width ?? 1280) < 500) {
+      // On a phone the runtime log's rows stack (no header row) and every button is a 40 px target.
+      expect(await page.isHidden('.runtime-log thead')).toBe(true);
+      const small = await page.$$eval('main button, main .button', (els) =>
+        els.filter((e) => (e as HTMLElement).offsetParent !== null && e.getBoundingClientRect().height < 40).map((e) => e.textContent),
+      );
+      expect(small).toEqual([]);
+    }
     const live = await cardTexts(page);
     const fresh = await context.newPage();
     await fresh.goto(`${svc.url}/speech/jobs/${jobId}`);

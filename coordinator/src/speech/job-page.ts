@@ -251,7 +251,7 @@ export function runtimeLogCard(p: JobView): SafeHtml {
     p.runtime_log.length
       ? html`<div class="table-wrap runtime-log"><table><thead><tr><th>Time</th><th>Event</th><th>Message</th></tr></thead><tbody>${p.runtime_log.map(
           (e) =>
-            html`<tr data-level="${e.level}"><td><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td>${e.event}</td><td>${e.message}</td></tr>`,
+            html`<tr data-level="${e.level}"><td data-label="Time"><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td data-label="Event">${e.event}</td><td data-label="Message">${e.message}</td></tr>`,
         )}</tbody></table></div>`
       : html`<p class="muted">Nothing logged yet.</p>`
   }</div>`;
