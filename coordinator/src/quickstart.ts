@@ -6,13 +6,14 @@ import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import { POCKETSPHINX_MODEL, WHISPER_MODEL_FILES } from '@sonar/shared';
+import { POCKETSPHINX_MODEL, WHISPER_MODEL_FILES, localWorkerMissing } from '@sonar/shared';
 import { loggerOptions } from './http/log-redaction.js';
 import { AccountService } from './accounts/account-service.js';
 import { ConfigError, loadConfig } from './config.js';
 import { AnotherRunError, ChildGuard } from './infra/child-guard.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from './infra/embedded-postgres.js';
 import { resolveRedis } from './infra/redis-runtime.js';
+import { setLocalWorkerProblem } from './speech/local-worker-status.js';
 import { onShutdownSignal } from './infra/shutdown.js';
 import { startCoordinator, type RunningCoordinator } from './service.js';
 import {
@@ -132,6 +133,12 @@ async function main() {
     process.exit(78);
   }
 
+  // What the local worker agent needs, checked before anything is announced: one line now, the
+  // same sentence in the banner, on /speech and in GET /api/speech/status.
+  const missing = localWorkerMissing({ pocketsphinx: config.SPEECH_DEFAULT_MODEL === POCKETSPHINX_MODEL, modelDir: process.env.POCKETSPHINX_MODEL_DIR });
+  setLocalWorkerProblem(missing);
+  if (missing) console.error(missing);
+
   const svc = await startCoordinator(config, { logger });
   const admin = await ensureAdmin(new AccountService(svc.orm));
   const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
@@ -145,6 +152,7 @@ async function main() {
     `  Sign in:      ${url}/login`,
     `  Transcribe:   ${url}/speech (default model ${config.SPEECH_DEFAULT_MODEL})`,
     `  API docs:     ${url}/docs`,
+    ...(missing ? [`  Local worker: ${missing}`] : []),
     `  Worker gRPC:  ${grpcHost ? `${grpcHost}:${svc.grpcPort}` : `port ${svc.grpcPort} on all interfaces (GRPC_HOST=${config.GRPC_HOST})`} (local worker agent "local" started)`,
     admin.password
       ? `  Admin:        username "${admin.username}", password "${admin.password}" (shown only now; store it)`
@@ -158,7 +166,20 @@ async function main() {
 
   onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
-    // A Ctrl-C also reaches named directly: from now on its exit is expected, not restarted.
+    try {
+      await stopAll();
+    } catch (err) {
+      // One line, not a stack trace: the watchdog stops whatever is left.
+      console.error(`stopping failed: ${err instanceof Error ? err.message : String(err)}`);
+      process.exit(1);
+    }
+    process.exit(0);
+  });
+
+  async function stopAll() {
+    // The children run in sessions of their own, so a Ctrl-C reaches only this process: the worker
+    // agent stops first, the coordinator drains and closes, then named, Redis and PostgreSQL stop.
+    // From now on named's exit is expected, not restarted.
     dns.release();
     await worker.stop();
     await svc.close();
@@ -168,8 +189,7 @@ async function main() {
     await embedded?.stop();
     guard.forget(embedded?.pid);
     guard.close();
-    process.exit(0);
-  });
+  }
 }
 
 const SAMPLE_ZONE = 'example.test';
@@ -323,6 +343,9 @@ function startLocalWorker(
         SONAR_OUTBOUND_ALLOW_RANGES: outboundAllowRanges.join(','),
       },
       stdio: ['pipe', 'inherit', 'inherit'],
+      // Its own session, like PostgreSQL, Redis and named: a Ctrl-C reaches the quick start only,
+      // which stops the agent (it hands its job back) before the coordinator drains and closes.
+      detached: true,
     });
     child = c;
     // Nothing is written; the open write end is the agent's lifeline (see above).

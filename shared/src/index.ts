@@ -9,3 +9,4 @@ export * from './outbound.js';
 export * from './media.js';
 export * from './executables.js';
 export * from './display.js';
+export * from './download-failure.js';

@@ -583,8 +583,9 @@ describe('every real route of the application', () => {
       /^\/status\/:slug$/,
       /^\/guestbook\/:slug(\/entries)?$/,
       /^\/api\/guestbook\/:slug\/entries$/,
-      // The web console's bundle (content-hashed files of coordinator/dist/public).
+      // The web console's bundle (content-hashed files of coordinator/dist/public) and its icon.
       /^\/assets\/\*$/,
+      /^\/favicon\.(svg|ico)$/,
     ];
     expect(publicUrls.filter((u) => !allowed.some((re) => re.test(u)))).toEqual([]);
   });

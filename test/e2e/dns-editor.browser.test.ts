@@ -217,6 +217,9 @@ describe('DNS editor', { timeout: 180_000 }, () => {
     for (const name of chosen) expect(await dig(name), name).toEqual([]);
     await page.waitForFunction((first) => document.querySelector('#record-rows tr')?.getAttribute('data-name') !== first, chosen[0]);
     expect(await page.textContent('#record-count')).toBe('4753');
+    // The fresh rows are unticked, and so is "select all".
+    expect(await page.isChecked('#select-all')).toBe(false);
+    expect(await page.textContent('#selected-count')).toBe('0 selected');
     await noCspViolations(page);
     await page.close();
   });

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -14,6 +14,7 @@ import { Proc, freePort, repoRoot } from '../support/processes.js';
  * what a killed run left behind.
  */
 const dataDir = mkdtempSync(path.join(tmpdir(), 'sonar-quickstart-'));
+const bareDir = mkdtempSync(path.join(tmpdir(), 'sonar-quickstart-bare-'));
 const stateFile = path.join(dataDir, 'run', 'quickstart.json');
 const withDns = bindInstalled();
 const expected = ['postgres', 'worker', ...(withDns ? ['named'] : [])].sort();
@@ -25,24 +26,32 @@ interface State {
   children: ProcessRecord[];
 }
 
-async function startQuickstart(): Promise<Proc> {
+async function startQuickstart(opts: { ownGroup?: boolean; dataDir?: string; path?: string; ports?: typeof ports } = {}): Promise<Proc> {
   ports ??= { pg: await freePort(), dns: await freePort(), http: await freePort() };
+  const p = opts.ports ?? ports;
+  const data = opts.dataDir ?? dataDir;
   // Only what the quick start needs: no DATABASE_URL (it must embed PostgreSQL), this run's Redis.
   const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? dataDir,
-    SONAR_DATA_DIR: dataDir,
-    EMBEDDED_PG_PORT: String(ports.pg),
-    DNS_QUICKSTART_PORT: String(ports.dns),
-    PORT: String(ports.http),
+    PATH: opts.path ?? process.env.PATH ?? '',
+    HOME: process.env.HOME ?? data,
+    SONAR_DATA_DIR: data,
+    EMBEDDED_PG_PORT: String(p.pg),
+    DNS_QUICKSTART_PORT: String(p.dns),
+    PORT: String(p.http),
     GRPC_PORT: '0',
     REDIS_URL: inject('redisUrl'),
-    REDIS_KEY_PREFIX: `sonar-test:quickstart:${path.basename(dataDir)}:`,
-    WHISPER_MODELS_DIR: path.join(dataDir, 'models'),
+    REDIS_KEY_PREFIX: `sonar-test:quickstart:${path.basename(data)}:`,
+    WHISPER_MODELS_DIR: path.join(data, 'models'),
     LOG_LEVEL: 'warn',
   };
   const proc = new Proc(
-    spawn(process.execPath, [path.join(repoRoot, 'coordinator/dist/quickstart.js')], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    spawn(process.execPath, [path.join(repoRoot, 'coordinator/dist/quickstart.js')], {
+      cwd: repoRoot,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // A process group of its own, as a terminal gives it: a Ctrl-C signals the whole group.
+      detached: opts.ownGroup ?? false,
+    }),
   );
   started.push(proc);
   return proc;
@@ -77,6 +86,12 @@ afterAll(async () => {
   // Whatever is left (a failed assertion above) is stopped by identity, never by name.
   if (existsSync(stateFile)) await Promise.all([...readState().children, readState().watchdog].map((r) => stopProcess({ ...r, graceMs: 5_000 })));
   rmSync(dataDir, { recursive: true, force: true });
+  const bareState = path.join(bareDir, 'run', 'quickstart.json');
+  if (existsSync(bareState)) {
+    const left = JSON.parse(readFileSync(bareState, 'utf8')) as State;
+    await Promise.all([...left.children, left.watchdog].map((r) => stopProcess({ ...r, graceMs: 5_000 })));
+  }
+  rmSync(bareDir, { recursive: true, force: true });
 }, 60_000);
 
 describe('quick start child processes', () => {
@@ -133,5 +148,75 @@ describe('quick start child processes', () => {
     expect(running(current.children)).toEqual([]);
     await expect.poll(() => isSameProcess(current.watchdog), { timeout: 10_000 }).toBe(false);
     expect(existsSync(stateFile)).toBe(false);
+  }, 300_000);
+
+  it('a Ctrl-C reaches only the quick start: it drains, then stops its children, without a stack trace', async () => {
+    const run = await startQuickstart({ ownGroup: true });
+    await run.waitFor(/Sonar is running at/, 120_000);
+    const state = await fullState();
+    // What a terminal does on Ctrl-C: SIGINT to every process of the foreground group. The
+    // children run in sessions of their own, so only the quick start hears it.
+    process.kill(-run.child.pid!, 'SIGINT');
+    const code = await run.exited;
+    const output = run.lines.join('\n');
+    expect({ code, signal: run.child.signalCode, output }).toMatchObject({ code: 0 });
+    expect(running(state.children)).toEqual([]);
+    expect(output).not.toMatch(/^\s+at /m);
+    expect(output).not.toMatch(/\b(Error|FATAL|terminating connection)\b/);
+    expect(existsSync(stateFile)).toBe(false);
+  }, 300_000);
+
+  it('without ffmpeg and pocketsphinx on PATH: one line with the install command, the same in the banner, on /speech and in the status API', async () => {
+    // A PATH with every executable of the usual folders but the ones the local worker needs.
+    const hidden = new Set(['ffmpeg', 'ffprobe', 'pocketsphinx', 'pocketsphinx_continuous']);
+    const bin = path.join(bareDir, 'bin');
+    mkdirSync(bin, { recursive: true });
+    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
+      if (!existsSync(dir)) continue;
+      for (const name of readdirSync(dir)) {
+        if (hidden.has(name) || existsSync(path.join(bin, name))) continue;
+        symlinkSync(path.join(dir, name), path.join(bin, name));
+      }
+    }
+    const own = { pg: await freePort(), dns: await freePort(), http: await freePort() };
+    const run = await startQuickstart({ dataDir: bareDir, path: bin, ports: own });
+    await run.waitFor(/Sonar is running at/, 120_000);
+    const output = run.lines.join('\n');
+    const sentence = /The local worker cannot transcribe: ffmpeg(, | and )pocketsphinx.* missing\. Install with: sudo apt-get install ffmpeg pocketsphinx\b.*/;
+    const line = output.split('\n').find((l) => sentence.test(l) && !l.includes('Local worker:'))!;
+    expect(line).toBeTruthy();
+    const problem = line.trim();
+    expect(output).toContain(`Local worker: ${problem}`);
+    // Printed before the banner.
+    expect(output.indexOf(line)).toBeLessThan(output.indexOf('Sonar is running at'));
+
+    const base = `http://127.0.0.1:${own.http}`;
+    const password = /password "([^"]+)"/.exec(output)![1]!;
+    const login = await fetch(`${base}/api/account/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'admin', password }),
+    });
+    const { token } = (await login.json()) as { token: string };
+    const status = (await (await fetch(`${base}/api/speech/status`, { headers: { authorization: `Bearer ${token}` } })).json()) as Record<string, unknown>;
+    expect(status.local_worker_problem).toBe(problem);
+
+    // The page, signed in with a session (the sign-in form's CSRF token and cookie first).
+    const form = await fetch(`${base}/login`);
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(await form.text())![1]!;
+    const cookie = (res: Response) =>
+      res.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .join('; ');
+    const signedIn = await fetch(`${base}/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie(form) },
+      body: new URLSearchParams({ _csrf: csrf, username: 'admin', password }).toString(),
+    });
+    const page = await (await fetch(`${base}/speech`, { headers: { cookie: cookie(signedIn) || cookie(form) } })).text();
+    expect(page).toContain(`id="local-worker-problem"><p>${problem}</p>`);
+    expect(await run.stop('SIGTERM')).toBe(0);
   }, 300_000);
 });

@@ -69,14 +69,15 @@ describe('speech pages in a browser', () => {
       const w = window as unknown as { timeline: Array<{ kind: string; at: number; value: string }> };
       w.timeline = [];
       const list = document.getElementById('segments')!;
-      const status = document.getElementById('job-status')!;
+      // The summary card is swapped as a whole when the job changes: watch its slot.
+      const summary = document.querySelector('[data-card="summary"]')!;
       for (const li of list.querySelectorAll('li')) w.timeline.push({ kind: 'segment', at: performance.now(), value: li.textContent ?? '' });
       new MutationObserver((records) => {
         for (const r of records) r.addedNodes.forEach((n) => w.timeline.push({ kind: 'segment', at: performance.now(), value: n.textContent ?? '' }));
       }).observe(list, { childList: true });
-      new MutationObserver(() => w.timeline.push({ kind: 'status', at: performance.now(), value: status.dataset.status ?? '' })).observe(status, {
-        attributes: true,
-      });
+      new MutationObserver(() =>
+        w.timeline.push({ kind: 'status', at: performance.now(), value: document.getElementById('job-status')?.dataset.status ?? '' }),
+      ).observe(summary, { attributes: true, childList: true, subtree: true });
     });
     await page.waitForSelector('#job-status[data-status="completed"]', { timeout: 90_000 });
     // The labelled pass (split where words change speaker) replaces the live segments.

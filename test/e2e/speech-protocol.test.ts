@@ -498,7 +498,9 @@ describe('media', () => {
       const missing = await svc.speech.jobs.create(alice, { channel: 'web', model: 'turbo', source: { type: 'url', url: `${base}/gone.wav` } });
       expect(await claim(w, 2_000)).toBeNull();
       await expect.poll(async () => (await jobRow(missing.id)).status, { timeout: 5_000 }).toBe('failed');
-      expect((await jobRow(missing.id)).failure_error).toBe('Could not download the source: HTTP 404');
+      expect((await jobRow(missing.id)).failure_error).toBe(
+        `Could not download the source: there is nothing at this address (${new URL(base).host} answered HTTP 404 Not Found)`,
+      );
     } finally {
       server.close();
     }

@@ -299,7 +299,11 @@ describe('staging direct media (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
   it('fails a missing file with the HTTP status', async () => {
     const id = await urlJob(a, `${site.base}/gone.wav`);
     await a.speech.stager.stage(id);
-    expect((await row(a, id)).failure_error).toBe('Could not download the source: HTTP 404');
+    expect((await row(a, id)).failure_error).toBe(
+      `Could not download the source: there is nothing at this address (${new URL(site.base).host} answered HTTP 404 Not Found)`,
+    );
+    // The code underneath stays in the runtime log.
+    expect(await events(a, id)).toContainEqual(expect.objectContaining({ event: 'download_failed', message: 'Download failed: HTTP 404 Not Found' }));
   });
 });
 

@@ -242,10 +242,11 @@ describe('web console pages', { timeout: 90_000 }, () => {
     const page = await context.newPage();
     // The page's clock is controlled by the test: timers fire only when the test moves it.
     await page.clock.install();
-    const api = `${svc.url}/api/speech/jobs/${ids.running}`;
+    // The worker card's refresh: the liveness and worker cards from the cards route.
+    const tick = (url: URL) => url.pathname === `/speech/jobs/${ids.running}/cards` && url.searchParams.get('only') === 'liveness,worker';
     let requests = 0;
     let fail = false;
-    await page.route(api, async (route) => {
+    await page.route(tick, async (route) => {
       requests += 1;
       if (fail)
         await route.fulfill({
@@ -255,6 +256,9 @@ describe('web console pages', { timeout: 90_000 }, () => {
         });
       else await route.continue();
     });
+    // The claim's heartbeat is as of now: the tests before this one may have taken longer than 90 s
+    // on a loaded machine, and the silence is to be measured on the page's clock from here.
+    await svc.orm.em.getConnection().execute('update speech_leases set last_heartbeat_at = now() where job_id = ? and ended_at is null', [ids.running]);
     await page.goto(`${svc.url}/speech/jobs/${ids.running}`);
     expect(await page.textContent('#worker-name')).toBe('sim-small');
     expect(await page.isHidden('#liveness-warning')).toBe(true);
@@ -300,6 +304,8 @@ describe('web console pages', { timeout: 90_000 }, () => {
     const { context, consoleErrors } = await signedIn(names.admin);
     const page = await context.newPage();
     await page.goto(`${svc.url}/speech/jobs/${ids.failed}`);
+    // The page fetches its cards once after subscribing; the forged choice below goes into the card that stays.
+    await page.waitForSelector('html[data-cards="synced"]');
     const option = page.locator('#target-select option[value="worker:old-contract"]');
     expect(await option.isDisabled()).toBe(true);
     expect(await option.textContent()).toContain('incompatible');

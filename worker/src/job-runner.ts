@@ -4,7 +4,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { OutboundRefused, type JobAssignmentMsg, type OutboundPolicy, type ProgressStage } from '@sonar/shared';
+import {
+  OutboundRefused,
+  fetchDownloadFailure,
+  httpDownloadFailure,
+  notMediaFailure,
+  type DownloadFailure,
+  type JobAssignmentMsg,
+  type OutboundPolicy,
+  type ProgressStage,
+} from '@sonar/shared';
 import { AttemptProgress, retryTransient } from './attempt-progress.js';
 import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
 import type { Segment, TranscriptionEngine } from './engines/types.js';
@@ -46,6 +55,8 @@ class LeaseLost extends Error {}
 
 /** How long a finished attempt keeps trying to reach a coordinator that is away (its lease decides before that). */
 const REPORT_GIVE_UP_MS = 10 * 60_000;
+/** The engine's audio position goes to the coordinator at most this often between segments. */
+const POSITION_REPORT_MS = 1000;
 /** Stage detail of an attempt whose engine found no speech at all (silence, or an empty recording). */
 export const NO_SPEECH_DETAIL = 'No speech detected';
 
@@ -97,8 +108,17 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     }
     send('transcribing', 'decoding audio', 0);
     const wav = path.join(dir, 'audio.wav');
-    duration = (await deps.decode(source, wav, engineAbort.signal)).durationSeconds || duration;
+    try {
+      duration = (await deps.decode(source, wav, engineAbort.signal)).durationSeconds || duration;
+    } catch (err) {
+      // A missing ffmpeg is the worker's problem, not the recording's: that error stays as it is.
+      if (engineAbort.signal.aborted || (err as NodeJS.ErrnoException).code === 'ENOENT') throw err;
+      const f = notMediaFailure(err instanceof Error ? err.message : String(err));
+      throw new Error(`The source cannot be read: ${f.message} (technical: ${f.code.slice(0, 500)})`, { cause: err });
+    }
     let lastEnd = 0;
+    let reported = 0;
+    let progressSentAt = 0;
     if (picked) {
       send('transcribing', `${picked.engine.name} ${picked.model}`, 0);
       const result = await picked.engine.transcribe({
@@ -106,7 +126,19 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
         model: picked.model,
         ...(job.language ? { language: job.language } : {}),
         signal: engineAbort.signal,
-        onSegment: (s) => send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]),
+        onSegment: (s) => {
+          reported = Math.max(reported, s.end);
+          send('transcribing', `${picked.engine.name} ${picked.model}`, s.end, [s]);
+        },
+        // The engine's position between segments (whisper.cpp's --print-progress): the page's
+        // progress and estimated finish move during a long stretch without a completed segment.
+        onProgress: (position) => {
+          const now = Date.now();
+          if (position <= reported || now - progressSentAt < POSITION_REPORT_MS) return;
+          reported = position;
+          progressSentAt = now;
+          send('transcribing', `${picked.engine.name} ${picked.model}`, position);
+        },
       });
       lastEnd = result.segments.at(-1)?.end ?? 0;
     }
@@ -216,26 +248,28 @@ const DOWNLOAD_TIMEOUT_MS = 30 * 60_000;
 export async function download(outbound: OutboundPolicy, url: string, file: string, stop: AbortSignal): Promise<void> {
   if (!/^https?:\/\//i.test(url)) throw new Error('the job has no downloadable source URL');
   const signal = AbortSignal.any([stop, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+  // The job fails with a sentence for people; the code underneath follows it for the runtime log.
+  const failed = (f: DownloadFailure, cause: unknown) => new Error(`Could not download the source: ${f.message} (technical: ${f.code})`, { cause });
+  let res: Awaited<ReturnType<OutboundPolicy['fetch']>>;
   try {
-    const res = await outbound.fetch(url, { signal });
-    if (!res.ok || !res.body) {
-      await res.body?.cancel().catch(() => undefined);
-      throw new Error(`download failed: HTTP ${res.status}`);
-    }
-    await pipeline(Readable.fromWeb(res.body), createWriteStream(file), { signal });
+    res = await outbound.fetch(url, { signal });
   } catch (err) {
     if (err instanceof OutboundRefused) throw new Error(`refused by the outbound policy: ${err.message}`, { cause: err });
-    if (!stop.aborted && signal.aborted) throw new Error('download failed: it took longer than 30 minutes', { cause: err });
-    // fetch's bare "fetch failed" hides why (DNS error, connection refused): say it.
-    if (err instanceof TypeError && err.cause) throw new Error(`download failed: ${fetchFailureReason(err.cause)}`, { cause: err });
-    throw err;
+    if (stop.aborted) throw err;
+    if (signal.aborted) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
+    throw failed(fetchDownloadFailure(url, err), err);
   }
-}
-
-/** Why fetch failed, from its TypeError's cause: the system error code (ENOTFOUND, ECONNREFUSED, …) or message. */
-function fetchFailureReason(cause: unknown): string {
-  const c = cause as { code?: string; message?: string };
-  return c.code ?? c.message ?? String(cause);
+  if (!res.ok || !res.body) {
+    await res.body?.cancel().catch(() => undefined);
+    throw failed(httpDownloadFailure(url, res.status), null);
+  }
+  try {
+    await pipeline(Readable.fromWeb(res.body), createWriteStream(file), { signal });
+  } catch (err) {
+    if (!stop.aborted && signal.aborted) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
+    if (stop.aborted) throw err;
+    throw failed(fetchDownloadFailure(url, err), err);
+  }
 }
 
 export { LeaseLost };

@@ -83,14 +83,16 @@ describe('worker source download (outbound policy)', () => {
     }
     // Whether "localhost." resolves depends on the host's resolver; either way it is not reached.
     await expect(get(`${site.base}/to-localhost-dot.wav`).done).rejects.toThrow(
-      /^(refused by the outbound policy: localhost\. resolves to a blocked address|download failed: ENOTFOUND)/,
+      /^(refused by the outbound policy: localhost\. resolves to a blocked address|Could not download the source: the server localhost\.(:\d+)? was not found; check the address for typing mistakes \(technical: ENOTFOUND\))/,
     );
     expect(secret.hits).toEqual([]);
   });
 
   it('bounds redirects and reports HTTP errors', async () => {
     await expect(get(`${site.base}/loop.wav`).done).rejects.toThrow('refused by the outbound policy: too many redirects');
-    await expect(get(`${site.base}/missing.wav`).done).rejects.toThrow('download failed: HTTP 404');
+    await expect(get(`${site.base}/missing.wav`).done).rejects.toThrow(
+      /^Could not download the source: there is nothing at this address \(.+ answered HTTP 404 Not Found\) \(technical: HTTP 404 Not Found\)$/,
+    );
   });
 
   it('without an allow-list refuses loopback altogether, by address and by name', async () => {

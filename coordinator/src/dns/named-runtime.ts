@@ -220,7 +220,8 @@ export async function startNamedProcess(o: StartNamedOptions): Promise<NamedProc
     await writeFile(confFile, namedConf({ dir: o.dir, port, keyFile: o.keyFile, keyName: o.keyName, zones: o.zones }));
     if (user) await chown(confFile, user.uid, user.gid);
 
-    const child = spawn(bindTool('named'), ['-g', '-c', confFile, ...(user ? ['-u', 'bind'] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own session (detached): a Ctrl-C in the terminal reaches its owner only, which stops named in order.
+    const child = spawn(bindTool('named'), ['-g', '-c', confFile, ...(user ? ['-u', 'bind'] : [])], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const lines: string[] = [];
     const onData = (buf: Buffer) => {
       for (const line of buf.toString().split('\n').filter(Boolean)) {

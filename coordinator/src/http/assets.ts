@@ -52,5 +52,14 @@ export async function assetsPlugin(app: FastifyInstance) {
       decorateReply: false,
       schemaHide: true,
     });
+    // The icon (pages link /favicon.svg; browsers and tools that ask /favicon.ico by habit get it too, not a 404).
+    for (const url of ['/favicon.svg', '/favicon.ico']) {
+      scope.get(url, { schema: { hide: true } }, (_request, reply) =>
+        reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(FAVICON_SVG),
+      );
+    }
   });
 }
+
+/** A sonar ping: a dot and two arcs, in the console's accent colour. */
+const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1f4e79"/><circle cx="10" cy="22" r="3" fill="#fff"/><path d="M10 13a9 9 0 0 1 9 9M10 6a16 16 0 0 1 16 16" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round"/></svg>\n`;

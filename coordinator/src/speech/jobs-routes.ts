@@ -19,6 +19,7 @@ import {
   statusResponseSchema,
 } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
+import { localWorkerProblem } from './local-worker-status.js';
 import { jobDetailPresenter } from './job-detail.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
@@ -62,6 +63,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
         ok: true as const,
         summary,
         can_manage_all: canManageAll,
+        local_worker_problem: localWorkerProblem(),
         config: statusConfig,
         models: snapshot.served(),
         connected_models: snapshot.connected(),

@@ -9,6 +9,7 @@ import { AppError, normalizeError, okReasonBody, sendError, validationFailed } f
 import { html, SafeHtml } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { uploadLimits } from './host-limits.js';
+import { localWorkerProblem } from './local-worker-status.js';
 import { JobService } from './jobs/job-service.js';
 import { diarizationRecord, presentJob, presentJobDetail } from './jobs/presenter.js';
 import { presentDiarization } from './jobs/speakers.js';
@@ -33,8 +34,29 @@ import {
   translationsCard,
   metadataCard,
   workerCard,
+  transcriptNotes,
   type TargetOption,
 } from './job-page.js';
+
+/** The cards of the job page by slot name, in page order (`transcript` holds the streamed segment list and is never swapped). */
+export const CARD_NAMES = [
+  'summary',
+  'liveness',
+  'worker',
+  'transcript',
+  'transcript-notes',
+  'downloads',
+  'actions',
+  'target',
+  'speakers',
+  'analysis',
+  'translations',
+  'metadata',
+  'retranscription',
+  'revisions',
+  'runtime-log',
+] as const;
+type CardName = (typeof CARD_NAMES)[number];
 
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const speechAdmin: AuthRequirement = { accept: ['session'], adminOnly: true };
@@ -100,7 +122,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       return html`<tr data-job="${p.id}"><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td><span class="badge" data-status="${p.status}">${p.status_label}</span></td>
         <td data-stage>${p.stage_label ?? ''}</td><td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
     });
-    const body = html`${noticeCard(opts.notice)}<div class="card"><h1>Transcribe</h1>
+    const problem = localWorkerProblem();
+    const body = html`${noticeCard(opts.notice)}${problem ? html`<div class="card warning" role="alert" id="local-worker-problem"><p>${problem}</p></div>` : ''}<div class="card"><h1>Transcribe</h1>
       ${opts.error ? html`<p class="error" role="alert" id="submit-error">${opts.error}</p>` : ''}
       <form id="submit-form" method="post" action="/speech?_csrf=${encodeURIComponent(csrf)}" enctype="multipart/form-data" data-csrf="${csrf}" data-max-bytes="${limits.effectiveBytes}">
         <input type="hidden" name="_csrf" value="${csrf}">
@@ -180,36 +203,101 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       }));
   }
 
-  /** The job page; the errors are refused form posts of one card (shown with a 422). */
-  async function jobPage(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    jobId: number,
-    opts: { notice?: string | undefined; error?: string; speakersError?: string; actionsError?: string; targetError?: string } = {},
-  ) {
+  type CardErrors = { error?: string; speakersError?: string; actionsError?: string; targetError?: string };
+
+  /**
+   * The cards of a job page, rendered now for this user, by name (the page's `data-card` slots).
+   * The full page and GET /speech/jobs/{id}/cards both come from here, so a card fetched after a
+   * live event is exactly the card a fresh load would show. `only` limits what is read and rendered.
+   */
+  async function jobCards(request: FastifyRequest, reply: FastifyReply, jobId: number, errors: CardErrors = {}, only?: ReadonlySet<CardName>) {
+    const want = (name: CardName) => !only || only.has(name);
     const user = userOf(request);
     const state = await deps.speech.retranscription.state(user, jobId);
     const { job } = state;
-    const [detail, availability, segments] = await Promise.all([jobs.detail(job), deps.speech.models.snapshot(), jobs.segments(job.id, job.currentPass)]);
+    const [detail, availability, segments] = await Promise.all([
+      jobs.detail(job),
+      deps.speech.models.snapshot(),
+      want('transcript') || want('transcript-notes') ? jobs.segments(job.id, job.currentPass) : Promise.resolve([]),
+    ]);
     const p = presentJobDetail(job, detail, { unresponsiveAfterSeconds: deps.config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability });
     const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, detail.speakerStats);
     const csrf = reply.generateCsrf();
     const mayChange = job.owner.id === user.id || JobService.canManageAll(user);
     const owner = job.owner.id === user.id;
     const aiActions = deps.speech.ai !== null && hasPermission(user, 'provider_openai');
+    const cards = new Map<CardName, SafeHtml | ''>();
+    const put = (name: CardName, render: () => SafeHtml | '' | Promise<SafeHtml | ''>) =>
+      want(name) ? Promise.resolve(render()).then((h) => void cards.set(name, h)) : undefined;
+    await Promise.all([
+      put('summary', () => summaryCard(job, p)),
+      put('liveness', () => livenessCard(job, p)),
+      put('worker', () => workerCard(p)),
+      put('transcript', () => transcriptCard(job, segments)),
+      put('transcript-notes', () => transcriptNotes(job, segments)),
+      put('downloads', () => downloadsCard(p)),
+      put('actions', () => actionsCard(job, p, csrf, mayChange, errors.actionsError)),
+      put('target', async () => (user.isAdmin ? targetCard(job, await targetOptions(job), csrf, errors.targetError) : '')),
+      put('speakers', () => speakersCard(job, diarization, owner, csrf, errors.speakersError)),
+      put('analysis', () => analysisCard(job, p, aiActions && mayChange, csrf)),
+      put('translations', () => translationsCard(p)),
+      put('metadata', () => (owner ? metadataCard(job, aiActions, csrf) : '')),
+      put('retranscription', () => retranscriptionCard(state, csrf, errors.error)),
+      put('revisions', () => revisionsCard(state)),
+      put('runtime-log', () => runtimeLogCard(p)),
+    ]);
+    return { job, p, user, cards };
+  }
+
+  /** The job page; the errors are refused form posts of one card (shown with a 422). */
+  async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: CardErrors & { notice?: string | undefined } = {}) {
+    const { p, user, cards } = await jobCards(request, reply, jobId, opts);
+    // Each card sits in a slot (display: contents) the page's script swaps when the job changes.
+    const slot = (name: CardName) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
     const body = html`${noticeCard(opts.notice)}
-      ${summaryCard(job, p)}
-      <div class="dash">${livenessCard(job, p)}${workerCard(p)}</div>
-      ${transcriptCard(job, segments)}
-      ${downloadsCard(p)}
-      ${actionsCard(job, p, csrf, mayChange, opts.actionsError)}
-      ${user.isAdmin ? targetCard(job, await targetOptions(job), csrf, opts.targetError) : ''}
-      ${speakersCard(job, diarization, job.owner.id === user.id, csrf, opts.speakersError)}
-      ${analysisCard(job, p, aiActions && mayChange, csrf)}${translationsCard(p)}${owner ? metadataCard(job, aiActions, csrf) : ''}
-      ${retranscriptionCard(state, csrf, opts.error)}${revisionsCard(state)}
-      ${runtimeLogCard(p)}`;
+      ${slot('summary')}
+      <div class="dash">${slot('liveness')}${slot('worker')}</div>
+      ${cards.get('transcript') ?? ''}
+      ${slot('downloads')}
+      ${slot('actions')}
+      ${slot('target')}
+      ${slot('speakers')}
+      ${slot('analysis')}${slot('translations')}${slot('metadata')}
+      ${slot('retranscription')}${slot('revisions')}
+      ${slot('runtime-log')}`;
     return sendPage(reply, { title: p.source_label, user, active: 'speech', body, scripts: user.isAdmin ? ['job.js', 'admin.js'] : ['job.js'] });
   }
+
+  /**
+   * The job page's cards as HTML, for its script: `only` names the cards (comma-separated; all when
+   * absent). The same render functions, reads and authorization as the page itself (404 for a job
+   * the caller cannot see); errors in the API's shape. `job` says which attempt and pass they show.
+   */
+  r.get(
+    '/speech/jobs/:jobId/cards',
+    {
+      schema: { ...hidden, params: jobParams, querystring: z.object({ only: z.string().max(400).optional() }) },
+      config: { auth: speechUser },
+    },
+    async (request, reply) => {
+      const names = request.query.only
+        ?.split(',')
+        .map((n) => n.trim())
+        .filter(Boolean);
+      const unknown = names?.filter((n) => !(CARD_NAMES as readonly string[]).includes(n)) ?? [];
+      if (unknown.length)
+        throw validationFailed({ only: [`unknown cards: ${unknown.join(', ')}; known: ${CARD_NAMES.filter((n) => n !== 'transcript').join(', ')}`] });
+      const only = new Set((names ?? CARD_NAMES.filter((n) => n !== 'transcript')) as CardName[]);
+      only.delete('transcript'); // the segments stream; the list is never swapped
+      const { job, cards } = await jobCards(request, reply, request.params.jobId, {}, only);
+      void reply.header('cache-control', 'no-store');
+      return reply.send({
+        ok: true as const,
+        job: { id: job.id, status: job.status, attempt: job.attempt, pass: job.currentPass },
+        cards: Object.fromEntries([...cards].map(([name, h]) => [name, String(h)])),
+      });
+    },
+  );
 
   r.get(
     '/speech/jobs/:jobId',

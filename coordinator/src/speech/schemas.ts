@@ -194,6 +194,10 @@ export const statusResponseSchema = z.object({
     failed: z.number().int(),
   }),
   can_manage_all: z.boolean(),
+  local_worker_problem: z
+    .string()
+    .nullable()
+    .describe('Additive: what the quick start’s local worker lacks to transcribe (ffmpeg, pocketsphinx, its model) with the install command; null otherwise'),
   config: z.object({
     enabled: z.boolean(),
     default_model: z.string(),

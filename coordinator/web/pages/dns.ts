@@ -319,9 +319,15 @@ function selectBoxes(): HTMLInputElement[] {
 
 function updateSelection() {
   if (!writable) return;
-  const n = selectBoxes().filter((b) => b.checked).length;
+  const boxes = selectBoxes();
+  const n = boxes.filter((b) => b.checked).length;
   byId('selected-count').textContent = `${n} selected`;
   byIdAs('bulk-delete', HTMLButtonElement).disabled = n === 0;
+  // "Select all" says what the rows say: ticked only when every row shown is (not after a bulk
+  // delete redrew the page with fresh, unticked rows), half-ticked for some.
+  const all = byIdAs('select-all', HTMLInputElement);
+  all.checked = n > 0 && n === boxes.length;
+  all.indeterminate = n > 0 && n < boxes.length;
 }
 
 const secs = (ms: number) => (ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`);

@@ -1,26 +1,57 @@
 import { UNRESPONSIVE_WARNING_SECONDS, WORKER_CARD_REFRESH_MS, estimateFinish, formatStockholm, formatStockholmTime, mediaClock } from '@sonar/shared/display';
 import { api } from '../lib/api.js';
-import { byId, byIdAs, el, maybeId } from '../lib/dom.js';
+import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot, type LiveStatus } from '../lib/live.js';
 
 /**
- * /speech/jobs/{id}: live transcript and status (socket.io), the liveness warning after 90 s of
- * heartbeat silence, the estimated finish from completed-segment timing, and the worker card
- * refreshed every 15 s while the tab is visible. All times go through the same Europe/Stockholm
- * formatter as the server's (@sonar/shared/display). Timers use the page's clock (Date.now,
- * setInterval), which the browser tests replace with a controllable one.
+ * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
+ * open. On every live event but `segment` it fetches the cards that event can change from
+ * GET /speech/jobs/{id}/cards (the same render functions as the page) and swaps them into their
+ * `data-card` slots, keeping the scroll position and whatever the user is typing. Segments stream
+ * into the transcript as they arrive; progress and the estimated finish move with each progress
+ * event in between. The liveness warning appears after 90 s of heartbeat silence, and the worker
+ * card is fetched again every 15 s while the tab is visible. Times go through the same
+ * Europe/Stockholm formatter as the server's (@sonar/shared/display); timers use the page's clock
+ * (Date.now, setInterval), which the browser tests replace with a controllable one.
  */
 
 const list = byIdAs('segments', HTMLOListElement);
 const jobId = Number(list.dataset.job);
 let attempt = Number(list.dataset.attempt);
+let pass = Number(list.dataset.pass);
 const PROCESSING = new Set(['downloading', 'transcribing', 'finalizing']);
+
+/** Every card the cards route renders (the page's slots), and what each kind of event can change. */
+const ALL = [
+  'summary',
+  'liveness',
+  'worker',
+  'transcript-notes',
+  'downloads',
+  'actions',
+  'target',
+  'speakers',
+  'analysis',
+  'translations',
+  'metadata',
+  'retranscription',
+  'revisions',
+  'runtime-log',
+] as const;
+type Card = (typeof ALL)[number];
+const ON_PROGRESS: readonly Card[] = ['summary'];
+const ON_DIARIZATION: readonly Card[] = ['summary', 'speakers', 'actions', 'retranscription', 'runtime-log'];
+const ON_AI: readonly Card[] = ['summary', 'analysis', 'translations', 'metadata', 'runtime-log'];
+const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 
 // ---- transcript ------------------------------------------------------------------------------
 
 const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
 
 function addSegment(s: LiveSegment) {
+  // A segment of an earlier pass is not current; one of a newer pass (a re-transcription) starts it over.
+  if (s.pass !== undefined && s.pass < pass) return;
+  if (s.pass !== undefined && s.pass > pass) follow({ attempt, pass: s.pass });
   if (seen.has(s.seq)) return;
   seen.add(s.seq);
   const li = el('li', { data: { seq: String(s.seq), end: String(s.end) } });
@@ -29,38 +60,172 @@ function addSegment(s: LiveSegment) {
   const after = [...list.children].find((x) => Number((x as HTMLElement).dataset.seq) > s.seq);
   list.insertBefore(li, after ?? null);
   maybeId('new-attempt')?.remove();
-  updateEta(s.end, Date.now());
 }
 
-/** A new attempt (restart, or recovery after a lost runner) starts the pass over: the old segments go. */
+/** A new attempt (restart, recovery after a lost runner) or a new pass starts the transcript over. */
 function clearSegments() {
   list.replaceChildren();
   seen.clear();
 }
 
-// ---- status ----------------------------------------------------------------------------------
-
-const statusEl = byId('job-status');
-function setStatus(st: { status: string; status_label?: string; stage_label: string | null }) {
-  if (st.status_label) statusEl.textContent = st.status_label;
-  statusEl.dataset.status = st.status;
-  byId('job-stage').textContent = st.stage_label ?? '';
-  liveness.dataset.processing = PROCESSING.has(st.status) ? '1' : '0';
-  evaluateLiveness();
+/** The attempt and pass the server says the job is on; a newer one clears the segments of the old. */
+function follow(next: { attempt: number; pass?: number }) {
+  const newPass = next.pass !== undefined && next.pass !== pass;
+  if (next.attempt > attempt || newPass) clearSegments();
+  attempt = Math.max(attempt, next.attempt);
+  if (next.pass !== undefined) pass = next.pass;
+  list.dataset.attempt = String(attempt);
+  list.dataset.pass = String(pass);
 }
 
-// ---- estimated finish ------------------------------------------------------------------------
+// ---- cards -----------------------------------------------------------------------------------
 
-const progress = byId('job-progress');
-const eta = byId('job-eta');
-function updateEta(position: number, at: number) {
+interface CardsAnswer {
+  job: { id: number; status: string; attempt: number; pass: number };
+  cards: Partial<Record<Card, string>>;
+}
+
+/** A form field the user changed and has not saved: its key (id, else name) and what it holds now. */
+interface Edited {
+  key: string;
+  value: string;
+  checked: boolean;
+  selection: [number | null, number | null] | null;
+}
+const fieldKey = (f: Element) => f.id || f.getAttribute('name') || '';
+const fields = (root: ParentNode) => [...root.querySelectorAll<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>('input, textarea, select')];
+function isEdited(f: HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement): boolean {
+  if (f instanceof HTMLSelectElement) return [...f.options].some((o) => o.selected !== o.defaultSelected);
+  if (f instanceof HTMLInputElement && (f.type === 'checkbox' || f.type === 'radio')) return f.checked !== f.defaultChecked;
+  return f.value !== f.defaultValue;
+}
+
+/** Puts a card's new HTML into its slot, carrying over fields being edited and the focus. */
+function swap(slot: HTMLElement, markup: string) {
+  const edited: Edited[] = [];
+  const active = document.activeElement;
+  let focused: string | null = null;
+  for (const f of fields(slot)) {
+    const key = fieldKey(f);
+    if (!key) continue;
+    if (f === active) focused = key;
+    if (isEdited(f) || f === active) {
+      const text = f instanceof HTMLInputElement || f instanceof HTMLTextAreaElement;
+      let selection: Edited['selection'];
+      try {
+        selection = text ? [f.selectionStart, f.selectionEnd] : null;
+      } catch {
+        selection = null; // inputs without a text selection (number, email…) throw
+      }
+      edited.push({ key, value: f.value, checked: f instanceof HTMLInputElement ? f.checked : false, selection });
+    }
+  }
+  const template = document.createElement('template');
+  template.innerHTML = markup;
+  // A refused form post's message (the page came back with it, 422) stays until the next page:
+  // it answers what the user just did, which no later state of the job takes back.
+  for (const alert of slot.querySelectorAll<HTMLElement>('.error[role="alert"][id]')) {
+    const card = template.content.firstElementChild;
+    if (card && !template.content.getElementById(alert.id)) card.querySelector('h2')?.after(alert);
+  }
+  for (const e of edited) {
+    const f = fields(template.content).find((x) => fieldKey(x) === e.key);
+    if (!f) continue;
+    if (f instanceof HTMLInputElement && (f.type === 'checkbox' || f.type === 'radio')) f.checked = e.checked;
+    else if (!(f instanceof HTMLInputElement && f.type === 'hidden')) f.value = e.value;
+  }
+  slot.replaceChildren(template.content);
+  if (focused) {
+    const f = fields(slot).find((x) => fieldKey(x) === focused);
+    if (f) {
+      f.focus({ preventScroll: true });
+      const e = edited.find((x) => x.key === focused);
+      if (e?.selection && (f instanceof HTMLInputElement || f instanceof HTMLTextAreaElement)) {
+        try {
+          f.setSelectionRange(e.selection[0], e.selection[1]);
+        } catch {
+          // no selection on this kind of input
+        }
+      }
+    }
+  }
+}
+
+/**
+ * Swaps cards without moving what the reader looks at: the first card still on screen keeps its
+ * distance from the top of the window even when cards above it grow or shrink.
+ */
+function applyCards(answer: CardsAnswer) {
+  follow(answer.job);
+  const anchor = [...document.querySelectorAll<HTMLElement>('main .card')].find((c) => c.getBoundingClientRect().bottom > 0) ?? null;
+  const anchorSlot = anchor?.closest<HTMLElement>('.slot[data-card]') ?? null;
+  const before = anchor?.getBoundingClientRect().top ?? 0;
+  for (const [name, markup] of Object.entries(answer.cards)) {
+    const slot = document.querySelector<HTMLElement>(`.slot[data-card="${name}"]`);
+    if (slot && markup !== undefined) swap(slot, markup);
+  }
+  const now = anchor?.isConnected ? anchor : (anchorSlot?.querySelector<HTMLElement>('.card') ?? null);
+  if (now && window.scrollY > 0) {
+    const moved = now.getBoundingClientRect().top - before;
+    if (moved) window.scrollBy(0, moved);
+  }
+  afterSwap();
+}
+
+const wanted = new Set<Card>();
+let running: Promise<void> | null = null;
+let lastProgressFetch = 0;
+
+/**
+ * Fetches the named cards (with any still wanted), one request at a time so answers apply in
+ * order; what is asked for meanwhile goes out in the next request. Resolves false when the fetch
+ * failed (the cards stay wanted and go out with the next request).
+ */
+function refresh(cards: readonly Card[]): Promise<boolean> {
+  for (const c of cards) wanted.add(c);
+  return (running ??= drain()).then(() => !wanted.size);
+}
+async function drain() {
+  // `data-cards` on <html>: "loading" while cards are on their way, "synced" once every wanted card is in.
+  document.documentElement.dataset.cards = 'loading';
+  try {
+    while (wanted.size) {
+      const names = ALL.filter((c) => wanted.has(c));
+      wanted.clear();
+      try {
+        applyCards(await api<CardsAnswer>(`/speech/jobs/${jobId}/cards?only=${names.join(',')}`));
+      } catch (err) {
+        for (const n of names) wanted.add(n);
+        lastError = err instanceof Error ? err.message : String(err);
+        return;
+      }
+    }
+  } finally {
+    running = null;
+    document.documentElement.dataset.cards = wanted.size ? 'failed' : 'synced';
+  }
+}
+let lastError = '';
+
+// ---- progress and the estimated finish between card fetches ----------------------------------
+
+/** A progress event: the worker's audio position moves the percentage and the estimate at once. */
+function showProgress(position: number, at: number) {
+  const progress = maybeId('job-progress');
+  const eta = maybeId('job-eta');
+  if (!progress || !eta || !PROCESSING.has(maybeId('job-status')?.dataset.status ?? '')) return;
+  const duration = Number(progress.dataset.duration) || null;
+  const known = Number(progress.dataset.position) || 0;
+  if (position <= known) return;
+  progress.dataset.position = String(position);
+  if (duration) progress.textContent = `${Math.min(100, Math.round((position / duration) * 1000) / 10)} %`;
   const finish = estimateFinish({
-    durationSeconds: Number(progress.dataset.duration) || null,
+    durationSeconds: duration,
     positionSeconds: position,
     startedAt: progress.dataset.started || null,
     progressAt: new Date(at),
   });
-  if (!finish || statusEl.dataset.status === 'completed') return;
+  if (!finish) return;
   const time = el('time', { text: formatStockholm(finish) });
   time.dateTime = finish.toISOString();
   eta.replaceChildren(time);
@@ -68,103 +233,82 @@ function updateEta(position: number, at: number) {
 
 // ---- liveness --------------------------------------------------------------------------------
 
-const liveness = byId('liveness');
-const warning = byId('liveness-warning');
-const silenceEl = byId('silence-seconds');
-const warnAfter = Number(liveness.dataset.warnAfter) || UNRESPONSIVE_WARNING_SECONDS;
-const stateText = byId('liveness-state');
-let serverText = stateText.textContent ?? '';
-
 /**
- * The silence is measured on this page's clock from a fixed point: when the page was rendered the
- * server said how long ago the last heartbeat was. A refresh that reports a NEW heartbeat moves that
- * point; one that reports the same heartbeat does not (the silence simply goes on).
+ * The silence is measured on this page's clock from a fixed point: the card says how long ago the
+ * last heartbeat was when it was rendered. A card that reports a NEW heartbeat moves that point;
+ * one that reports the same heartbeat does not (the silence simply goes on).
  */
-let heartbeat: { at: string; silenceAtSync: number; syncedAt: number } | null =
-  liveness.dataset.secondsSinceHeartbeat && liveness.dataset.lastHeartbeat
-    ? { at: liveness.dataset.lastHeartbeat, silenceAtSync: Number(liveness.dataset.secondsSinceHeartbeat), syncedAt: Date.now() }
-    : null;
-let serverState = liveness.dataset.state ?? 'inactive';
+let heartbeat: { at: string; silenceAtSync: number; syncedAt: number } | null = null;
+let serverText = '';
+
+function syncLiveness() {
+  const liveness = maybeId('liveness');
+  if (!liveness) return;
+  serverText = maybeId('liveness-state')?.textContent ?? '';
+  const { lastHeartbeat, secondsSinceHeartbeat } = liveness.dataset;
+  if (!lastHeartbeat || !secondsSinceHeartbeat) heartbeat = null;
+  else if (!heartbeat || heartbeat.at !== lastHeartbeat) heartbeat = { at: lastHeartbeat, silenceAtSync: Number(secondsSinceHeartbeat), syncedAt: Date.now() };
+  evaluateLiveness();
+}
 
 function evaluateLiveness() {
+  const liveness = maybeId('liveness');
+  const warning = maybeId('liveness-warning');
+  const stateText = maybeId('liveness-state');
+  if (!liveness || !warning || !stateText) return;
   const processing = liveness.dataset.processing === '1';
+  const warnAfter = Number(liveness.dataset.warnAfter) || UNRESPONSIVE_WARNING_SECONDS;
+  const state = liveness.dataset.state ?? 'inactive';
   const silence = heartbeat ? heartbeat.silenceAtSync + (Date.now() - heartbeat.syncedAt) / 1000 : null;
-  const warn = processing && (serverState === 'unresponsive' || serverState === 'stale' || (silence !== null && silence >= warnAfter));
+  const warn = processing && (state === 'unresponsive' || state === 'stale' || (silence !== null && silence >= warnAfter));
   warning.hidden = !warn;
-  if (silence !== null) silenceEl.textContent = String(Math.floor(silence));
+  const silenceEl = maybeId('silence-seconds');
+  if (silence !== null && silenceEl) silenceEl.textContent = String(Math.floor(silence));
   // The server's sentence ("working and reporting progress") is stale once the silence is this long.
   stateText.textContent = warn ? 'No heartbeat for 90 seconds or more.' : serverText;
 }
-setInterval(evaluateLiveness, 1000);
-evaluateLiveness();
 
-const LIVENESS_TEXT: Record<string, string> = {
-  inactive: 'No runner is working on this job.',
-  active: 'A runner is working on this job and reporting progress.',
-  quiet: 'The runner sends heartbeats but has reported no progress for a while.',
-  unresponsive: 'No heartbeat for 90 seconds or more.',
-  stale: 'No heartbeat and the lease has expired: automatic recovery will queue the job again.',
-  suspect: 'Something is off; reload the page for the reason.',
-};
+/** After cards were swapped: the liveness clock re-reads its card; the title field follows nothing. */
+function afterSwap() {
+  syncLiveness();
+  bindAdminTarget();
+}
+setInterval(evaluateLiveness, 1000);
+syncLiveness();
+
+/** The target selector's reason line (admin.js binds the first render; swapped cards are bound here). */
+function bindAdminTarget() {
+  const select = maybeId('target-select');
+  const reason = maybeId('target-reason');
+  if (!(select instanceof HTMLSelectElement) || !reason || select.dataset.bound) return;
+  select.dataset.bound = '1';
+  const show = () => {
+    reason.textContent = select.selectedOptions[0]?.dataset.reason ?? '';
+  };
+  select.addEventListener('change', show);
+  show();
+}
 
 // ---- worker card -----------------------------------------------------------------------------
 
-interface JobDetail {
-  job: {
-    status: string;
-    status_label: string;
-    stage_label: string | null;
-    attempt: number;
-    execution_target: { mode: string; worker: string | null };
-    liveness: {
-      state: string;
-      worker: string | null;
-      attempt: number | null;
-      last_heartbeat_at: string | null;
-      seconds_since_heartbeat: number | null;
-      lease_expires_at: string | null;
-    };
-  };
-}
-
-const refreshed = byId('worker-refreshed');
 let lastGood = Date.now();
 let lastTry = 0;
 
-function showSnapshot(d: JobDetail['job']) {
-  const l = d.liveness;
-  byId('worker-name').textContent = l.worker ?? 'none';
-  byId('worker-attempt').textContent = l.attempt === null ? '—' : String(l.attempt);
-  byId('worker-heartbeat').textContent = l.last_heartbeat_at ? formatStockholm(l.last_heartbeat_at) : '—';
-  byId('worker-lease').textContent = l.lease_expires_at ? formatStockholm(l.lease_expires_at) : '—';
-  byId('worker-target').textContent = d.execution_target.mode === 'worker' ? `worker ${d.execution_target.worker ?? '?'}` : d.execution_target.mode;
-  if (l.state !== serverState) serverText = LIVENESS_TEXT[l.state] ?? l.state;
-  serverState = l.state;
-  liveness.dataset.state = l.state;
-  if (l.last_heartbeat_at === null || l.seconds_since_heartbeat === null) heartbeat = null;
-  else if (!heartbeat || heartbeat.at !== l.last_heartbeat_at) {
-    heartbeat = { at: l.last_heartbeat_at, silenceAtSync: l.seconds_since_heartbeat, syncedAt: Date.now() };
-  }
-  if (d.attempt > attempt) {
-    attempt = d.attempt;
-    clearSegments();
-  }
-  setStatus(d);
-}
-
 async function refreshWorker() {
   lastTry = Date.now();
-  refreshed.dataset.state = 'loading';
-  try {
-    const { job } = await api<JobDetail>(`/api/speech/jobs/${jobId}`);
-    showSnapshot(job);
+  const refreshed = maybeId('worker-refreshed');
+  if (refreshed) refreshed.dataset.state = 'loading';
+  if (await refresh(ON_WORKER_TICK)) {
     lastGood = Date.now();
-    refreshed.dataset.state = 'ok';
-    refreshed.textContent = `As of ${formatStockholmTime(lastGood)}.`;
-  } catch (err) {
+    const fresh = maybeId('worker-refreshed');
+    if (fresh) fresh.dataset.state = 'ok';
+  } else {
     // Keep the last valid snapshot on the card; say that it is getting old and why.
-    refreshed.dataset.state = 'failed';
-    refreshed.textContent = `Refresh failed at ${formatStockholmTime(Date.now())} (${(err as Error).message}); showing the snapshot of ${formatStockholmTime(lastGood)}.`;
+    const stale = maybeId('worker-refreshed');
+    if (stale) {
+      stale.dataset.state = 'failed';
+      stale.textContent = `Refresh failed at ${formatStockholmTime(Date.now())} (${lastError}); showing the snapshot of ${formatStockholmTime(lastGood)}.`;
+    }
   }
 }
 
@@ -177,13 +321,22 @@ document.addEventListener('visibilitychange', () => {
 
 // ---- live events -----------------------------------------------------------------------------
 
+let shown = { status: maybeId('job-status')?.dataset.status ?? '', stage: maybeId('job-stage')?.textContent ?? '', attempt };
+
 const socket = connectLive([jobId]);
 socket.on('snapshot', (snap: LiveSnapshot) => {
   if (snap.job_id !== jobId) return;
   // The snapshot is the current pass of the current attempt: segments it lacks are not current.
   const current = new Set(snap.segments.map((s) => s.seq));
-  if ([...seen].some((seq) => !current.has(seq))) clearSegments();
+  if (snap.pass !== pass || [...seen].some((seq) => !current.has(seq))) {
+    clearSegments();
+    pass = snap.pass;
+    list.dataset.pass = String(pass);
+  }
   snap.segments.forEach(addSegment);
+  // Whatever happened between the page's render and this subscription (a job that failed 30 ms
+  // after it was created) was not heard live: every card is fetched once now, and on reconnects.
+  void refresh(ALL);
 });
 socket.on('segment', (s: LiveSegment) => {
   if (s.job_id === jobId) addSegment(s);
@@ -191,55 +344,48 @@ socket.on('segment', (s: LiveSegment) => {
 socket.on('status', (st: LiveStatus) => {
   if (st.job_id !== jobId) return;
   if (st.attempt > attempt || (st.status === 'queued' && seen.size)) clearSegments();
-  attempt = Math.max(attempt, st.attempt);
-  setStatus(st);
+  const changed = st.status !== shown.status || (st.stage_label ?? '') !== shown.stage || st.attempt !== shown.attempt;
+  follow({ attempt: st.attempt });
+  shown = { status: st.status, stage: st.stage_label ?? '', attempt: st.attempt };
+  if (changed) {
+    void refresh(ALL);
+    return;
+  }
+  // Progress within the same stage: the numbers move now; the summary card follows at most every 2 s.
+  showProgress(st.audio_position_seconds, Date.now());
+  if (Date.now() - lastProgressFetch >= 2000) {
+    lastProgressFetch = Date.now();
+    void refresh(ON_PROGRESS);
+  }
 });
 
-// Speaker identification started or ended: its state, and (when it ended) the labelled segments.
-const DIARIZATION_TEXT: Record<string, string> = {
-  pending: 'Waiting for a worker to identify the speakers.',
-  running: 'Identifying speakers…',
-  completed: 'Speakers identified; reload the page to name them.',
-  failed: 'Speaker identification failed; reload the page for the reason.',
-  unavailable: 'No speaker labels; reload the page for the reason.',
-};
+// Speaker identification started or ended: the labelled segments (when it ended) or each
+// segment's speaker, and the cards that show it.
 socket.on('diarization', (d: LiveDiarization) => {
   if (d.job_id !== jobId) return;
-  const state = maybeId('diarization-state');
-  if (state) {
-    state.textContent = DIARIZATION_TEXT[d.state] ?? d.state;
-    state.dataset.state = d.state;
-  }
   if (d.segments) {
     // The labelled pass: segments whose words change speaker were split and renumbered.
     clearSegments();
     d.segments.forEach((s) => addSegment({ ...s, job_id: jobId }));
-    return;
-  }
-  for (const s of d.speakers ?? []) {
-    const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
-    if (who) {
-      who.dataset.speaker = s.speaker;
-      who.textContent = `Speaker ${s.speaker.slice(1)}`;
+  } else {
+    for (const s of d.speakers ?? []) {
+      const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
+      if (who) {
+        who.dataset.speaker = s.speaker;
+        who.textContent = `Speaker ${s.speaker.slice(1)}`;
+      }
     }
   }
+  void refresh(ON_DIARIZATION);
+});
+socket.on('analysis', (ev: { job_id: number }) => {
+  if (ev.job_id === jobId) void refresh(ON_AI);
+});
+socket.on('changed', (ev: { job_id: number }) => {
+  if (ev.job_id === jobId) void refresh(ALL);
 });
 
-// ---- analysis, translations, title and note -----------------------------------------------------
-
-interface LiveAnalysis {
-  job_id: number;
-  kind: 'analysis' | 'translation' | 'title';
-  state: string;
-  language: string | null;
-  title?: string;
-}
-interface AnalysisResult {
-  summary: string;
-  key_points: string[];
-  action_items: string[];
-  topics: string[];
-}
+// ---- the owner's title and note, and "Analyse again" (delegated: the cards are swapped) --------
 
 const say = (id: string, text: string) => {
   const target = maybeId(id);
@@ -247,75 +393,41 @@ const say = (id: string, text: string) => {
 };
 const failure = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-/** The owner's title and note form (saved with PATCH); "Suggest title" only fills the field. */
-const metadata = document.getElementById('metadata-form') as HTMLFormElement | null;
-const titleField = metadata?.elements.namedItem('source_label') as HTMLInputElement | null;
-const noteField = metadata?.elements.namedItem('source_note') as HTMLTextAreaElement | null;
-if (metadata && titleField && noteField) {
-  metadata.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    say('metadata-status', 'Saving…');
-    api(`/api/speech/jobs/${jobId}`, { method: 'PATCH', body: { source_label: titleField.value, source_note: noteField.value } }).then(
-      () => say('metadata-status', 'Saved.'),
-      (e: unknown) => say('metadata-status', failure(e)),
-    );
-  });
-  maybeId('suggest-title')?.addEventListener('click', () => {
+document.addEventListener('submit', (ev) => {
+  const form = ev.target;
+  if (!(form instanceof HTMLFormElement) || form.id !== 'metadata-form') return;
+  ev.preventDefault();
+  const title = form.elements.namedItem('source_label') as HTMLInputElement;
+  const note = form.elements.namedItem('source_note') as HTMLTextAreaElement;
+  say('metadata-status', 'Saving…');
+  api(`/api/speech/jobs/${jobId}`, { method: 'PATCH', body: { source_label: title.value, source_note: note.value } }).then(
+    () => {
+      // Saved: what the fields hold is now the card's own state, not an edit to carry over.
+      title.defaultValue = title.value;
+      note.defaultValue = note.value;
+      say('metadata-status', 'Saved.');
+    },
+    (e: unknown) => say('metadata-status', failure(e)),
+  );
+});
+
+document.addEventListener('click', (ev) => {
+  const button = ev.target instanceof Element ? ev.target.closest('button') : null;
+  if (button?.id === 'suggest-title') {
     say('metadata-status', 'Asking for a title…');
     api<{ title: string }>(`/api/speech/jobs/${jobId}/title-suggestion`, { method: 'POST' }).then(
       (res) => {
-        titleField.value = res.title;
+        const title = maybeId('meta-title');
+        if (title instanceof HTMLInputElement) title.value = res.title;
         say('metadata-status', 'Suggested; save to keep it.');
       },
       (e: unknown) => say('metadata-status', failure(e)),
     );
-  });
-}
-
-maybeId('analyze')?.addEventListener('click', () => {
-  api(`/api/speech/jobs/${jobId}/analyze`, { method: 'POST' }).then(
-    () => say('analyze-status', 'Queued.'),
-    (e: unknown) => say('analyze-status', failure(e)),
-  );
-});
-
-function renderAnalysis(r: AnalysisResult | null | undefined) {
-  const box = maybeId('analysis-result');
-  if (!box) return;
-  box.replaceChildren();
-  if (!r) return;
-  box.append(el('p', { text: r.summary }));
-  for (const [title, items] of [
-    ['Key points', r.key_points],
-    ['Action items', r.action_items],
-  ] as const) {
-    if (!items.length) continue;
-    const ul = el('ul');
-    for (const i of items) ul.append(el('li', { text: i }));
-    box.append(el('h3', { text: title }), ul);
   }
-}
-
-socket.on('analysis', (ev: LiveAnalysis) => {
-  if (ev.job_id !== jobId) return;
-  const card = maybeId('analysis');
-  if (ev.kind === 'analysis' && card) {
-    card.dataset.state = ev.state;
-    say('analysis-state', ev.state);
-    if (ev.state === 'completed') {
-      api<{ job: { analysis: { result: AnalysisResult | null } | null } }>(`/api/speech/jobs/${jobId}`).then(
-        (res) => renderAnalysis(res.job.analysis?.result),
-        () => undefined,
-      );
-    }
+  if (button?.id === 'analyze') {
+    api(`/api/speech/jobs/${jobId}/analyze`, { method: 'POST' }).then(
+      () => say('analyze-status', 'Queued.'),
+      (e: unknown) => say('analyze-status', failure(e)),
+    );
   }
-  if (ev.kind === 'translation') {
-    const d = document.querySelector<HTMLElement>(`#translations details[data-language="${ev.language ?? ''}"]`);
-    if (d) {
-      d.dataset.state = ev.state;
-      const s = d.querySelector('.translation-state');
-      if (s) s.textContent = ev.state;
-    }
-  }
-  if (ev.kind === 'title' && ev.title && titleField && document.activeElement !== titleField) titleField.value = ev.title;
 });

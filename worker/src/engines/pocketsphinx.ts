@@ -3,15 +3,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { POCKETSPHINX_MODEL } from '@sonar/shared';
+import { POCKETSPHINX_MODEL, POCKETSPHINX_MODEL_DIRS } from '@sonar/shared';
 import { assertSpeechWav, canonicalWavHeader, type WavInfo } from '../media/wav.js';
 import { findExecutable, runEngineProcess } from './process.js';
 import { clampWords, TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine, type Word } from './types.js';
 
 export { POCKETSPHINX_MODEL };
 
-/** Where Debian's pocketsphinx-en-us (and a source build of PocketSphinx 5) put the US English model. */
-const DEFAULT_MODEL_DIRS = ['/usr/share/pocketsphinx/model/en-us', '/usr/local/share/pocketsphinx/model/en-us'];
+/** Where Debian's pocketsphinx-en-us (and a source build of PocketSphinx 5) put the US English model (shared with the quick start's check). */
+const DEFAULT_MODEL_DIRS = POCKETSPHINX_MODEL_DIRS;
 
 export interface PocketsphinxModelFiles {
   hmm: string;

@@ -42,12 +42,20 @@ export interface LiveAi {
   title?: string;
 }
 
+/**
+ * Something else about a job changed that its page shows (socket.io event `changed`): a runtime-log
+ * entry (a share, staging, a callback…), a cancellation request, the execution target, speaker names, the title or note.
+ * The page fetches its cards again; the event carries no state of its own.
+ */
+export type JobChange = 'log' | 'cancel' | 'target' | 'speakers' | 'metadata';
+
 /** Where job changes go: browsers (socket.io) and claim long-polls. Implemented by the live hub. */
 export interface JobEventSink {
   segment(jobId: number, pass: number, segment: LiveSegment): void;
   status(jobId: number, status: LiveStatus): void;
   diarization(jobId: number, update: LiveDiarization): void;
   ai(jobId: number, update: LiveAi): void;
+  changed(jobId: number, what: JobChange): void;
 }
 
 /**

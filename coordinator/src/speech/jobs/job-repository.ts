@@ -431,6 +431,8 @@ export class JobRepository {
       level,
       data ? JSON.stringify(data) : null,
     ]);
+    // An entry written inside a caller's transaction is announced by that caller's own event once committed.
+    if (trx === this.knex) this.sink.changed(jobId, 'log');
   }
 
   /**
@@ -493,6 +495,7 @@ export class JobRepository {
        select id from j`,
       { id: jobId, processing: [...PROCESSING_STATUSES], message: `Cancellation requested by ${by}.` },
     );
+    if (rows.length) this.sink.changed(jobId, 'cancel');
     return rows.length > 0;
   }
 
@@ -511,6 +514,7 @@ export class JobRepository {
        insert into speech_job_events (job_id, event, message) select id, 'target_changed', :message from j`,
       { id: jobId, mode, wid: workerId, message },
     );
+    this.sink.changed(jobId, 'target');
   }
 
   // ---- re-transcription (one block: the owner's new pass) ---------------------------------------
@@ -1404,6 +1408,7 @@ export class JobRepository {
     );
     const r = rows[0];
     if (!r) return null;
+    this.sink.changed(jobId, 'speakers');
     return typeof r.speaker_labels === 'string' ? (JSON.parse(r.speaker_labels) as SpeakerLabels) : r.speaker_labels;
   }
 
@@ -1644,6 +1649,7 @@ export class JobRepository {
         message: `${change.label !== undefined ? (change.note !== undefined ? 'Title and note' : 'Title') : 'Note'} saved by ${by}.`,
       },
     );
+    if (rows.length) this.sink.changed(jobId, 'metadata');
     return rows.length > 0;
   }
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { OutboundPolicy } from '@sonar/shared';
+import { OutboundPolicy, fetchDownloadFailure, httpDownloadFailure, notMediaFailure, type DownloadFailure } from '@sonar/shared';
 import type { Redis } from 'ioredis';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
@@ -96,9 +96,9 @@ export class MediaStager {
         try {
           probe = await probeMedia(got.path);
         } catch (err) {
-          throw new Error(`the download is not readable audio or video (${(err as Error).message})`, { cause: err });
+          throw new DownloadFailed(notMediaFailure((err as Error).message), err);
         }
-        if (!probe.hasAudio) throw new Error('the download has no audio stream');
+        if (!probe.hasAudio) throw new DownloadFailed({ message: 'it has no sound (no audio stream to transcribe)', code: 'no audio stream' });
         const file = await this.media.adopt(jobId, got.path, got.extension);
         const kept = await this.repo.staged(jobId, {
           path: file,
@@ -116,6 +116,8 @@ export class MediaStager {
         await this.log(jobId, 'staged', `Source stored on the coordinator (${got.sizeBytes} bytes, sha256 ${got.sha256.slice(0, 12)}…).`);
         this.work.notify();
       } catch (err) {
+        // The page says why in words; the code underneath (ENOTFOUND, HTTP 404, ffprobe's message) goes to the runtime log.
+        if (err instanceof DownloadFailed) await this.log(jobId, 'download_failed', `Download failed: ${err.code}`, 'warn', { code: err.code });
         const reason = err instanceof MediaTooLargeError ? `the source is larger than ${this.config.SPEECH_UPLOAD_MAX_MB} MB` : (err as Error).message;
         // Failed with its notification (callback and report) in one statement.
         await this.repo.stagingFailed(jobId, reason);
@@ -165,11 +167,11 @@ export class MediaStager {
     } catch (err) {
       const unreachable = proxy ? proxyConnectFailure(err) : null;
       if (unreachable) throw unreachable;
-      throw describeFetchError(err);
+      throw describeFetchError(url, err);
     }
     if (!res.ok || !res.body) {
       await res.body?.cancel().catch(() => undefined);
-      throw new Error(`HTTP ${res.status}`);
+      throw new DownloadFailed(httpDownloadFailure(url, res.status));
     }
     const type = res.headers.get('content-type');
     if (isPageContentType(type)) {
@@ -257,14 +259,19 @@ export class MediaStager {
 }
 
 /** fetch's "fetch failed" with the reason underneath (refusals of the outbound policy come through as they are). */
-function describeFetchError(err: unknown): Error {
-  const e = err as Error & { cause?: { code?: string; message?: string } };
+function describeFetchError(url: string, err: unknown): Error {
+  const e = err as Error;
   if (e?.name === 'OutboundRefused') return new Error(`refused by the outbound policy: ${e.message}`);
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return new Error('the download timed out');
-  const cause = e?.cause;
-  if (cause && (cause.code || cause.message))
-    return new Error(`${e.message}: ${cause.code ?? ''}${cause.code && cause.message ? ' ' : ''}${cause.message ?? ''}`.trim());
-  return e instanceof Error ? e : new Error(String(err));
+  return new DownloadFailed(fetchDownloadFailure(url, err), err);
+}
+
+/** A failed download: its message is for the page, its code for the runtime log. */
+class DownloadFailed extends Error {
+  readonly code: string;
+  constructor(failure: DownloadFailure, cause?: unknown) {
+    super(failure.message, { cause });
+    this.code = failure.code;
+  }
 }
 
 function lastLines(text: string, max = 600): string {

@@ -158,7 +158,8 @@ export function presentJob(job: SpeechJob, opts: PresentOptions) {
     stage_detail: stageDetail(job, waitingReason),
     progress: {
       audio_position_seconds: position,
-      percent: duration && duration > 0 ? Math.min(100, Math.round((position / duration) * 1000) / 10) : null,
+      // A completed pass has heard the whole recording, whatever its last segment's end was.
+      percent: duration && duration > 0 ? (job.status === 'completed' ? 100 : Math.min(100, Math.round((position / duration) * 1000) / 10)) : null,
       // Audio seconds transcribed per wall-clock second: >1 is faster than real time.
       throughput: elapsed && elapsed > 0 && position > 0 ? Math.round((position / elapsed) * 100) / 100 : null,
     },

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { type DefaultEventsMap, Server, type Socket } from 'socket.io';
 import type { AuthUser } from '../../accounts/types.js';
 import { safePublish, watchRedis } from '../../infra/redis-watch.js';
-import type { JobEventSink, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '../jobs/job-events.js';
+import type { JobChange, JobEventSink, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '../jobs/job-events.js';
 import type { JobService } from '../jobs/job-service.js';
 import { presentSegment } from '../jobs/presenter.js';
 
@@ -23,7 +23,10 @@ type LiveSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, L
  * joins the job's room, then receives a `snapshot` (status plus every segment so far) followed by
  * live `segment`, `status`, `diarization` (when speaker labelling starts or ends; at the end with the
  * segments' speakers and the whole labelled pass, split at speaker changes and renumbered, which
- * replaces the segments shown) and `analysis` events (an analysis, translation or automatic title changed state). Segments carry `seq`, so a client applies each one once and
+ * replaces the segments shown), `analysis` (an analysis, translation or automatic title changed
+ * state) and `changed` events (anything else the job page shows: a runtime-log entry, a share, a
+ * cancellation request, the target, speaker names, title or note). The job page answers every
+ * event but `segment` by fetching its cards again (GET /speech/jobs/{id}/cards). Segments carry `seq`, so a client applies each one once and
  * in order even where a live event overlaps the snapshot. The Redis adapter fans events out to
  * clients connected to any coordinator.
  */
@@ -131,5 +134,9 @@ export class LiveHub implements JobEventSink {
 
   ai(jobId: number, update: LiveAi) {
     this.io?.to(jobRoom(jobId)).emit('analysis', { job_id: jobId, ...update });
+  }
+
+  changed(jobId: number, what: JobChange) {
+    this.io?.to(jobRoom(jobId)).emit('changed', { job_id: jobId, what });
   }
 }
