@@ -163,6 +163,41 @@ describe('update keeps what it is not told to change', () => {
     const fresh = await post('/api/dns/records/update', { domain: `freshttl.${C}`, type: 'A', new_target: '10.6.0.5' });
     expect(fresh.json().record.ttl).toBe(3600);
   });
+
+  it('an add without ttl joins the RRset at its TTL (RFC 2181); an explicit other ttl changes the whole RRset and says so', async () => {
+    const one = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'one', ttl: 300 });
+    expect(one.statusCode, one.body).toBe(200);
+    const two = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'two' });
+    expect(two.statusCode, two.body).toBe(200);
+    expect(two.json().record.ttl).toBe(300);
+    expect((await dig(`rrttl.${C}`, 'TXT')).map((r) => [r.rdata, r.ttl]).sort()).toEqual([
+      ['"one"', 300],
+      ['"two"', 300],
+    ]);
+    const three = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'three', ttl: 600 });
+    expect(three.statusCode, three.body).toBe(200);
+    expect(three.json().message).toContain('now have TTL 600 too (was 300)');
+    expect(new Set((await dig(`rrttl.${C}`, 'TXT')).map((r) => r.ttl))).toEqual(new Set([600]));
+    // A new RRset gets DNS_DEFAULT_TTL.
+    expect((await post('/api/dns/records/add', { domain: `rrnew.${C}`, type: 'TXT', target: 'new' })).json().record.ttl).toBe(3600);
+
+    // Bulk: the same rules, and an add without ttl beside one with ttl in a new RRset takes that one.
+    await post('/api/dns/records/add', { domain: `bulkttl.${C}`, type: 'TXT', target: 'one', ttl: 300 });
+    const bulk = await post('/api/dns/records/bulk', {
+      operations: [
+        { action: 'ADD', domain: `bulkttl.${C}`, type: 'TXT', target: 'two' },
+        { action: 'ADD', domain: `bulknew.${C}`, type: 'TXT', target: 'a' },
+        { action: 'ADD', domain: `bulknew.${C}`, type: 'TXT', target: 'b', ttl: 120 },
+        { action: 'ADD', domain: `ttl.${C}`, type: 'A', target: '10.6.0.9', ttl: 240 },
+      ],
+    });
+    expect(bulk.statusCode, bulk.body).toBe(200);
+    expect(bulk.json()).toMatchObject({ ok: true });
+    expect((await dig(`bulkttl.${C}`, 'TXT')).map((r) => r.ttl)).toEqual([300, 300]);
+    expect((await dig(`bulknew.${C}`, 'TXT')).map((r) => r.ttl)).toEqual([120, 120]);
+    expect(new Set((await dig(`ttl.${C}`, 'A')).map((r) => r.ttl))).toEqual(new Set([240]));
+    expect(bulk.json().results[3].message).toContain('now have TTL 240 too (was 120)');
+  });
 });
 
 describe('search', () => {
