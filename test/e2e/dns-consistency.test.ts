@@ -212,6 +212,24 @@ describe('search', () => {
 });
 
 describe('the cache under concurrent writes', () => {
+  it("after parallel adds the cached serial is the master's, or the answer says the cache is stale; a zone read catches up", async () => {
+    await get(`/api/dns/zones/${C}/axfr`);
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => post('/api/dns/records/add', { domain: `par${round}-${i}.${C}`, type: 'TXT', target: `p${i}` })),
+      );
+      expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+      const master = await serial();
+      const cached = (await get(`/api/dns/zones/${C}/cache?limit=1`)).json();
+      if (cached.serial !== master) expect(cached).toMatchObject({ source: 'from_database_stale', cache_is_stale: true });
+      else expect(cached).toMatchObject({ source: 'from_database', cache_is_stale: false });
+      const read = (await get(`/api/dns/zones/${C}?limit=1`)).json();
+      expect(read.serial).toBe(master);
+      expect(read.cache_is_stale).toBe(false);
+      expect((await get(`/api/dns/zones/${C}/cache?limit=1`)).json()).toMatchObject({ serial: master, source: 'from_database' });
+    }
+  });
+
   it('200 concurrent adds: record_count equals the rows, pages add up, the SOA row matches serial', async () => {
     await get(`/api/dns/zones/${C}/axfr`);
     const results = await Promise.all(
