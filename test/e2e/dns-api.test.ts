@@ -248,6 +248,25 @@ describe('writes', () => {
       expect(Object.keys(res.json().errors)).toContain(field);
     }
     expect(await digRdata(`v.${A}`, 'A')).toEqual([]);
+    // A field of the wrong JSON type is "must be a string", a missing one "is required".
+    const wrongType = await post('/api/dns/records/add', { domain: `v.${A}`, type: 1, target: 'x' });
+    expect(wrongType.statusCode).toBe(400);
+    expect(wrongType.json()).toMatchObject({ message: 'type: must be a string', errors: { type: ['must be a string'] } });
+    expect((await post('/api/dns/records/add', { type: 'A' })).json().errors).toEqual({ domain: ['is required'] });
+    expect((await post('/api/dns/records/add', { domain: 5, type: 'A', target: [] })).json().errors).toEqual({ domain: ['must be a string'] });
+    expect((await post('/api/dns/records/add', { domain: `v.${A}`, type: 'A', target: [] })).json().errors).toEqual({ target: ['must be a string'] });
+    expect((await post('/api/dns/records/add', { domain: `v.${A}`, type: 'A' })).json().errors).toEqual({ target: ['is required'] });
+  });
+
+  it('a body over the 1 MiB limit is 400 validation_failed (a documented status), not 413', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      headers: { authorization: `Bearer ${keys.global}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ domain: `big.${A}`, type: 'TXT', target: 'x'.repeat(2 * 1024 * 1024) }),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ ok: false, reason: 'validation_failed', errors: { body: [expect.stringContaining('1 MiB')] } });
   });
 
   it('TXT longer than 255 bytes is split into strings', async () => {

@@ -83,6 +83,11 @@ describe('refused before sending (nothing reaches the master)', () => {
     const res = await post('/api/dns/records/add', { domain: `alias.${C}`, type: 'TXT', target: '"beside"' });
     expect(res.statusCode, res.body).toBe(409);
     expect(res.json()).toMatchObject({ reason: 'cname_conflict' });
+    expect(res.json().message).toMatch(
+      new RegExp(
+        `^alias\\.${C} has a CNAME to \\S+; a CNAME cannot coexist with other data at one name \\(here TXT\\), so remove that CNAME first\\. Nothing was changed\\.$`,
+      ),
+    );
   });
 
   it('an A or MX at an owner that is not a host name (named check-names REFUSED): 400 naming domain, not 503', async () => {

@@ -119,8 +119,14 @@ export function normalizeError(error: unknown, request: FastifyRequest, statusOv
     return { status, reason: 'rate_limited', message: 'Too many requests; slow down and retry later.' };
   }
   if (status === 404) return { status, reason: 'not_found', message: 'Not found.' };
+  if (status === 413) {
+    // A body over the limit is the caller's invalid request: the area's validation_failed status
+    // (400 in the DNS and dyndns areas, 422 elsewhere), one of the statuses every route documents.
+    const message = 'The request body is larger than the limit (1 MiB for JSON and form bodies).';
+    return { status: statusOf('validation_failed'), reason: 'validation_failed', message, errors: { body: [message] } };
+  }
   if (status >= 400 && status < 500) {
-    // Fastify's own client errors: malformed JSON, unsupported content type, body too large.
+    // Fastify's own client errors: malformed JSON, unsupported content type.
     return {
       status: status === 400 ? statusOf('validation_failed') : status,
       reason: 'validation_failed',
