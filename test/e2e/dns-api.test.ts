@@ -96,9 +96,10 @@ describe('authentication and zone visibility', () => {
     const g = (await get('/api/dns/zones')).json();
     expect(g).toMatchObject({ ok: true, count: 2, is_admin: false, access_type: 'api_key_global' });
     expect(g.zones.map((z: { zone: string }) => z.zone)).toEqual([A, B]);
-    expect(g.zones[0]).toMatchObject({ zone: A, file: ns.zoneFile(A) });
-    // The TSIG key file path is for administrators only.
+    expect(g.zones[0]).toMatchObject({ zone: A, server: '127.0.0.1', port: ns.port });
+    // The zone file and TSIG key file paths are for administrators only, not for a global key.
     expect(g.zones[0]).not.toHaveProperty('key');
+    expect(g.zones[0]).not.toHaveProperty('file');
     const w = (await get('/api/dns/zones', 'writer')).json();
     expect(w).toMatchObject({ count: 1, access_type: 'authenticated', is_admin: false });
     expect(w.zones[0]).toMatchObject({ zone: A, can_write: true });
@@ -107,8 +108,12 @@ describe('authentication and zone visibility', () => {
     const { jar } = await browserLogin(t.app, admin.name, admin.password);
     const s = (await t.app.inject({ method: 'GET', url: '/api/dns/zones', headers: { cookie: jar.header() } })).json();
     expect(s).toMatchObject({ count: 2, is_admin: true, access_type: 'authenticated' });
-    expect(s.zones[0]).toMatchObject({ zone: A, key: ns.keyFile });
-    for (const who of ['writer', 'reader'] as const) for (const zone of (await get('/api/dns/zones', who)).json().zones) expect(zone).not.toHaveProperty('key');
+    expect(s.zones[0]).toMatchObject({ zone: A, key: ns.keyFile, file: ns.zoneFile(A) });
+    for (const who of ['writer', 'reader'] as const)
+      for (const zone of (await get('/api/dns/zones', who)).json().zones) {
+        expect(zone).not.toHaveProperty('key');
+        expect(zone).not.toHaveProperty('file');
+      }
   });
 
   it('accepts the key as Bearer, X-API-Key and ?api_key=', async () => {
