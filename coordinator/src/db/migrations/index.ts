@@ -21,6 +21,7 @@ import { Migration20261125001600Assistant } from './20261125-0016-assistant.js';
 import { Migration20261125001900DnsProviders } from './20261125-0019-dns-providers.js';
 import { Migration20261125002200DnsCachePartitions } from './20261125-0022-dns-cache-partitions.js';
 import { Migration20261125002300IrcTermPairs } from './20261125-0023-irc-term-pairs.js';
+import { Migration20261127002400IrcSearchText } from './20261127-0024-irc-search-text.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -47,6 +48,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125001900DnsProviders', class: Migration20261125001900DnsProviders },
   { name: 'Migration20261125002200DnsCachePartitions', class: Migration20261125002200DnsCachePartitions },
   { name: 'Migration20261125002300IrcTermPairs', class: Migration20261125002300IrcTermPairs },
+  { name: 'Migration20261127002400IrcSearchText', class: Migration20261127002400IrcSearchText },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -26,4 +26,5 @@ export const MIGRATION_NAMES = [
   'Migration20261125001900DnsProviders',
   'Migration20261125002200DnsCachePartitions',
   'Migration20261125002300IrcTermPairs',
+  'Migration20261127002400IrcSearchText',
 ] as const;
