@@ -13,7 +13,7 @@ import { dnsPlugin } from './dns/plugin.js';
 import { dnsProvidersPage } from './dns/providers/admin-page.js';
 import { assetsPlugin } from './http/assets.js';
 import { sendErrorPage } from './http/page.js';
-import { clientErrorHandler, errorShapeOf, installDomainErrors, normalizeError, okReasonBody, sendError } from './http/errors.js';
+import { clientErrorHandler, errorShapeOf, installDomainErrors, isReaderPage, normalizeError, okReasonBody, sendError } from './http/errors.js';
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
@@ -45,7 +45,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // Errors the router raises before any route or hook runs (a malformed percent-encoding, a path
     // parameter over maxParamLength): the documented body of the area the URL belongs to.
-    frameworkErrors: (error, request, reply) => void sendError(reply, normalizeError(error, request), errorShapeOf(request.url)),
+    // The chat-log reader's pages get the console's HTML error page, as their own errors do.
+    frameworkErrors: (error, request, reply) => {
+      const e = normalizeError(error, request);
+      if (isReaderPage(request.url)) void sendErrorPage(request, reply, e);
+      else void sendError(reply, e, errorShapeOf(request.url));
+    },
     // Errors of Node's HTTP parser (an oversized request line: 431) likewise.
     clientErrorHandler,
   });

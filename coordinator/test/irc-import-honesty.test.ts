@@ -14,7 +14,7 @@ import { IrcCorrectionService } from '../src/irc/correction-service.js';
 import { IrcImportService } from '../src/irc/import-service.js';
 import { parseEnergymechLine } from '../src/irc/parsers/energymech.js';
 import { detectFormat } from '../src/irc/parsers/index.js';
-import { parseZncLine } from '../src/irc/parsers/znc.js';
+import { parseLogFileName, parseZncLine } from '../src/irc/parsers/znc.js';
 import { compilePathPattern, matchCommonLayout } from '../src/irc/path-layout.js';
 import { useTestOrm } from '../../test/support/harness.js';
 
@@ -157,6 +157,31 @@ describe('importing into PostgreSQL', () => {
     ]);
   });
 
+  it('a YYYY-MM-DD.log takes its channel only from a folder named like a channel', async () => {
+    expect(parseLogFileName('/x/net/#qtox/2016-06-01.log')).toEqual({ channel: '#qtox', date: '2016-06-01' });
+    expect(parseLogFileName('/x/net/&local/2016-06-01.log')).toEqual({ channel: '&local', date: '2016-06-01' });
+    expect(parseLogFileName('/x/backup/logs/2016-06-01.log')).toBeNull();
+    expect(parseLogFileName('/x/2016 backup/2016-06-01.log')).toBeNull();
+    expect(parseLogFileName('2016-06-01.log')).toBeNull();
+  });
+
+  it('files that are no log format are listed as such in every mode, never as unparsed lines (--channel, --path or neither)', async () => {
+    const root = path.join(tmp, 'mixed');
+    for (const day of ['01', '02', '03', '04', '05', '06'])
+      write(`mixed/#mixed/2019-03-${day}.log`, lines('[10:00:00] <ann> hello', '[10:00:05] <bo> hi', '[10:00:09] <ann> bye', '[10:00:10] <bo> bye'));
+    write('mixed/#mixed/organize.py', lines('import os', 'for f in os.listdir("."):', '    print(f)'));
+    write('mixed/#mixed/NOTES.txt', lines('These logs came from the old server.', 'Ask ann about March.'));
+    const modes = [{}, { channel: '#mixed' }, { pathPattern: '{channel}/{yyyy}-{mm}-{dd}.log' }];
+    for (const [i, mode] of modes.entries()) {
+      const c = await svc.importPaths([root], { network: `mixed${i}`, source: 'production', dryRun: true, ...mode });
+      expect(c, JSON.stringify(mode)).toMatchObject({ files: 6, lines: 24, unparsed: 0, unparsedFiles: [], notLogs: 2, problems: [] });
+      expect(c.ignoredFiles.map((f) => [path.basename(f.path), f.reason.startsWith('not a known chat-log format')]).sort()).toEqual([
+        ['NOTES.txt', true],
+        ['organize.py', true],
+      ]);
+    }
+  });
+
   it('refuses --date with more than one file', async () => {
     await expect(svc.importPaths([path.join(tmp, 'dated')], { network: 'n1', source: 'production', channel: '#x', date: '2019-01-01' })).rejects.toThrow(
       /--date gives the day of one file, but 3 files were given/,
@@ -268,7 +293,8 @@ describe('importing into PostgreSQL', () => {
 
     // The zone was wrong: re-importing adds nothing until the batch is reverted.
     expect((await svc.importPaths([file], { network: 'n6', source: 'production', timeZone: 'UTC' })).inserted).toBe(0);
-    expect(await fix.revertBatch(first.batchId!, { dryRun: true })).toMatchObject({ deleted: 5, dryRun: true });
+    // The dry run counts the nick links the revert removes (it said 0 whatever the batch held).
+    expect(await fix.revertBatch(first.batchId!, { dryRun: true })).toMatchObject({ deleted: 5, linksRemoved: 1, dryRun: true });
     expect(await count('e.import_batch_id = ?', [first.batchId])).toBe(5);
     const r = await fix.revertBatch(first.batchId!);
     expect(r).toMatchObject({ deleted: 5, channels: 1, linksRemoved: 1, dryRun: false });

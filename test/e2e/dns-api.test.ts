@@ -96,9 +96,10 @@ describe('authentication and zone visibility', () => {
     const g = (await get('/api/dns/zones')).json();
     expect(g).toMatchObject({ ok: true, count: 2, is_admin: false, access_type: 'api_key_global' });
     expect(g.zones.map((z: { zone: string }) => z.zone)).toEqual([A, B]);
-    expect(g.zones[0]).toMatchObject({ zone: A, file: ns.zoneFile(A) });
-    // The TSIG key file path is for administrators only.
+    expect(g.zones[0]).toMatchObject({ zone: A, server: '127.0.0.1', port: ns.port });
+    // The zone file and TSIG key file paths are for administrators only, not for a global key.
     expect(g.zones[0]).not.toHaveProperty('key');
+    expect(g.zones[0]).not.toHaveProperty('file');
     const w = (await get('/api/dns/zones', 'writer')).json();
     expect(w).toMatchObject({ count: 1, access_type: 'authenticated', is_admin: false });
     expect(w.zones[0]).toMatchObject({ zone: A, can_write: true });
@@ -107,8 +108,12 @@ describe('authentication and zone visibility', () => {
     const { jar } = await browserLogin(t.app, admin.name, admin.password);
     const s = (await t.app.inject({ method: 'GET', url: '/api/dns/zones', headers: { cookie: jar.header() } })).json();
     expect(s).toMatchObject({ count: 2, is_admin: true, access_type: 'authenticated' });
-    expect(s.zones[0]).toMatchObject({ zone: A, key: ns.keyFile });
-    for (const who of ['writer', 'reader'] as const) for (const zone of (await get('/api/dns/zones', who)).json().zones) expect(zone).not.toHaveProperty('key');
+    expect(s.zones[0]).toMatchObject({ zone: A, key: ns.keyFile, file: ns.zoneFile(A) });
+    for (const who of ['writer', 'reader'] as const)
+      for (const zone of (await get('/api/dns/zones', who)).json().zones) {
+        expect(zone).not.toHaveProperty('key');
+        expect(zone).not.toHaveProperty('file');
+      }
   });
 
   it('accepts the key as Bearer, X-API-Key and ?api_key=', async () => {
@@ -248,6 +253,25 @@ describe('writes', () => {
       expect(Object.keys(res.json().errors)).toContain(field);
     }
     expect(await digRdata(`v.${A}`, 'A')).toEqual([]);
+    // A field of the wrong JSON type is "must be a string", a missing one "is required".
+    const wrongType = await post('/api/dns/records/add', { domain: `v.${A}`, type: 1, target: 'x' });
+    expect(wrongType.statusCode).toBe(400);
+    expect(wrongType.json()).toMatchObject({ message: 'type: must be a string', errors: { type: ['must be a string'] } });
+    expect((await post('/api/dns/records/add', { type: 'A' })).json().errors).toEqual({ domain: ['is required'] });
+    expect((await post('/api/dns/records/add', { domain: 5, type: 'A', target: [] })).json().errors).toEqual({ domain: ['must be a string'] });
+    expect((await post('/api/dns/records/add', { domain: `v.${A}`, type: 'A', target: [] })).json().errors).toEqual({ target: ['must be a string'] });
+    expect((await post('/api/dns/records/add', { domain: `v.${A}`, type: 'A' })).json().errors).toEqual({ target: ['is required'] });
+  });
+
+  it('a body over the 1 MiB limit is 400 validation_failed (a documented status), not 413', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/dns/records/add',
+      headers: { authorization: `Bearer ${keys.global}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ domain: `big.${A}`, type: 'TXT', target: 'x'.repeat(2 * 1024 * 1024) }),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ ok: false, reason: 'validation_failed', errors: { body: [expect.stringContaining('1 MiB')] } });
   });
 
   it('TXT longer than 255 bytes is split into strings', async () => {

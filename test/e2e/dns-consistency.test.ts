@@ -83,6 +83,11 @@ describe('refused before sending (nothing reaches the master)', () => {
     const res = await post('/api/dns/records/add', { domain: `alias.${C}`, type: 'TXT', target: '"beside"' });
     expect(res.statusCode, res.body).toBe(409);
     expect(res.json()).toMatchObject({ reason: 'cname_conflict' });
+    expect(res.json().message).toMatch(
+      new RegExp(
+        `^alias\\.${C} has a CNAME to \\S+; a CNAME cannot coexist with other data at one name \\(here TXT\\), so remove that CNAME first\\. Nothing was changed\\.$`,
+      ),
+    );
   });
 
   it('an A or MX at an owner that is not a host name (named check-names REFUSED): 400 naming domain, not 503', async () => {
@@ -163,6 +168,41 @@ describe('update keeps what it is not told to change', () => {
     const fresh = await post('/api/dns/records/update', { domain: `freshttl.${C}`, type: 'A', new_target: '10.6.0.5' });
     expect(fresh.json().record.ttl).toBe(3600);
   });
+
+  it('an add without ttl joins the RRset at its TTL (RFC 2181); an explicit other ttl changes the whole RRset and says so', async () => {
+    const one = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'one', ttl: 300 });
+    expect(one.statusCode, one.body).toBe(200);
+    const two = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'two' });
+    expect(two.statusCode, two.body).toBe(200);
+    expect(two.json().record.ttl).toBe(300);
+    expect((await dig(`rrttl.${C}`, 'TXT')).map((r) => [r.rdata, r.ttl]).sort()).toEqual([
+      ['"one"', 300],
+      ['"two"', 300],
+    ]);
+    const three = await post('/api/dns/records/add', { domain: `rrttl.${C}`, type: 'TXT', target: 'three', ttl: 600 });
+    expect(three.statusCode, three.body).toBe(200);
+    expect(three.json().message).toContain('now have TTL 600 too (was 300)');
+    expect(new Set((await dig(`rrttl.${C}`, 'TXT')).map((r) => r.ttl))).toEqual(new Set([600]));
+    // A new RRset gets DNS_DEFAULT_TTL.
+    expect((await post('/api/dns/records/add', { domain: `rrnew.${C}`, type: 'TXT', target: 'new' })).json().record.ttl).toBe(3600);
+
+    // Bulk: the same rules, and an add without ttl beside one with ttl in a new RRset takes that one.
+    await post('/api/dns/records/add', { domain: `bulkttl.${C}`, type: 'TXT', target: 'one', ttl: 300 });
+    const bulk = await post('/api/dns/records/bulk', {
+      operations: [
+        { action: 'ADD', domain: `bulkttl.${C}`, type: 'TXT', target: 'two' },
+        { action: 'ADD', domain: `bulknew.${C}`, type: 'TXT', target: 'a' },
+        { action: 'ADD', domain: `bulknew.${C}`, type: 'TXT', target: 'b', ttl: 120 },
+        { action: 'ADD', domain: `ttl.${C}`, type: 'A', target: '10.6.0.9', ttl: 240 },
+      ],
+    });
+    expect(bulk.statusCode, bulk.body).toBe(200);
+    expect(bulk.json()).toMatchObject({ ok: true });
+    expect((await dig(`bulkttl.${C}`, 'TXT')).map((r) => r.ttl)).toEqual([300, 300]);
+    expect((await dig(`bulknew.${C}`, 'TXT')).map((r) => r.ttl)).toEqual([120, 120]);
+    expect(new Set((await dig(`ttl.${C}`, 'A')).map((r) => r.ttl))).toEqual(new Set([240]));
+    expect(bulk.json().results[3].message).toContain('now have TTL 240 too (was 120)');
+  });
 });
 
 describe('search', () => {
@@ -177,6 +217,24 @@ describe('search', () => {
 });
 
 describe('the cache under concurrent writes', () => {
+  it("after parallel adds the cached serial is the master's, or the answer says the cache is stale; a zone read catches up", async () => {
+    await get(`/api/dns/zones/${C}/axfr`);
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => post('/api/dns/records/add', { domain: `par${round}-${i}.${C}`, type: 'TXT', target: `p${i}` })),
+      );
+      expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+      const master = await serial();
+      const cached = (await get(`/api/dns/zones/${C}/cache?limit=1`)).json();
+      if (cached.serial !== master) expect(cached).toMatchObject({ source: 'from_database_stale', cache_is_stale: true });
+      else expect(cached).toMatchObject({ source: 'from_database', cache_is_stale: false });
+      const read = (await get(`/api/dns/zones/${C}?limit=1`)).json();
+      expect(read.serial).toBe(master);
+      expect(read.cache_is_stale).toBe(false);
+      expect((await get(`/api/dns/zones/${C}/cache?limit=1`)).json()).toMatchObject({ serial: master, source: 'from_database' });
+    }
+  });
+
   it('200 concurrent adds: record_count equals the rows, pages add up, the SOA row matches serial', async () => {
     await get(`/api/dns/zones/${C}/axfr`);
     const results = await Promise.all(

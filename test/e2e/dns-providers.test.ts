@@ -185,7 +185,9 @@ describe('zone list', () => {
     expect(byZone[LEGACY]).toMatchObject({ file: null, is_external: true, provider_zone_id: 'zlegacy', provider_ready: true, provider_source: 'imported' });
     expect(byZone[MOVED]).toMatchObject({ file: null, is_external: true, provider_zone_id: 'zmoved', provider_ready: true, provider_source: 'detected' });
     expect(byZone[LOST]).toMatchObject({ is_external: true, provider_zone_id: '', provider_ready: false, provider_source: 'detected' });
-    expect(byZone[LOCAL]).toMatchObject({ zone: LOCAL, file: ns.zoneFile(LOCAL), server: '127.0.0.1', port: ns.port });
+    // The zone file path is for administrators only (this is a DNS API key).
+    expect(byZone[LOCAL]).toMatchObject({ zone: LOCAL, server: '127.0.0.1', port: ns.port });
+    expect(byZone[LOCAL]).not.toHaveProperty('file');
     expect(byZone[LOCAL]).not.toHaveProperty('is_external');
   });
 });

@@ -99,6 +99,29 @@ describe('no secrets in logs', () => {
     expect(redactUrl('/a/b')).toBe('/a/b');
     expect(redactUrl('/a?x=1&apikey=s3cret&y=2&Api%5Fkey=s3cret2&flag')).toBe('/a?x=1&apikey=[redacted]&y=2&Api%5Fkey=[redacted]&flag');
     expect(redactUrl('/shared/speech/transcript/abc?download=1')).toBe('/shared/speech/transcript/[redacted]?download=1');
+    // By name: dyndns2's `pass`, `session`, any `*_token`.
+    expect(redactUrl('/nic/update?hostname=h.example&myip=192.0.2.1&pass=hunter2')).toBe('/nic/update?hostname=h.example&myip=192.0.2.1&pass=[redacted]');
+    expect(redactUrl('/a?session=abc&csrf_token=def&refresh-token=ghi&x=1')).toBe('/a?session=[redacted]&csrf_token=[redacted]&refresh-token=[redacted]&x=1');
+    // By shape, under any name and in the path: sonar_… credentials and JWTs.
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlX2hlcmU';
+    expect(redactUrl(`/a?note=sonar_ddns_AbC123xyz&q=${jwt}&b=1`)).toBe('/a?note=[redacted]&q=[redacted]&b=1');
+    expect(redactUrl('/a/sonar_pat_0123456789abcdef0123/x')).toBe('/a/[redacted]/x');
+    // Names of this service that are no credentials stay.
+    expect(redactUrl('/a?cookie_name=sonar_session&owner=sonar_owner_id')).toBe('/a?cookie_name=sonar_session&owner=sonar_owner_id');
+  });
+
+  it('a dyndns2 update logs no token (pass=sonar_ddns_…), nor do messages and fields that hold one', async () => {
+    const secret = `sonar_ddns_${'Z'.repeat(40)}`;
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJsb2cifQ.c2lnbmF0dXJlX2hlcmVfdG9v';
+    const before = log.lines.length;
+    await t.app.inject({ method: 'GET', url: `/nic/update?hostname=h.example.test&myip=192.0.2.1&user=x&pass=${secret}` });
+    await t.app.inject({ method: 'GET', url: `/api/dns/zones?whatever=${secret}&q=${jwt}` });
+    t.app.log.info({ body: { pass: 'hunter2', ddns: secret, nested: { reset_token: 'r1' } } }, `token was ${secret}`);
+    t.app.log.warn('bearer %s', jwt);
+    const written = log.lines.slice(before).join('\n');
+    expect(written).toContain('pass=[redacted]');
+    for (const s of [secret, secret.slice(11), jwt, jwt.slice(20), 'hunter2', '"r1"']) expect(written).not.toContain(s);
+    expect(written).toContain('token was [redacted]');
   });
 });
 

@@ -456,12 +456,26 @@ describe('bad parameters', () => {
     ['network_id=x', /^network_id: /],
     ['channel_id=0', /^channel_id: /],
     [`q=${'x'.repeat(501)}`, /^q: must be at most 500 characters$/],
+    // Extreme dates: no year 0, and a whole day's range must end on a date (never a 500).
+    ['date=0000-01-01', /^date: must be a day from 0001-01-01 to 9999-12-30 /],
+    ['date_from=0000-01-01', /^date_from: must be a day from 0001-01-01/],
+    ['datetime_from=0000-06-01 10:00:00', /^datetime_from: must be from 0001-01-01 00:00:00/],
+    ['date_to=9999-12-31', /^date_to: must be a day from 0001-01-01 to 9999-12-30 /],
+    ['date=9999-12-31', /^date: must be a day from 0001-01-01 to 9999-12-30 /],
   ])('%s → 422 naming the parameter', async (qs, message) => {
     const r = await get(`/irc/api/logs?${qs}`);
     expect(r.status).toBe(422);
     expect(Object.keys(r.body)).toEqual(['success', 'error']);
     expect(r.body.success).toBe(false);
     expect(r.body.error).toMatch(message);
+  });
+
+  it('extreme dates on the reader search page are the error page with 422, not a 500', async () => {
+    for (const qs of ['date_from=0000-01-01', 'date_to=9999-12-31']) {
+      const res = await t.app.inject({ method: 'GET', url: `/irc/search?q=x&${qs}` });
+      expect(res.statusCode, qs).toBe(422);
+      expect(res.body).toContain(qs.split('=')[0]!);
+    }
   });
 
   it('unknown chat-log paths answer 404 in the chat-log shape', async () => {

@@ -205,6 +205,18 @@ describe('browsing', () => {
       expect(bad.status, url).toBe(422);
       expect(bad.headers['content-type'], url).toMatch(/^text\/html/);
     }
+    // A path part over the router's limit: the reader's error page, without the path echoed.
+    const long = `/irc/nick/${'n'.repeat(220)}`;
+    const tooLong = await get(long);
+    expect(tooLong.status).toBe(414);
+    expect(tooLong.headers['content-type']).toMatch(/^text\/html/);
+    expect(tooLong.body).toContain('data-status="414"');
+    expect(tooLong.body).toContain('longer than 100 characters');
+    expect(tooLong.body).not.toContain('n'.repeat(220));
+    // The API keeps its JSON shape, also without the path.
+    const api = await t.app.inject({ method: 'GET', url: `/irc/api/x/${'n'.repeat(220)}` });
+    if (api.statusCode === 414)
+      expect(api.json()).toEqual({ success: false, error: 'A part of the address (a path parameter) is longer than 100 characters.' });
   });
 
   it('pages a long day', async () => {

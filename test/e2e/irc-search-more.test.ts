@@ -251,3 +251,36 @@ describe('channels imported side by side', () => {
     }
   });
 });
+
+describe('chat text is never read as HTML', () => {
+  it('words written like tags are indexed and found: <marquee>, and the words after <style> or <script>', async () => {
+    const tags = mkdtempSync(path.join(os.tmpdir(), 'irc-tags-'));
+    try {
+      writeFileSync(
+        path.join(tags, '#tags_20240502.log'),
+        [
+          '[10:00:00] <ann> who still uses <marquee> these days',
+          '[10:00:10] <bob> it has a <style> element, could you export it',
+          '[10:00:20] <carl> <script>alert(1)</script> then nothing else matters',
+        ].join('\n') + '\n',
+      );
+      await new IrcImportService(t.orm).importPaths([tags], { network: 'tags', source: 'production' });
+      const k = t.orm.em.getConnection().getKnex();
+      const id = Number((await k.raw(`select id from irc_networks where name = 'tags'`)).rows[0].id);
+      const find = async (q: string) => {
+        const r = await get(`/irc/api/logs?network_id=${id}&q=${encodeURIComponent(q)}`);
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        return (r.body.results as Array<{ nick: string }>).map((x) => x.nick);
+      };
+      expect(await find('marquee')).toEqual(['ann']);
+      expect(await find('<marquee>')).toEqual(['ann']);
+      expect(await find('export')).toEqual(['bob']);
+      expect(await find('element')).toEqual(['bob']);
+      expect(await find('"a <style> element"')).toEqual(['bob']);
+      expect(await find('matters')).toEqual(['carl']);
+      expect(await find('alert')).toEqual(['carl']);
+    } finally {
+      rmSync(tags, { recursive: true, force: true });
+    }
+  });
+});

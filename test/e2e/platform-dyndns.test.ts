@@ -201,6 +201,17 @@ describe('the dyndns2 protocol', () => {
     const bad = await update(`hostname=home.${Z}&myip=999.1.1.1`);
     expect(bad.statusCode).toBe(400);
     expect(bad.body).toMatch(/^badrequest\nmyip: "999\.1\.1\.1" is not an IPv4 or IPv6 address/);
+    // Two IPv4 addresses: the message says so (both are valid addresses).
+    const two = await update(`hostname=home.${Z}&myip=192.0.2.70,192.0.2.71`);
+    expect(two.statusCode).toBe(400);
+    expect(two.body).toBe(
+      'badrequest\nmyip: holds two IPv4 addresses ("192.0.2.70" and "192.0.2.71"); give at most one IPv4 and one IPv6 address, comma-separated\n',
+    );
+    // A NUL (or a line break) the request sent is echoed escaped, never raw.
+    const nul = await update(`hostname=home.${Z}&myip=1%00%0Ax`);
+    expect(nul.statusCode).toBe(400);
+    expect(nul.body.includes('\0')).toBe(false);
+    expect(nul.body).toBe('badrequest\nmyip: "1\\u0000\\u000ax" is not an IPv4 or IPv6 address (at most one of each, comma-separated)\n');
     expect((await update('myip=192.0.2.1')).body).toBe('notfqdn\n');
     expect((await update(`hostname=cname.${Z}&myip=192.0.2.1`)).body).toBe('dnserr\n');
   });

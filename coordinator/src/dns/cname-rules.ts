@@ -33,6 +33,9 @@ export function cnameProblem(r: ValidRecord, here: DnsRecord[], ctx: CnameContex
     return null;
   }
   if (cname && !cleared.has('CNAME'))
-    return new AppError('cname_conflict', `${r.name} has a CNAME to ${cname.rdata}; remove that CNAME first, a CNAME cannot coexist with address records.`);
+    return new AppError(
+      'cname_conflict',
+      `${r.name} has a CNAME to ${cname.rdata}; a CNAME cannot coexist with other data at one name (here ${r.type}), so remove that CNAME first. Nothing was changed.`,
+    );
   return null;
 }

@@ -376,7 +376,8 @@ export class DnsService {
   async add(body: { domain?: unknown; type?: unknown; target?: unknown; ttl?: unknown; zone: ZoneRow }) {
     const z = body.zone;
     const r = this.validate(z, body);
-    const ttl = r.ttl ?? this.config.DNS_DEFAULT_TTL;
+    let ttl = r.ttl ?? this.config.DNS_DEFAULT_TTL;
+    let ttlNote = '';
     let sent: SendResult;
     if (z.provider) sent = await this.providers.add(z, r, ttl);
     else {
@@ -385,11 +386,15 @@ export class DnsService {
       const facts = await this.facts(z, w.early, [r.name], target ? [target] : []);
       const problem = this.addProblem(z, r, facts);
       if (problem) throw problem;
+      // An RRset has one TTL (RFC 2181 §5.2): without `ttl` the add takes the RRset's own.
+      const rrset = rrsetTtl(r, facts.at(r.name), this.config.DNS_DEFAULT_TTL);
+      ttl = rrset.ttl;
+      ttlNote = rrset.note;
       sent = await this.send(z, w, [{ op: 'add', name: r.name, type: r.type, ttl, rdata: r.data }], addPrereqs(r), [{ name: r.name, type: r.type }]);
     }
     return {
       ok: true as const,
-      message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.${sent.note ? ` ${sent.note}` : ''}`,
+      message: `Added ${r.name} ${ttl} IN ${r.type} ${r.rdata}.${ttlNote}${sent.note ? ` ${sent.note}` : ''}`,
       zone: z.zone,
       record: { name: r.name, ttl, class: 'IN', type: r.type, rdata: r.rdata },
       verified: sent.verified,
@@ -518,13 +523,16 @@ export class DnsService {
       for (const v of mine) if (v.action === 'DELETE') (deletedTypes.get(v.r.name) ?? deletedTypes.set(v.r.name, new Set()).get(v.r.name)!).add(v.r.type);
       const addedAddresses = new Set(mine.filter((v) => v.action === 'ADD' && (v.r.type === 'A' || v.r.type === 'AAAA')).map((v) => v.r.name));
       const adds = mine.filter((v) => v.action === 'ADD');
-      const toOp = (v: (typeof mine)[number]): UpdateOperation =>
-        v.action === 'ADD'
-          ? { op: 'add', name: v.r.name, type: v.r.type, ttl: v.r.ttl ?? this.config.DNS_DEFAULT_TTL, rdata: v.r.data }
-          : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
-      const prereqOf = (v: (typeof mine)[number]): Prerequisite[] => (v.action === 'ADD' && !deletedTypes.has(v.r.name) ? addPrereqs(v.r) : []);
       // The serial before the change (for the cache sync) is read while the pre-check reads run.
       const serialBefore = w.early.soaSerial(z.zone).catch(() => null);
+      // An RRset has one TTL (RFC 2181 §5.2): each add takes the TTL its RRset ends up with, so the
+      // RRsets the adds join are read first (the existing TTL, or the explicit one an add gives).
+      const ttls = await this.bulkTtls(z, w, adds);
+      const toOp = (v: (typeof mine)[number]): UpdateOperation =>
+        v.action === 'ADD'
+          ? { op: 'add', name: v.r.name, type: v.r.type, ttl: ttls.get(v.i)!.ttl, rdata: v.r.data }
+          : { op: 'delete', name: v.r.name, type: v.r.type, rdata: v.r.data };
+      const prereqOf = (v: (typeof mine)[number]): Prerequisite[] => (v.action === 'ADD' && !deletedTypes.has(v.r.name) ? addPrereqs(v.r) : []);
       const targets = adds.map((v) => inZoneTarget(z, v.r)).filter((t): t is string => t !== null);
       // The pre-checks against the master's data: the in-zone targets' addresses, and with
       // `names` what each added name holds now (for the CNAME rules).
@@ -557,7 +565,7 @@ export class DnsService {
           list.map((v) => ({ name: v.r.name, type: v.r.type })),
           serialBefore,
         );
-        for (const v of list) Object.assign(results[v.i]!, { ok: true });
+        for (const v of list) Object.assign(results[v.i]!, { ok: true }, okNote(ttls.get(v.i)));
       };
       // Every add carries its CNAME rule as an UPDATE prerequisite, so when each add has one (no
       // add at a name the same bulk deletes from), the message goes out without reading what the
@@ -585,7 +593,7 @@ export class DnsService {
           try {
             messages++;
             await this.send(z, await this.writer(z), [toOp(v)], prereqOf(v), [{ name: v.r.name, type: v.r.type }]);
-            Object.assign(results[v.i]!, { ok: true });
+            Object.assign(results[v.i]!, { ok: true }, okNote(ttls.get(v.i)));
           } catch (e) {
             if (!isPerOperation(e)) throw e;
             const a = e instanceof AppError ? e : mapWriteError(e, [toOp(v)]);
@@ -603,6 +611,30 @@ export class DnsService {
       operation_count: results.length,
       update_messages: messages,
     };
+  }
+
+  /**
+   * The TTL of each bulk add (by operation index): the explicit `ttl`, else the one another add of
+   * the same bulk gives that RRset, else the RRset's TTL on the master, else DNS_DEFAULT_TTL (a new
+   * RRset). One pipelined query per added name; with a note where an explicit TTL changes an
+   * existing RRset's.
+   */
+  private async bulkTtls(z: ZoneRow, w: Writer, adds: Array<{ i: number; r: ValidRecord }>): Promise<Map<number, RrsetTtl>> {
+    const out = new Map<number, RrsetTtl>();
+    if (!adds.length) return out;
+    const facts = await this.facts(
+      z,
+      w.early,
+      adds.map((v) => v.r.name),
+      [],
+    );
+    const given = new Map<string, number>();
+    for (const v of adds) if (v.r.ttl !== undefined) given.set(`${v.r.name} ${v.r.type}`, v.r.ttl);
+    for (const v of adds) {
+      const explicit = v.r.ttl ?? given.get(`${v.r.name} ${v.r.type}`);
+      out.set(v.i, rrsetTtl({ ...v.r, ttl: explicit }, facts.at(v.r.name), this.config.DNS_DEFAULT_TTL));
+    }
+    return out;
   }
 
   // ---- ACME DNS-01 ----------------------------------------------------------------------------
@@ -743,6 +775,32 @@ function inZoneTarget(z: ZoneRow, r: ValidRecord): string | null {
   if (!target) return null;
   const t = normalizeName(target);
   return t !== '' && isInZone(t, z.zone) ? t : null;
+}
+
+interface RrsetTtl {
+  ttl: number;
+  /** Empty, or a sentence saying the add changed the TTL of the records already in the RRset. */
+  note: string;
+}
+
+/**
+ * The TTL an add sends (RFC 2181 §5.2: an RRset has one TTL, and the master applies an add's TTL to
+ * the whole RRset): the explicit one, else the RRset's existing TTL, else `defaultTtl` (a new RRset).
+ */
+function rrsetTtl(r: Pick<ValidRecord, 'name' | 'type' | 'ttl'>, at: DnsRecord[], defaultTtl: number): RrsetTtl {
+  const existing = at.filter((a) => a.type === r.type);
+  const had = existing[0]?.ttl;
+  const ttl = r.ttl ?? had ?? defaultTtl;
+  if (had === undefined || had === ttl) return { ttl, note: '' };
+  return {
+    ttl,
+    note: ` An RRset has one TTL (RFC 2181): the ${existing.length} record(s) already in ${r.name} ${r.type} now have TTL ${ttl} too (was ${had}).`,
+  };
+}
+
+/** A bulk result's note about the RRset's TTL, when the add changed it. */
+function okNote(t: RrsetTtl | undefined): { message?: string } {
+  return t?.note ? { message: t.note.trim() } : {};
 }
 
 /** Prerequisites that make the master refuse (instead of silently ignore) an add that raced a conflicting one. */

@@ -98,8 +98,9 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
             };
           return {
             zone: zone.zone,
-            file: zone.filePath,
-            // Where the TSIG secret lies is for administrators only (not readers, keys or whitelisted addresses).
+            // Where the zone file and the TSIG secret lie on the server is for administrators only
+            // (not readers, DNS API keys, global ones included, or whitelisted addresses).
+            ...(a.isAdmin ? { file: zone.filePath } : {}),
             ...(a.isAdmin && zone.keyPath !== null ? { key: zone.keyPath } : {}),
             server: zone.server,
             port: zone.port,

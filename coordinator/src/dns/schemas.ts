@@ -28,7 +28,7 @@ export const zoneListResponseSchema = z.object({
   zones: z.array(
     z.object({
       zone: z.string(),
-      file: z.string().nullable().describe('zone file path; null for external (provider) zones'),
+      file: z.string().nullable().optional().describe('zone file path on the server: administrators only (local zones); null for external (provider) zones'),
       key: z.string().optional().describe('TSIG key file path on the server: administrators only (local zones)'),
       server: z.string().optional().describe('master server (local zones)'),
       port: z.number().optional().describe('master server port (local zones)'),

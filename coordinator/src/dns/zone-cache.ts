@@ -485,7 +485,8 @@ interface RawPool {
  * writer never sees an older answer. `record_count` moves by the rows deleted and inserted (no
  * recount, which each READ COMMITTED writer would do on its own snapshot). `serial` and the SOA row
  * advance together, and only when the master's serial moved by exactly our one update from the
- * cached serial (otherwise someone else also changed the zone, and the next refresh transfers it).
+ * cached serial; any other jump (concurrent writes, or a change made elsewhere) marks the cache
+ * stale in the same statement, so reads say so and the next zone read transfers it.
  *
  * Two round trips of PostgreSQL in all: `begin` with the lock (sent at once, while the caller's
  * UPDATE is under way), then the change with its commit. Both go as simple-protocol text, so the
@@ -564,13 +565,17 @@ export class WriteSync {
         unique.push({ name: zone, type: 'SOA' });
         rows.push(soa);
       }
-      return { pairs: unique, rows, serial: advance ? serialAfter : null, result: alsoAsk.map(answerOf) };
+      // Any other jump (writes that ran at the same time, or a change made elsewhere): the rows
+      // between the cached serial and the master's are not all known here, so the cache is marked
+      // stale; reads then say so (`cache_is_stale`, `from_database_stale`) and a zone read transfers.
+      const behind = !advance && serialAfter !== cached;
+      return { pairs: unique, rows, serial: advance ? serialAfter : null, stale: behind, result: alsoAsk.map(answerOf) };
     });
   }
 
   /** The pairs' rows become `rows` (a provider zone's read-back). */
   async replace(pairs: Array<{ name: string; type: string }>, rows: DnsRecord[]): Promise<void> {
-    await this.run(async () => ({ pairs, rows, serial: null, result: undefined }));
+    await this.run(async () => ({ pairs, rows, serial: null, stale: false, result: undefined }));
   }
 
   /** Releases the lock without a change (the write failed); nothing once finished. */
@@ -582,7 +587,9 @@ export class WriteSync {
   }
 
   private async run<T>(
-    change: (cachedSerial: number) => Promise<{ pairs: Array<{ name: string; type: string }>; rows: DnsRecord[]; serial: number | null; result: T }>,
+    change: (
+      cachedSerial: number,
+    ) => Promise<{ pairs: Array<{ name: string; type: string }>; rows: DnsRecord[]; serial: number | null; stale: boolean; result: T }>,
   ): Promise<T | null> {
     if (this.closed) throw new Error('WriteSync used twice');
     this.closed = true;
@@ -597,7 +604,7 @@ export class WriteSync {
     let done: { result: T } | null = null;
     try {
       const c = await change(held.serial);
-      await held.conn.query(`${replacePairsSql(this.zoneId, c.pairs, c.rows, c.serial)};\ncommit`);
+      await held.conn.query(`${replacePairsSql(this.zoneId, c.pairs, c.rows, c.serial, c.stale)};\ncommit`);
       done = { result: c.result };
     } catch {
       await held.conn.query('rollback').catch(() => undefined);
@@ -617,7 +624,7 @@ export class WriteSync {
  * and, when given, the new serial. The deleting and inserting parts see the same snapshot, so the
  * new rows are not deleted.
  */
-function replacePairsSql(zoneId: number, pairs: Array<{ name: string; type: string }>, rows: DnsRecord[], serial: number | null): string {
+function replacePairsSql(zoneId: number, pairs: Array<{ name: string; type: string }>, rows: DnsRecord[], serial: number | null, stale = false): string {
   const id = Math.trunc(zoneId);
   const keys = JSON.stringify(pairs.map((p) => ({ k: sortKey(p.name), n: normalizeName(p.name), t: p.type })));
   const data = JSON.stringify(rows.map((r) => ({ k: sortKey(r.name), y: typeRank(r.type), n: r.name, t: r.type, c: r.class, l: r.ttl, d: r.rdata })));
@@ -631,7 +638,7 @@ function replacePairsSql(zoneId: number, pairs: Array<{ name: string; type: stri
         as x(k text, y smallint, n text, t text, c text, l integer, d text)
       returning 1)
     update dns_zone_cache_state set record_count = record_count + (select count(*) from i) - (select count(*) from d),
-      generation = nextval('dns_cache_generation_seq')${serial === null ? '' : `, serial = ${serial >>> 0}`}
+      generation = nextval('dns_cache_generation_seq')${serial === null ? '' : `, serial = ${serial >>> 0}`}${stale ? ', cached_at = to_timestamp(0)' : ''}
     where zone_id = ${id}`;
 }
 

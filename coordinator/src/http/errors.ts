@@ -114,13 +114,24 @@ export function normalizeError(error: unknown, request: FastifyRequest, statusOv
     };
   }
 
+  if (fe.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    // Fastify's message repeats the whole path; the caller sent it and needs only what is wrong.
+    const message = 'A part of the address (a path parameter) is longer than 100 characters.';
+    return { status: 414, reason: 'validation_failed', message, errors: { path: ['has a part longer than 100 characters'] } };
+  }
   const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
   if (status === 429) {
     return { status, reason: 'rate_limited', message: 'Too many requests; slow down and retry later.' };
   }
   if (status === 404) return { status, reason: 'not_found', message: 'Not found.' };
+  if (status === 413) {
+    // A body over the limit is the caller's invalid request: the area's validation_failed status
+    // (400 in the DNS and dyndns areas, 422 elsewhere), one of the statuses every route documents.
+    const message = 'The request body is larger than the limit (1 MiB for JSON and form bodies).';
+    return { status: statusOf('validation_failed'), reason: 'validation_failed', message, errors: { body: [message] } };
+  }
   if (status >= 400 && status < 500) {
-    // Fastify's own client errors: malformed JSON, unsupported content type, body too large.
+    // Fastify's own client errors: malformed JSON, unsupported content type.
     return {
       status: status === 400 ? statusOf('validation_failed') : status,
       reason: 'validation_failed',
@@ -144,6 +155,11 @@ export const okReasonBody: ErrorBodyShape = (e) => ({
 
 /** `{success:false, error}`: the chat-log archive's documented shape. */
 export const successErrorBody: ErrorBodyShape = (e) => ({ success: false, error: e.message });
+
+/** The chat-log reader's HTML pages (`/irc`, `/irc/…`), not its API (`/irc/api`). */
+export function isReaderPage(url: string): boolean {
+  return (url === '/irc' || url.startsWith('/irc/') || url.startsWith('/irc?')) && !url.startsWith('/irc/api');
+}
 
 /** The documented error shape of a URL: the chat-log archive's under its prefixes, `{ok:false}` elsewhere. */
 export function errorShapeOf(url: string): ErrorBodyShape {

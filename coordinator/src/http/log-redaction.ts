@@ -36,7 +36,49 @@ const SECRET_QUERY_PARAMS = new Set([
   'session_state',
   'code_verifier',
   'client_info',
+  // dyndns2 clients send the token as `pass` (ddclient, inadyn: /nic/update?...&pass=sonar_ddns_…).
+  'pass',
+  'passwd',
+  'session',
+  'sid',
 ]);
+
+/** Also a credential: any name ending in `_token` or `-token` (`csrf_token`, `refresh-token`). */
+const isSecretName = (name: string) => SECRET_QUERY_PARAMS.has(name) || /[_-]token$/.test(name);
+
+/**
+ * Credentials by the shape of the value, wherever they stand (a query value under any name, a path
+ * segment, a log message): this service's secrets (`sonar_pat_…`, `sonar_dns_…`, `sonar_wrk_…`,
+ * `sonar_ddns_…`, and any other `sonar_<kind>_` with a long secret part) and JWTs (three base64url
+ * parts, the first a JSON header `eyJ…`).
+ */
+const SECRET_VALUE = /\bsonar_(?:pat|dns|wrk|ddns)_[A-Za-z0-9_-]+|\bsonar_[a-z]+_[A-Za-z0-9_-]{16,}|\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g;
+
+/** Text with every credential-shaped value replaced by `[redacted]`. */
+export function redactSecrets(text: string): string {
+  if (typeof text !== 'string') return text;
+  return text.replace(SECRET_VALUE, REDACTED);
+}
+
+/**
+ * Field names of a log record (a logged body or options object) whose string value is a credential.
+ * Narrower than the query names: `code`, `state` or `key` are ordinary fields of log records.
+ */
+const SECRET_FIELD = /^(?:pass|passwd|password|secret|client_secret|callback_secret|token|apikey|api_key|api-key|jwt|session|sid)$|[_-]token$/i;
+
+/** Strings of a log record's own fields (plain objects and arrays, a few levels deep), credential-shaped values redacted. */
+function redactFields(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return redactSecrets(value);
+  if (depth > 4 || !value || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => redactFields(v, depth + 1));
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    out[k] = SECRET_FIELD.test(k) && typeof v === 'string' ? REDACTED : redactFields(v, depth + 1);
+  }
+  return out;
+}
 
 /** Path prefixes whose next segment is a bearer secret (public share links). */
 const SECRET_PATH_PREFIXES = [SHARE_PATH_PREFIX];
@@ -61,17 +103,17 @@ export function redactUrl(url: string): string {
       path = `${prefix}${REDACTED}${slash === -1 ? '' : rest.slice(slash)}`;
     }
   }
-  if (q === -1) return path;
+  if (q === -1) return redactSecrets(path);
   const query = url
     .slice(q + 1)
     .split('&')
     .map((part) => {
       const eq = part.indexOf('=');
       const name = eq === -1 ? part : part.slice(0, eq);
-      return SECRET_QUERY_PARAMS.has(decodedName(name)) ? `${name}=${REDACTED}` : part;
+      return isSecretName(decodedName(name)) ? `${name}=${REDACTED}` : redactSecrets(part);
     })
     .join('&');
-  return `${path}?${query}`;
+  return `${redactSecrets(path)}?${query}`;
 }
 
 /** Headers that carry credentials, as pino redact paths under a few object names. */
@@ -81,7 +123,9 @@ const REDACT_PATHS = [
   'password',
   'secret',
   'token',
+  'pass',
   '*.password',
+  '*.pass',
 ];
 
 /**
@@ -144,7 +188,9 @@ export function errorSerializer(err: unknown): unknown {
   if (!err || typeof err !== 'object') return err;
   const serialized = pino.stdSerializers.err(err as Error) as unknown as Loose;
   const chain = [err as Loose, (err as Loose).cause, (err as Loose).previous].filter((e): e is Loose => !!e && typeof e === 'object');
-  return chain.some(isDatabaseError) ? sanitizeDbFields({ ...serialized }, 0) : serialized;
+  const out = chain.some(isDatabaseError) ? sanitizeDbFields({ ...serialized }, 0) : { ...serialized };
+  for (const f of ['message', 'stack']) if (typeof out[f] === 'string') out[f] = redactSecrets(out[f]);
+  return out;
 }
 
 /** Fastify's request serializer (same fields) with the URL's credentials redacted. */
@@ -159,11 +205,25 @@ export function requestSerializer(req: FastifyRequest) {
   };
 }
 
+/**
+ * The message of a log call (`log.info(obj, 'text %s', arg)`): credential-shaped values in the
+ * text and in string arguments are redacted before pino formats them.
+ */
+function logMethod(this: pino.Logger, args: unknown[], method: pino.LogFn): void {
+  const clean = args.map((a) => (typeof a === 'string' ? redactSecrets(a) : a));
+  method.apply(this, clean as Parameters<pino.LogFn>);
+}
+
+type Redacting = Pick<LoggerOptions, 'redact' | 'serializers' | 'formatters' | 'hooks'>;
+
 /** Redaction and serializers for every logger of the coordinator. */
-export function redactingLoggerOptions(): Pick<LoggerOptions, 'redact' | 'serializers'> {
+export function redactingLoggerOptions(): Redacting {
   return {
     redact: { paths: REDACT_PATHS, censor: REDACTED },
     serializers: { req: requestSerializer as (req: unknown) => unknown, err: errorSerializer },
+    // The fields of every record: credential-shaped strings, and string values under credential names.
+    formatters: { log: (obj) => redactFields(obj) as Record<string, unknown> },
+    hooks: { logMethod },
   };
 }
 
@@ -173,13 +233,15 @@ export function loggerOptions(level: string): LoggerOptions {
 }
 
 /** Adds the redaction to caller-supplied logger options (Fastify's `logger`), keeping the rest. */
-export function withRedaction<T extends object>(options: T): T & Pick<LoggerOptions, 'redact' | 'serializers'> {
+export function withRedaction<T extends object>(options: T): T & Redacting {
   const ours = redactingLoggerOptions();
-  const theirs = options as { redact?: LoggerOptions['redact']; serializers?: LoggerOptions['serializers'] };
+  const theirs = options as { redact?: LoggerOptions['redact']; serializers?: LoggerOptions['serializers']; formatters?: LoggerOptions['formatters'] };
   const theirPaths = Array.isArray(theirs.redact) ? theirs.redact : (theirs.redact?.paths ?? []);
   return {
     ...options,
     redact: { paths: [...new Set([...REDACT_PATHS, ...theirPaths])], censor: REDACTED },
     serializers: { ...theirs.serializers, ...ours.serializers },
+    formatters: { ...theirs.formatters, log: ours.formatters!.log! },
+    hooks: ours.hooks!,
   };
 }

@@ -17,6 +17,7 @@ export function sendPage(reply: FastifyReply, opts: Omit<LayoutOptions, 'nonce' 
 const TITLES: Record<number, string> = {
   403: 'Not allowed',
   404: 'Not found',
+  414: 'Address too long',
   422: 'Cannot do that',
   429: 'Too many requests',
   503: 'Temporarily unavailable',

@@ -423,7 +423,7 @@ export class IrcArchiveService {
   /** The one lexeme a word or token term matches, or null (a word of several lexemes). */
   private async lexemeOf(t: SearchTerm): Promise<string | null> {
     if (t.kind === 'token') return t.text;
-    const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', ?)) as lexemes`, [t.text]);
+    const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', irc_fts_text(?))) as lexemes`, [t.text]);
     return v?.lexemes.length === 1 ? v.lexemes[0]! : null;
   }
 

@@ -166,12 +166,28 @@ export class IrcCorrectionService {
     after?: (trx: Knex.Transaction) => Promise<void>,
   ): Promise<RemovalResult> {
     if (dryRun) {
-      const res = await this.knex().raw<{ rows: Array<{ n: string; channels: string; nicks: string }> }>(
-        `select count(*) as n, count(distinct e.channel_id) as channels, count(distinct lower(e.nick)) as nicks from irc_events e where ${where.sql}`,
-        where.bindings,
+      // What the removal below would do, without doing it: the nick links counted are those it
+      // would delete (learnt from the log, not an admin's, and with no NICK row left outside these).
+      const res = await this.knex().raw<{ rows: Array<{ n: string; channels: string; nicks: string; links: string }> }>(
+        `with del as (
+           select e.id, e.channel_id, lower(e.nick) as nk, lower(e.to_nick) as tk, e.event_type from irc_events e where ${where.sql}
+         ), pairs as (
+           select distinct least(nk, tk) as a, greatest(nk, tk) as b from del
+            where event_type = 'NICK' and nk is not null and tk is not null and nk <> tk
+         )
+         select (select count(*) from del) as n, (select count(distinct channel_id) from del) as channels,
+                (select count(distinct nk) from del where nk is not null) as nicks,
+                (select count(*) from irc_nick_links l join pairs p on l.nick_key = p.a and l.other_key = p.b
+                  where l.network_id = ? and l.origin = 'log' and not l.blocked
+                    and not exists (
+                      select 1 from irc_events e
+                       where e.event_type = 'NICK' and e.channel_id in (select id from irc_channels where network_id = ?)
+                         and not exists (select 1 from del where del.id = e.id)
+                         and ((lower(e.nick) = p.a and lower(e.to_nick) = p.b) or (lower(e.nick) = p.b and lower(e.to_nick) = p.a)))) as links`,
+        [...where.bindings, networkId, networkId],
       );
       const r = res.rows[0]!;
-      return { deleted: Number(r.n), channels: Number(r.channels), nicks: Number(r.nicks), linksRemoved: 0, dryRun: true };
+      return { deleted: Number(r.n), channels: Number(r.channels), nicks: Number(r.nicks), linksRemoved: Number(r.links), dryRun: true };
     }
     return this.knex().transaction(async (trx) => {
       const res = await trx.raw<{

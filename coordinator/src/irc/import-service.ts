@@ -260,8 +260,13 @@ export class IrcImportService {
         chosen = detectFormatFromLines(sample, group[0]!.file);
         for (const p of group) {
           // The channel's format, unless this file's own lines do not fit it but fit another format.
-          const fits = chosen !== null && chosen.detect(sampleLines(p.head)) > DETECT_THRESHOLD;
-          p.format = fits || !p.own ? chosen : p.own;
+          // A file whose lines fit no format at all (a script or notes beside the logs) is not a
+          // log, whether it was grouped by --channel, by --path or by its folder: it is listed as
+          // "not a known chat-log format", never read as the channel's format line by line. An
+          // empty file, or one with some lines of the channel's format, is still read as it.
+          const lines = sampleLines(p.head);
+          const fit = chosen ? chosen.detect(lines) : 0;
+          p.format = fit > DETECT_THRESHOLD ? chosen : (p.own ?? (fit > 0 || lines.length === 0 ? chosen : null));
           if (p.format) p.named = pathInfo(p.file, p.format, c.pattern);
         }
       }

@@ -37,9 +37,11 @@ export interface LogFilter {
 function tsQuery(t: SearchTerm): Fragment {
   switch (t.kind) {
     case 'word':
-      return { sql: `plainto_tsquery('simple', ?)`, bindings: [t.text] };
+      return { sql: `plainto_tsquery('simple', irc_fts_text(?))`, bindings: [t.text] };
     case 'phrase':
-      return { sql: `phraseto_tsquery('simple', ?)`, bindings: [t.text] };
+      // Through irc_fts_text, as the search vector reads the text (migration 0025): `<` and `>`
+      // are spaces, so `"a <style> element"` is three adjacent words, not a tag.
+      return { sql: `phraseto_tsquery('simple', irc_fts_text(?))`, bindings: [t.text] };
     case 'token':
       return { sql: `?::tsquery`, bindings: [lexemeQuery(t.text)] };
     case 'prefix':

@@ -25,17 +25,30 @@ const idParam = (name: string) => intParam(name, 1, 2_147_483_647);
 
 const boolParam = (name: string) => one(name, '1/0 or true/false').regex(/^(1|0|true|false|yes|no|on|off)$/i, { error: 'must be 1/0 or true/false' });
 
-const dateParam = (name: string) => one(name, 'a date YYYY-MM-DD').refine(isValidDate, { error: 'must be a date YYYY-MM-DD' });
+/**
+ * The days a time filter may name: PostgreSQL's timestamps have no year 0, and a whole day's range
+ * ends at the next midnight, which must be a date too (so 9999-12-31 is past the end).
+ */
+const FIRST_DAY = '0001-01-01';
+const LAST_DAY = '9999-12-30';
+const dateParam = (name: string) =>
+  one(name, 'a date YYYY-MM-DD')
+    .refine(isValidDate, { error: 'must be a date YYYY-MM-DD' })
+    .refine((v) => v >= FIRST_DAY && v <= LAST_DAY, {
+      error: `must be a day from ${FIRST_DAY} to ${LAST_DAY} (a day's range ends at the next midnight, and there is no year 0)`,
+    });
 
 const DATETIME = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
 const datetimeParam = (name: string) =>
-  one(name, 'a date-time YYYY-MM-DD HH:MM:SS').refine(
-    (v) => {
-      const m = DATETIME.exec(v);
-      return Boolean(m && isValidDate(m[1]!) && +m[2]! < 24 && +m[3]! < 60 && +m[4]! < 60);
-    },
-    { error: 'must be a date-time YYYY-MM-DD HH:MM:SS (UTC)' },
-  );
+  one(name, 'a date-time YYYY-MM-DD HH:MM:SS')
+    .refine(
+      (v) => {
+        const m = DATETIME.exec(v);
+        return Boolean(m && isValidDate(m[1]!) && +m[2]! < 24 && +m[3]! < 60 && +m[4]! < 60);
+      },
+      { error: 'must be a date-time YYYY-MM-DD HH:MM:SS (UTC)' },
+    )
+    .refine((v) => v.slice(0, 10) >= FIRST_DAY, { error: `must be from ${FIRST_DAY} 00:00:00 (there is no year 0)` });
 
 const sourceParam = z
   .enum(IRC_SOURCES, { error: `must be ${IRC_SOURCES.join(' or ')}` })

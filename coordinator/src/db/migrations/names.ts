@@ -27,4 +27,5 @@ export const MIGRATION_NAMES = [
   'Migration20261125002200DnsCachePartitions',
   'Migration20261125002300IrcTermPairs',
   'Migration20261127002400SegmentWords',
+  'Migration20261127002500IrcSearchText',
 ] as const;

@@ -61,10 +61,13 @@ export interface NameOptions {
   allowRoot?: boolean;
 }
 
+/** A field the request left out (JSON null counts as left out). */
+const absent = (v: unknown) => v === undefined || v === null;
+
 /** Validates and normalises a name. Presentation length ≤ 253 characters, wire ≤ 255 octets, labels 1–63. */
 export function validateName(input: unknown, kind: NameKind, opts: NameOptions = {}): Validation<string> {
   const field = opts.field ?? 'domain';
-  if (typeof input !== 'string') return fail(field, 'must be a string');
+  if (typeof input !== 'string') return fail(field, absent(input) ? 'is required' : 'must be a string');
   const raw = input.trim();
   if (raw === '') return fail(field, 'is required');
   if (/[^\x21-\x7e]/.test(raw)) return fail(field, 'must be ASCII without spaces (use the punycode form of internationalised names)');
@@ -276,7 +279,7 @@ export function splitCharacterStrings(bytes: Buffer): Buffer[] {
 export function parseRdata(type: string, text: unknown, opts: RdataOptions = {}): Validation<RecordData> {
   const field = opts.field ?? 'target';
   const lenient = opts.lenient ?? false;
-  if (typeof text !== 'string') return fail(field, 'must be a string');
+  if (typeof text !== 'string') return fail(field, absent(text) ? 'is required' : 'must be a string');
   const t = type.toUpperCase();
 
   if (!lenient && (t === 'TXT' || t === 'SPF') && !text.trimStart().startsWith('"')) {
@@ -428,7 +431,8 @@ export function validateRecord(input: RecordInput, opts: RecordOptions = {}): Va
   }
 
   let type: WritableType | undefined;
-  if (typeof input.type !== 'string' || input.type.trim() === '') errors.push({ field: f.type, message: 'is required' });
+  if (typeof input.type !== 'string') errors.push({ field: f.type, message: absent(input.type) ? 'is required' : 'must be a string' });
+  else if (input.type.trim() === '') errors.push({ field: f.type, message: 'is required' });
   else {
     const upper = input.type.trim().toUpperCase();
     if ((WRITABLE_TYPES as readonly string[]).includes(upper)) type = upper as WritableType;

@@ -40,10 +40,18 @@ export function parseLogFileName(filePath: string): { channel: string; date: str
   m = NEW_NAME.exec(base);
   if (m && isValidDate(m[1]!)) {
     const dir = path.basename(path.dirname(filePath));
-    return dir && dir !== '.' && dir !== '/' ? { channel: dir, date: m[1]! } : null;
+    return WINDOW_NAME.test(dir) ? { channel: dir, date: m[1]! } : null;
   }
   return null;
 }
+
+/**
+ * A folder named like a channel (`#`, `&`, `+` or `!`, then no space, comma or control character):
+ * only such a folder gives a `YYYY-MM-DD.log` its channel. Any other folder (`logs`, `2016-backup`,
+ * a query window named after a nick) names none: pass --channel, or --path with {channel}.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are what the name must not hold
+const WINDOW_NAME = /^[#&+!][^\s,\x00-\x1f\x7f]{1,199}$/;
 
 const LINE = /^\[(\d{2}):(\d{2}):(\d{2})\] (.*)$/s;
 

@@ -78,11 +78,19 @@ function sendDyndnsError(reply: FastifyReply, e: NormalizedError) {
     void reply.header('www-authenticate', 'Basic realm="sonar dyndns", charset="UTF-8"');
   } else if (e.status === 429) code = 'abuse';
   else if (e.status >= 500) code = '911';
-  const details = code === 'badrequest' ? Object.entries(e.errors ?? { request: [e.message] }).map(([f, m]) => `${f}: ${m.join('; ')}`) : [];
+  // Values the request sent are echoed in the messages: control characters (a NUL, a line break
+  // that would forge another line) are written as \uXXXX escapes, never sent raw.
+  const details = code === 'badrequest' ? Object.entries(e.errors ?? { request: [e.message] }).map(([f, m]) => printable(`${f}: ${m.join('; ')}`)) : [];
   return reply
     .code(e.status)
     .type('text/plain; charset=utf-8')
     .send([code, ...details].join('\n') + '\n');
+}
+
+/** Text with its control characters (C0, DEL, C1, line and paragraph separators) as `\uXXXX` escapes. */
+function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** `/api/dyndns` (spec group E): the dyndns2 update routes, the token API and the /dyndns page. */

@@ -44,9 +44,13 @@ export function parseAddresses(myip: string | undefined, myipv6: string | undefi
     .map((s) => s.trim())
     .filter(Boolean);
   for (const item of items) {
-    if (isIPv4(item) && out.v4 === undefined) out.v4 = item;
-    else if (isIPv6(item) && out.v6 === undefined) out.v6 = canonicalIpv6(item);
-    else (errors.myip ??= []).push(`"${item}" is not an IPv4 or IPv6 address (at most one of each, comma-separated)`);
+    if (isIPv4(item)) {
+      if (out.v4 === undefined) out.v4 = item;
+      else (errors.myip ??= []).push(`holds two IPv4 addresses ("${out.v4}" and "${item}"); give at most one IPv4 and one IPv6 address, comma-separated`);
+    } else if (isIPv6(item)) {
+      if (out.v6 === undefined) out.v6 = canonicalIpv6(item);
+      else (errors.myip ??= []).push(`holds two IPv6 addresses ("${out.v6}" and "${item}"); give at most one IPv4 and one IPv6 address, comma-separated`);
+    } else (errors.myip ??= []).push(`"${item}" is not an IPv4 or IPv6 address (at most one of each, comma-separated)`);
   }
   const v6 = myipv6?.trim();
   if (v6) {
