@@ -24,9 +24,14 @@ export interface DefaultParams {
    */
   mergeBase: number;
   mergePerLog: number;
-  /** A cluster with fewer windows than this share (and at least minClusterWindows) is folded into its nearest big cluster. */
+  /**
+   * A cluster with fewer windows than minClusterShare × n (at least minClusterWindows, at most
+   * maxFoldWindows) is folded into its nearest big cluster. The cap keeps a speaker with a few
+   * minutes in a long recording: 5 % of a 2-hour recording's 1,500 windows would be 75.
+   */
   minClusterShare: number;
   minClusterWindows: number;
+  maxFoldWindows: number;
   /** Resegmentation: GMM components per speaker, EM/Viterbi rounds, log penalty per speaker change. */
   gmmComponents: number;
   resegRounds: number;
@@ -44,6 +49,7 @@ export const DEFAULT_PARAMS: DefaultParams = {
   mergePerLog: 0.5,
   minClusterShare: 0.05,
   minClusterWindows: 2,
+  maxFoldWindows: 8,
   gmmComponents: 8,
   resegRounds: 2,
   switchPenalty: 30,
@@ -109,7 +115,7 @@ export class DefaultDiarizer implements Diarizer {
     // Merge heights are twice the growth of the within-cluster sum of squares (cluster.ts).
     const stop = 2 * dims * (p.mergeBase + p.mergePerLog * Math.log(n));
     let labels = cutDendrogram(merges, n, stop, opts.minSpeakers ?? 1, opts.maxSpeakers ?? Infinity);
-    labels = foldSmallClusters(labels, vectors, dims, Math.max(p.minClusterWindows, p.minClusterShare * n), opts.minSpeakers ?? 1);
+    labels = foldSmallClusters(labels, vectors, dims, Math.max(p.minClusterWindows, Math.min(p.maxFoldWindows, p.minClusterShare * n)), opts.minSpeakers ?? 1);
     progress(0.75);
     await yieldNow();
     signal?.throwIfAborted();
