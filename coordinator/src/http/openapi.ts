@@ -1,3 +1,7 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import fastifySwagger from '@fastify/swagger';
@@ -46,9 +50,42 @@ export const openApiPlugin = fp(
     // The UI plugin's routes cannot carry config.auth: its own scope marks them public.
     await app.register(async (docs) => {
       declarePublicScope(docs);
-      await docs.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
+      // Swagger UI's page has no viewport meta, so phones would lay it out 980 px wide and shrink
+      // it; and its top bar's logo carries an inline <style>, allowed by its hash (nothing else
+      // inline is: the page's scripts and stylesheets are files).
+      const styleHashes = swaggerUiStyleHashes();
+      docs.addHook('onSend', async (_request, reply, payload) => {
+        const csp = reply.getHeader('content-security-policy');
+        if (typeof csp === 'string' && styleHashes.length > 0) {
+          void reply.header('content-security-policy', csp.replace(/style-src 'self'/, `style-src 'self' ${styleHashes.join(' ')}`));
+        }
+        return typeof payload === 'string' && String(reply.getHeader('content-type')).startsWith('text/html')
+          ? payload.replace('<meta charset="UTF-8">', '<meta charset="UTF-8">\n      <meta name="viewport" content="width=device-width, initial-scale=1">')
+          : payload;
+      });
+      await docs.register(fastifySwaggerUi, { routePrefix: '/docs' });
     });
     app.get('/openapi.json', { schema: { hide: true }, config: { auth: 'public' } }, async () => app.swagger());
   },
   { name: 'sonar-openapi' },
 );
+
+/**
+ * CSP hashes ('sha256-…') of the inline <style> elements Swagger UI's bundles create (the top
+ * bar's logo), read from the installed files so an upgrade keeps them right.
+ */
+function swaggerUiStyleHashes(): string[] {
+  const staticDir = path.join(path.dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui')), 'static');
+  const hashes = new Set<string>();
+  for (const file of ['swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js']) {
+    const source = readFileSync(path.join(staticDir, file), 'utf8');
+    for (const match of source.matchAll(/createElement\("style",null,"([^"\\]*)"\)/g)) {
+      hashes.add(
+        `'sha256-${createHash('sha256')
+          .update(match[1] ?? '')
+          .digest('base64')}'`,
+      );
+    }
+  }
+  return [...hashes];
+}
