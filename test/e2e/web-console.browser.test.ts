@@ -9,6 +9,7 @@ import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js';
 import { loadConfig } from '../../coordinator/src/config.js';
+import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { launchBrowser } from '../support/browser.js';
@@ -173,18 +174,67 @@ describe('web console pages', { timeout: 90_000 }, () => {
       await expectNoCspViolations(page, consoleErrors);
       await page.close();
     }
-    // A phone-sized screen: the queue and a job page still fit (tables scroll inside their card).
-    const phone = await signedIn(names.alice, { viewport: { width: 390, height: 844 } });
-    for (const [p, name] of [
-      ['/speech', 'phone-speech-queue'],
-      [`/speech/jobs/${ids.completed}`, 'phone-job'],
-      ['/', 'phone-home'],
+    // A phone-sized screen (390 px): no page scrolls sideways. The list tables (queue, workers,
+    // tokens, zones) stack their rows, each cell after its column's name, so status, capabilities
+    // and Revoke are on screen; a long zone name wraps at its dots.
+    const accounts = new AccountService(svc.orm);
+    await accounts.createPersonalToken((await accounts.findUser(names.alice))!.id, { name: 'phone-check', scopes: ['speech.api'] });
+    const longZone = 'customer-facing-services.stockholm-datacenter.internal.example-organisation.org';
+    await accounts.grantZone(names.alice, longZone, { read: true, write: false });
+    await new ZoneRegistry(svc.orm).upsert({
+      zone: longZone,
+      file: path.join(dir, 'long.zone'),
+      keyFile: path.join(dir, 'long.key'),
+      server: '127.0.0.1',
+      port: 53,
+    });
+    const phones = new Map<string, Awaited<ReturnType<typeof signedIn>>>();
+    for (const [who, p, name] of [
+      ['alice', '/speech', 'phone-speech-queue'],
+      ['alice', `/speech/jobs/${ids.completed}`, 'phone-job'],
+      ['alice', '/', 'phone-home'],
+      ['admin', '/admin/workers', 'phone-admin-workers'],
+      ['alice', '/account', 'phone-tokens'],
+      ['alice', '/dns', 'phone-dns'],
     ] as const) {
+      if (!phones.has(who)) phones.set(who, await signedIn(names[who], { viewport: { width: 390, height: 844 } }));
+      const phone = phones.get(who)!;
       const page = await phone.context.newPage();
       await page.goto(`${svc.url}${p}`);
       await page.waitForLoadState('networkidle');
-      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), p).toBeLessThanOrEqual(390);
+      expect(await page.evaluate(() => window.innerWidth)).toBe(390);
+      const table = await page.$('.stack table');
+      if (table) {
+        // Stacked: no header row, and every labelled cell lies inside the screen.
+        expect(await page.isHidden('.stack thead'), p).toBe(true);
+        const outside = await page.$$eval('.stack td', (tds) =>
+          tds
+            .filter((td) => td.getBoundingClientRect().width > 0 && (td.getBoundingClientRect().left < 0 || td.getBoundingClientRect().right > 390))
+            .map((td) => td.dataset.label ?? td.getAttribute('class')),
+        );
+        expect(outside, p).toEqual([]);
+      }
+      if (p === '/admin/workers' || p === '/account') {
+        const revoke = page.getByRole('button', { name: 'Revoke' }).first();
+        expect(await revoke.isVisible(), p).toBe(true);
+        const box = await revoke.boundingBox();
+        expect(box && box.x >= 0 && box.x + box.width <= 390, p).toBe(true);
+      }
+      if (p === '/admin/workers') {
+        expect(await page.isVisible('#worker-table td[data-label="Presence"] .badge')).toBe(true);
+        expect(await page.isVisible('#worker-table td[data-label="Capabilities"]')).toBe(true);
+      }
+      if (p === '/speech') expect(await page.isVisible('#queue-table td[data-label="Status"] .badge')).toBe(true);
+      if (p === '/dns') {
+        // The zone name breaks after its dots (<wbr>), its text unchanged.
+        const link = page.locator('#zone-table a', { hasText: 'customer-facing-services' });
+        expect(await link.textContent()).toBe(longZone);
+        expect(await link.evaluate((a) => a.querySelectorAll('wbr').length)).toBe(4);
+        expect(await link.evaluate((a) => a.getClientRects().length > 1 || a.getBoundingClientRect().height > 30)).toBe(true);
+      }
       await shot(page, name);
+      await expectNoCspViolations(page, phone.consoleErrors);
       await page.close();
     }
     // The public share page (no sign-in) and the login page.
@@ -202,7 +252,7 @@ describe('web console pages', { timeout: 90_000 }, () => {
       await expectNoCspViolations(page, anon.consoleErrors);
       await page.close();
     }
-    for (const c of [...contexts.values(), phone, anon]) await c.context.close();
+    for (const c of [...contexts.values(), ...phones.values(), anon]) await c.context.close();
   }, 180_000);
 
   it('refuses the pages to others: sign-in for anonymous visitors, 403 without the permission, 404 for other people’s jobs', async () => {

@@ -109,9 +109,11 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     const tokens = await accounts.listPersonalTokens(user.id);
     const csrf = reply.generateCsrf();
     const rows = tokens.map(
-      (t) => html`<tr><td>${t.name}</td><td><code>${t.prefix}…</code></td><td>${t.scopes.join(', ')}</td>
-        <td>${t.createdAt.toISOString().slice(0, 10)}</td><td>${t.expiresAt ? t.expiresAt.toISOString().slice(0, 10) : 'never'}</td>
-        <td>${
+      (
+        t,
+      ) => html`<tr><td data-label="Name">${t.name}</td><td data-label="Token"><code>${t.prefix}…</code></td><td data-label="Scopes">${t.scopes.join(', ')}</td>
+        <td data-label="Created">${t.createdAt.toISOString().slice(0, 10)}</td><td data-label="Expires">${t.expiresAt ? t.expiresAt.toISOString().slice(0, 10) : 'never'}</td>
+        <td class="actions">${
           t.revokedAt
             ? 'revoked'
             : html`<form class="inline" method="post" action="/account/tokens/${t.id}/revoke">
@@ -127,7 +129,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
           : ''
       }
       <div class="card"><h1>Personal access tokens</h1>
-        ${rows.length ? html`<table><thead><tr><th>Name</th><th>Token</th><th>Scopes</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>` : html`<p class="muted">No tokens yet.</p>`}
+        ${rows.length ? html`<div class="table-wrap stack"><table id="token-table"><thead><tr><th>Name</th><th>Token</th><th>Scopes</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>` : html`<p class="muted">No tokens yet.</p>`}
       </div>
       <div class="card"><h2>New token</h2>
         ${error ? html`<p class="error" role="alert">${error}</p>` : ''}

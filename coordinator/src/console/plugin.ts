@@ -10,7 +10,7 @@ import type { DomainDeps } from '../deps.js';
 import { canRead, canWrite, zoneAccess } from '../dns/access.js';
 import { ZoneRegistry } from '../dns/zone-registry.js';
 import { normalizeError, validationFailed } from '../http/errors.js';
-import { html, plural } from '../http/html.js';
+import { breakAtDots, html, plural } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { DEFAULT_IRC_SOURCE } from '../irc/event-store.js';
 import { presentJob } from '../speech/jobs/presenter.js';
@@ -152,17 +152,17 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
       const caps = w.capabilities;
       const job = current.get(w.id);
       const why = targetIncompatibility(w);
-      return html`<tr data-worker="${w.name}"><td><strong>${w.name}</strong>${w.hostname ? html`<br><span class="muted">${w.hostname}</span>` : ''}</td>
-        <td><span class="badge ${w.revoked ? 'bad' : w.fresh ? 'on' : 'off'}" data-presence="${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}">${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}</span></td>
-        <td>${w.contractVersion ?? '—'}${w.agentVersion ? html`<br><span class="muted">agent ${w.agentVersion}</span>` : ''}</td>
-        <td>${
+      return html`<tr data-worker="${w.name}"><td data-label="Worker"><strong>${breakAtDots(w.name)}</strong>${w.hostname ? html`<br><span class="muted">${breakAtDots(w.hostname)}</span>` : ''}</td>
+        <td data-label="Presence"><span class="badge ${w.revoked ? 'bad' : w.fresh ? 'on' : 'off'}" data-presence="${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}">${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}</span></td>
+        <td data-label="Contract">${w.contractVersion ?? '—'}${w.agentVersion ? html`<br><span class="muted">agent ${w.agentVersion}</span>` : ''}</td>
+        <td data-label="Capabilities">${
           caps
             ? html`${(caps.models ?? []).join(', ') || 'no models'}<br><span class="muted">${caps.device ?? ''}${caps.diarization ? ' · diarizer' : ''}${caps.canFetchUrls ? ' · fetches URLs' : ''}${(caps as { local?: boolean }).local ? ' · local runner' : ''}</span>${why ? html`<br><span class="error">incompatible: ${why}</span>` : ''}`
             : html`<span class="muted">not reported yet</span>`
         }</td>
-        <td>${job ? html`<a href="/speech/jobs/${job.id}">${job.label}</a>` : html`<span class="muted">idle</span>`}</td>
-        <td>${w.lastSeenAt ? html`<time datetime="${w.lastSeenAt.toISOString()}">${formatStockholm(w.lastSeenAt)}</time>` : 'never'}</td>
-        <td>${
+        <td data-label="Current job">${job ? html`<a href="/speech/jobs/${job.id}">${job.label}</a>` : html`<span class="muted">idle</span>`}</td>
+        <td data-label="Last heartbeat">${w.lastSeenAt ? html`<time datetime="${w.lastSeenAt.toISOString()}">${formatStockholm(w.lastSeenAt)}</time>` : 'never'}</td>
+        <td class="actions">${
           w.revoked
             ? ''
             : html`<form method="post" action="/admin/workers/${w.name}/revoke" data-confirm="Revoke ${w.name}? Its secret stops working at once.">${csrfField(csrf)}<button class="danger" type="submit">Revoke</button></form>`
@@ -172,7 +172,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
       <p class="muted">Registered worker agents. New workers and secrets come from the admin CLI (<code>npm run cli -- worker:create NAME</code>).</p>
       ${
         rows.length
-          ? html`<div class="table-wrap"><table id="worker-table"><thead><tr><th>Worker</th><th>Presence</th><th>Contract</th><th>Capabilities</th><th>Current job</th><th>Last heartbeat</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
+          ? html`<div class="table-wrap stack"><table id="worker-table"><thead><tr><th>Worker</th><th>Presence</th><th>Contract</th><th>Capabilities</th><th>Current job</th><th>Last heartbeat</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
           : html`<p id="no-workers">No worker is registered.</p>`
       }</div>`;
     return sendPage(reply, { title: 'Workers', user, active: 'admin', body });

@@ -14,7 +14,7 @@ import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement, Principal } from '../accounts/types.js';
 import type { DomainDeps } from '../deps.js';
 import { AppError, normalizeError } from '../http/errors.js';
-import { html, type SafeHtml } from '../http/html.js';
+import { breakAtDots, html, type SafeHtml } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { canRead, canWrite, requireRead, zoneAccess } from './access.js';
 import type { DnsService } from './dns-service.js';
@@ -58,9 +58,9 @@ export async function dnsPages(base: FastifyInstance, deps: Pick<DomainDeps, 'ac
       <p class="muted">Zones you may read. Open one to browse and search its records${list.some((zone) => canWrite(a, zone.zone)) ? ' and change them' : ''}; the same is possible through the <a href="/docs#/dns">DNS API</a> (/api/dns). Routers and ddclient update addresses with <a href="/dyndns">dynamic-DNS tokens</a>.</p>
       ${
         list.length
-          ? html`<div class="table-wrap"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
+          ? html`<div class="table-wrap stack"><table id="zone-table"><thead><tr><th>Zone</th><th>Primary server</th><th>Access</th></tr></thead><tbody>${list.map(
               (zone) =>
-                html`<tr><td class="mono"><a href="/dns/zones/${encodeURIComponent(zone.zone)}">${zone.zone}</a></td><td class="mono">${zone.filePath === null ? 'external provider' : `${zone.server}:${zone.port}`}</td><td>${canWrite(a, zone.zone) ? 'read and write' : 'read'}</td></tr>`,
+                html`<tr><td class="mono" data-label="Zone"><a href="/dns/zones/${encodeURIComponent(zone.zone)}">${breakAtDots(zone.zone)}</a></td><td class="mono" data-label="Primary server">${zone.filePath === null ? 'external provider' : breakAtDots(`${zone.server}:${zone.port}`)}</td><td data-label="Access">${canWrite(a, zone.zone) ? 'read and write' : 'read'}</td></tr>`,
             )}</tbody></table></div>`
           : html`<p id="no-zones">You cannot read any zone yet; an administrator grants zone rights.</p>`
       }</div>`;

@@ -38,6 +38,12 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
   return new SafeHtml(out);
 }
 
+/**
+ * A long dotted name (a zone, a host name) that may wrap after each dot on a narrow screen instead
+ * of in the middle of a label: the text escaped, a `<wbr>` after every dot but a final one.
+ */
+export const breakAtDots = (name: string): SafeHtml => new SafeHtml(escapeHtml(name).replace(/\.(?=.)/g, '.<wbr>'));
+
 /** "1 channel", "2,048 channels": a count with its noun in the right number. */
 export const plural = (n: number, one: string, many = `${one}s`): string => `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
 

@@ -119,8 +119,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const limits = uploadLimits(deps.config);
     const rows = list.map((j) => {
       const p = presentJob(j, { publicBaseUrl, availability });
-      return html`<tr data-job="${p.id}"><td><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td><span class="badge" data-status="${p.status}">${p.status_label}</span></td>
-        <td data-stage>${p.stage_label ?? ''}</td><td>${p.model}</td><td>${p.source_duration_human ?? ''}</td><td><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
+      return html`<tr data-job="${p.id}"><td data-label="Title"><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td data-label="Status"><span class="badge" data-status="${p.status}">${p.status_label}</span></td>
+        <td data-stage data-label="Stage">${p.stage_label ?? ''}</td><td data-label="Model">${p.model}</td><td data-label="Length">${p.source_duration_human ?? ''}</td><td data-label="Queued"><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
     });
     const problem = localWorkerProblem();
     const body = html`${noticeCard(opts.notice)}${problem ? html`<div class="card warning" role="alert" id="local-worker-problem"><p>${problem}</p></div>` : ''}<div class="card"><h1>Transcribe</h1>
@@ -147,7 +147,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       </form></div>
       <div class="card"><h2>Your jobs</h2>${
         rows.length
-          ? html`<div class="table-wrap"><table id="queue-table"><thead><tr><th>Title</th><th>Status</th><th>Stage</th><th>Model</th><th>Length</th><th>Queued</th></tr></thead><tbody>${rows}</tbody></table></div>`
+          ? html`<div class="table-wrap stack"><table id="queue-table"><thead><tr><th>Title</th><th>Status</th><th>Stage</th><th>Model</th><th>Length</th><th>Queued</th></tr></thead><tbody>${rows}</tbody></table></div>`
           : html`<p class="muted" id="no-jobs">No jobs yet.</p>`
       }</div>`;
     return sendPage(reply, { title: 'Speech queue', user, active: 'speech', body, scripts: ['queue.js'] });
