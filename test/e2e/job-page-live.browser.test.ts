@@ -1,9 +1,12 @@
-import { mkdtempSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js';
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
@@ -15,8 +18,9 @@ import { SimWorker } from '../support/sim-worker.js';
  * The job page follows the job to its end: a page opened before the change (on a desktop and on a
  * 390 px phone) shows it live, and then every card reads exactly as on a fresh load of the same
  * page (the liveness and worker cards excepted: they hold relative times). For a job that
- * completes, one whose download fails on the coordinator, and one cancelled while it runs; no
- * console error, CSP violation or failed request on the way.
+ * completes, one whose download fails on the coordinator, one cancelled while it runs, a speaker
+ * diarization rerun of a completed job and a re-transcription with another model; no console
+ * error, CSP violation or failed request on the way.
  */
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-job-live-'));
 let db: TestDatabase;
@@ -27,13 +31,17 @@ let alice: AuthUser;
 const password = 'a-long-password-1';
 const name = randomName('follower');
 let session: Awaited<ReturnType<BrowserContext['storageState']>>;
+let clip = '';
 
 beforeAll(async () => {
   db = await createTestDatabase();
   // Loopback is allowed so the coordinator's staging reaches (and fails on) a local address.
   svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_MEDIA_DIR: path.join(dir, 'media'), OUTBOUND_ALLOW_RANGES: '127.0.0.0/8' })));
   alice = (await new AccountService(svc.orm).createUser({ username: name, password, permissions: ['speech.use'] })).user;
-  sim = await SimWorker.start(svc, 'sim-live');
+  // Two models served, so a completed job can be re-transcribed with the other one.
+  sim = await SimWorker.start(svc, 'sim-live', ['small', 'medium']);
+  clip = path.join(dir, 'clip.wav');
+  execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', clip, 'synth', '8', 'sine', '300']);
   browser = await launchBrowser();
   const login = await browser.newContext();
   const page = await login.newPage();
@@ -75,7 +83,7 @@ async function watchedPage(viewport: { width: number; height: number }) {
   return { context, page, problems };
 }
 
-/** Every card's text by slot (liveness and worker left out), and the transcript, as a reader sees them. */
+/** Every card's text and field values by slot (liveness and worker left out), and the transcript, as a reader sees them. */
 function cardTexts(page: Page): Promise<Record<string, string>> {
   return page.evaluate(() => {
     const norm = (s: string) => s.replace(/\s+/g, ' ').trim();
@@ -83,7 +91,11 @@ function cardTexts(page: Page): Promise<Record<string, string>> {
     for (const slot of document.querySelectorAll<HTMLElement>('.slot[data-card]')) {
       const card = slot.dataset.card!;
       if (card === 'liveness' || card === 'worker') continue;
-      out[card] = norm(slot.innerText);
+      // Form fields count by their values (speaker names, title, the model picker), which innerText leaves out.
+      const fields = [...slot.querySelectorAll<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>('input:not([type=hidden]), textarea, select')];
+      out[card] = norm(
+        `${slot.innerText} ${fields.map((f) => (f instanceof HTMLInputElement && (f.type === 'checkbox' || f.type === 'radio') ? String(f.checked) : f.value)).join(' | ')}`,
+      );
     }
     out.segments = norm(document.getElementById('segments')?.innerText ?? '');
     return out;
@@ -221,4 +233,76 @@ describe('the job page follows the job to its end', { timeout: 120_000 }, () => 
       },
     );
   });
+
+  it('a speaker diarization rerun of a completed job: the new speakers and their names reach the open page', async () => {
+    const id = await completedUpload(['Good morning.', 'Hello there.', 'How was the trip?', 'Long but fine.'], [0, 0, 0, 0]);
+    await followToEnd(
+      id,
+      async () => {
+        const res = await api('POST', `/api/speech/jobs/${id}/diarization`);
+        expect(res.statusCode, res.body).toBe(200);
+        const task = await sim.claim();
+        if (!task || task.lease.job_id !== id || task.task !== 'diarize') throw new Error(`expected the diarization rerun of job ${id}`);
+        await sim.client.complete({
+          lease: task.lease,
+          success: true,
+          error: '',
+          cancelled: false,
+          segment_count: 0,
+          duration_seconds: 8,
+          engine: 'test',
+          engine_model: task.model,
+          diarization: {
+            state: 'completed',
+            engine: 'test-diarizer',
+            speaker_count: 3,
+            turns: [0, 1, 0, 2].map((speaker, i) => ({ start: i * 2, end: i * 2 + 2, speaker })),
+            error: '',
+          },
+        });
+      },
+      'completed',
+      async (page) => {
+        await expect.poll(() => page.textContent('#speakers'), { timeout: 15_000 }).toContain('3 speakers (test-diarizer)');
+        expect(await page.textContent('#runtime-log')).toMatch(/diarization/i);
+      },
+    );
+  });
+
+  it('a re-transcription with another model: the new pass, queued, reaches the open page', async () => {
+    const id = await completedUpload(['First pass, small model.'], [0]);
+    await followToEnd(
+      id,
+      async () => {
+        const res = await api('POST', `/api/speech/jobs/${id}/retranscribe`, { model: 'medium' });
+        expect(res.statusCode, res.body).toBe(200);
+      },
+      'queued',
+      async (page) => {
+        expect(await page.textContent('#job-model')).toMatch(/medium/);
+        expect(await page.textContent('#segments')).not.toContain('First pass, small model.');
+        expect(await page.textContent('#runtime-log')).toMatch(/re-transcri/i);
+      },
+    );
+  });
 });
+
+/** Alice's upload (its media retained, so reruns may use it), completed by the simulated worker with `segments` labelled by `speakers`. */
+async function completedUpload(segments: string[], speakers: number[]): Promise<number> {
+  const bytes = readFileSync(clip);
+  const temp = path.join(dir, `${randomName('up')}.part`);
+  writeFileSync(temp, bytes);
+  const { id } = await svc.speech.jobs.create(alice, {
+    channel: 'web',
+    model: 'small',
+    source: { type: 'upload', tempPath: temp, filename: 'talk.wav', sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
+  });
+  await sim.run(id, { segments, speakers });
+  return id;
+}
+
+/** Alice's API call with a JWT bearer (the routes the job page's forms mirror). */
+async function api(method: 'POST', url: string, payload?: Record<string, unknown>) {
+  const token = svc.app.jwt.sign(await accessJwtPayload(new AccountService(svc.orm), alice.id));
+  return svc.app.inject({ method, url, headers: { authorization: `Bearer ${token}` }, ...(payload ? { payload } : {}) });
+}
