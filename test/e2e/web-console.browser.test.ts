@@ -433,7 +433,8 @@ describe('web console pages', { timeout: 90_000 }, () => {
     const page = await context.newPage();
     await page.goto(`${svc.url}/speech/jobs/${ids.completed}`);
     const links = await page.$$eval('#downloads a', (as) => as.map((a) => (a as HTMLAnchorElement).getAttribute('href')));
-    expect(links).toEqual(['txt', 'srt', 'vtt', 'json'].map((f) => `/api/speech/jobs/${ids.completed}/transcript.${f}`));
+    // The job is diarized, so the speaker turns (RTTM) are offered too.
+    expect(links).toEqual(['txt', 'srt', 'vtt', 'json', 'rttm'].map((f) => `/api/speech/jobs/${ids.completed}/transcript.${f}`));
     const get = async (url: string) => {
       const res = await page.request.get(`${svc.url}${url}`);
       return {
