@@ -162,8 +162,7 @@ async function main() {
     `  Data folder:  ${dataDir}`,
     '',
   ];
-  process.stdout.write(lines.join('\n') + '\n');
-
+  // The handler goes in before the banner: whoever reads "Sonar is running" may press Ctrl-C at once.
   onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
     try {
@@ -175,6 +174,8 @@ async function main() {
     }
     process.exit(0);
   });
+
+  process.stdout.write(lines.join('\n') + '\n');
 
   async function stopAll() {
     // The children run in sessions of their own, so a Ctrl-C reaches only this process: the worker

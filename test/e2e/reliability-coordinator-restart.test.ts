@@ -91,8 +91,11 @@ describe('coordinator SIGKILLed mid-stream and restarted', () => {
 
     // About 40 s of speech (16 sentences): pocketsphinx takes several seconds for it, one segment at a time.
     const wav = readFileSync(speech('long', Array.from({ length: 4 }, () => SENTENCES).flat()));
+    // Without speaker labels: this test counts the segments the worker streamed, and labelling
+    // splits a segment wherever its words change speaker (stored pieces, renumbered).
     const form = multipartForm([
       { name: 'model', value: MODEL },
+      { name: 'disable_diarization', value: 'true' },
       { name: 'media_file', filename: 'long.wav', data: wav },
     ]);
     const submitted = await fetch(`${coordinator.url}/api/speech/jobs`, {
