@@ -66,3 +66,29 @@ export function estimateFinish(input: {
   const remaining = Math.max(0, duration - position);
   return new Date(progressed + (remaining * spent) / position);
 }
+
+/**
+ * The cards of the job page by slot name, in page order: the server renders them (full page and
+ * GET /speech/jobs/{id}/cards) and the browser asks for them by these names. `transcript` holds the
+ * streamed segment list and is never swapped.
+ */
+export const JOB_PAGE_CARDS = [
+  'summary',
+  'liveness',
+  'worker',
+  'transcript',
+  'transcript-notes',
+  'downloads',
+  'actions',
+  'target',
+  'speakers',
+  'analysis',
+  'translations',
+  'metadata',
+  'retranscription',
+  'revisions',
+  'runtime-log',
+] as const;
+export type JobPageCard = (typeof JOB_PAGE_CARDS)[number];
+/** The cards a live page fetches again: all but the streamed transcript. */
+export const SWAPPABLE_JOB_PAGE_CARDS = JOB_PAGE_CARDS.filter((c): c is Exclude<JobPageCard, 'transcript'> => c !== 'transcript');

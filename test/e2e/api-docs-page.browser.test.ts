@@ -3,7 +3,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { launchBrowser } from '../support/browser.js';
+import { launchBrowser, watchContext } from '../support/browser.js';
 import { createTestDatabase, testEnv, type TestDatabase } from '../support/harness.js';
 
 /**
@@ -30,21 +30,7 @@ afterAll(async () => {
 describe('the API reference page', { timeout: 90_000 }, () => {
   it('renders at 390 px with no console error, CSP violation or failed request, no wider than the screen', async () => {
     const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
-    await context.addInitScript(() => {
-      const w = window as unknown as { cspViolations: string[] };
-      w.cspViolations = [];
-      document.addEventListener('securitypolicyviolation', (e) =>
-        w.cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
-      );
-    });
-    const problems: string[] = [];
-    context.on('console', (m) => {
-      if (m.type() === 'error') problems.push(`console: ${m.text()}`);
-    });
-    context.on('requestfailed', (r) => problems.push(`failed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
-    context.on('response', (r) => {
-      if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-    });
+    const { problems, cspViolations } = await watchContext(context);
     const page = await context.newPage();
     const res = await page.goto(`${svc.url}/docs`);
     expect(res?.status()).toBe(200);
@@ -56,7 +42,7 @@ describe('the API reference page', { timeout: 90_000 }, () => {
     // Swagger UI has fetched the document and drawn the operations.
     await expect.poll(() => page.locator('.opblock').count(), { timeout: 30_000 }).toBeGreaterThan(10);
     expect(await page.textContent('.info .title')).toContain('Sonar coordinator API');
-    expect(await page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).toEqual([]);
+    expect(await cspViolations(page)).toEqual([]);
     expect(problems).toEqual([]);
     expect(await page.evaluate(() => window.innerWidth)).toBe(390);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);

@@ -10,7 +10,7 @@ import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js'
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { launchBrowser } from '../support/browser.js';
+import { launchBrowser, watchContext } from '../support/browser.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { SimWorker } from '../support/sim-worker.js';
 
@@ -66,21 +66,9 @@ const VIEWPORTS = { desktop: { width: 1280, height: 900 }, phone: { width: 390, 
 /** A signed-in page on `viewport` that records console errors, CSP violations and failed requests. */
 async function watchedPage(viewport: { width: number; height: number }) {
   const context = await browser.newContext({ viewport, storageState: session, ...(viewport.width < 500 ? { isMobile: true, hasTouch: true } : {}) });
-  await context.addInitScript(() => {
-    const w = window as unknown as { cspViolations: string[] };
-    w.cspViolations = [];
-    document.addEventListener('securitypolicyviolation', (e) => w.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
-  });
-  const problems: string[] = [];
-  context.on('console', (m) => {
-    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
-  });
-  context.on('requestfailed', (r) => problems.push(`failed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
-  context.on('response', (r) => {
-    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-  });
+  const { problems, cspViolations } = await watchContext(context);
   const page = await context.newPage();
-  return { context, page, problems };
+  return { context, page, problems, cspViolations };
 }
 
 /** Every card's text and field values by slot (liveness and worker left out), and the transcript, as a reader sees them. */
@@ -120,7 +108,7 @@ async function followToEnd(jobId: number, change: () => Promise<unknown>, status
     }),
   );
   await change();
-  for (const { page, context, problems } of open) {
+  for (const { page, context, problems, cspViolations } of open) {
     await expect.poll(() => page.getAttribute('#job-status', 'data-status'), { timeout: 15_000 }).toBe(status);
     await expect.poll(() => page.getAttribute('html', 'data-cards'), { timeout: 15_000 }).toBe('synced');
     await extra(page);
@@ -138,8 +126,7 @@ async function followToEnd(jobId: number, change: () => Promise<unknown>, status
     await synced(fresh);
     expect(await cardTexts(fresh)).toEqual(live);
     expect(await page.evaluate(() => window.scrollY)).toBeGreaterThan(0);
-    const violations = await page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations);
-    expect(violations).toEqual([]);
+    expect(await cspViolations(page)).toEqual([]);
     expect(problems).toEqual([]);
     await context.close();
   }

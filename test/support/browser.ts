@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 /** Debian's chromium, driven by playwright-core (no browser download). */
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -22,4 +22,25 @@ export async function launchBrowser(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * Records, for every page of `context`, console errors, failed requests and HTTP errors (in
+ * `problems`) and CSP violations (read with `cspViolations(page)`). Call before opening pages.
+ */
+export async function watchContext(context: BrowserContext): Promise<{ problems: string[]; cspViolations: (page: Page) => Promise<string[]> }> {
+  await context.addInitScript(() => {
+    const w = window as unknown as { cspViolations: string[] };
+    w.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) => w.cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
+  });
+  const problems: string[] = [];
+  context.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  context.on('requestfailed', (r) => problems.push(`failed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
+  context.on('response', (r) => {
+    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
+  });
+  return { problems, cspViolations: (page) => page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations) };
 }

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -91,7 +92,12 @@ describe('default diarizer', () => {
 
   // Real read speech from the reporting half of the LibriSpeech speakers (odd ids): voices the
   // diarizer's settings and speaker space were never fitted on (docs/diarization.md).
-  const libri = path.resolve(import.meta.dirname, '../../../shared/data/diarization/librispeech-train-clean-100');
+  // DIARIZATION_DATA, else ../shared/data/diarization beside the clone, else the machines' /work/shared.
+  const dataDir =
+    process.env.DIARIZATION_DATA ??
+    [path.resolve(import.meta.dirname, '../../../shared/data/diarization'), '/work/shared/data/diarization'].find((d) => existsSync(d)) ??
+    path.resolve(import.meta.dirname, '../../../shared/data/diarization');
+  const libri = path.join(dataDir, 'librispeech-train-clean-100');
   const decodeFlac = async (id: string) => {
     const { stdout } = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', path.join(libri, `${id}.flac`), '-f', 'f32le', '-ac', '1', '-ar', '16000', '-'], {
       encoding: 'buffer',

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { formatStockholm } from '@sonar/shared';
+import { JOB_PAGE_CARDS, SWAPPABLE_JOB_PAGE_CARDS, formatStockholm, type JobPageCard } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import { hasPermission, type AuthRequirement, type AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
@@ -37,26 +37,6 @@ import {
   transcriptNotes,
   type TargetOption,
 } from './job-page.js';
-
-/** The cards of the job page by slot name, in page order (`transcript` holds the streamed segment list and is never swapped). */
-export const CARD_NAMES = [
-  'summary',
-  'liveness',
-  'worker',
-  'transcript',
-  'transcript-notes',
-  'downloads',
-  'actions',
-  'target',
-  'speakers',
-  'analysis',
-  'translations',
-  'metadata',
-  'retranscription',
-  'revisions',
-  'runtime-log',
-] as const;
-type CardName = (typeof CARD_NAMES)[number];
 
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const speechAdmin: AuthRequirement = { accept: ['session'], adminOnly: true };
@@ -210,8 +190,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
    * The full page and GET /speech/jobs/{id}/cards both come from here, so a card fetched after a
    * live event is exactly the card a fresh load would show. `only` limits what is read and rendered.
    */
-  async function jobCards(request: FastifyRequest, reply: FastifyReply, jobId: number, errors: CardErrors = {}, only?: ReadonlySet<CardName>) {
-    const want = (name: CardName) => !only || only.has(name);
+  async function jobCards(request: FastifyRequest, reply: FastifyReply, jobId: number, errors: CardErrors = {}, only?: ReadonlySet<JobPageCard>) {
+    const want = (name: JobPageCard) => !only || only.has(name);
     const user = userOf(request);
     const state = await deps.speech.retranscription.state(user, jobId);
     const { job } = state;
@@ -226,8 +206,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const mayChange = job.owner.id === user.id || JobService.canManageAll(user);
     const owner = job.owner.id === user.id;
     const aiActions = deps.speech.ai !== null && hasPermission(user, 'provider_openai');
-    const cards = new Map<CardName, SafeHtml | ''>();
-    const put = (name: CardName, render: () => SafeHtml | '' | Promise<SafeHtml | ''>) =>
+    const cards = new Map<JobPageCard, SafeHtml | ''>();
+    const put = (name: JobPageCard, render: () => SafeHtml | '' | Promise<SafeHtml | ''>) =>
       want(name) ? Promise.resolve(render()).then((h) => void cards.set(name, h)) : undefined;
     await Promise.all([
       put('summary', () => summaryCard(job, p)),
@@ -253,7 +233,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
   async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: CardErrors & { notice?: string | undefined } = {}) {
     const { p, user, cards } = await jobCards(request, reply, jobId, opts);
     // Each card sits in a slot (display: contents) the page's script swaps when the job changes.
-    const slot = (name: CardName) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
+    const slot = (name: JobPageCard) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
     const body = html`${noticeCard(opts.notice)}
       ${slot('summary')}
       <div class="dash">${slot('liveness')}${slot('worker')}</div>
@@ -284,10 +264,9 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         ?.split(',')
         .map((n) => n.trim())
         .filter(Boolean);
-      const unknown = names?.filter((n) => !(CARD_NAMES as readonly string[]).includes(n)) ?? [];
-      if (unknown.length)
-        throw validationFailed({ only: [`unknown cards: ${unknown.join(', ')}; known: ${CARD_NAMES.filter((n) => n !== 'transcript').join(', ')}`] });
-      const only = new Set((names ?? CARD_NAMES.filter((n) => n !== 'transcript')) as CardName[]);
+      const unknown = names?.filter((n) => !(JOB_PAGE_CARDS as readonly string[]).includes(n)) ?? [];
+      if (unknown.length) throw validationFailed({ only: [`unknown cards: ${unknown.join(', ')}; known: ${SWAPPABLE_JOB_PAGE_CARDS.join(', ')}`] });
+      const only = new Set((names ?? SWAPPABLE_JOB_PAGE_CARDS) as JobPageCard[]);
       only.delete('transcript'); // the segments stream; the list is never swapped
       const { job, cards } = await jobCards(request, reply, request.params.jobId, {}, only);
       void reply.header('cache-control', 'no-store');

@@ -1,4 +1,12 @@
-import { UNRESPONSIVE_WARNING_SECONDS, WORKER_CARD_REFRESH_MS, estimateFinish, formatStockholm, formatStockholmTime, mediaClock } from '@sonar/shared/display';
+import {
+  SWAPPABLE_JOB_PAGE_CARDS,
+  UNRESPONSIVE_WARNING_SECONDS,
+  WORKER_CARD_REFRESH_MS,
+  estimateFinish,
+  formatStockholm,
+  formatStockholmTime,
+  mediaClock,
+} from '@sonar/shared/display';
 import { api } from '../lib/api.js';
 import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot, type LiveStatus } from '../lib/live.js';
@@ -22,22 +30,7 @@ let pass = Number(list.dataset.pass);
 const PROCESSING = new Set(['downloading', 'transcribing', 'finalizing']);
 
 /** Every card the cards route renders (the page's slots), and what each kind of event can change. */
-const ALL = [
-  'summary',
-  'liveness',
-  'worker',
-  'transcript-notes',
-  'downloads',
-  'actions',
-  'target',
-  'speakers',
-  'analysis',
-  'translations',
-  'metadata',
-  'retranscription',
-  'revisions',
-  'runtime-log',
-] as const;
+const ALL = SWAPPABLE_JOB_PAGE_CARDS;
 type Card = (typeof ALL)[number];
 const ON_PROGRESS: readonly Card[] = ['summary'];
 const ON_DIARIZATION: readonly Card[] = ['summary', 'speakers', 'actions', 'retranscription', 'runtime-log'];
