@@ -33,7 +33,6 @@ const PROCESSING = new Set(['downloading', 'transcribing', 'finalizing']);
 const ALL = SWAPPABLE_JOB_PAGE_CARDS;
 type Card = (typeof ALL)[number];
 const ON_PROGRESS: readonly Card[] = ['summary'];
-const ON_DIARIZATION: readonly Card[] = ['summary', 'speakers', 'actions', 'retranscription', 'runtime-log'];
 const ON_AI: readonly Card[] = ['summary', 'analysis', 'translations', 'metadata', 'runtime-log'];
 const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 
@@ -369,7 +368,9 @@ socket.on('diarization', (d: LiveDiarization) => {
       }
     }
   }
-  void refresh(ON_DIARIZATION);
+  // Every card: the downloads (speaker turns), the transcript notes, the actions and the log all
+  // read the diarization, and a list kept here by hand fell behind once already.
+  void refresh(ALL);
 });
 socket.on('analysis', (ev: { job_id: number }) => {
   if (ev.job_id === jobId) void refresh(ON_AI);
