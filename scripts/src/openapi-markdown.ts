@@ -226,7 +226,7 @@ export function renderApiMarkdown(doc: OpenApiDocument, authOf: (method: string,
   ];
   if (doc.info.description) out.push(doc.info.description.trim(), '');
   out.push(
-    'Authentication, permissions and error shapes are described in the [README](../README.md#authentication);',
+    'Authentication, permissions and error shapes are described in [auth.md](auth.md);',
     'errors are listed per operation by status. Rate-limited routes answer 429 with `Retry-After`; while',
     'PostgreSQL or Redis is unreachable, routes answer 503 `service_unavailable` (see [operations](operations.md)).',
     '',
