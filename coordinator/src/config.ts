@@ -2,8 +2,10 @@ import { parseCidr } from '@sonar/shared';
 import { z } from 'zod';
 
 /**
- * Every setting of the coordinator comes from an environment variable validated here.
- * README.md and .env.example document each one; keep the three in step.
+ * Every setting of the coordinator comes from an environment variable validated here. Each one
+ * carries its description (`.describe()`, or `.meta()` with `shownDefault` where the default is
+ * computed at start): docs/configuration.md is generated from them (`npm run docs:config`), and a
+ * test fails when that page is stale or .env.example misses a setting.
  */
 
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -23,26 +25,46 @@ const cidrList = z
 const secret = z.string().min(32, 'must be at least 32 characters');
 
 export const envSchema = z.object({
-  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
-  HOST: z.string().min(1).default('0.0.0.0'),
-  PORT: port.default(8080),
-  PUBLIC_BASE_URL: z.url().optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  TRUST_PROXY: z.string().default('false'),
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('`development`, `production` or `test`'),
+  HOST: z.string().min(1).default('0.0.0.0').describe('Address the HTTP API binds to; keep `0.0.0.0` inside containers (`npm start` binds `127.0.0.1`)'),
+  PORT: port.default(8080).describe('HTTP API port (0 picks a free port)'),
+  PUBLIC_BASE_URL: z
+    .url()
+    .optional()
+    .meta({
+      description:
+        'External base URL used in links, callbacks and the OpenAPI servers list; its origin is the one browsers may open socket.io connections from',
+      shownDefault: '`http://localhost:$PORT`',
+    }),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .describe('Pino level (`silent` … `trace`); logs never carry credentials, see [Logging](operations.md#logging)'),
+  TRUST_PROXY: z.string().default('false').describe('`true`, a hop count, or a list of proxy addresses/CIDRs whose `X-Forwarded-*` headers are trusted'),
 
-  DATABASE_URL: z.url().refine((u) => /^postgres(ql)?:/.test(u), 'must be a postgres:// URL'),
-  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
-  DATABASE_MIGRATE_ON_START: bool.default(true),
+  DATABASE_URL: z
+    .url()
+    .refine((u) => /^postgres(ql)?:/.test(u), 'must be a postgres:// URL')
+    .describe('`postgres://…`'),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10).describe('Connection pool size'),
+  DATABASE_MIGRATE_ON_START: bool.default(true).describe('Apply committed migrations at start'),
 
-  REDIS_URL: z.url().refine((u) => /^rediss?:/.test(u), 'must be a redis:// or rediss:// URL'),
-  REDIS_KEY_PREFIX: z.string().default('sonar:'),
+  REDIS_URL: z
+    .url()
+    .refine((u) => /^rediss?:/.test(u), 'must be a redis:// or rediss:// URL')
+    .describe('`redis://…` or `rediss://…`'),
+  REDIS_KEY_PREFIX: z.string().default('sonar:').describe('Prefix of every key (queues, rate limits, worker sessions)'),
 
-  GRPC_HOST: z.string().min(1).default('0.0.0.0'),
-  GRPC_PORT: port.default(50051),
-  WORKER_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000),
-  WORKER_PRESENCE_TTL_MS: z.coerce.number().int().min(2000).max(900_000).default(45_000),
+  GRPC_HOST: z
+    .string()
+    .min(1)
+    .default('0.0.0.0')
+    .describe('Address the worker gRPC server binds to; keep `0.0.0.0` inside containers (`npm start` binds `127.0.0.1`)'),
+  GRPC_PORT: port.default(50051).describe('Worker gRPC port (0 picks a free port)'),
+  WORKER_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000).describe('Heartbeat interval the coordinator asks workers for'),
+  WORKER_PRESENCE_TTL_MS: z.coerce.number().int().min(2000).max(900_000).default(45_000).describe('How long after its last call a worker counts as present'),
 
-  SPEECH_DEFAULT_MODEL: z.string().min(1).max(60).default('small'),
+  SPEECH_DEFAULT_MODEL: z.string().min(1).max(60).default('small').describe('Model used when a job names none'),
   SPEECH_LOCAL_MODELS: z
     .string()
     .default('small')
@@ -51,139 +73,238 @@ export const envSchema = z.object({
         .split(',')
         .map((s) => s.trim())
         .filter(Boolean),
-    ),
-  SPEECH_MEDIA_DIR: z.string().min(1).default('.data/media'),
+    )
+    .describe("Comma-separated models the coordinator host's own (local) runner may take automatically"),
+  SPEECH_MEDIA_DIR: z.string().min(1).default('.data/media').describe('Folder for retained source media (uploads, staged downloads)'),
   SPEECH_UPLOAD_MAX_MB: z.coerce
     .number()
     .int()
     .min(1)
     .max(1024 * 1024)
-    .default(2048),
-  SPEECH_LEASE_TTL_SECONDS: z.coerce.number().int().min(5).max(86_400).default(180),
-  SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce.number().int().min(5).max(86_400).default(90),
-  SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
-  SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
-  /** Hours an unfinished resumable (tus) upload is kept before the maintenance task removes it. */
+    .default(2048)
+    .describe("Upload size cap in MB (the host's own limits may be lower; see /api/speech/status)"),
+  SPEECH_LEASE_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(5)
+    .max(86_400)
+    .default(180)
+    .describe('Seconds a worker lease lasts without a heartbeat before the job is recovered'),
+  SPEECH_UNRESPONSIVE_AFTER_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(5)
+    .max(86_400)
+    .default(90)
+    .describe('Seconds without a heartbeat before a running job shows as `unresponsive`'),
+  SPEECH_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3).describe('Attempts per job before stale recovery gives up and fails it'),
+  SPEECH_STALE_SWEEP_SECONDS: z.coerce.number().int().min(1).max(3600).default(30).describe('How often the stale-lease sweep runs (BullMQ), seconds'),
   SPEECH_UPLOAD_EXPIRY_HOURS: z.coerce
     .number()
     .int()
     .min(1)
     .max(24 * 90)
-    .default(24),
-  /** HTTP(S) proxy for URL-source downloads on the coordinator (direct media and yt-dlp). */
+    .default(24)
+    .describe('Unfinished resumable (tus) uploads older than this are removed'),
   SPEECH_DOWNLOAD_PROXY: z
     .url()
     .refine((u) => /^https?:\/\/[^/]+(\/)?$/i.test(u), 'must be http(s)://host:port')
-    .optional(),
-  /** With a download proxy: never fall back to a direct download when the proxy cannot be reached. */
-  SPEECH_DOWNLOAD_PROXY_STRICT: bool.default(false),
-  /** yt-dlp executable for page URLs: a path or a name on PATH (default yt-dlp if installed); "off" disables it. */
-  SPEECH_YTDLP_PATH: z.string().min(1).max(500).optional(),
-  /** Ranges that server-side requests (callbacks, source downloads) may reach despite being private. */
-  OUTBOUND_ALLOW_RANGES: cidrList.default([]),
-  SPEECH_MEDIA_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
-  /** Terminal callbacks of API-queue jobs (BullMQ queue speech-callbacks). */
-  SPEECH_CALLBACK_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(300).default(10),
-  SPEECH_CALLBACK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
-  SPEECH_CALLBACK_BACKOFF_MS: z.coerce.number().int().min(10).max(3_600_000).default(5000),
-  /** Completion report e-mails (BullMQ queue speech-reports); unset SMTP_URL disables them. */
+    .optional()
+    .describe(
+      '`http(s)://host:port` proxy for URL-source downloads on the coordinator (direct media and yt-dlp); set, every URL job is downloaded by the coordinator',
+    ),
+  SPEECH_DOWNLOAD_PROXY_STRICT: bool.default(false).describe('`true`: when the proxy cannot be resolved or reached the job fails instead of retrying directly'),
+  SPEECH_YTDLP_PATH: z
+    .string()
+    .min(1)
+    .max(500)
+    .optional()
+    .meta({ description: 'Yt-dlp executable (path or name) for page URLs; `off` disables it', shownDefault: '`yt-dlp` on `PATH` if installed' }),
+  OUTBOUND_ALLOW_RANGES: cidrList
+    .default([])
+    .describe('CIDRs that server-side requests (source downloads, callbacks) may reach although private, loopback or link-local (SSRF guard)'),
+  SPEECH_MEDIA_RETENTION_DAYS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(3650)
+    .default(30)
+    .describe('Days retained source media is kept for re-transcription (0 = no deadline)'),
+  SPEECH_CALLBACK_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(300).default(10).describe('Timeout of one terminal-callback request (all redirect hops)'),
+  SPEECH_CALLBACK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8).describe('Attempts per terminal callback before it ends `failed`'),
+  SPEECH_CALLBACK_BACKOFF_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .max(3_600_000)
+    .default(5000)
+    .describe('Base of the callback retry backoff (exponential, full jitter, capped at 1 h)'),
   SMTP_URL: z
     .url()
     .refine((u) => /^smtps?:/.test(u), 'must be an smtp:// or smtps:// URL')
-    .optional(),
-  MAIL_FROM: z.string().min(3).max(320).optional(),
+    .optional()
+    .describe('`smtp://user:pass@host:587` or `smtps://…:465`; sends completion report e-mails (unset: reports off)'),
+  MAIL_FROM: z
+    .string()
+    .min(3)
+    .max(320)
+    .optional()
+    .meta({ description: 'Sender of completion report e-mails', shownDefault: '`Sonar <no-reply@<PUBLIC_BASE_URL host>>`' }),
 
-  /**
-   * OpenAI-compatible provider of transcript analysis, translations and titles (the official
-   * `openai` client). Unset OPENAI_BASE_URL or OPENAI_MODEL: that work is reported unavailable.
-   */
-  OPENAI_BASE_URL: z.url().optional(),
-  OPENAI_API_KEY: z.string().min(1).max(500).optional(),
-  OPENAI_MODEL: z.string().min(1).max(200).optional(),
-  /** Seconds one upstream request may take (each retry gets its own). */
-  OPENAI_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(120),
-  /** Retries of a request the upstream answered 408/409/429/5xx or that failed to connect (exponential backoff, Retry-After honoured). */
-  OPENAI_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
-  /** The model's context window in tokens: longer transcripts are analysed and translated in chunks (map-reduce). */
-  OPENAI_CONTEXT_TOKENS: z.coerce.number().int().min(512).max(10_000_000).default(16_384),
-  /** Tokens reserved for each reply (max_tokens of every request). */
-  OPENAI_MAX_OUTPUT_TOKENS: z.coerce.number().int().min(64).max(1_000_000).default(2048),
-  /** Ask for `response_format: {type: "json_object"}` (turn off for endpoints that reject it; replies are validated either way). */
-  OPENAI_JSON_MODE: bool.default(true),
-  /** Stream replies (`stream: true`, server-sent events) instead of waiting for the whole body. */
-  OPENAI_STREAM: bool.default(false),
-  /** Parallel AI tasks per coordinator (BullMQ queue speech-ai). */
-  SPEECH_AI_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
-  /** How long the callback and report of a completed job wait for its analysis, translations and title, seconds. */
-  SPEECH_AI_NOTIFY_WAIT_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
+  OPENAI_BASE_URL: z
+    .url()
+    .optional()
+    .describe(
+      'Base URL (`…/v1`) of an OpenAI-compatible chat-completions API; with `OPENAI_MODEL` it enables [analysis, translations and titles](speech.md#ai-analysis-translations-and-titles) (unset: unavailable)',
+    ),
+  OPENAI_API_KEY: z.string().min(1).max(500).optional().describe('API key (`Authorization: Bearer`); local servers may need none'),
+  OPENAI_MODEL: z.string().min(1).max(200).optional().describe('Model name of every request'),
+  OPENAI_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(120).describe('Timeout of one upstream request (each retry gets its own)'),
+  OPENAI_MAX_RETRIES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .default(3)
+    .describe('Retries of 408/409/429/5xx answers and connection failures (exponential backoff, `Retry-After` honoured)'),
+  OPENAI_CONTEXT_TOKENS: z.coerce
+    .number()
+    .int()
+    .min(512)
+    .max(10_000_000)
+    .default(16_384)
+    .describe("The model's context window; longer transcripts are chunked (map-reduce)"),
+  OPENAI_MAX_OUTPUT_TOKENS: z.coerce.number().int().min(64).max(1_000_000).default(2048).describe('`max_tokens` of each request (reserved in the context)'),
+  OPENAI_JSON_MODE: bool.default(true).describe('Send `response_format: {"type": "json_object"}` (replies are validated either way)'),
+  OPENAI_STREAM: bool.default(false).describe('Stream replies (`stream: true`, server-sent events)'),
+  SPEECH_AI_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2).describe('AI tasks in parallel per coordinator (BullMQ queue `speech-ai`)'),
+  SPEECH_AI_NOTIFY_WAIT_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400)
+    .default(900)
+    .describe("How long a completed job's callback and report wait for its analysis, translations and title"),
 
-  /** SpamAssassin's spamd for POST /api/spam/analyze (SPAMC protocol over TCP). */
-  SPAMD_HOST: z.string().min(1).default('127.0.0.1'),
-  SPAMD_PORT: port.default(783),
-  SPAMD_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(15_000),
-  /** Whether spamd runs its network tests (DNS blocklists, URIBL, Razor…); without them answers are `degraded`. */
-  SPAMD_NETWORK_TESTS: bool.default(false),
+  SPAMD_HOST: z.string().min(1).default('127.0.0.1').describe("SpamAssassin's spamd that POST /api/spam/analyze asks (SPAMC over TCP)"),
+  SPAMD_PORT: port.default(783).describe("Port of SpamAssassin's spamd"),
+  SPAMD_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(15_000).describe('How long one scoring may take, milliseconds'),
+  SPAMD_NETWORK_TESTS: bool
+    .default(false)
+    .describe('Say true when spamd runs its network tests (not started with -L); otherwise every answer is reported as `degraded` (local rules only)'),
 
-  /** Dynamic DNS (`/api/dyndns/update`, `/nic/update`): TTL of the A/AAAA records it writes, seconds. */
-  DYNDNS_TTL: z.coerce.number().int().min(1).max(86_400).default(60),
-  /** Update requests per minute per client address (over it: 429 `abuse`). */
-  DYNDNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(10_000_000).default(30),
-  /** Identical updates in a row (each within DYNDNS_NOCHG_WINDOW_SECONDS of the last) answered `nochg` before a host is blocked (`abuse`). */
-  DYNDNS_NOCHG_LIMIT: z.coerce.number().int().min(1).max(1000).default(5),
-  DYNDNS_NOCHG_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
-  /** How long a host blocked for abuse answers `abuse`, seconds. */
+  DYNDNS_TTL: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(60)
+    .describe('TTL of the A/AAAA records [dynamic DNS](platform.md#dynamic-dns-dyndns2) writes'),
+  DYNDNS_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(10_000_000)
+    .default(30)
+    .describe('Dynamic-DNS update requests (all three update paths together) per client address and minute; over it 429 `abuse`'),
+  DYNDNS_NOCHG_LIMIT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(5)
+    .describe(
+      "Identical updates in a row (each within `DYNDNS_NOCHG_WINDOW_SECONDS` of the host's previous update) answered `nochg` before the host is blocked",
+    ),
+  DYNDNS_NOCHG_WINDOW_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(600)
+    .describe('Identical updates further apart do not count towards the abuse streak'),
   DYNDNS_ABUSE_BLOCK_SECONDS: z.coerce
     .number()
     .int()
     .min(1)
     .max(30 * 86_400)
-    .default(3600),
+    .default(3600)
+    .describe('How long a blocked host answers `abuse`'),
 
-  /**
-   * Reputation (`/api/reputation`): DNS blocklists queried the RFC 5782 way, comma-separated
-   * `name:kind` with kind `domain` (<domain>.<list>) or `ip` (reversed octets / nibbles), e.g.
-   * `dbl.example.net:domain,zen.example.net:ip`. Empty: community reports only.
-   */
   REPUTATION_DNSBLS: z
     .string()
     .max(2000)
     .regex(/^\s*(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?\.?:(?:domain|ip)\s*(?:,\s*|$))*$/i, 'comma-separated zone:domain or zone:ip entries')
-    .default(''),
-  /** Resolver the blocklists are asked through, `host` or `host:port` (IPv6 in brackets); empty: the system's resolvers. */
-  REPUTATION_DNS_RESOLVER: z.string().max(200).default(''),
-  /** How long one blocklist may take before it is reported `unavailable`, milliseconds. */
-  REPUTATION_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(2000),
-  /** Age at which a community report counts half, days (exponential decay). */
-  REPUTATION_REPORT_HALF_LIFE_DAYS: z.coerce.number().min(0.01).max(3650).default(30),
-  /** Reports per hour per user. */
-  REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30),
+    .default('')
+    .describe(
+      'DNS blocklists for [reputation](platform.md#reputation) lookups: comma-separated `zone:domain` (asked `<domain>.<zone>`) or `zone:ip` (reversed octets / IPv6 nibbles), e.g. `dbl.example.net:domain,zen.example.net:ip`; empty: community reports only',
+    ),
+  REPUTATION_DNS_RESOLVER: z
+    .string()
+    .max(200)
+    .default('')
+    .meta({ description: 'The resolver blocklists are asked through: `host` or `host:port` (`[v6]:port`)', shownDefault: 'system resolvers' }),
+  REPUTATION_DNS_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(30_000)
+    .default(2000)
+    .describe('How long one blocklist may take; later it is reported `unavailable`'),
+  REPUTATION_REPORT_HALF_LIFE_DAYS: z.coerce
+    .number()
+    .min(0.01)
+    .max(3650)
+    .default(30)
+    .describe('Age at which a community report counts half (exponential decay)'),
+  REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30).describe('Reports per user and hour (429 beyond)'),
 
-  SESSION_SECRET: secret,
+  SESSION_SECRET: secret.describe('≥ 32 characters; signs the session cookie'),
   SESSION_TTL_SECONDS: z.coerce
     .number()
     .int()
     .min(60)
-    .default(12 * 3600),
-  COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
-  JWT_SECRET: secret,
+    .default(12 * 3600)
+    .describe('Browser session lifetime'),
+  COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto').describe('`auto` (Secure over HTTPS), `true` or `false`'),
+  JWT_SECRET: secret.describe('≥ 32 characters; signs API JWTs (HS256)'),
   JWT_TTL_SECONDS: z.coerce
     .number()
     .int()
     .min(60)
     .max(30 * 86400)
-    .default(3600),
-  /** Sign-in attempts per minute per client, POST /login and POST /api/account/login together. */
-  LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
-  /** Personal-token management (list, create, revoke, rotate; API and pages together) per minute per client. */
-  TOKEN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(30),
-  /** Administrator-only routes of the chat-log archive per minute per client. */
-  ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(120),
+    .default(3600)
+    .describe('JWT lifetime'),
+  LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(10)
+    .describe('Sign-in attempts per client address and minute, `POST /login` and `POST /api/account/login` together (one budget)'),
+  TOKEN_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(30)
+    .describe('Personal-token management requests (`/api/account/tokens*`, `/account/tokens*`) per client address and minute, together'),
+  ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(120)
+    .describe('Chat-log admin requests (`/irc/api/admin/*`) per client address and minute'),
 
-  METRICS_ENABLED: bool.default(true),
-  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
-  METRICS_ALLOW: cidrList.default(['127.0.0.0/8', '::1/128']),
+  METRICS_ENABLED: bool.default(true).describe('Serve `GET /metrics`'),
+  METRICS_TOKEN: z
+    .string()
+    .min(16, 'must be at least 16 characters')
+    .optional()
+    .describe('Bearer token (≥ 16 characters) that unlocks `/metrics` from any address'),
+  METRICS_ALLOW: cidrList.default(['127.0.0.0/8', '::1/128']).describe('Addresses/CIDRs that may read `/metrics` without the token'),
 
-  OPENAPI_ENABLED: bool.default(true),
+  OPENAPI_ENABLED: bool.default(true).describe('Serve `/openapi.json` and the browsable `/docs`'),
 
   // DNS API
   DNS_CACHE_TTL_SECONDS: z.coerce
@@ -191,41 +312,106 @@ export const envSchema = z.object({
     .int()
     .min(0)
     .max(30 * 86400)
-    .default(300),
-  DNS_DEFAULT_TTL: z.coerce.number().int().min(0).max(2147483647).default(3600),
-  DNS_ACME_TTL: z.coerce.number().int().min(0).max(86400).default(60),
-  DNS_PAGE_SIZE_DEFAULT: z.coerce.number().int().min(1).max(10_000).default(100),
-  DNS_PAGE_SIZE_MAX: z.coerce.number().int().min(1).max(100_000).default(1000),
-  DNS_WHITELIST_WRITE: bool.default(false),
-  DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
-  /** DNS API requests per minute per client, all /api/dns routes together. */
-  DNS_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(300),
-  /** Cloudflare v4 API base URL (tests point it at a local stand-in). */
-  DNS_CLOUDFLARE_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.cloudflare.com/client/v4'),
-  /** Where the Cloudflare token for NS-detected zones is read from: env:NAME, file:/path or file:/path#KEY. */
-  DNS_CLOUDFLARE_TOKEN_REF: z.string().min(5).max(1100).default('env:CLOUDFLARE_API_TOKEN'),
-  /** Older host-side provider config (KEY=value lines: CLOUDFLARE_API_TOKEN, CLOUDFLARE_ZONE_ID, CLOUDFLARE_ZONE); imported as a fallback. */
-  DNS_PROVIDER_LEGACY_FILE: z.string().min(1).optional(),
-  /** How long an NS detection, a looked-up provider zone id and the legacy config are remembered. */
-  DNS_PROVIDER_DETECT_TTL_SECONDS: z.coerce.number().int().min(0).max(86400).default(300),
+    .default(300)
+    .describe(
+      'Default zone cache TTL; an older cache is served as `from_database_stale` and refreshed by a zone read (per-zone override: `dns:zone:add --cache-ttl`)',
+    ),
+  DNS_DEFAULT_TTL: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(2147483647)
+    .default(3600)
+    .describe('Record TTL for add/update/bulk when the request omits `ttl` and the RRset is new (an existing RRset keeps its TTL)'),
+  DNS_ACME_TTL: z.coerce.number().int().min(0).max(86400).default(60).describe('TTL of ACME challenge TXT records when `ttl` is omitted'),
+  DNS_PAGE_SIZE_DEFAULT: z.coerce.number().int().min(1).max(10_000).default(100).describe('`limit` of zone reads and searches when omitted'),
+  DNS_PAGE_SIZE_MAX: z.coerce.number().int().min(1).max(100_000).default(1000).describe('Largest accepted `limit` (400 `validation_failed` above)'),
+  DNS_WHITELIST_WRITE: bool.default(false).describe('`true`: whitelisted IPs may also write (records, ACME, cache clear); otherwise they only read'),
+  DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000).describe('Per-message timeout towards the master DNS server'),
+  DNS_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(300)
+    .describe('DNS API requests (every `/api/dns/*` route together) per client address and minute'),
+  DNS_CLOUDFLARE_API_URL: z
+    .url({ protocol: /^https?$/ })
+    .default('https://api.cloudflare.com/client/v4')
+    .describe('Cloudflare v4 API base URL (provider zones; tests point it at a local stand-in)'),
+  DNS_CLOUDFLARE_TOKEN_REF: z
+    .string()
+    .min(5)
+    .max(1100)
+    .default('env:CLOUDFLARE_API_TOKEN')
+    .describe(
+      'Where the Cloudflare token for NS-detected zones is read from: `env:NAME`, `file:/path` or `file:/path#KEY`; when it does not resolve, no NS detection is done',
+    ),
+  DNS_PROVIDER_LEGACY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Older host-side provider config (`KEY=value` lines: `CLOUDFLARE_API_TOKEN`/`CF_API_TOKEN`/`CF_DNS_API_TOKEN`, `CLOUDFLARE_ZONE_ID`/`CF_ZONE_ID`, optional `CLOUDFLARE_ZONE`), imported as a fallback mapping; the same variables in the coordinator's environment count too",
+    ),
+  DNS_PROVIDER_DETECT_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86400)
+    .default(300)
+    .describe('How long an NS detection, a looked-up provider zone id and the legacy config are remembered'),
 
   // Organization assistant connector
-  /** Key that encrypts tenant-setup credentials and token caches at rest (AES-256-GCM; ≥ 32 characters, HKDF-derived). Unset: setups cannot be saved. */
-  ASSISTANT_SECRET_KEY: secret.optional(),
-  /** PEM file of extra CA certificates trusted for the identity provider and the upstream graph API (added to Node's default list; verification stays on). */
-  ASSISTANT_EXTRA_CA_FILE: z.string().min(1).max(4096).optional(),
-  /** Seconds one upstream request (identity provider or graph API) may take before it counts as unreachable (502). */
-  ASSISTANT_UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(60),
-  /** POST /api/ai/assistant/respond requests per user and minute (after authentication). */
-  ASSISTANT_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  ASSISTANT_SECRET_KEY: secret
+    .optional()
+    .describe(
+      '≥ 32 characters; encrypts tenant-setup credentials, MSAL token caches and PKCE verifiers at rest (AES-256-GCM, key derived with HKDF). Unset: setups cannot be saved (409 `not_configured`). Changing it makes stored secrets and connections unreadable',
+    ),
+  ASSISTANT_EXTRA_CA_FILE: z
+    .string()
+    .min(1)
+    .max(4096)
+    .optional()
+    .describe(
+      "PEM file of extra CA certificates trusted (besides Node's list) for the identity provider and the graph API; TLS verification is never turned off",
+    ),
+  ASSISTANT_UPSTREAM_TIMEOUT_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(600)
+    .default(60)
+    .describe('One request to the identity provider or the graph API; past it the request counts as unreachable (502 `upstream_timeout`)'),
+  ASSISTANT_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(20)
+    .describe('`POST /api/ai/assistant/respond` requests per user and minute (429 with `Retry-After`)'),
 
   // Chat-log archive
-  /** Chat-log API: requests per minute per client (the spec's typical value is 60). */
-  IRC_API_RATE_LIMIT_MAX: z.coerce.number().int().min(1).max(1_000_000).default(60),
-  /** Chat-log API: a search running longer than this (ms) is stopped (statement_timeout) and answered 503. */
-  IRC_QUERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
-  /** JSON file configuring the live IRC logger (networks, channels); unset: the logger does not run. */
-  IRC_LOGGER_CONFIG: z.string().min(1).max(4096).optional(),
+  IRC_API_RATE_LIMIT_MAX: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(60)
+    .describe('Requests per minute per client across the public chat-log routes (`/irc/api` and the `/irc` reader pages together)'),
+  IRC_QUERY_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(600_000)
+    .default(5000)
+    .describe('A chat-log search running longer than this (milliseconds) is stopped (`statement_timeout`) and answered 503'),
+  IRC_LOGGER_CONFIG: z
+    .string()
+    .min(1)
+    .max(4096)
+    .optional()
+    .describe('JSON file of the live IRC logger ([Live logger](chat-logs.md#live-logger)); unset: the logger does not run'),
 });
 
 export type Env = z.infer<typeof envSchema>;
