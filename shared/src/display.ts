@@ -3,7 +3,7 @@
  * (imported there as `@sonar/shared/display`, so this file must stay free of Node APIs).
  */
 
-/** The specification shows every job-detail and workflow-log time in this zone. */
+/** Every job-detail and runtime-log time is shown in this zone, on the server and in the browser. */
 export const DISPLAY_TIME_ZONE = 'Europe/Stockholm';
 
 // sv-SE gives ISO-like "2026-11-24 13:05:07"; the zone abbreviation (CET/CEST) says which offset applies.
@@ -40,10 +40,10 @@ export function mediaClock(seconds: number): string {
   return `${String(m).padStart(2, '0')}:${(seconds - m * 60).toFixed(1).padStart(4, '0')}`;
 }
 
-/** Heartbeat silence after which the job page warns that the runner has likely stopped (spec Liveness). */
+/** Heartbeat silence after which the job page warns that the runner has likely stopped (separate from lease recovery). */
 export const UNRESPONSIVE_WARNING_SECONDS = 90;
 
-/** The worker card refreshes this often while the tab is visible (spec Limits). */
+/** The worker card refreshes this often while the tab is visible. */
 export const WORKER_CARD_REFRESH_MS = 15_000;
 
 /**

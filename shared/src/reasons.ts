@@ -18,7 +18,7 @@ export const COMMON_REASONS = [
   'bad_gateway',
 ] as const;
 
-/** DNS API reasons (spec section Errors, DNS). */
+/** DNS API reasons (validation answers 400 there, not 422). */
 export const DNS_REASONS = [
   'unauthenticated',
   'forbidden',

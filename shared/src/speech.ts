@@ -1,4 +1,4 @@
-/** Speech job states and labels from the specification (section C). */
+/** Speech job states and their display labels (the API's `status_label`). */
 export const JOB_STATUSES = ['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 

@@ -11,7 +11,7 @@ import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-token
 import { browserLogin, createTestApp, extractCsrf, randomName, type CookieJar, type TestApp } from '../support/harness.js';
 
 /**
- * Every credential transport against the route policies each area of the spec declares, with the
+ * Every credential transport against the route policies each area declares, with the
  * exact 401/403 bodies. Probe routes use the same `config.auth` mechanism as the product routes.
  */
 const policies: Record<string, AuthRequirement> = {

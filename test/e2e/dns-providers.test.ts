@@ -10,7 +10,7 @@ import { startCloudflareStub, type CloudflareStub } from '../support/cloudflare-
 import { browserLogin, CookieJar, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
 
 /**
- * Provider zones (spec: What the service does 1, Resources A external entry, rules 4-5) against a
+ * Provider zones (zones served by Cloudflare, mapped or NS-detected) against a
  * local stand-in of Cloudflare's v4 API (test/support/cloudflare-stub.ts) and, for NS detection, a
  * real named whose zone's NS set is Cloudflare's. Every write is checked in the stand-in's records
  * (what Cloudflare would have), and in the row cache.

@@ -176,7 +176,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
   });
   afterAll(() => ctx?.close());
 
-  it('retries 503 twice, delivers on the third attempt, signed, with one delivery id and the spec envelope', async () => {
+  it('retries 503 twice, delivers on the third attempt, signed, with one delivery id and the {ok, event, job} envelope', async () => {
     const url = receiver.endpoint((n) => ({ status: n <= 2 ? 503 : 200 }));
     const id = await ctx.apiJob(url);
     await ctx.worker.run(id, { segments: ['Good morning', 'everyone.'] });

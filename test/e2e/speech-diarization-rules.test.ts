@@ -17,8 +17,8 @@ import { parseRttm, rttmSpeakerAt } from '../support/rttm.js';
 import { streamSegments } from '../support/sim-worker.js';
 
 /**
- * The diarization rules with simulated workers over the real gRPC protocol (spec "Diarization
- * state"): the claim gates on the diarization capability (contract 3), a worker's result labels
+ * The diarization rules with simulated workers over the real gRPC protocol
+ * (DIARIZATION_TRANSITIONS): the claim gates on the diarization capability (contract 3), a worker's result labels
  * every segment, and the rerun endpoint walks the state table row by row — including reruns run
  * under their own `diarize` lease while the job stays completed, regeneration of lost segments,
  * expiry, and refusals (422 while pending or running, without a completed transcript or after
@@ -211,7 +211,7 @@ describe('diarization on the worker protocol', () => {
   });
 });
 
-describe('diarization reruns (spec "Diarization state", row by row)', () => {
+describe('diarization reruns (DIARIZATION_TRANSITIONS, row by row)', () => {
   let w: Sim;
   beforeAll(async () => {
     w = await worker('rerunner', caps());

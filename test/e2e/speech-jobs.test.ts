@@ -13,7 +13,7 @@ import { registerModelWorker } from '../support/model-workers.js';
 import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
- * Signed-in speech API (spec section C) over the real app, PostgreSQL and Redis: submission by URL
+ * Signed-in speech API over the real app, PostgreSQL and Redis: submission by URL
  * and by multipart upload (probed with ffprobe, streamed to SPEECH_MEDIA_DIR), visibility, the
  * state moves of the status table, the status response, auth, CSRF, throttling and OpenAPI.
  */
@@ -116,7 +116,7 @@ describe('authentication and permissions', () => {
       const res = await t.app.inject({ method: r.method, url: r.url, ...(r.payload ? { payload: r.payload } : {}) });
       expect(res.statusCode, `${r.method} ${r.url}`).toBe(401);
       expect(res.json()).toMatchObject({ ok: false, reason: 'unauthenticated' });
-      // Every route is throttled at 120 requests per minute (spec "Limits").
+      // Every route is throttled at 120 requests per minute.
       expect(res.headers['x-ratelimit-limit'], `${r.method} ${r.url}`).toBe('120');
     }
     expect(await jobCount(t)).toBe(0);
@@ -180,7 +180,7 @@ describe('authentication and permissions', () => {
 });
 
 describe('POST /api/speech/jobs', () => {
-  it('queues a URL job (JSON) with the specification’s field names', async () => {
+  it('queues a URL job (JSON) with the documented field names', async () => {
     const res = await post('/api/speech/jobs', alice.auth, {
       source_url: 'https://media.example.org/interview.mp4',
       source_label: '  Interview  ',
@@ -725,7 +725,7 @@ describe('job actions', () => {
 });
 
 describe('GET /api/speech/status', () => {
-  it('has exactly the specification’s shape (plus models) and counts the caller’s jobs', async () => {
+  it('has exactly the documented shape (plus models) and counts the caller’s jobs', async () => {
     const dave = await mkUser(t, ['speech.use']);
     const statuses = ['queued', 'downloading', 'transcribing', 'finalizing', 'completed', 'failed', 'failed', 'queued', 'queued'];
     for (const status of statuses) {

@@ -16,8 +16,8 @@ import { startNode, type Proc } from '../support/processes.js';
 import { SimWorker } from '../support/sim-worker.js';
 
 /**
- * Re-transcription with read-only revisions (spec: status table, "Re-transcription availability",
- * Resources C) on a real coordinator (PostgreSQL, Redis/BullMQ, gRPC): the first pass of each job
+ * Re-transcription with read-only revisions (who may start one, when it is
+ * unavailable, the revision records) on a real coordinator (PostgreSQL, Redis/BullMQ, gRPC): the first pass of each job
  * is run by a simulated worker with model `small`; the new pass runs on the real worker agent
  * (pocketsphinx), remote for uploads and the local runner for URL sources. Callbacks go to a
  * loopback HTTP receiver.

@@ -4,7 +4,7 @@ import { browserLogin, createJwtUser, createTestApp, extractCsrf, randomName, ty
 import { registerModelWorker } from '../support/model-workers.js';
 
 /**
- * `POST /api/speech/run-now` (spec section C, signed-in API): the queue manager's helper that
+ * `POST /api/speech/run-now` (signed-in API): the queue manager's helper that
  * queues the oldest failed jobs again on request and always wakes the workers.
  */
 

@@ -6,7 +6,7 @@ import { browserLogin, createJwtUser, createTestApp, extractCsrf, type TestApp, 
 import { registerModelWorker } from '../support/model-workers.js';
 
 /**
- * Public transcript shares (spec section C): creating, disabling and re-creating the share of a
+ * Public transcript shares: creating, disabling and re-creating the share of a
  * completed job through the signed-in API, and the public page — reading layout without JavaScript
  * in a real browser, `?full` with segment times and speakers, `.txt`, 404 for unknown or disabled
  * links — against a listening coordinator.

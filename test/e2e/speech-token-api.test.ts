@@ -9,7 +9,7 @@ import { registerModelWorker } from '../support/model-workers.js';
 import { multipartForm, type FormPart } from '../support/multipart.js';
 
 /**
- * Token-authenticated server-to-server speech API (spec section C, `/api/speech/transcribe*`) over
+ * Token-authenticated server-to-server speech API (`/api/speech/transcribe*`) over
  * the real app, PostgreSQL and Redis: personal-token auth (Bearer and the legacy transports),
  * scope and permission checks, submission with the required callback_url by URL and by multipart
  * upload, the API-channel visibility rules, throttling and the OpenAPI document.
@@ -209,7 +209,7 @@ describe('authentication (401) and authorization (403)', () => {
 });
 
 describe('POST /api/speech/transcribe', () => {
-  it('queues a URL job (JSON) with exactly the specification’s response shape', async () => {
+  it('queues a URL job (JSON) with exactly the documented response shape', async () => {
     const res = await submit(alice.bearer, {
       callback_url: CALLBACK,
       source_url: 'https://media.example.org/interview.mp4',

@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { MsIdentityStandIn } from './ms-identity.js';
 import { listenOnLoopback } from './stub-server.js';
 
-/** The delegated permissions the graph API's assistant chat needs (spec Authentication 5). */
+/** The delegated permissions the graph API's assistant chat needs (the scopes requested at sign-in). */
 export const ASSISTANT_SCOPES = [
   'Sites.Read.All',
   'Mail.Read',

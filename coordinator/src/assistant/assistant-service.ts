@@ -514,7 +514,7 @@ export class AssistantService {
       );
     }
     await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
-    // The direct prompt test of the connect flow (spec Authentication 3g): it finds a missing licence at once.
+    // The direct prompt test at the end of the connect flow: it finds a missing licence at once.
     let test: { ok: boolean; message: string };
     try {
       await this.respond(

@@ -6,7 +6,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import { IGNORED_FIELDS, type AssistantService } from './assistant-service.js';
 import { assistantErrorSchema, auditQuery, auditRowSchema, respondBody, respondResponse, statusResponse } from './schemas.js';
 
-/** A personal access token with scope ai.assistant, of a user who holds the permission (spec Authentication 1). */
+/** A personal access token with scope ai.assistant, of a user who holds the permission (both are required). */
 const assistantToken: AuthRequirement = { accept: ['personal_token'], scope: 'ai.assistant', permissions: ['ai.assistant'] };
 const signedIn: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['ai.assistant'] };
 const admin: AuthRequirement = { accept: ['session', 'jwt'], adminOnly: true };

@@ -3,7 +3,7 @@ import { errorBodySchema, safeString } from '@sonar/shared';
 
 const text = (max: number) => safeString({ multiline: true }).max(max);
 
-/** Request of POST /api/ai/assistant/respond (spec Resources B). */
+/** Request of POST /api/ai/assistant/respond. */
 export const respondBody = z
   .object({
     context: text(50_000).optional().describe('Material the reply is about (an e-mail, a thread); sent to the assistant as additional context'),

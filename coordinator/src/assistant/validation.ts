@@ -4,7 +4,7 @@ import type { Validation } from './repository.js';
 /** The tenant of personal Microsoft accounts: never accepted (work or school accounts only). */
 export const PERSONAL_ACCOUNT_TENANT = '9188040d-6c67-4c5b-b112-36a304b66dad';
 
-/** Requested at every sign-in (spec Authentication 5). `openid`, `profile` and `offline_access` are OpenID Connect scopes MSAL adds itself. */
+/** The delegated scopes requested at every sign-in. `openid`, `profile` and `offline_access` are OpenID Connect scopes MSAL adds itself. */
 export const DEFAULT_SCOPES = [
   'offline_access',
   'openid',

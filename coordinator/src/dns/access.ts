@@ -1,5 +1,5 @@
 /**
- * Who may see and change which zone (spec: Authentication → DNS API, rule 6 left to us):
+ * Who may see and change which zone:
  * - a user (web session, or a DNS API key bound to a user): administrators read and write every
  *   zone; other users see the zones with a `dns_zone_permissions` row (can_read) and write those
  *   with can_write.

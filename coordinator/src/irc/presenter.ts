@@ -1,7 +1,7 @@
 import type { NickProfile } from './alias-service.js';
 import type { DateAggregate, LogPage, LogSearch } from './archive-service.js';
 
-/** `/logs` rows: the documented fields of the spec plus target, to_nick, network_id and collapsed-burst details. */
+/** `/logs` rows: the documented fields (docs/chat-logs.md) plus target, to_nick, network_id and collapsed-burst details. */
 export function presentLogPage(search: LogSearch, page: LogPage) {
   return {
     success: true as const,

@@ -20,7 +20,7 @@ import { DnsblClient, parseBlocklists } from './reputation/dnsbl.js';
 import { ReputationService } from './reputation/reputation-service.js';
 import { reputationRoutes } from './reputation/reputation-routes.js';
 
-/** Platform endpoints (spec group E): the public version, RSS source resolution, spam scoring, dynamic DNS, reputation, status pages and guestbooks. */
+/** Platform endpoints: the public version, RSS source resolution, spam scoring, dynamic DNS, reputation, status pages and guestbooks. */
 export async function platformPlugin(
   app: FastifyInstance,
   opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config; accounts: AccountService; dyndnsTokens: DyndnsTokens },

@@ -46,7 +46,7 @@ export interface UploadLimits {
 
 /**
  * Effective upload limit = the lower of SPEECH_UPLOAD_MAX_MB, the multipart per-file limit and the
- * upload request body limit (spec "Limits": the configured cap and the host upload and body limits).
+ * upload request body limit.
  */
 export function uploadLimits(config: Pick<Config, 'SPEECH_UPLOAD_MAX_MB'>, host = HOST_UPLOAD_LIMITS): UploadLimits {
   const configuredBytes = config.SPEECH_UPLOAD_MAX_MB * MiB;

@@ -60,7 +60,7 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
 
 /**
  * Liveness: the state from the server, and the warning that appears after 90 seconds without a
- * runner heartbeat (spec Liveness). The warning is separate from automatic reclaiming, which
+ * runner heartbeat. The warning is separate from automatic reclaiming, which
  * happens once the lease expires; the script re-evaluates the silence every second.
  */
 export function livenessCard(job: SpeechJob, p: JobView): SafeHtml {
@@ -91,7 +91,7 @@ function livenessText(l: JobView['liveness']): string {
 /**
  * The worker card: who runs the job (lease), its last heartbeat and the execution target. The
  * script refreshes it every 15 seconds while the tab is visible and keeps the last valid snapshot
- * when a refresh fails (spec Display).
+ * when a refresh fails, saying so.
  */
 export function workerCard(p: JobView): SafeHtml {
   const l = p.liveness;
@@ -150,7 +150,7 @@ export interface TargetOption {
 /**
  * Execution target (administrators): automatic, the local runner, or a named worker (offline ones
  * too). A fresh worker with a known claim-capability mismatch is listed as incompatible with the
- * reason and cannot be chosen (spec Queue rule 4); the API refuses it as well.
+ * reason and cannot be chosen; the API refuses it as well.
  */
 export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string, error: string | undefined): SafeHtml {
   const current = job.executionTarget === 'worker' ? `worker:${job.targetWorker?.name ?? ''}` : job.executionTarget;
@@ -236,7 +236,7 @@ export function translationsCard(p: JobView): SafeHtml {
   }</div>`;
 }
 
-/** The owner's metadata form (title, note); "Suggest title" only fills the field (spec "Titles"). */
+/** The owner's metadata form (title, note); "Suggest title" only fills the field (nothing is saved until the form is). */
 export function metadataCard(job: SpeechJob, aiActions: boolean, csrf: string): SafeHtml {
   return html`<div class="card"><h2>Title and note</h2>
     <form id="metadata-form" data-job="${job.id}" data-csrf="${csrf}">

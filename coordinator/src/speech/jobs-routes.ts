@@ -48,7 +48,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
       summary: 'Queue counters, the caller’s visibility and the upload configuration',
       description:
         '`summary` counts the jobs the caller can see (all jobs with `can_manage_all`). ' +
-        '`config.upload_limit` reports this host’s limits under the specification’s names: `php_upload_max_mb` is the ' +
+        '`config.upload_limit` reports this host’s limits under their historical names: `php_upload_max_mb` is the ' +
         'multipart per-file limit and `php_post_max_mb` the request body limit of an upload request (file plus form ' +
         'fields); `effective_max_mb` (also `upload_max_mb`) is the lowest of those and SPEECH_UPLOAD_MAX_MB, and ' +
         '`limited_by_php` says a host limit is lower than the configured one. `ytdlp_configured`: the coordinator has a yt-dlp ' +
@@ -79,7 +79,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
       summary: 'Jobs visible to the caller, newest first',
       description:
         'Ordinary users see their own jobs. Users with `speech.manage` and administrators see every user’s jobs by ' +
-        'default (the specification gives them all-user visibility); `all=0` limits them to their own. `all` is ' +
+        'default; `all=0` limits them to their own. `all` is ' +
         'ignored for other users.',
       querystring: z.object({
         limit: z.coerce.number().int().min(1).max(500).default(100).describe('1 to 500, default 100'),

@@ -1,7 +1,7 @@
 import type { Orm } from '../db/orm.js';
 import { validationFailed } from '../http/errors.js';
 
-/** The app_settings key of the local runner's model allowlist (spec Queue rule 2). */
+/** The app_settings key of the local runner's model allowlist (the local runner takes only these models automatically). */
 export const LOCAL_MODELS_KEY = 'speech.local_models';
 
 /**

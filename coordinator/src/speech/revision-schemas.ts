@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DIARIZATION_STATES, JOB_STATUSES, safeString } from '@sonar/shared';
 import { analysisSchema, translationSchema } from './schemas.js';
 
-/** Zod schemas of re-transcription (spec Resources C "Re-transcription revision records"): validation and OpenAPI output. */
+/** Zod schemas of re-transcription and its read-only revision records: validation and OpenAPI output. */
 
 const timestamp = z.string().describe('ISO 8601 timestamp');
 

@@ -20,7 +20,7 @@ const startErrors = jobErrors;
 /** Re-transcription message of the API and the browser action. */
 export const RETRANSCRIPTION_STARTED = 'Re-transcription queued; the earlier pass is kept as a read-only revision.';
 
-/** Re-transcription (spec section C): the revisions of a job, and the owner's new pass with another model. */
+/** Re-transcription: the revisions of a job, and the owner's new pass with another model. */
 export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { retranscription } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();

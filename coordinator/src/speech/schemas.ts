@@ -9,7 +9,7 @@ export const jobIdParams = z.object({
   jobId: z.coerce.number().int().positive().max(2_147_483_647).describe('Job id (integer)'),
 });
 
-/** `callback` object of the specification (mainly API-queue jobs). */
+/** The job's `callback` object (delivery state of its terminal callback; mainly API-queue jobs). */
 export const callbackSchema = z
   .object({
     url: z.string(),
@@ -29,7 +29,7 @@ export const shareSchema = z
   })
   .describe('Public share of the transcript; null when there is none or it was disabled');
 
-/** The base job (list entries, mutation responses); field names are the specification's. */
+/** The base job (list entries, mutation responses); field names are the public API's (stable). */
 export const jobSchema = z.object({
   id: z.number().int(),
   status: z.enum(JOB_STATUSES),
@@ -93,7 +93,7 @@ export const diarizationSchema = z
     updated_at: timestamp.nullable(),
     rerun_pending: z.boolean().describe('A rerun was requested and has not finished'),
   })
-  .describe('Speaker diarization of the current pass (spec "Diarization state")');
+  .describe('Speaker diarization of the current pass');
 
 const aiState = z.enum(['pending', 'running', 'completed', 'failed', 'unavailable']);
 

@@ -12,7 +12,7 @@ import type { CreateJobFields } from './schemas.js';
 /**
  * Job submission shared by the signed-in API (POST /api/speech/jobs) and the token API
  * (POST /api/speech/transcribe): either `source_url` (JSON or urlencoded, validated by Fastify) or
- * one multipart `media_file` streamed to a temporary file, never both (spec Submission rules).
+ * one multipart `media_file` streamed to a temporary file, never both.
  */
 
 export interface Upload {
@@ -185,7 +185,7 @@ async function readMultipart<F extends CreateJobFields>(
   return { fields: parsed.data, upload };
 }
 
-/** Every failure of an upload is a 422 under errors.media_file (spec Submission rules, 3). */
+/** Every failure of an upload is a 422 under errors.media_file (too large, partial or unstorable), and nothing is queued. */
 function uploadError(err: unknown, request: FastifyRequest, tooLarge: string): AppError {
   if (err instanceof AppError) return err;
   const e = err as { code?: string; message?: string };

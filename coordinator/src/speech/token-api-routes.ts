@@ -109,7 +109,7 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
       summary: 'Queue an API-channel transcription job with a terminal callback',
       description:
         '`callback_url` (http or https) is required: when the job reaches `completed` or `failed` it receives one JSON ' +
-        'POST (`{ok, event, job}`; see the specification’s Events). Send either `source_url` (JSON or urlencoded) or one ' +
+        'POST (`{ok, event, job}`, signed; see docs/speech.md). Send either `source_url` (JSON or urlencoded) or one ' +
         'file as `media_file` (`multipart/form-data`), never both. Diarization is on unless `disable_diarization` is ' +
         'truthy (absent, false, "0", "false" and "" keep it). Upload failures (too large, partial, storage) answer 422 ' +
         'under `errors.media_file[]` and queue nothing. The job starts with `callback.status: pending` and `share: null`; ' +

@@ -7,8 +7,8 @@ import { connectLive, type LiveStatus } from '../lib/live.js';
  * /speech: uploads and the live queue table.
  *
  * Without this module the form posts one URL or one file to POST /speech. With it, several files
- * can be chosen, and each becomes its own upload and job with the same settings (spec Submission
- * rule 1: client-side batching; a failed file does not stop the others). Files go through the
+ * can be chosen, and each becomes its own upload and job with the same settings (batching happens in the
+ * browser; a failed file does not stop the others). Files go through the
  * resumable tus endpoint (tus-js-client): the upload URL is remembered per file fingerprint, a
  * connection that fails is retried once automatically and only the bytes the server lacks are sent
  * again, so a body that arrived completely is never resent (rule 5).

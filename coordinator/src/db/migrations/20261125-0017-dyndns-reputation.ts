@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Dynamic DNS (spec group E, `/api/dyndns`): owner-bound tokens (only their SHA-256 is stored) with
+ * Dynamic DNS (`/api/dyndns`): owner-bound tokens (only their SHA-256 is stored) with
  * the host names each may update, and per host the abuse state (identical updates in a row).
  * Reputation (`/api/reputation`): community reports (one current report per reporter and target)
  * and the audit trail of every report action.

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Status pages and guestbooks (platform endpoints, spec group E).
+ * Status pages and guestbooks (platform endpoints).
  *
  * Status pages belong to one user (the owner; administrators see all). Components and their groups
  * share one table (a group is a component row with `is_group`), as Statuspage's summary.json lists

@@ -22,7 +22,7 @@ const RATE_LIMIT = { max: 60, timeWindow: '1 minute' };
 const tags = ['platform'];
 const errors = { 401: errorBodySchema, 403: errorBodySchema, 404: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 
-/** Update paths: the canonical one, the spec's bare path and the conventional dyndns2 alias. */
+/** Update paths: the canonical one, the bare `/api/dyndns` and the conventional dyndns2 alias. */
 export const DYNDNS_UPDATE_PATHS = ['/api/dyndns/update', '/api/dyndns', '/nic/update'] as const;
 
 const updateQuery = z.object({
@@ -93,7 +93,7 @@ function printable(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-/** `/api/dyndns` (spec group E): the dyndns2 update routes, the token API and the /dyndns page. */
+/** `/api/dyndns`: the dyndns2 update routes, the token API and the /dyndns page. */
 export async function dyndnsRoutes(app: FastifyInstance, dyndns: DyndnsService, config: Config) {
   await app.register(async (scope) => {
     scope.setErrorHandler((error, request, reply) => sendDyndnsError(reply, normalizeError(error, request, { validation_failed: 400 })));

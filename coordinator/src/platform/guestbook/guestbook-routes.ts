@@ -15,7 +15,7 @@ import type { GuestbookService } from './guestbook-service.js';
 const manager: AuthRequirement = { accept: ['session', 'jwt'] };
 const MANAGE_LIMIT = { max: 120, timeWindow: '1 minute' };
 const READ_LIMIT = { max: 120, timeWindow: '1 minute' };
-/** The spec's limit of public form submissions: 60 a minute per client, every guestbook together. */
+/** The fixed limit of public form submissions: 60 a minute per client, every guestbook together (not configurable). */
 export const GUESTBOOK_SUBMISSIONS_PER_MINUTE = 60;
 const tags = ['platform'];
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -72,7 +72,7 @@ const moderatedEntrySchema = z.object({
 
 const isForm = (request: FastifyRequest) => String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
 
-/** Guestbooks (spec group E): the public form and entries, and the owners' API. */
+/** Guestbooks: the public form and entries, and the owners' API. */
 export async function guestbookRoutes(app: FastifyInstance, books: GuestbookService) {
   await app.register(formBody);
   const r = app.withTypeProvider<ZodTypeProvider>();

@@ -88,7 +88,7 @@ export function entryMessage(book: { slug: string }, entry: Submission, now: Dat
 }
 
 /**
- * Guestbooks (spec group E): owners create them; visitors submit entries on the public form or the
+ * Guestbooks (a platform endpoint): owners create them; visitors submit entries on the public form or the
  * JSON route. Every entry is scored by the spam analyzer of POST /api/spam/analyze (real spamd) with
  * the owner's profile when the guestbook names one. The publication rule: an entry scored ham
  * (status `ok` or `degraded`) is published at once, unless the guestbook holds every entry for

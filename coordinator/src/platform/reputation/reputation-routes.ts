@@ -78,7 +78,7 @@ const LOOKUP_DESCRIPTION =
   'lists it, or community score ≥ 3), `suspicious` (score ≥ 1), `unknown` (a list was unavailable), else `clean`. ' +
   'A list that times out or fails is `unavailable`, never clean.';
 
-/** `/api/reputation` (spec group E) and its compatibility aliases. */
+/** `/api/reputation` and its compatibility aliases (`/lookup`, `/report`). */
 export async function reputationRoutes(app: FastifyInstance, reputation: ReputationService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
 

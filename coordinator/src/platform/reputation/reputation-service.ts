@@ -116,7 +116,7 @@ interface ReportRow {
 type RepConfig = Pick<Config, 'REPUTATION_REPORT_HALF_LIFE_DAYS' | 'REPUTATION_REPORTS_PER_HOUR'>;
 
 /**
- * Reputation (spec group E) of public things: community reports (one per reporter and target, a
+ * Reputation of public things (never people): community reports (one per reporter and target, a
  * newer report replaces the older; weighted 1, administrators 2; each decays by half every
  * REPUTATION_REPORT_HALF_LIFE_DAYS) combined with DNS blocklists (RFC 5782). Every report action is
  * written to the audit table.

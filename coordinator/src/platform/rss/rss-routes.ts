@@ -40,7 +40,7 @@ function isNavigation(headers: Record<string, string | string[] | undefined>): b
   return accept !== '' && !/application\/json|\*\/\*/i.test(accept);
 }
 
-/** POST /api/rss/resolve-source: the feeds of a site, page or feed URL (spec group E). */
+/** POST /api/rss/resolve-source: the feeds of a site, page or feed URL (a platform endpoint). */
 export async function rssRoutes(app: FastifyInstance, resolver: FeedResolver) {
   app.withTypeProvider<ZodTypeProvider>().post('/api/rss/resolve-source', {
     config: { auth: signedIn, rateLimit: RATE_LIMIT },

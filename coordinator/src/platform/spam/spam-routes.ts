@@ -64,7 +64,7 @@ const analysisSchema = z.object({
 
 const idParams = z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) });
 
-/** POST /api/spam/analyze and the scoring profiles (spec group E). */
+/** POST /api/spam/analyze and the scoring profiles (a platform endpoint). */
 export async function spamRoutes(app: FastifyInstance, spam: SpamService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
 

@@ -94,7 +94,7 @@ function fieldText(raw: string, field: ExtraRule['field']): string {
 }
 
 /**
- * Spam scoring (spec group E) on a real SpamAssassin spamd, with per-user profiles: a profile sets
+ * Spam scoring (a platform endpoint) on a real SpamAssassin spamd, with per-user profiles: a profile sets
  * the threshold, allow and deny lists of senders, and extra regular-expression rules. The answer
  * says `degraded` whenever scoring was partial (network tests off, rules that timed out) and spamd
  * being unreachable is an error (503) — never a silent zero score.

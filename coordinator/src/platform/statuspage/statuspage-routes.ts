@@ -62,7 +62,7 @@ async function conditionalGet(app: FastifyInstance) {
   });
 }
 
-/** Status pages (spec group E): the public summary, the public HTML page and the management API. */
+/** Status pages: the public summary, the public HTML page and the management API. */
 export async function statusPageRoutes(app: FastifyInstance, pages: StatusPageService) {
   // Public: JSON and HTML, each with a strong ETag (a hash of the body) and 304 on If-None-Match.
   await app.register(async (pub) => {

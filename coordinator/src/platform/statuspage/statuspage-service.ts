@@ -169,7 +169,7 @@ export interface PublicIncident {
 }
 
 /**
- * Status pages (spec group E): each page belongs to one user, its owner; administrators manage
+ * Status pages: each page belongs to one user, its owner; administrators manage
  * every page. The public summary carries published data only: incidents and maintenances appear
  * once one of their updates is published, draft updates, internal notes and the audit trail never.
  * Every management change is written to `status_audit` in the same transaction.

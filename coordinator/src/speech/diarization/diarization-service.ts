@@ -8,11 +8,11 @@ import { DIARIZATION_TRANSITIONS } from '../jobs/job-transitions.js';
 import { isSpeakerKey, speakerKey } from '../jobs/speakers.js';
 
 const rule = (field: string, message: string) => new AppError('validation_failed', message, { errors: { [field]: [message] } });
-/** Diarization already pending or running: a business rule (422 under `errors.diarization`, as the spec's speech error table has no 409). */
+/** Diarization already pending or running: a business rule (answered 422 under `errors.diarization`). */
 const busy = (message: string) => rule('diarization', message);
 
 /**
- * Rules around a job's speakers (spec "Diarization state"): who may run or re-run diarization and
+ * Rules around a job's speakers (DIARIZATION_TRANSITIONS): who may run or re-run diarization and
  * when, and the speaker editor. The state moves are JobRepository's.
  */
 export class DiarizationService {

@@ -2,7 +2,8 @@ import { lookup } from 'node:dns/promises';
 import net, { isIP } from 'node:net';
 
 /**
- * The download proxy could not be resolved or reached (spec execution rule 6): the same download
+ * The download proxy could not be resolved or reached (URL jobs go through the
+ * configured proxy first): the same download
  * is retried directly unless strict proxy mode is on. A proxy that answers, even with an error
  * about the target, is reached; its answer is the download's result.
  */

@@ -177,7 +177,7 @@ const aiRecord = (state: string, language: string, generation: string, error: st
 const titleRecord = (state: string, error: string) =>
   `jsonb_build_object('state', ${state}, 'title', null, 'applied', false, 'error', ${error}, 'updated_at', now())`;
 
-/** An uploaded file whose title is still its file name and that the owner never titled (spec "Titles"); columns of `j`. */
+/** An uploaded file whose title is still its file name and that the owner never titled (it gets an automatic title); columns of `j`. */
 const TITLE_ELIGIBLE = `(j.source_type = 'upload' and not j.source_label_edited and (j.source_label is null or j.source_label = j.source_filename))`;
 
 const LANGUAGE_WORDS = (column: string) => `coalesce(${column}, 'the transcript''s language')`;
@@ -550,7 +550,7 @@ export class JobRepository {
          select j.* from speech_jobs j
           where j.id = :id and j.owner_id = :owner and j.status = any(:from::text[]) and j.model <> :model
             and j.media_path is not null and j.diarization_state not in ('pending', 'running')
-            -- analysis and translation work of the pass must have ended (spec "Re-transcription availability")
+            -- analysis and translation work of the pass must have ended (no re-transcription while it runs)
             and coalesce(j.analysis->>'state', '') not in ('pending', 'running')
             and not exists (select 1 from speech_translations t where t.job_id = j.id and t.pass = j.current_pass and t.state in ('pending', 'running'))
           for update

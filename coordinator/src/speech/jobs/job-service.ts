@@ -84,7 +84,7 @@ export class JobService {
       throw businessRule(refusal.field, refusal.message);
     }
     const offline = catalog.offlineNote(model);
-    // Server-side request forgery guard: URLs the coordinator will fetch or call (spec: source_url, callback_url).
+    // Server-side request forgery guard: URLs the coordinator will fetch or call (source_url, callback_url).
     if (input.source.type === 'url') await this.assertOutbound('source_url', input.source.url);
     if (input.callbackUrl) await this.assertOutbound('callback_url', input.callbackUrl, input.source);
     let probe: Awaited<ReturnType<typeof probeMedia>> | null = null;

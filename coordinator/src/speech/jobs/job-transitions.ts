@@ -49,7 +49,7 @@ export const fromStatuses = (t: JobTransition): JobStatus[] => [...JOB_TRANSITIO
 export const isProcessing = (status: JobStatus) => PROCESSING_STATUSES.includes(status);
 
 /**
- * Every move of speech_jobs.diarization_state (spec "Diarization state"), for the current pass.
+ * Every move of speech_jobs.diarization_state, for the current pass.
  * JobRepository is its only writer too. A transcription attempt diarizes its own pass (pending →
  * running → a terminal state, or back to pending when the attempt fails); a rerun request on a
  * completed job sets the rerun marker, and a worker then runs it under a `diarize` lease while the

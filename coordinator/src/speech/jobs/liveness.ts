@@ -21,7 +21,7 @@ export interface Liveness {
 export const QUIET_AFTER_SECONDS = 120;
 
 /**
- * Liveness of a job (spec "Liveness"): `inactive` when nothing runs it; `active` with fresh
+ * Liveness of a job: `inactive` when nothing runs it; `active` with fresh
  * heartbeats and progress; `quiet` with heartbeats but no progress lately; `unresponsive` after the
  * heartbeat silence limit (90 s); `stale` once the lease has expired too (automatic recovery will
  * requeue it); `suspect` when the bookkeeping disagrees (processing without a lease, or a lease held

@@ -128,7 +128,7 @@ export function queuedMessage(job: SpeechJob, availability: JobAvailability): st
   return reason ? `Job queued. ${reason}; it waits until one connects.` : 'Job queued.';
 }
 
-/** The base job JSON (list entries); field names are the specification's. */
+/** The base job JSON (list entries); field names are the public API's (stable; see docs/api.md). */
 export function presentJob(job: SpeechJob, opts: PresentOptions) {
   const now = opts.now ?? new Date();
   const duration = job.sourceDurationSeconds;

@@ -7,7 +7,7 @@ import type { JobService } from './job-service.js';
 import type { ModelCatalog, ModelCatalogSnapshot } from './model-catalog.js';
 import type { RevisionRepository, RevisionRow, RevisionSegment } from './revision-repository.js';
 
-/** The messages of re-transcription availability (spec "Re-transcription availability"). */
+/** Why re-transcription is unavailable, in the words the job page and the API show. */
 export const UNAVAILABLE = {
   notOwner: 'Only the owner can start a re-transcription.',
   notCompleted: 'The current pass is not completed.',
@@ -47,16 +47,16 @@ export interface RetranscriptionState {
 }
 
 /**
- * A refused start: 422 `validation_failed` (the specification's code for re-transcription
- * guardrails, diarization work pending included), the message also under `errors[field]`.
+ * A refused start: 422 `validation_failed` (every re-transcription
+ * guardrail answers so, diarization work pending included), the message also under `errors[field]`.
  */
 function ruleFailure(field: string, message: string) {
   return new AppError('validation_failed', message, { errors: { [field]: [message] } });
 }
 
 /**
- * Re-transcription of a completed job with another model (spec: status table, "Re-transcription
- * availability"): who may start it, which models it may use, and why it is unavailable. The move
+ * Re-transcription of a completed job with another model (completed jobs only, the
+ * transition `retranscribe`): who may start it, which models it may use, and why it is unavailable. The move
  * itself (archive the pass, queue the next) is JobRepository.retranscribe's single statement.
  */
 export class RetranscriptionService {

@@ -6,7 +6,7 @@ import { resolveYtdlp } from '../host-limits.js';
  * fetch URLs may download on its own. Workers know nothing of the download proxy or yt-dlp, so:
  *
  * - with a download proxy (SPEECH_DOWNLOAD_PROXY) every URL job is staged on the coordinator
- *   (spec execution rule 6: URL jobs use the configured proxy);
+ *   (URL jobs use the configured proxy);
  * - with yt-dlp available, every URL that is not evidently a direct media file (a known page host,
  *   or a path without a media file extension) is staged on the coordinator, which looks at the
  *   response type and hands pages to yt-dlp;

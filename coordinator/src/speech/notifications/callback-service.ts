@@ -30,7 +30,7 @@ export interface CallbackDelivery {
   deliveryId: string;
 }
 
-/** The JSON body of a terminal callback (spec, Events: Speech terminal callback). */
+/** The JSON body of a terminal callback (`{ok, event, job}`, docs/speech.md#terminal-callbacks). */
 export interface CallbackEnvelope {
   ok: boolean;
   event: 'speech.job.completed' | 'speech.job.failed';

@@ -23,7 +23,7 @@ export interface ReportDelivery {
   status: TerminalStatus;
 }
 
-/** The diarization summary the specification lists for completion reports. */
+/** The diarization summary of a completion report (whether requested, state, engine, speaker and labelled-segment counts). */
 export interface DiarizationSummary {
   requested: boolean;
   state: DiarizationState;

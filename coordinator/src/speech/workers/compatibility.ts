@@ -11,7 +11,7 @@ export interface TargetCandidate {
 }
 
 /**
- * Why a worker cannot take a pinned job when it next claims (spec Queue rule 4, last sentence): a
+ * Why a worker cannot take a pinned job when it next claims (such a worker cannot be chosen as a target): a
  * FRESH worker with KNOWN capabilities that cannot claim under the current contract, or that
  * advertises no model at all, is incompatible. Model and diarization mismatches are not: a named
  * target is a force attempt that overrides them. Offline workers and workers that never said
