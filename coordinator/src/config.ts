@@ -28,14 +28,10 @@ export const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('`development`, `production` or `test`'),
   HOST: z.string().min(1).default('0.0.0.0').describe('Address the HTTP API binds to; keep `0.0.0.0` inside containers (`npm start` binds `127.0.0.1`)'),
   PORT: port.default(8080).describe('HTTP API port (0 picks a free port)'),
-  PUBLIC_BASE_URL: z
-    .url()
-    .optional()
-    .meta({
-      description:
-        'External base URL used in links, callbacks and the OpenAPI servers list; its origin is the one browsers may open socket.io connections from',
-      shownDefault: '`http://localhost:$PORT`',
-    }),
+  PUBLIC_BASE_URL: z.url().optional().meta({
+    description: 'External base URL used in links, callbacks and the OpenAPI servers list; its origin is the one browsers may open socket.io connections from',
+    shownDefault: '`http://localhost:$PORT`',
+  }),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
