@@ -59,8 +59,9 @@ function closingLine(s: RunSummary): string {
 
 /**
  * Prints one plain closing line after vitest's own summary, so CI tooling that reads only that line
- * sees the real counts: tests by state (a test whose hook failed is "not run", not "skipped"), files passed and failed, and the errors that belong to no
- * test (a file that fails to import, a failed hook, an unhandled error or rejection).
+ * sees the real counts: tests by state (a test whose hook failed is "not run", not "skipped"),
+ * files passed and failed, and the errors that belong to no test (a file that fails to import, a
+ * failed hook, an unhandled error or rejection). test/e2e/summary-reporter.test.ts checks it.
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<SerializedError>) {
