@@ -8,13 +8,13 @@
  *  - Limnoria: plugins/ChannelLogger/plugin.py and supybot.log.timestampFormat `%Y-%m-%dT%H:%M:%S`;
  *  - HexChat: src/common/textevents.in (default text events), "%b %d %H:%M:%S" log stamps;
  *  - EnergyMech: parse.c / channel.c send_spy() lines, and logtime() for dated stamps.
- * Fixture files are generated into a temporary folder.
+ * Fixture files (helpers/irc-format-fixtures.ts) are written into a temporary folder; importing
+ * them into PostgreSQL is irc-formats-import.test.ts (this file is pure parsing: the unit tier).
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IrcImportService } from '../src/irc/import-service.js';
 import { parseIsoStamp } from '../src/irc/parsers/common.js';
 import { detectEnergymech, energymechFormat, parseEnergymechFileName, parseEnergymechLine, parseEnergymechLog } from '../src/irc/parsers/energymech.js';
 import { parseHexchatFileName, parseHexchatLine, parseHexchatLog } from '../src/irc/parsers/hexchat.js';
@@ -23,111 +23,18 @@ import { parseIrssiFileName, parseIrssiLine, parseIrssiLog } from '../src/irc/pa
 import { parseLimnoriaFileName, parseLimnoriaLine, parseLimnoriaLog } from '../src/irc/parsers/limnoria.js';
 import { ParseError } from '../src/irc/parsers/types.js';
 import { parseWeechatFileName, parseWeechatLine, parseWeechatLog } from '../src/irc/parsers/weechat.js';
-import { useTestOrm } from '../../test/support/harness.js';
+import { ENERGYMECH, FIXTURES, HEXCHAT, IRSSI, LIMNORIA, WEECHAT, lines, writeFormatFixtures } from './helpers/irc-format-fixtures.js';
 
 const ZNC_LOGS = '/work/shared/data/irc/znc-qtox';
-const lines = (...ls: string[]) => `${ls.join('\n')}\n`;
 /** A UTF-8 file with one Windows-1252 line (`café “quoted”` as cp1252 bytes) in the middle. */
 const withCp1252 = (before: string, cp1252Line: string, after: string) =>
   Buffer.concat([Buffer.from(`${before}\n`, 'utf8'), Buffer.from(cp1252Line, 'latin1'), Buffer.from(`\n${after}\n`, 'utf8')]);
 const CP1252_TEXT = 'caf\xe9 \x93quoted\x94';
 
-// ---------------------------------------------------------------------------------------------
-// Fixtures: one file per format, with every event kind.
-
-const IRSSI = lines(
-  '--- Log opened Mon Jan 02 10:00:00 2017',
-  '10:00 -!- alice [~alice@host.example] has joined #irssi',
-  '10:01 <@alice> hello bob',
-  '10:02 < bob> alice: hi',
-  '10:03  * bob waves',
-  '10:04 -!- mode/#irssi [+o bob] by alice',
-  '10:05 -!- alice changed the topic of #irssi to: welcome',
-  '10:06 -!- bob is now known as bobby',
-  '10:07 -!- carol was kicked from #irssi by alice [spam]',
-  '10:08 -!- dave [~d@h.example] has left #irssi [bye]',
-  '10:09 -!- erin [~e@h.example] has quit [Quit: leaving]',
-  '10:10 -alice:#irssi- notice text',
-  '10:11 -!- Irssi: Join to #irssi was synced in 1 secs',
-  '23:59 <bobby> late',
-  '--- Day changed Tue Jan 03 2017',
-  '00:01 <bobby> early',
-  '--- Log closed Tue Jan 03 00:02:00 2017',
-);
-
-const WEECHAT = lines(
-  '2017-01-02 11:00:00.000001Z\t****  Beginning of log  ****',
-  '2017-01-02 11:00:01.5Z\t-->\talice (~alice@host.example) has joined #weechat',
-  '2017-01-02 11:00:02.123456Z\t@alice\thello',
-  '2017-01-02 11:00:03.123456Z\t *\talice waves',
-  '2017-01-02 11:00:04.123456Z\t--\tMode #weechat [+v bob] by alice',
-  '2017-01-02 11:00:05.123456Z\t--\talice has changed topic for #weechat from "old" to "new topic"',
-  '2017-01-02 11:00:06.123456Z\t--\tbob is now known as bobby',
-  '2017-01-02 11:00:07.123456Z\t<--\talice has kicked carol (flood)',
-  '2017-01-02 11:00:08.123456Z\t<--\tdave (~d@h.example) has left #weechat (bye)',
-  '2017-01-02 11:00:09.123456Z\t<--\terin (~e@h.example) has quit (*.net *.split)',
-  '2017-01-02 11:00:10.123456Z\t--\tNotice(alice) -> #weechat: hey all',
-);
-
-const LIMNORIA = lines(
-  '2017-01-02T12:00:00  *** alice <alice!~alice@host.example> has joined #limnoria',
-  '2017-01-02T12:00:01  <alice> hello',
-  '2017-01-02T12:00:02  * alice waves',
-  '2017-01-02T12:00:03  -alice- notice',
-  '2017-01-02T12:00:04  *** alice sets mode: +o bob',
-  '2017-01-02T12:00:05  *** alice changes topic to "new topic"',
-  '2017-01-02T12:00:06  *** bob is now known as bobby',
-  '2017-01-02T12:00:07  *** carol was kicked by alice (spam)',
-  '2017-01-02T12:00:08  *** dave <dave!~d@h.example> has left #limnoria (bye)',
-  '2017-01-02T12:00:09  *** erin <erin!~e@h.example> has quit IRC (Quit: leaving)',
-  '2017-01-02T12:00:10  *** alice <alice!~alice@host.example> invited frank to #limnoria',
-);
-
-const HEXCHAT = lines(
-  '**** BEGIN LOGGING AT Mon Jan  2 12:00:00 2017',
-  '',
-  'Jan 02 12:00:00 -->\talice (~alice@host.example) has joined #hexchat',
-  'Jan 02 12:00:01 <alice>\thello',
-  'Jan 02 12:00:02 *\talice waves',
-  'Jan 02 12:00:03 -alice/#hexchat-\tnotice',
-  'Jan 02 12:00:04 ---\talice gives channel operator status to bob',
-  'Jan 02 12:00:05 ---\talice has changed the topic to: new topic',
-  'Jan 02 12:00:06 ---\tbob is now known as bobby',
-  'Jan 02 12:00:07 <--\talice has kicked carol from #hexchat (spam)',
-  'Jan 02 12:00:08 <--\tdave (~d@h.example) has left #hexchat (bye)',
-  'Jan 02 12:00:09 <--\terin has quit (Quit: leaving)',
-  '**** ENDING LOGGING AT Mon Jan  2 13:00:00 2017',
-);
-
-const ENERGYMECH = lines(
-  '[12:00:00] *** Joins: alice (~alice@host.example)',
-  '[12:00:01] <alice> hello',
-  '[12:00:02] * alice waves',
-  '[12:00:03] -alice:#energymech- notice',
-  '[12:00:04] *** alice sets mode: +o bob',
-  '[12:00:05] *** alice changes topic to "new topic"',
-  '[12:00:06] *** bob is now known as bobby',
-  '[12:00:07] *** carol was kicked by alice (spam)',
-  '[12:00:08] *** Parts: dave (~d@h.example)',
-  '[12:00:09] *** Quits: erin (Quit: leaving)',
-);
-
-const FIXTURES = [
-  { format: 'irssi', rel: 'irclogs/libera/#irssi.log', text: IRSSI, events: 13, lines: 17 },
-  { format: 'weechat', rel: 'weechat/irc.libera.#weechat.weechatlog', text: WEECHAT, events: 10, lines: 11 },
-  { format: 'limnoria', rel: 'ChannelLogger/libera/#limnoria/#limnoria.2017-01-02.log', text: LIMNORIA, events: 10, lines: 11 },
-  { format: 'hexchat', rel: 'hexchat/libera-#hexchat.log', text: HEXCHAT, events: 10, lines: 12 },
-  { format: 'energymech', rel: 'mech/#energymech_20170102.log', text: ENERGYMECH, events: 10, lines: 10 },
-] as const;
-
 let tmp: string;
 beforeAll(() => {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'irc-formats-'));
-  for (const f of FIXTURES) {
-    const file = path.join(tmp, 'logs', f.rel);
-    mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, f.text);
-  }
+  writeFormatFixtures(tmp);
 });
 afterAll(() => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -737,78 +644,5 @@ describe('format detection', () => {
     expect(detectFormat(path.join(tmp, 'README.txt'), Buffer.from(readme))).toBeNull();
     expect(detectFormat(path.join(tmp, 'empty.log'), Buffer.alloc(0))).toBeNull();
     expect(LOG_FORMAT_NAMES).toEqual(['znc', 'irssi', 'weechat', 'limnoria', 'hexchat', 'energymech']);
-  });
-});
-
-describe('importing one file of each format into PostgreSQL (auto-detected)', () => {
-  const pg = useTestOrm();
-  const { sql } = pg;
-  let svc: IrcImportService;
-  const totalEvents = FIXTURES.reduce((n, f) => n + f.events, 0);
-  const totalLines = FIXTURES.reduce((n, f) => n + f.lines, 0);
-
-  beforeAll(() => {
-    svc = new IrcImportService(pg.orm);
-  });
-
-  it('imports each file with its own format, channel and times', async () => {
-    const counts = await svc.importPaths([path.join(tmp, 'logs')], { network: 'libera', source: 'production', timeZone: 'Europe/Stockholm' });
-    expect(counts.ignoredFiles).toEqual([]);
-    expect(counts.formats).toEqual({ irssi: 1, weechat: 1, limnoria: 1, hexchat: 1, energymech: 1 });
-    expect(counts).toMatchObject({ files: 5, lines: totalLines, inserted: totalEvents, unparsed: 0, skipped: totalLines - totalEvents });
-
-    const perChannel = await sql<{ name: string; n: string }>(
-      'select c.name, count(e.id) as n from irc_channels c left join irc_events e on e.channel_id = c.id group by c.name order by c.name',
-    );
-    expect(perChannel.map((r) => [r.name, Number(r.n)])).toEqual([
-      ['#energymech', 10],
-      ['#hexchat', 10],
-      ['#irssi', 13],
-      ['#limnoria', 10],
-      ['#weechat', 10],
-    ]);
-
-    const row = async (channel: string, where: string) =>
-      sql<{ event_type: string; nick: string; to_nick: string | null; message_text: string | null; at: string }>(
-        `select e.event_type, e.nick, e.to_nick, e.message_text, to_char(e.occurred_at, 'YYYY-MM-DD HH24:MI:SS') as at
-         from irc_events e join irc_channels c on c.id = e.channel_id where c.name = ? and ${where} order by e.occurred_at, e.id`,
-        [channel],
-      );
-    // irssi: local wall clock in Europe/Stockholm (CET, +01:00 in January); Day changed moves to the 3rd.
-    expect(await row('#irssi', `e.nick = 'bobby' and e.event_type = 'PRIVMSG'`)).toEqual([
-      { event_type: 'PRIVMSG', nick: 'bobby', to_nick: null, message_text: 'late', at: '2017-01-02 22:59:00' },
-      { event_type: 'PRIVMSG', nick: 'bobby', to_nick: null, message_text: 'early', at: '2017-01-02 23:01:00' },
-    ]);
-    expect(await row('#irssi', `e.event_type = 'KICK'`)).toEqual([
-      { event_type: 'KICK', nick: 'alice', to_nick: 'carol', message_text: 'spam', at: '2017-01-02 09:07:00' },
-    ]);
-    // WeeChat 4.8 stamps are UTC ("…Z"): the zone given to the import does not move them.
-    expect(await row('#weechat', `e.event_type in ('PRIVMSG', 'NETSPLIT')`)).toEqual([
-      { event_type: 'PRIVMSG', nick: 'alice', to_nick: null, message_text: 'hello', at: '2017-01-02 11:00:02' },
-      { event_type: 'NETSPLIT', nick: 'erin', to_nick: null, message_text: '*.net *.split', at: '2017-01-02 11:00:09' },
-    ]);
-    expect(await row('#limnoria', `e.event_type = 'TOPIC'`)).toEqual([
-      { event_type: 'TOPIC', nick: 'alice', to_nick: null, message_text: 'new topic', at: '2017-01-02 11:00:05' },
-    ]);
-    expect(await row('#hexchat', `e.event_type = 'MODE'`)).toEqual([
-      { event_type: 'MODE', nick: 'alice', to_nick: null, message_text: '+o bob', at: '2017-01-02 11:00:04' },
-    ]);
-    expect(await row('#energymech', `e.event_type = 'QUIT'`)).toEqual([
-      { event_type: 'QUIT', nick: 'erin', to_nick: null, message_text: 'Quit: leaving', at: '2017-01-02 11:00:09' },
-    ]);
-    const splits = await sql<{ g: string | null; leader: boolean }>(
-      `select netsplit_group as g, netsplit_leader as leader from irc_events where event_type = 'NETSPLIT'`,
-    );
-    expect(splits).toHaveLength(1);
-    expect(splits[0]!.g).not.toBeNull();
-    expect(splits[0]!.leader).toBe(true);
-  });
-
-  it('imports nothing the second time', async () => {
-    const again = await svc.importPaths([path.join(tmp, 'logs')], { network: 'libera', source: 'production', timeZone: 'Europe/Stockholm' });
-    expect(again).toMatchObject({ files: 5, lines: totalLines, inserted: 0, skipped: totalLines, unparsed: 0 });
-    expect(again.formats).toEqual({ irssi: 1, weechat: 1, limnoria: 1, hexchat: 1, energymech: 1 });
-    const [n] = await sql<{ n: string }>('select count(*) as n from irc_events');
-    expect(Number(n!.n)).toBe(totalEvents);
   });
 });

@@ -3,7 +3,8 @@
  * `--date` with one file only), ZNC reading a parenthesised reason that is not `user@host`, the
  * older colon-less EnergyMech lines, detection once per channel, unparsed lines listed with their
  * numbers, dry runs, import batches, revert and delete with the counters, nick statistics, nick
- * links and netsplit leaders they leave behind. Fixture files are generated here.
+ * links and netsplit leaders they leave behind. Fixture files are generated here. The parser and
+ * path-layout checks that need no database are in irc-parsers.test.ts (the unit tier).
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -12,10 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IrcAliasService } from '../src/irc/alias-service.js';
 import { IrcCorrectionService } from '../src/irc/correction-service.js';
 import { IrcImportService } from '../src/irc/import-service.js';
-import { parseEnergymechLine } from '../src/irc/parsers/energymech.js';
-import { detectFormat } from '../src/irc/parsers/index.js';
-import { parseLogFileName, parseZncLine } from '../src/irc/parsers/znc.js';
-import { compilePathPattern, matchCommonLayout } from '../src/irc/path-layout.js';
+import { parseLogFileName } from '../src/irc/parsers/znc.js';
 import { useTestOrm } from '../../test/support/harness.js';
 
 const lines = (...ls: string[]) => `${ls.join('\n')}\n`;
@@ -31,69 +29,6 @@ beforeAll(() => {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'irc-honesty-'));
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-describe('parsers', () => {
-  it('ZNC keeps a parenthesised reason that is not user@host, and sees netsplits in it', () => {
-    expect(parseZncLine('[10:00:00] *** Quits: alice (Ping timeout: 240 seconds)')).toMatchObject({
-      eventType: 'QUIT',
-      nick: 'alice',
-      messageText: 'Ping timeout: 240 seconds',
-    });
-    expect(parseZncLine('[10:00:00] *** Quits: alice (irc.a.example.net irc.b.example.net)')).toMatchObject({
-      eventType: 'NETSPLIT',
-      messageText: 'irc.a.example.net irc.b.example.net',
-    });
-    expect(parseZncLine('[10:00:00] *** Quits: alice (Quit: bye (for now))')).toMatchObject({ messageText: 'Quit: bye (for now)' });
-    expect(parseZncLine('[10:00:00] *** Parts: alice (going home)')).toMatchObject({ eventType: 'PART', messageText: 'going home' });
-    // The ZNC shapes themselves are unchanged.
-    expect(parseZncLine('[10:00:00] *** Quits: f10 (~flo@ ) (Ping timeout: 240 seconds)')).toMatchObject({ messageText: 'Ping timeout: 240 seconds' });
-    expect(parseZncLine('[10:00:00] *** Quits: f10 (~flo@host.example)')).toMatchObject({ eventType: 'QUIT', messageText: null });
-    expect(parseZncLine('[10:00:00] *** Parts: tdmps (~ray@ ) ()')).toMatchObject({ eventType: 'PART', messageText: null });
-  });
-
-  it('both ZNC and EnergyMech read the older colon-less, host-less lines', () => {
-    for (const parse of [parseZncLine, parseEnergymechLine]) {
-      expect(parse('[10:00:00] *** Joins alice')).toMatchObject({ eventType: 'JOIN', nick: 'alice', messageText: null });
-      expect(parse('[10:00:00] *** Parts alice')).toMatchObject({ eventType: 'PART', nick: 'alice', messageText: null });
-      expect(parse('[10:00:00] *** Parts alice (later)')).toMatchObject({ eventType: 'PART', messageText: 'later' });
-      expect(parse('[10:00:00] *** Quits alice (Read error: Connection reset by peer)')).toMatchObject({
-        eventType: 'QUIT',
-        messageText: 'Read error: Connection reset by peer',
-      });
-      expect(parse('[10:00:00] *** Quits alice (*.net *.split)')).toMatchObject({ eventType: 'NETSPLIT' });
-      expect(parse('[10:00:00] *** Quits alice')).toMatchObject({ eventType: 'QUIT', messageText: null });
-      expect(parse('[10:00:00] <<<<<<< HEAD')).toBeNull();
-    }
-    expect(parseEnergymechLine('[10:00:00] *** Joins alice')).toMatchObject({ dialect: 'energymech' });
-    expect(detectFormat('x.log', Buffer.from(lines('[10:00:00] *** Joins alice', '[10:00:01] <alice> hi')))?.name).toBe('energymech');
-  });
-});
-
-describe('path layouts', () => {
-  it('compiles --path patterns and matches the end of a path', () => {
-    const p = compilePathPattern('{channel}/{yyyy}/{mm}/{dd}.log');
-    expect(p.match('/logs/#chan/2019/03/04.log')).toEqual({ channel: '#chan', date: '2019-03-04' });
-    expect(p.match('/logs/#chan/2019/02/30.log')).toBeNull();
-    expect(p.match('/logs/#chan/2019/03/04.txt')).toBeNull();
-    expect(compilePathPattern('{yyyy}/{mm}/{channel}_{yyyy}{mm}{dd}.log').match('/x/2019/03/#a_b_20190304.log')).toEqual({
-      channel: '#a_b',
-      date: '2019-03-04',
-    });
-    expect(compilePathPattern('{yyyy}/{mm}/{channel}_{yyyy}{mm}{dd}.log').match('/x/2019/04/#a_20190304.log')).toBeNull();
-    expect(compilePathPattern('{network}/{channel}/{date}.*').match('/x/libera/#a/2019-03-04.log')).toEqual({ channel: '#a', date: '2019-03-04' });
-    expect(() => compilePathPattern('{chan}/{date}.log')).toThrow(/unknown placeholder \{chan\}/);
-    expect(() => compilePathPattern('{yyyy}/{mm}.log')).toThrow(/\{yyyy\}, \{mm\} and \{dd\} together/);
-    expect(() => compilePathPattern('logs/*.log')).toThrow(/neither/);
-  });
-
-  it('recognises common layouts without a pattern, taking a channel only from a channel-like folder', () => {
-    expect(matchCommonLayout('/a/#chan/2019/03/04.log')).toMatchObject({ channel: '#chan', date: '2019-03-04' });
-    expect(matchCommonLayout('/a/logs/2019/03/04.log')).toMatchObject({ channel: null, date: '2019-03-04' });
-    expect(matchCommonLayout('/a/logs/2019/03/2019-03-04.log')).toMatchObject({ channel: null, date: '2019-03-04' });
-    expect(matchCommonLayout('/a/#chan/2019-03-04.txt')).toMatchObject({ channel: '#chan', date: '2019-03-04' });
-    expect(matchCommonLayout('/a/notes.log')).toBeNull();
-  });
-});
 
 describe('importing into PostgreSQL', () => {
   const pg = useTestOrm();

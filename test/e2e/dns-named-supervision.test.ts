@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { afterAll, expect, it, vi } from 'vitest';
 import {
   generateTsigKey,
   soaAnswers,
@@ -76,12 +76,21 @@ it('after release() (the quick start is shutting down) an exit is expected: not 
       { onExit: (e) => exits.push(e) },
       { initialMs: 10 },
     );
-    // A terminal's Ctrl-C reaches named (SIGINT, a clean exit) about when our own handler releases it.
-    first.child.kill('SIGINT');
-    released.release();
-    await first.exited;
-    // The supervisor's settle window (300 ms) and the first backoff delay have both passed: still nothing.
-    await new Promise((r) => setTimeout(r, 600));
+    // The supervisor's settle window and backoff run on vitest's fake clock from here: "nothing
+    // happens" is then checked by running every timer the exit set, not by sleeping past them (a
+    // sleep proves nothing on a machine slow enough that the timers have not fired yet).
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      // A terminal's Ctrl-C reaches named (SIGINT, a clean exit) about when our own handler releases it.
+      first.child.kill('SIGINT');
+      released.release();
+      await first.exited;
+      // The supervisor saw the exit first (its handler was registered before this await) and set its settle timer.
+      expect(vi.getTimerCount()).toBeGreaterThanOrEqual(1);
+      await vi.runAllTimersAsync();
+    } finally {
+      vi.useRealTimers();
+    }
     expect(exits).toEqual([]);
     expect(restarts).toBe(0);
     expect(await soaAnswers(first.port, 'rel.test')).toBe(false);

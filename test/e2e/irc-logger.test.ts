@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'irc-framework';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../../coordinator/src/config.js';
 import { openOrm, type Orm } from '../../coordinator/src/db/orm.js';
 import { IrcEventStore, type NewIrcEvent } from '../../coordinator/src/irc/event-store.js';
@@ -42,19 +42,16 @@ interface Row {
   to_nick: string | null;
 }
 
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: Error | undefined;
-  for (;;) {
-    try {
+/** Polls `fn` every 40 ms until it returns something truthy, and returns that; fails with its last error after `timeoutMs`. */
+function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  return vi.waitFor(
+    async () => {
       const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err instanceof Error ? err : new Error(String(err));
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
-    await new Promise((r) => setTimeout(r, 40));
-  }
+      if (!v) throw new Error(`timed out waiting for ${what}`);
+      return v;
+    },
+    { timeout: timeoutMs, interval: 40 },
+  );
 }
 
 /** A person on the test server. `next()` waits for a future event (set it up before acting). */

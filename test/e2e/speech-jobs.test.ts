@@ -450,16 +450,9 @@ describe('POST /api/speech/jobs', () => {
     );
     socket.write(payload.subarray(0, 1024 * 1024));
     const incoming = path.join(mediaDir, 'incoming');
-    const deadline = Date.now() + 10_000;
-    while ((await listDir(incoming)).length === 0) {
-      if (Date.now() > deadline) throw new Error('the upload never reached the temporary folder');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await expect.poll(() => listDir(incoming), { timeout: 10_000, interval: 20, message: 'the upload never reached the temporary folder' }).not.toEqual([]);
     socket.destroy();
-    while ((await listDir(incoming)).length > 0) {
-      if (Date.now() > deadline + 10_000) throw new Error(`partial upload left behind: ${(await listDir(incoming)).join(', ')}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await expect.poll(() => listDir(incoming), { timeout: 10_000, interval: 20, message: 'partial upload left behind' }).toEqual([]);
     expect(await jobCount(t)).toBe(before);
   });
 });

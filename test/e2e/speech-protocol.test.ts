@@ -161,7 +161,8 @@ describe('claims', () => {
     expect(await claim(w, 300)).toBeNull();
     const started = Date.now();
     const pending = claim(w, 10_000);
-    await new Promise((r) => setTimeout(r, 300));
+    // The claim found nothing and is parked on the work signal: the job submitted now must wake it.
+    await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
     const turbo = await urlJob(alice, { model: 'turbo' });
     const got = await pending;
     expect(got?.lease.job_id).toBe(turbo.id);

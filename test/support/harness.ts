@@ -2,7 +2,7 @@ import type {} from '@fastify/jwt';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyServerOptions, LightMyRequestResponse } from 'fastify';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { buildApp } from '../../coordinator/src/app.js';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { loadConfig, type Config } from '../../coordinator/src/config.js';
@@ -18,7 +18,11 @@ export interface TestDatabase {
 
 /** A fresh, migrated database for one test file, cloned from the run's template. */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const admin = inject('pgAdminUrl');
+  const admin = inject('pgAdminUrl') as string | undefined;
+  if (admin === undefined) {
+    // Only the e2e project's global setup makes the template database (vitest.config.ts).
+    throw new Error(`${expect.getState().testPath ?? 'this file'} needs PostgreSQL: it belongs in the e2e project, not in vitest.config.ts's UNIT list`);
+  }
   const name = `${inject('templateDatabase')}_${randomBytes(4).toString('hex')}`;
   await withAdminClient(admin, (c) => c.query(`create database ${name} template ${inject('templateDatabase')}`));
   return {

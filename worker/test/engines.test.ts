@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { writeTinyWhisperModel } from '../../test/fixtures/tiny-whisper-model.js';
 import { detectCapabilities } from '../src/capabilities.js';
 import { createEngines } from '../src/engines/index.js';
@@ -25,7 +25,6 @@ import { runFfmpeg, synthesiseSpeech, type SpokenSentence } from './helpers/spee
  */
 
 const run = promisify(execFile);
-const workerDir = path.resolve(import.meta.dirname, '..');
 
 // Chosen for being recognised by pocketsphinx from espeak-ng's voice (checked across speeds and gaps).
 const SENTENCES = ['hello world.', 'i would like a cup of coffee.', 'please call me tomorrow morning.', 'good morning everyone.'];
@@ -343,15 +342,14 @@ describe('whisper.cpp engine (whisper-cli built from nodejs-whisper’s sources,
   let engine: WhisperCppEngine;
 
   beforeAll(async () => {
-    // Idempotent: returns at once when the binary is newer than the sources (CI builds it before the tests).
-    const { stdout } = await run(process.execPath, [path.join(workerDir, 'scripts/build-whisper.mjs')], { maxBuffer: 64 * 1024 * 1024 });
-    cli = stdout.trim().split('\n').at(-1)!;
+    // Built (or found up to date) once per run by the e2e project's global setup (test/support/whisper-setup.ts).
+    cli = inject('whisperCli');
     modelPath = path.join(dir, 'ggml-tiny-random.bin');
     const info = await writeTinyWhisperModel(modelPath, { seed: 1234 });
     expect(info.bytes).toBeGreaterThan(1_000_000);
     // One thread: ggml's spinning thread pool slows to a crawl when the machine is busy with other tests.
     engine = new WhisperCppEngine({ binary: cli, threads: 1 });
-  }, 20 * 60_000);
+  });
 
   it('loads the generated model, exits 0 and streams timed segments in order', async () => {
     const streamed: Segment[] = [];

@@ -102,6 +102,11 @@ export class WorkAvailable {
     });
   }
 
+  /** How many long-polls are waiting in this process now (a test waits for its claim to park here). */
+  waiting(): number {
+    return this.emitter.listenerCount('work');
+  }
+
   async stop() {
     await this.subscriber?.quit().catch(() => undefined);
     this.subscriber = null;
