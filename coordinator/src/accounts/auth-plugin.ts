@@ -7,6 +7,7 @@ import CsrfTokens from '@fastify/csrf';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { AppError, forbidden, unauthenticated } from '../http/errors.js';
+import { isPublicScope } from '../http/public-scope.js';
 import type { AccountService } from './account-service.js';
 import { classifySecret, type SecretKind } from './secrets.js';
 import type { PgSessionStore } from './session-store.js';
@@ -102,17 +103,6 @@ export interface RouteAuthEntry {
   auth: RouteAuth;
 }
 
-const kPublicScope = Symbol('sonar.publicScope');
-
-/**
- * Marks every route registered from now on in this (encapsulated) instance and its children as
- * public. Only for third-party plugins whose route options cannot carry `config.auth` (the
- * OpenAPI UI); own routes declare `config: { auth: 'public' }` one by one.
- */
-export function declarePublicScope(instance: FastifyInstance) {
-  (instance as unknown as Record<symbol, boolean>)[kPublicScope] = true;
-}
-
 /**
  * Deny by default: every route must declare `config.auth`, either a requirement or `'public'`.
  * A route without one makes registration throw, so the application refuses to start instead of
@@ -124,7 +114,7 @@ export function enforceRouteAuth(app: FastifyInstance) {
   const table: RouteAuthEntry[] = [];
   app.decorate('routeAuthTable', table);
   app.addHook('onRoute', function checkRouteAuth(this: FastifyInstance, route) {
-    if (route.config?.auth === undefined && (this as unknown as Record<symbol, boolean>)[kPublicScope] === true) {
+    if (route.config?.auth === undefined && isPublicScope(this)) {
       route.config = { ...route.config, auth: 'public' };
     }
     const auth = route.config?.auth;

@@ -2,17 +2,13 @@ import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import type { MigrationObject } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { stripSqlValues } from '../http/log-redaction.js';
-import { accountSchemas } from '../accounts/entities.js';
 import { MIGRATION_NAMES } from './migrations/names.js';
-import { SpeechWorkerSchema } from '../speech/workers/entities.js';
-import { speechJobSchemas } from '../speech/jobs/entities.js';
+import { entitySchemas } from '../entities.js';
 
 export type Orm = MikroORM;
 
 /** How many migrations this build has (pendingMigrations() returning all of them: an empty database). */
 export const MIGRATION_COUNT = MIGRATION_NAMES.length;
-
-export const entitySchemas = [...accountSchemas, SpeechWorkerSchema, ...speechJobSchemas];
 
 export interface OrmOptions {
   databaseUrl: string;

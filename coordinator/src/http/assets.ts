@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import fastifyStatic from '@fastify/static';
-import { declarePublicScope } from '../accounts/auth-plugin.js';
+import { declarePublicScope } from './public-scope.js';
 
 /** Browser bundles of the web console: `npm run build:web` (scripts/src/web-build.ts) writes them here. */
 // coordinator/src/http and coordinator/dist/http are both two levels below coordinator/.

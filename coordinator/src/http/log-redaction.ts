@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify';
 import pino, { type LoggerOptions } from 'pino';
-import { SHARE_PATH_PREFIX } from '../speech/shares/share-links.js';
 
 /**
  * What the logs must never carry: credentials that arrive in URLs and headers (personal tokens and
@@ -79,6 +78,13 @@ function redactFields(value: unknown, depth = 0): unknown {
   }
   return out;
 }
+
+/**
+ * Path of the public transcript page of a share token (`?full` opens the detailed layout). Kept here,
+ * with the other paths whose next segment is a bearer secret, for the redaction below; the share
+ * routes (speech/shares) take it from here.
+ */
+export const SHARE_PATH_PREFIX = '/shared/speech/transcript/';
 
 /** Path prefixes whose next segment is a bearer secret (public share links). */
 const SECRET_PATH_PREFIXES = [SHARE_PATH_PREFIX];

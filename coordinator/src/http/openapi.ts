@@ -7,7 +7,7 @@ import fp from 'fastify-plugin';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
-import { declarePublicScope } from '../accounts/auth-plugin.js';
+import { declarePublicScope } from './public-scope.js';
 
 /**
  * OpenAPI 3 document generated from the zod schemas every route declares; served as JSON at

@@ -1,7 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AuthUser } from '../accounts/types.js';
 import type { NormalizedError } from './errors.js';
-import { html, layout, type LayoutOptions, type SafeHtml } from './html.js';
+import { html, layout, type LayoutOptions, type PageUser, type SafeHtml } from './html.js';
 
 /** The CSP nonce @fastify/helmet made for this response's scripts ('' where helmet is not registered). */
 export const scriptNonce = (reply: FastifyReply): string => reply.cspNonce?.script ?? '';
@@ -10,7 +9,7 @@ export const scriptNonce = (reply: FastifyReply): string => reply.cspNonce?.scri
  * Sends a server-rendered page in the layout: the response's script nonce, and for a signed-in
  * user the CSRF token of the sign-out form.
  */
-export function sendPage(reply: FastifyReply, opts: Omit<LayoutOptions, 'nonce' | 'csrf'> & { user: AuthUser | null }) {
+export function sendPage(reply: FastifyReply, opts: Omit<LayoutOptions, 'nonce' | 'csrf'> & { user: PageUser | null }) {
   return reply.type('text/html; charset=utf-8').send(layout({ ...opts, nonce: scriptNonce(reply), ...(opts.user ? { csrf: reply.generateCsrf() } : {}) }));
 }
 
@@ -32,7 +31,7 @@ export async function sendErrorPage(
   request: FastifyRequest,
   reply: FastifyReply,
   e: NormalizedError,
-  opts: { body?: SafeHtml; user?: AuthUser | null; head?: SafeHtml } = {},
+  opts: { body?: SafeHtml; user?: PageUser | null; head?: SafeHtml } = {},
 ) {
   if (e.headers) void reply.headers(e.headers); // Retry-After of a 503
   let user = opts.user;

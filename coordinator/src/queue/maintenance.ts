@@ -1,7 +1,6 @@
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { PgSessionStore } from '../accounts/session-store.js';
 import { logQueueErrors, watchRedis } from '../infra/redis-watch.js';
 import { closeWorker } from './workers.js';
 
@@ -21,7 +20,8 @@ export async function startMaintenance(opts: {
   redis: Redis;
   prefix: string;
   logger: Logger;
-  sessions: PgSessionStore;
+  /** The web session store (accounts/session-store.ts): deletes expired sessions, answers how many. */
+  sessions: { purgeExpired(): Promise<number> };
   tasks?: MaintenanceTask[];
   /** How often to check that every scheduler still exists in Redis (default one minute). */
   schedulerCheckMs?: number;

@@ -7,9 +7,10 @@ import {
   formatStockholmTime,
   mediaClock,
 } from '@sonar/shared/display';
+import type { LiveSegment } from '@sonar/shared/live-events';
 import { api } from '../lib/api.js';
 import { byIdAs, el, maybeId } from '../lib/dom.js';
-import { connectLive, type LiveDiarization, type LiveSegment, type LiveSnapshot, type LiveStatus } from '../lib/live.js';
+import { connectLive } from '../lib/live.js';
 
 /**
  * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
@@ -40,7 +41,8 @@ const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 
 const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
 
-function addSegment(s: LiveSegment) {
+/** A segment of the snapshot or the labelled pass (the current pass), or a live one (which names its pass). */
+function addSegment(s: LiveSegment & { pass?: number }) {
   // A segment of an earlier pass is not current; one of a newer pass (a re-transcription) starts it over.
   if (s.pass !== undefined && s.pass < pass) return;
   if (s.pass !== undefined && s.pass > pass) follow({ attempt, pass: s.pass });
@@ -316,7 +318,7 @@ document.addEventListener('visibilitychange', () => {
 let shown = { status: maybeId('job-status')?.dataset.status ?? '', stage: maybeId('job-stage')?.textContent ?? '', attempt };
 
 const socket = connectLive([jobId]);
-socket.on('snapshot', (snap: LiveSnapshot) => {
+socket.on('snapshot', (snap) => {
   if (snap.job_id !== jobId) return;
   // The snapshot is the current pass of the current attempt: segments it lacks are not current.
   const current = new Set(snap.segments.map((s) => s.seq));
@@ -330,10 +332,10 @@ socket.on('snapshot', (snap: LiveSnapshot) => {
   // after it was created) was not heard live: every card is fetched once now, and on reconnects.
   void refresh(ALL);
 });
-socket.on('segment', (s: LiveSegment) => {
+socket.on('segment', (s) => {
   if (s.job_id === jobId) addSegment(s);
 });
-socket.on('status', (st: LiveStatus) => {
+socket.on('status', (st) => {
   if (st.job_id !== jobId) return;
   if (st.attempt > attempt || (st.status === 'queued' && seen.size)) clearSegments();
   const changed = st.status !== shown.status || (st.stage_label ?? '') !== shown.stage || st.attempt !== shown.attempt;
@@ -353,12 +355,12 @@ socket.on('status', (st: LiveStatus) => {
 
 // Speaker identification started or ended: the labelled segments (when it ended) or each
 // segment's speaker, and the cards that show it.
-socket.on('diarization', (d: LiveDiarization) => {
+socket.on('diarization', (d) => {
   if (d.job_id !== jobId) return;
   if (d.segments) {
     // The labelled pass: segments whose words change speaker were split and renumbered.
     clearSegments();
-    d.segments.forEach((s) => addSegment({ ...s, job_id: jobId }));
+    d.segments.forEach((s) => addSegment(s));
   } else {
     for (const s of d.speakers ?? []) {
       const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
@@ -372,10 +374,10 @@ socket.on('diarization', (d: LiveDiarization) => {
   // read the diarization, and a list kept here by hand fell behind once already.
   void refresh(ALL);
 });
-socket.on('analysis', (ev: { job_id: number }) => {
+socket.on('analysis', (ev) => {
   if (ev.job_id === jobId) void refresh(ON_AI);
 });
-socket.on('changed', (ev: { job_id: number }) => {
+socket.on('changed', (ev) => {
   if (ev.job_id === jobId) void refresh(ALL);
 });
 

@@ -1,7 +1,7 @@
 import { DetailedError, Upload } from 'tus-js-client';
 import { api } from '../lib/api.js';
 import { byId, byIdAs, el } from '../lib/dom.js';
-import { connectLive, type LiveStatus } from '../lib/live.js';
+import { connectLive } from '../lib/live.js';
 
 /**
  * /speech: uploads and the live queue table.
@@ -132,7 +132,7 @@ for (const row of document.querySelectorAll<HTMLTableRowElement>('#queue-table t
 }
 if (rows.size) {
   const socket = connectLive([...rows.keys()]);
-  socket.on('status', (st: LiveStatus) => {
+  socket.on('status', (st) => {
     const row = rows.get(st.job_id);
     const badge = row?.querySelector<HTMLElement>('.badge');
     if (!row || !badge) return;
@@ -141,7 +141,7 @@ if (rows.size) {
     const stage = row.querySelector<HTMLElement>('[data-stage]');
     if (stage) stage.textContent = st.stage_label ?? '';
   });
-  socket.on('snapshot', (snap: { job_id: number; status: string; stage_label: string | null }) => {
+  socket.on('snapshot', (snap) => {
     const stage = rows.get(snap.job_id)?.querySelector<HTMLElement>('[data-stage]');
     if (stage) stage.textContent = snap.stage_label ?? '';
   });

@@ -1,53 +1,10 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import type { JobChange, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '@sonar/shared/live-events';
 import { watchRedis, type OutageLog } from '../../infra/redis-watch.js';
 
-export interface LiveSegment {
-  seq: number;
-  start: number;
-  end: number;
-  text: string;
-  speaker: string | null;
-}
-
-export interface LiveStatus {
-  status: string;
-  status_label: string;
-  stage_label: string | null;
-  stage_detail: string | null;
-  audio_position_seconds: number;
-  attempt: number;
-}
-
-/** The diarization of a job changed: it started, or it ended and (completed) labelled these segments. */
-export interface LiveDiarization {
-  state: string;
-  speaker_count: number | null;
-  /** Segment seq → speaker key, when a completed diarization labelled the pass. */
-  speakers?: Array<{ seq: number; speaker: string }>;
-  /**
-   * The whole labelled pass, when a completed diarization labelled it: segments whose words change
-   * speaker were split and the pass renumbered, so clients replace the segments they show.
-   */
-  segments?: LiveSegment[];
-}
-
-/** An analysis, translation or automatic title of the current pass changed state (socket.io event `analysis`). */
-export interface LiveAi {
-  kind: 'analysis' | 'translation' | 'title';
-  state: string;
-  /** The translation's target language; the analysis language (null: the transcript's own). */
-  language: string | null;
-  /** An automatic title that was applied. */
-  title?: string;
-}
-
-/**
- * Something else about a job changed that its page shows (socket.io event `changed`): a runtime-log
- * entry (a share, staging, a callback…), a cancellation request, the execution target, speaker names, the title or note.
- * The page fetches its cards again; the event carries no state of its own.
- */
-export type JobChange = 'log' | 'cancel' | 'target' | 'speakers' | 'metadata';
+// The payloads are the socket.io contract's (shared/src/live-events.ts), which the browser pages type-check against.
+export type { JobChange, LiveAi, LiveDiarization, LiveSegment, LiveStatus };
 
 /** Where job changes go: browsers (socket.io) and claim long-polls. Implemented by the live hub. */
 export interface JobEventSink {

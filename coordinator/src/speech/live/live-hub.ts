@@ -1,7 +1,8 @@
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
-import { type DefaultEventsMap, Server, type Socket } from 'socket.io';
+import type { ClientToServerEvents, LiveSubscribeReply, ServerToClientEvents } from '@sonar/shared/live-events';
+import { Server, type Socket } from 'socket.io';
 import type { AuthUser } from '../../accounts/types.js';
 import { safePublish, watchRedis } from '../../infra/redis-watch.js';
 import type { JobChange, JobEventSink, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '../jobs/job-events.js';
@@ -14,8 +15,9 @@ export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
 interface LiveSocketData {
   user?: AuthUser;
 }
-type LiveServer = Server<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, LiveSocketData>;
-type LiveSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, LiveSocketData>;
+/** The wire contract (shared/src/live-events.ts); no events between coordinators (the Redis adapter only fans out). */
+type LiveServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, LiveSocketData>;
+type LiveSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, LiveSocketData>;
 
 /**
  * Live job progress for browsers over socket.io. A client emits `subscribe` with a job id; it is
@@ -80,7 +82,8 @@ export class LiveHub implements JobEventSink {
     });
 
     io.on('connection', (socket: LiveSocket) => {
-      socket.on('subscribe', async (payload: unknown, ack?: (res: unknown) => void) => {
+      // Payloads are typed by the contract but come from any client: they are checked here as well.
+      socket.on('subscribe', async (payload: unknown, ack?: (reply: LiveSubscribeReply) => void) => {
         const jobId = Number((payload as { jobId?: unknown })?.jobId);
         const reply = typeof ack === 'function' ? ack : () => undefined;
         if (!Number.isInteger(jobId) || jobId <= 0) {

@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-
-/** Path of the public transcript page of a share token (`?full` opens the detailed layout). */
-export const SHARE_PATH_PREFIX = '/shared/speech/transcript/';
+import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 
 /** The public transcript page of a share token, under PUBLIC_BASE_URL (never a local-only address). */
 export function shareUrl(publicBaseUrl: string, token: string): string {

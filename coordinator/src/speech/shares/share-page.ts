@@ -14,7 +14,7 @@ import {
   type DownloadTranscript,
 } from '../jobs/transcript-formats.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { SHARE_PATH_PREFIX } from './share-links.js';
+import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
 /**
