@@ -74,7 +74,7 @@ async function state(id: number) {
   return rows[0]!;
 }
 
-const ignoreStale = (p: Promise<unknown>) => p.catch((err: Error) => expect(err.name).toBe('StaleLeaseError'));
+const ignoreStale = (p: Promise<unknown>) => p.catch((err: unknown) => expect((err as Error).name).toBe('StaleLeaseError'));
 
 /** Runs one transition on the seeded job, with everything but its status guard satisfied. */
 const DRIVERS: Record<JobTransition, { seed?: Partial<Seed>; run: (id: number) => Promise<unknown> }> = {
@@ -164,7 +164,7 @@ describe('JOB_TRANSITIONS: every move is refused outside its from', () => {
   });
 
   it.each(Object.keys(JOB_TRANSITIONS) as JobTransition[])('%s moves a job in its from to its to', async (t) => {
-    const from = JOB_TRANSITIONS[t].from[0]!;
+    const from = JOB_TRANSITIONS[t].from[0];
     const id = await seed({ status: from, ...DRIVERS[t].seed });
     await DRIVERS[t].run(id);
     const after = await state(id);

@@ -15,7 +15,7 @@ import * as staging from './transitions/staging.js';
 import { JobStore, type AiAvailability, type EventLevel } from './transitions/store.js';
 
 export { StaleLeaseError, hashLeaseToken, type AiAvailability, type EventLevel } from './transitions/store.js';
-export { DIARIZE_TOKEN_PREFIX, isDiarizeToken, type ClaimOptions, type ClaimRequest, type ClaimedJob, type ClaimingWorker } from './transitions/claim.js';
+export { DIARIZE_TOKEN_PREFIX, isDiarizeToken, type ClaimRequest, type ClaimedJob, type ClaimingWorker } from './transitions/claim.js';
 export type { ProgressBatch } from './transitions/progress.js';
 export type { DiarizationOutcome, FinishRequest, FinishResult } from './transitions/finish.js';
 export type { LeaseEnd } from './transitions/expire.js';

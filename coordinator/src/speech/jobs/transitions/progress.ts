@@ -1,6 +1,6 @@
 import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import { sql } from '../../../db/sql.js';
-import { DIARIZATION_TRANSITIONS, JOB_TRANSITIONS, fromStatuses, toStatus } from '../job-transitions.js';
+import { DIARIZATION_TRANSITIONS, fromStatuses, toStatus } from '../job-transitions.js';
 import type { Word } from '../word-speakers.js';
 import { LIVE_LEASE, STATUS_COLUMNS, fence, hashLeaseToken, type FenceParams, type JobStore, type StatusRow } from './store.js';
 
@@ -201,7 +201,7 @@ export async function writeProgress(store: JobStore, batch: ProgressBatch): Prom
     texts: segs.map((s) => s.text.slice(0, 10_000)),
     words: segs.map((s) => storedWords(s.words)),
     from: fromStatuses('stage'),
-    status: toStatus('stage', batch.stage as (typeof JOB_TRANSITIONS)['stage']['to'][number]),
+    status: toStatus('stage', batch.stage),
     label: JOB_STATUS_LABELS[batch.stage],
     detail: batch.stageDetail,
     pos: batch.position,
