@@ -1,7 +1,6 @@
 import type { Knex } from '@mikro-orm/postgresql';
 import type { JobStatus, LeaseRefMsg } from '@sonar/shared';
 import type { Orm } from '../../db/orm.js';
-import type { Db } from '../../db/sql.js';
 import type { JobEventSink } from './job-events.js';
 import type { StoredTurn } from './speakers.js';
 import * as admin from './transitions/admin.js';
@@ -61,9 +60,8 @@ export class JobRepository {
   }
 
   // ---- people's moves and the runtime log (transitions/admin.ts) ----
-  logQueued = (trx: Db, jobId: number, message: string) => admin.logQueued(trx, jobId, message);
-  log = (jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null, trx?: Db) =>
-    admin.log(this.store, jobId, event, message, level, data, trx);
+  log = (jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null) =>
+    admin.log(this.store, jobId, event, message, level, data);
   restart = (ids: number[], retries: number, message: string) => admin.restart(this.store, ids, retries, message);
   oldestFailed = (limit: number) => admin.oldestFailed(this.store, limit);
   requestCancel = (jobId: number, by: string) => admin.requestCancel(this.store, jobId, by);

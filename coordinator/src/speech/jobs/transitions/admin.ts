@@ -1,4 +1,4 @@
-import { sql, type Db } from '../../../db/sql.js';
+import { sql } from '../../../db/sql.js';
 import { CALLBACK_TRANSITIONS, PROCESSING_STATUSES, fromStatuses, toStatus, type CallbackStatus } from '../job-transitions.js';
 import { STATUS_COLUMNS, type EventLevel, type JobStore, type StatusRow } from './store.js';
 
@@ -192,11 +192,7 @@ const RECORD_CALLBACK = sql<{ id: number; cycle: number; status: CallbackStatus;
    returning id`,
 );
 
-/** The runtime-log entry of a new job (the row itself is inserted as `queued` by JobService.create's unit of work). */
-export async function logQueued(trx: Db, jobId: number, message: string) {
-  await LOG.rows(trx, { job: jobId, event: 'queued', message, level: 'info', data: null });
-}
-
+/** One runtime-log entry, announced to the job's viewers. */
 export async function log(
   store: JobStore,
   jobId: number,
@@ -204,11 +200,9 @@ export async function log(
   message: string,
   level: EventLevel = 'info',
   data: Record<string, unknown> | null = null,
-  trx?: Db,
 ) {
-  await LOG.rows(trx ?? store.knex, { job: jobId, event, message, level, data: data ? JSON.stringify(data) : null });
-  // An entry written inside a caller's transaction is announced by that caller's own event once committed.
-  if (!trx) store.sink.changed(jobId, 'log');
+  await LOG.rows(store.knex, { job: jobId, event, message, level, data: data ? JSON.stringify(data) : null });
+  store.sink.changed(jobId, 'log');
 }
 
 /** failed or queued → queued with a fresh retry budget (RESTART). Returns the ids moved. */

@@ -131,10 +131,10 @@ interface OutcomeParams {
  * FINISH_ANALYSIS — AI_TRANSITIONS.finish: :from → :state of the task's generation. A completed
  * analysis queues every translation of the pass that is not unavailable again (AI_TRANSITIONS.translate,
  * next generation); an analysis that did not complete lets the translations that waited for it go ahead.
- * Parameters: OutcomeParams, :translateTo. Guard: current pass, analysis in :from, the generation.
+ * Parameters: OutcomeParams, :translateFrom, :translateTo. Guard: current pass, analysis in :from, the generation; translations in :translateFrom.
  * Returns: the job, the analysis language and how many translations were queued (0 or 1 rows).
  */
-const FINISH_ANALYSIS = sql<OutcomeParams & { translateTo: string }, { id: number; language: string | null; queued: number }>(
+const FINISH_ANALYSIS = sql<OutcomeParams & { translateFrom: string[]; translateTo: string }, { id: number; language: string | null; queued: number }>(
   `with job as (
      update speech_jobs j set
         analysis = j.analysis || jsonb_build_object('state', :state::text, 'result', :result::jsonb, 'error', :error::text, 'updated_at', now()),
@@ -144,7 +144,7 @@ const FINISH_ANALYSIS = sql<OutcomeParams & { translateTo: string }, { id: numbe
    ), requeue as (
      update speech_translations t set state = :translateTo, generation = t.generation + case when t.state = :translateTo then 0 else 1 end,
             error = null, updated_at = now()
-       from job where :state::text = 'completed' and t.job_id = job.id and t.pass = job.current_pass and t.state <> 'unavailable'
+       from job where :state::text = 'completed' and t.job_id = job.id and t.pass = job.current_pass and t.state = any(:translateFrom::text[])
      returning t.job_id, t.pass, t.language, t.generation
    ), waiting as (
      select t.job_id, t.pass, t.language, t.generation from speech_translations t join job on t.job_id = job.id and t.pass = job.current_pass
@@ -257,7 +257,11 @@ function outcomeParams(ref: AiTaskRef, outcome: AiOutcome<unknown>): OutcomePara
 
 /** The analysis's result (FINISH_ANALYSIS); a stale result is dropped: null. */
 export async function finishAnalysis(store: JobStore, ref: AiTaskRef, outcome: AiOutcome<unknown>): Promise<{ translationsQueued: number } | null> {
-  const r = await FINISH_ANALYSIS.first(store.knex, { ...outcomeParams(ref, outcome), translateTo: AI_TRANSITIONS.translate.to[0] });
+  const r = await FINISH_ANALYSIS.first(store.knex, {
+    ...outcomeParams(ref, outcome),
+    translateFrom: [...AI_TRANSITIONS.translate.from],
+    translateTo: AI_TRANSITIONS.translate.to[0],
+  });
   if (!r) return null;
   store.sink.ai(ref.jobId, { kind: 'analysis', state: outcome.state, language: r.language });
   if (r.queued > 0) store.aiQueued();
