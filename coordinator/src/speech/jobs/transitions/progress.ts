@@ -137,10 +137,10 @@ const PROGRESS = sql<
 /**
  * HAND_BACK — the runner hands its job back (shutdown): JOB_TRANSITIONS.handBack, queued again
  * with one more attempt allowed (no retry used up), its lease ended as `released`.
- * Parameters: the fence, :detail, :reason, :from, :to. Guard: LIVE_LEASE; the job's attempt and a status in :from.
+ * Parameters: the fence, :detail, :message (the runtime-log line), :from, :to. Guard: LIVE_LEASE; the job's attempt and a status in :from.
  * Returns: the job's status columns (0 or 1 rows).
  */
-const HAND_BACK = sql<FenceParams & { detail: string; reason: string; from: string[]; to: string }, StatusRow>(
+const HAND_BACK = sql<FenceParams & { detail: string; message: string; from: string[]; to: string }, StatusRow>(
   `with l as (
      update speech_leases l set ended_at = now(), outcome = 'released' where ${LIVE_LEASE} returning l.job_id, l.attempt
    ), job as (
@@ -149,7 +149,7 @@ const HAND_BACK = sql<FenceParams & { detail: string; reason: string; from: stri
        from l where j.id = l.job_id and j.attempt = l.attempt and j.status = any(:from::text[])
      returning ${STATUS_COLUMNS}
    ), ev as (
-     insert into speech_job_events (job_id, event, message, level) select id, 'released', 'Attempt ' || attempt || ' handed back: ' || :reason, 'warn' from job
+     insert into speech_job_events (job_id, event, message, level) select id, 'released', :message, 'warn' from job
    )
    select * from job`,
   'speech_hand_back',
@@ -225,7 +225,8 @@ export async function handBack(store: JobStore, workerId: number, ref: LeaseRefM
   const rows = await HAND_BACK.rows(store.knex, {
     ...fence(workerId, ref),
     detail: `Handed back by the worker: ${reason}`.slice(0, 500),
-    reason: reason.slice(0, 500),
+    // the fence holds the job at this attempt, so the log line is written here
+    message: `Attempt ${ref.attempt} handed back: ${reason.slice(0, 500)}`,
     from: fromStatuses('handBack'),
     to: toStatus('handBack', 'queued'),
   });
