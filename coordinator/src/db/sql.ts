@@ -15,8 +15,9 @@ export type Db = Knex | Knex.Transaction;
  * named server-side prepared statement (node-postgres prepares it once per connection and then
  * sends only its parameters; the pool plans it once, see plan_cache_mode in db/orm.ts): for the
  * worker protocol's hot paths, where planning a data-modifying CTE took about as long as running
- * it. It runs through knex's public `raw(...).options({ name })`, which the pg dialect passes on
- * to node-postgres as the query's name.
+ * it. The placeholders become `$n` once, here; each run hands node-postgres its query config
+ * (name and values) through knex's public `raw(...).options()`, which the pg dialect mixes into the
+ * query it sends, so knex neither rescans the text for bindings nor needs its client's internals.
  */
 export class Sql<Params extends object, Row> {
   private readonly text: string;
@@ -27,10 +28,10 @@ export class Sql<Params extends object, Row> {
     /** The name of the server-side prepared statement; unnamed statements are parsed each time. */
     readonly prepared?: string,
   ) {
-    this.text = sql.replace(/(?<![:\w]):([a-zA-Z_]\w*)/g, (_, key: string) => {
-      this.keys.push(key);
-      return '?';
-    });
+    // knex turns `?` into a placeholder of its own
+    if (sql.includes('?')) throw new Error(`SQL statement ${prepared ?? ''}: no '?' (knex reads it as a placeholder)`);
+    // each occurrence is a parameter of its own, so PostgreSQL infers its type from where it stands
+    this.text = sql.replace(/(?<![:\w]):([a-zA-Z_]\w*)/g, (_, key: string) => `$${this.keys.push(key)}`);
   }
 
   /** Every row the statement returns. */
@@ -38,11 +39,9 @@ export class Sql<Params extends object, Row> {
     const bound = params as Record<string, unknown>;
     const values = this.keys.map((key) => {
       if (!(key in bound)) throw new Error(`SQL statement ${this.prepared ?? ''}: no value for :${key}`);
-      // knex refuses undefined bindings; an absent optional value is SQL null
-      return bound[key] ?? null;
+      return bound[key];
     });
-    const query = db.raw(this.text, values);
-    const result = (await (this.prepared ? query.options({ name: this.prepared }) : query)) as { rows: Row[] };
+    const result = (await db.raw(this.text).options(this.prepared ? { name: this.prepared, values } : { values })) as { rows: Row[] };
     return result.rows;
   }
 
