@@ -14,7 +14,7 @@ export type JobOutcome = 'completed' | 'failed' | 'cancelled';
  * statements in jobs/transitions/ are the only code that changes a job's status; each binds its
  * guard (`from`) and the status it writes (`to`) from this table as parameters, so a move from
  * anywhere else is refused by the database row itself (0 rows updated), not by a check that raced
- * with it, and the table cannot drift from what the SQL writes (transition-guards.test.ts runs
+ * with it, and the table cannot drift from what the SQL writes (test/e2e/speech-transition-guards.test.ts runs
  * every move against every status outside its `from`).
  *
  * Notification cycle: every job starts in cycle 1. Each cycle sends at most one terminal callback
