@@ -310,13 +310,8 @@ export class CallbackService {
     cycle: number,
     outcome: { status: 'retrying' | 'delivered' | 'failed'; httpStatus: number | null; error: string | null },
   ) {
-    await this.knex.raw(
-      `update speech_jobs set callback_status = :status, callback_http_status = :http, callback_last_attempt_at = now(),
-          callback_delivered_at = case when :status = 'delivered' then now() else callback_delivered_at end,
-          callback_error = :error, callback_attempts = callback_attempts + 1, updated_at = now()
-        where id = :id and callback_cycle = :cycle`,
-      { status: outcome.status, http: outcome.httpStatus, error: outcome.error, id: jobId, cycle },
-    );
+    // the job state owner writes the callback status (CALLBACK_TRANSITIONS.attempt)
+    await this.deps.repo.recordCallback(jobId, cycle, outcome);
     if (outcome.status !== 'retrying') {
       const message =
         outcome.status === 'delivered' ? `Callback delivered (HTTP ${outcome.httpStatus}).` : `Callback not delivered: ${outcome.error ?? 'unknown error'}.`;

@@ -1,0 +1,352 @@
+import type { Knex } from '@mikro-orm/postgresql';
+import { LOCAL_ALLOWLIST_SQL } from '../../local-models.js';
+import { sql } from '../../../db/sql.js';
+import { DIARIZATION_TRANSITIONS, JOB_TRANSITIONS, sqlStates, toStatus } from '../job-transitions.js';
+import type { JobStore, StatusRow } from './store.js';
+
+/**
+ * Claims (JOB_TRANSITIONS.claim, DIARIZATION_TRANSITIONS.start of a rerun): a worker asks for work
+ * and gets a lease on the next job it may run, or nothing.
+ */
+
+export interface ClaimingWorker {
+  id: number;
+  name: string;
+  sessionId: string | null;
+  models: string[];
+  local: boolean;
+  canFetchUrls: boolean;
+  /** Advertises a working diarizer (contract 3+): may take auto jobs that ask for speaker labels, and reruns. */
+  diarization: boolean;
+  /** Speaks contract 3+ (understands JobAssignment.task): may be given diarization reruns at all (pinned ones even without a diarizer). */
+  diarizeTasks: boolean;
+}
+
+export interface ClaimedJob {
+  jobId: number;
+  attempt: number;
+  pass: number;
+  forced: boolean;
+  expiresAt: number;
+  model: string;
+  language: string | null;
+  sourceType: 'url' | 'upload';
+  sourceUrl: string | null;
+  mediaPath: string | null;
+  mediaSha256: string | null;
+  sizeBytes: number;
+  filename: string | null;
+  durationSeconds: number;
+  diarization: boolean;
+  /** A transcription attempt, or a diarization rerun of a completed job. */
+  task: 'transcribe' | 'diarize';
+  /** A rerun whose pass has no timestamped segments: transcribe first, then diarize. */
+  regenerateSegments: boolean;
+}
+
+export interface ClaimRequest {
+  worker: ClaimingWorker;
+  tokenHash: string;
+  /** The hash of the token a diarization rerun's lease gets instead (its token says `diarize`, see isDiarizeToken). */
+  diarizeTokenHash: string;
+}
+
+/**
+ * A diarization rerun's lease token starts with this prefix, so Complete knows which kind of
+ * lease it ends without reading it first; the fence (token hash and `kind`) still decides.
+ */
+export const DIARIZE_TOKEN_PREFIX = 'd.';
+export const isDiarizeToken = (token: string) => token.startsWith(DIARIZE_TOKEN_PREFIX);
+
+export interface ClaimOptions {
+  ttlSeconds: number;
+  presenceTtlSeconds: number;
+  /** SPEECH_LOCAL_MODELS: the seed of the local model allowlist (the administrator's setting in app_settings wins). */
+  localModels: string[];
+}
+
+/** A claimed job as the claim statements return it: the assignment and the live status to publish. */
+type ClaimedRow = ClaimedJob & StatusRow;
+
+/** The worker's capabilities, as the eligibility fragments (CLAIMABLE, REMOTE_PRESENT) bind them. */
+interface EligibilityParams {
+  isLocal: boolean;
+  models: string[];
+  allow: string[];
+  presence: number;
+  canFetch: boolean;
+  diarize: boolean;
+}
+
+const eligibility = (w: ClaimingWorker, opts: ClaimOptions): EligibilityParams => ({
+  isLocal: w.local,
+  models: w.models,
+  allow: opts.localModels,
+  presence: opts.presenceTtlSeconds,
+  canFetch: w.canFetchUrls,
+  diarize: w.diarization,
+});
+
+/** A remote worker (not the local runner) has fresh presence: local execution of `auto` work stands by. */
+const REMOTE_PRESENT = `select 1 from speech_workers w
+   where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
+     and coalesce((w.capabilities->>'local')::boolean, false) = false`;
+
+/**
+ * Jobs a worker may claim; `pinned` says which pinned (execution_target 'worker') jobs are its own.
+ * The status guard is written out as literals from JOB_TRANSITIONS.claim.from: the partial index
+ * speech_jobs_claim_idx (where status = 'queued') must match it under a generic plan.
+ */
+const CLAIMABLE = (pinned: string) => `j.status in (${sqlStates(JOB_TRANSITIONS.claim.from)}) and j.cancel_requested_at is null
+  and (
+    (j.execution_target = 'worker' and ${pinned})
+    or (j.execution_target = 'local' and :isLocal)
+    or (j.execution_target = 'auto' and j.model = any(:models::text[])
+        and (not j.diarization_requested or :diarize)
+        and (not :isLocal or (j.model = any(${LOCAL_ALLOWLIST_SQL}) and not exists (${REMOTE_PRESENT}))))
+  )
+  and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))`;
+
+/** The columns of a claimed job (CTEs `job` and `lease`), named and typed as ClaimedRow. */
+const CLAIMED_COLUMNS = (task: 'transcribe' | 'diarize', regenerate: string) => `job.id, job.status, job.stage_label, job.stage_detail,
+    job.audio_position_seconds, job.attempt, job.id as "jobId", job.current_pass as pass, job.forced,
+    floor(extract(epoch from lease.expires_at) * 1000)::float8 as "expiresAt", job.model, job.language, job.source_type as "sourceType",
+    job.source_url as "sourceUrl", job.media_path as "mediaPath", job.media_sha256 as "mediaSha256",
+    coalesce(job.source_size_bytes, 0)::float8 as "sizeBytes", job.source_filename as filename,
+    coalesce(job.source_duration_seconds, 0)::float8 as "durationSeconds", job.diarization_requested as diarization,
+    '${task}'::text as task, ${regenerate} as "regenerateSegments"`;
+
+/** The parameters of LEASE_ASSIGNED. */
+interface LeaseParams {
+  ttl: number;
+  /** JOB_TRANSITIONS.claim.to */
+  to: string;
+}
+
+/**
+ * Leases the assigned jobs (CTE `a`: id, wid, name, session, hash, forced): queued → :to with a new
+ * attempt each, its lease, its runtime-log entry, and the pass's segments of an abandoned attempt removed.
+ */
+const LEASE_ASSIGNED = `job as (
+    update speech_jobs j set
+       status = :to, attempt = j.attempt + 1, worker_id = a.wid,
+       started_at = coalesce(j.started_at, now()), finished_at = null, failure_error = null, outcome = null,
+       stage_label = 'Claimed by ' || a.name, stage_detail = null, audio_position_seconds = 0, transcript_text = null, updated_at = now()
+      from a where j.id = a.id
+    returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
+              j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested,
+              j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, a.forced, a.wid, a.name, a.session, a.hash
+  ), lease as (
+    insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at)
+    select id, attempt, wid, session, hash, now() + make_interval(secs => :ttl) from job
+    returning job_id, expires_at
+  ), cleared as (
+    -- a new attempt starts the pass from scratch: segments of an abandoned attempt go
+    delete from speech_segments s using job where s.job_id = job.id and s.pass = job.current_pass
+  ), ev as (
+    insert into speech_job_events (job_id, event, message, data)
+    select id, 'claimed', 'Attempt ' || attempt || ' claimed by worker ' || name || case when forced then ' (pinned target)' else '' end || '.',
+           jsonb_build_object('worker', name, 'attempt', attempt)
+      from job
+  )
+  select ${CLAIMED_COLUMNS('transcribe', 'false')}
+    from job join lease on lease.job_id = job.id`;
+
+/**
+ * CLAIM_ONE — one worker's claim.
+ * Parameters: the worker's eligibility, :wid, :name, :session, :hash (its token's hash), :ttl, :to.
+ * Guard: CLAIMABLE (queued, not cancelled, eligible for this worker), the oldest (admin-owned first), skip locked.
+ * Returns: the claimed job (0 or 1 rows).
+ */
+const CLAIM_ONE = sql<EligibilityParams & LeaseParams & { wid: number; name: string; session: string | null; hash: string }, ClaimedRow>(
+  `with picked as (
+     select j.id, (j.execution_target <> 'auto') as forced from speech_jobs j
+      where ${CLAIMABLE('j.target_worker_id = :wid')}
+      order by j.owner_is_admin desc, j.created_at, j.id
+      limit 1
+      for update of j skip locked
+   ), a as (
+     select picked.id, :wid::int as wid, :name::text as name, :session::text as session, :hash::text as hash, picked.forced from picked
+   ), ${LEASE_ASSIGNED}`,
+  'speech_claim',
+);
+
+/**
+ * CLAIM_CANDIDATES — the jobs a group of workers with the same capabilities may claim, locked.
+ * Parameters: the group's eligibility, :wids (the workers, for their pinned jobs), :limit (the group's size).
+ * Guard: CLAIMABLE; skip locked. Returns: up to :limit candidates, in claim order.
+ */
+const CLAIM_CANDIDATES = sql<EligibilityParams & { wids: number[]; limit: number }, { id: number; execution_target: string; target_worker_id: number | null }>(
+  `select j.id, j.execution_target, j.target_worker_id from speech_jobs j
+    where ${CLAIMABLE('j.target_worker_id = any(:wids::int[])')}
+    order by j.owner_is_admin desc, j.created_at, j.id
+    limit :limit
+    for update of j skip locked`,
+  'speech_claim_candidates',
+);
+
+/**
+ * CLAIM_ASSIGN — leases the candidates CLAIM_CANDIDATES locked, as assigned in TypeScript.
+ * Parameters: parallel arrays :ids, :wids, :names, :sessions, :hashes, :forced; :ttl, :to.
+ * Guard: the rows are locked by this transaction. Returns: the claimed jobs.
+ */
+const CLAIM_ASSIGN = sql<
+  LeaseParams & { ids: number[]; wids: number[]; names: string[]; sessions: Array<string | null>; hashes: string[]; forced: boolean[] },
+  ClaimedRow
+>(
+  `with a as (
+     select * from unnest(:ids::int[], :wids::int[], :names::text[], :sessions::text[], :hashes::text[], :forced::bool[])
+       as a(id, wid, name, session, hash, forced)
+   ), ${LEASE_ASSIGNED}`,
+  'speech_claim_assign',
+);
+
+/**
+ * CLAIM_DIARIZATION — leases a diarization rerun of a completed job as a `diarize` lease: its
+ * diarization moves pending → running (DIARIZATION_TRANSITIONS.start; the job stays completed)
+ * and its attempt sequence grows by one (leases are unique per job and attempt). Pinned and local
+ * targets apply as for transcription; an `auto` rerun needs a worker with a diarizer, and one
+ * that has the job's model when the pass's segments must be regenerated first.
+ * Parameters: the worker's eligibility, :wid, :name, :session, :hash (the diarize token's hash), :ttl, :running.
+ * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx).
+ * Returns: the claimed rerun (0 or 1 rows).
+ */
+const CLAIM_DIARIZATION = sql<
+  EligibilityParams & { wid: number; name: string; session: string | null; hash: string; ttl: number; running: string },
+  ClaimedRow
+>(
+  `with picked as (
+     select j.id, (j.execution_target <> 'auto') as forced,
+            not exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as regenerate
+       from speech_jobs j
+      where j.status = 'completed' and j.diarization_state in (${sqlStates(DIARIZATION_TRANSITIONS.start.from)}) and j.diarization_rerun_requested_at is not null
+        and j.media_path is not null
+        and ((j.execution_target = 'worker' and j.target_worker_id = :wid)
+          or (j.execution_target = 'local' and :isLocal)
+          or (j.execution_target = 'auto' and :diarize and (not :isLocal or not exists (${REMOTE_PRESENT}))
+              and (exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass)
+                   or (j.model = any(:models::text[]) and (not :isLocal or j.model = any(${LOCAL_ALLOWLIST_SQL}))))))
+      order by j.owner_is_admin desc, j.diarization_rerun_requested_at, j.id
+      limit 1
+      for update of j skip locked
+   ), job as (
+     update speech_jobs j set attempt = j.attempt + 1, diarization_state = :running, diarization_attempts = j.diarization_attempts + 1,
+            diarization_error = null, diarization_updated_at = now(), updated_at = now()
+       from picked where j.id = picked.id
+     returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
+               j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested, j.diarization_attempts,
+               j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, picked.forced, picked.regenerate
+   ), lease as (
+     insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at, kind)
+     select id, attempt, :wid, :session, :hash, now() + make_interval(secs => :ttl), 'diarize' from job
+     returning job_id, expires_at
+   ), ev as (
+     insert into speech_job_events (job_id, event, message, data)
+     select id, 'diarization_claimed',
+            'Speaker diarization (try ' || diarization_attempts || ') claimed by worker ' || :name ||
+            case when regenerate then '; the timestamped segments are regenerated from the retained media first.' else '.' end,
+            jsonb_build_object('worker', :name::text, 'attempt', attempt)
+       from job
+   )
+   select ${CLAIMED_COLUMNS('diarize', 'job.regenerate')} from job join lease on lease.job_id = job.id`,
+  'speech_claim_diarization',
+);
+
+/** The claimed job without its status columns (those are published, not handed to the worker). */
+function claimedJob(row: ClaimedRow): ClaimedJob {
+  const { id: _id, status: _status, stage_label: _label, stage_detail: _detail, audio_position_seconds: _position, ...claimed } = row;
+  return claimed;
+}
+
+/**
+ * Leases the next job to each claiming worker (admin-owned first, then oldest), or null. One
+ * statement for a lone claim; concurrent claims of workers with the same capabilities (batched by
+ * LeaseService) share one transaction: the candidates are locked with skip locked, assigned in
+ * claim order (a pinned job only to its worker), and leased in one statement.
+ */
+export async function claimMany(store: JobStore, requests: ClaimRequest[], opts: ClaimOptions): Promise<Array<ClaimedJob | null>> {
+  const results: Array<ClaimedRow | null> = new Array<ClaimedRow | null>(requests.length).fill(null);
+  const groups = new Map<string, number[]>();
+  requests.forEach((r, i) => {
+    const w = r.worker;
+    const key = `${w.local}|${w.canFetchUrls}|${w.diarization}|${[...w.models].sort().join(',')}`;
+    groups.set(key, [...(groups.get(key) ?? []), i]);
+  });
+  for (const indexes of groups.values()) {
+    if (indexes.length === 1) {
+      const i = indexes[0]!;
+      results[i] = await claimOne(store, requests[i]!, opts);
+      continue;
+    }
+    const group = indexes.map((i) => requests[i]!);
+    const { claimed, maybeMore } = await claimGroup(store.knex, group, opts);
+    for (const [k, i] of indexes.entries()) results[i] = claimed[k] ?? null;
+    // Candidates ran out on pinned jobs of other workers: the unlucky claims look again one by one.
+    if (maybeMore) for (const [k, i] of indexes.entries()) if (!claimed[k]) results[i] = await claimOne(store, group[k]!, opts);
+  }
+  // Nothing to transcribe: diarization reruns of completed jobs (one statement each; their partial index is tiny).
+  for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await claimDiarization(store, r, opts);
+  store.publish(results.filter((r): r is ClaimedRow => r !== null));
+  return results.map((r) => (r ? claimedJob(r) : null));
+}
+
+function claimOne(store: JobStore, req: ClaimRequest, opts: ClaimOptions): Promise<ClaimedRow | null> {
+  const w = req.worker;
+  return CLAIM_ONE.first(store.knex, {
+    ...eligibility(w, opts),
+    wid: w.id,
+    name: w.name,
+    session: w.sessionId,
+    hash: req.tokenHash,
+    ttl: opts.ttlSeconds,
+    to: toStatus('claim', 'transcribing'),
+  });
+}
+
+function claimGroup(knex: Knex, group: ClaimRequest[], opts: ClaimOptions): Promise<{ claimed: Array<ClaimedRow | null>; maybeMore: boolean }> {
+  const w = group[0]!.worker;
+  return knex.transaction(async (trx) => {
+    const candidates = await CLAIM_CANDIDATES.rows(trx, { ...eligibility(w, opts), wids: group.map((r) => r.worker.id), limit: group.length });
+    const assignment: Array<{ id: number; forced: boolean } | null> = group.map(() => null);
+    for (const c of candidates) {
+      const k =
+        c.execution_target === 'worker'
+          ? group.findIndex((r, i) => r.worker.id === c.target_worker_id && !assignment[i])
+          : assignment.findIndex((a) => a === null);
+      if (k >= 0) assignment[k] = { id: c.id, forced: c.execution_target !== 'auto' };
+    }
+    const picked = group.flatMap((r, k) => (assignment[k] ? [{ r, a: assignment[k] }] : []));
+    const rows = picked.length
+      ? await CLAIM_ASSIGN.rows(trx, {
+          ids: picked.map((p) => p.a.id),
+          wids: picked.map((p) => p.r.worker.id),
+          names: picked.map((p) => p.r.worker.name),
+          sessions: picked.map((p) => p.r.worker.sessionId),
+          hashes: picked.map((p) => p.r.tokenHash),
+          forced: picked.map((p) => p.a.forced),
+          ttl: opts.ttlSeconds,
+          to: toStatus('claim', 'transcribing'),
+        })
+      : [];
+    const byJob = new Map(rows.map((row) => [row.id, row]));
+    return {
+      claimed: assignment.map((a) => (a ? (byJob.get(a.id) ?? null) : null)),
+      maybeMore: candidates.length === group.length,
+    };
+  });
+}
+
+async function claimDiarization(store: JobStore, req: ClaimRequest, opts: ClaimOptions): Promise<ClaimedRow | null> {
+  const w = req.worker;
+  const claimed = await CLAIM_DIARIZATION.first(store.knex, {
+    ...eligibility(w, opts),
+    wid: w.id,
+    name: w.name,
+    session: w.sessionId,
+    hash: req.diarizeTokenHash,
+    ttl: opts.ttlSeconds,
+    running: DIARIZATION_TRANSITIONS.start.to[0],
+  });
+  if (claimed) store.sink.diarization(claimed.jobId, { state: 'running', speaker_count: null });
+  return claimed;
+}
