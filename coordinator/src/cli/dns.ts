@@ -216,7 +216,7 @@ export function registerDnsProviderCommands(): void {
     .option('--refresh-zone-cache', 'refresh the zone cache afterwards')
     .action(
       runDns(async (dns, domain: string, o: { keep?: string[]; dryRun?: boolean; refreshZoneCache?: boolean }) => {
-        const { acmeOwner } = await import('../dns/dns-service.js');
+        const { acmeOwner } = await import('../dns/acme.js');
         // A provider zone (mapping, imported config, NS detection) is bound to its provider; a local one needs readable paths.
         const zone = await dns.bind(
           (await dns.zones.zoneFor(acmeOwner(domain))) ?? fail('not_found', `${acmeOwner(domain)} is not inside any registered zone`),
