@@ -1,7 +1,6 @@
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { PgSessionStore } from '../accounts/session-store.js';
 import { logQueueErrors, watchRedis } from '../infra/redis-watch.js';
 import { closeWorker } from './workers.js';
 
@@ -21,27 +20,13 @@ export async function startMaintenance(opts: {
   redis: Redis;
   prefix: string;
   logger: Logger;
-  sessions: PgSessionStore;
-  tasks?: MaintenanceTask[];
+  /** Each domain's tasks (accounts/, speech/, irc/ maintenance-tasks.ts). */
+  tasks: MaintenanceTask[];
   /** How often to check that every scheduler still exists in Redis (default one minute). */
   schedulerCheckMs?: number;
 }): Promise<{ queue: Queue; worker: Worker; ensureSchedulers(): Promise<string[]>; close(): Promise<void> }> {
   const queue = new Queue(MAINTENANCE_QUEUE, { connection: opts.redis, prefix: opts.prefix });
-  const tasks = new Map<string, MaintenanceTask>([
-    [
-      'purge-expired-sessions',
-      {
-        name: 'purge-expired-sessions',
-        everyMs: 15 * 60_000,
-        run: async () => {
-          const removed = await opts.sessions.purgeExpired();
-          if (removed) opts.logger.info({ removed }, 'expired web sessions purged');
-          return { removed };
-        },
-      },
-    ],
-    ...(opts.tasks ?? []).map((t) => [t.name, t] as const),
-  ]);
+  const tasks = new Map<string, MaintenanceTask>(opts.tasks.map((t) => [t.name, t] as const));
   logQueueErrors(queue, opts.logger, MAINTENANCE_QUEUE);
 
   // The schedulers live in Redis only. A Redis that comes back empty (no persistence, failover to
