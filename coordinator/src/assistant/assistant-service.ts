@@ -441,6 +441,22 @@ export class AssistantService {
         }),
       async (code) => this.audit.record({ ...audit, result: 'failed', errorCode: code }),
     );
+    const validation = await this.storeConnection(user, setup, client, result, audit);
+    await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
+    return { slug: setup.slug, kind: 'connected', validation, test: await this.connectionTest(user, setup.slug, requestId) };
+  }
+
+  /**
+   * The validated sign-in stored as the user's connection (ready, or invalid); a refused one keeps
+   * nothing of its tokens and throws.
+   */
+  private async storeConnection(
+    user: AuthUser,
+    setup: SetupRow,
+    client: ConfidentialClientApplication,
+    result: AuthenticationResult,
+    audit: AuditEntry,
+  ): Promise<Validation> {
     const validation = await this.validate(setup, result);
     await this.repo.upsertConnection({
       userId: user.id,
@@ -469,20 +485,17 @@ export class AssistantService {
         validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes } : {},
       );
     }
-    await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
-    // The direct prompt test of the connect flow (spec Authentication 3g): it finds a missing licence at once.
-    let test: { ok: boolean; message: string };
+    return validation;
+  }
+
+  /** The direct prompt test of the connect flow (spec Authentication 3g): it finds a missing licence at once. */
+  private async connectionTest(user: AuthUser, slug: string, requestId: string): Promise<{ ok: boolean; message: string }> {
     try {
-      await this.respond(
-        user,
-        { user_prompt: 'Reply with a short greeting to confirm the connection works.' },
-        { requestId, slug: setup.slug, action: 'prompt_test' },
-      );
-      test = { ok: true, message: 'The assistant answered the connection test.' };
+      await this.respond(user, { user_prompt: 'Reply with a short greeting to confirm the connection works.' }, { requestId, slug, action: 'prompt_test' });
+      return { ok: true, message: 'The assistant answered the connection test.' };
     } catch (err) {
-      test = { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
+      return { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
     }
-    return { slug: setup.slug, kind: 'connected', validation, test };
   }
 
   /** validateTokenResponse, then the ID token's signature and issuer against the provider's keys. */
