@@ -9,15 +9,17 @@ import { migrate, openOrm, type Orm } from './db/orm.js';
 import { startGrpcServer, type GrpcServer } from './grpc/server.js';
 import { Metrics } from './http/metrics.js';
 import { PgSessionStore } from './accounts/session-store.js';
+import { accountMaintenanceTasks } from './accounts/maintenance-tasks.js';
 import { startMaintenance } from './queue/maintenance.js';
 import { logQueueErrors, watchRedis } from './infra/redis-watch.js';
 import { readPlatformVersion } from './version.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { workerServiceHandlers } from './speech/workers/grpc-service.js';
 import { createSpeechServices, type SpeechServices } from './speech/speech-services.js';
+import { speechMaintenanceTasks } from './speech/maintenance-tasks.js';
 import { startSpeechNotifications, type SpeechNotifications } from './speech/notifications/index.js';
 import { AiQueue } from './speech/ai/ai-queue.js';
-import { IrcCommonTerms } from './irc/common-terms.js';
+import { ircMaintenanceTasks } from './irc/maintenance-tasks.js';
 import { IrcEventStore } from './irc/event-store.js';
 import { IrcLiveLogger, loadIrcLoggerConfig } from './irc/live-logger.js';
 
@@ -73,46 +75,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
       redis,
       prefix: `${config.REDIS_KEY_PREFIX}bull`,
       logger,
-      sessions,
-      tasks: [
-        {
-          name: 'speech-stale-sweep',
-          everyMs: config.SPEECH_STALE_SWEEP_SECONDS * 1000,
-          run: async () => {
-            const touched = await speech.leases.sweepExpired();
-            if (touched.length) logger.warn({ touched }, 'expired speech leases recovered');
-            return { touched: touched.length };
-          },
-        },
-        {
-          name: 'speech-upload-expiry',
-          everyMs: 15 * 60_000,
-          run: async () => {
-            const removed = await speech.uploads.cleanupExpired();
-            if (removed) logger.info({ removed }, 'expired unfinished resumable uploads removed');
-            return { removed };
-          },
-        },
-        {
-          // Imports refresh the archive's common terms themselves; this follows what the live logger adds.
-          name: 'irc-common-terms',
-          everyMs: 6 * 3600_000,
-          run: async () => {
-            const change = await new IrcCommonTerms(orm).refresh();
-            if (change.changed) logger.info({ changed: change.changed, rebuilt: change.rebuilt, common: change.common }, 'chat-log common terms changed');
-            return { changed: change.changed, rebuilt: change.rebuilt };
-          },
-        },
-        {
-          name: 'speech-media-release',
-          everyMs: 15 * 60_000,
-          run: async () => {
-            const released = await speech.retention.releaseExpired();
-            if (released.length) logger.info({ released }, 'retained speech media released');
-            return { released: released.length };
-          },
-        },
-      ],
+      tasks: [...accountMaintenanceTasks(sessions, logger), ...speechMaintenanceTasks(speech, config, logger), ...ircMaintenanceTasks(orm, logger)],
     });
     cleanups.unshift(() => maintenance.close());
     metrics.trackQueue(maintenance.queue);

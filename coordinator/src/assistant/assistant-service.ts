@@ -1,46 +1,19 @@
 import { createHash, randomBytes, randomUUID, X509Certificate } from 'node:crypto';
-import {
-  ConfidentialClientApplication,
-  CryptoProvider,
-  InteractionRequiredAuthError,
-  LogLevel,
-  type AuthenticationResult,
-  type Configuration,
-  type ICachePlugin,
-} from '@azure/msal-node';
+import { ConfidentialClientApplication, CryptoProvider, LogLevel, type AuthenticationResult, type Configuration, type ICachePlugin } from '@azure/msal-node';
 import type { Redis } from 'ioredis';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthUser } from '../accounts/types.js';
 import type { Config } from '../config.js';
 import type { Orm } from '../db/orm.js';
 import { AssistantAuditLog, type AuditEntry } from './audit-log.js';
-import { composeChat, GraphAssistant, UpstreamFailure, type PromptFields } from './graph-assistant.js';
+import { GraphAssistant } from './graph-assistant.js';
 import { AssistantRepository, type ConnectionRow, type SetupRow, type Validation } from './repository.js';
 import { SecretBox } from './secret-box.js';
 import { UpstreamHttp, UpstreamUnreachable } from './upstream-http.js';
 import { IdTokenVerifier } from './id-token.js';
 import { adviceFor, identityProviderCode, resourceScopes, validateTokenResponse } from './validation.js';
-
-/** A connector error: HTTP status, machine code and what the caller can do (reconnect or consent link, missing scopes). */
-export class AssistantError extends Error {
-  constructor(
-    readonly status: 401 | 403 | 404 | 409 | 422 | 429 | 502 | 503,
-    readonly code: string,
-    message: string,
-    readonly extra: {
-      reconnect_url?: string;
-      consent_url?: string;
-      missing_scopes?: string[];
-      identity_provider_code?: string;
-      action?: string;
-      retry_after?: number;
-      errors?: Record<string, string[]>;
-    } = {},
-  ) {
-    super(message);
-    this.name = 'AssistantError';
-  }
-}
+import { AssistantError } from './errors.js';
+import { Responder, type RespondContext, type RespondFields, type RespondResult } from './respond.js';
 
 export interface SetupInput {
   slug: string;
@@ -81,24 +54,6 @@ export interface ConnectionView {
   last_validation: Validation | null;
 }
 
-export interface RespondResult {
-  ok: true;
-  reply: string;
-  connector: { slug: string; display_name: string; tenant_id: string | null; account: string | null; conversation_id: string };
-  diagnostics: {
-    provider: 'graph_assistant';
-    upstream: string;
-    request_id: string;
-    upstream_request_id: string | null;
-    correlation_id: string;
-    token_source: 'cache' | 'refresh';
-    time_zone: string;
-    web_search: boolean;
-    duration_ms: number;
-    ignored_fields: string[];
-  };
-}
-
 type Credential = { kind: 'secret'; secret: string } | { kind: 'certificate'; privateKey: string; certificate: string };
 
 /** Fields of other AI providers a caller may send: accepted and reported back as ignored. */
@@ -119,6 +74,7 @@ export class AssistantService {
   private readonly http: UpstreamHttp;
   private readonly graph: GraphAssistant;
   private readonly idTokens: IdTokenVerifier;
+  private responder: Responder | undefined;
 
   constructor(
     private readonly deps: {
@@ -485,6 +441,22 @@ export class AssistantService {
         }),
       async (code) => this.audit.record({ ...audit, result: 'failed', errorCode: code }),
     );
+    const validation = await this.storeConnection(user, setup, client, result, audit);
+    await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
+    return { slug: setup.slug, kind: 'connected', validation, test: await this.connectionTest(user, setup.slug, requestId) };
+  }
+
+  /**
+   * The validated sign-in stored as the user's connection (ready, or invalid); a refused one keeps
+   * nothing of its tokens and throws.
+   */
+  private async storeConnection(
+    user: AuthUser,
+    setup: SetupRow,
+    client: ConfidentialClientApplication,
+    result: AuthenticationResult,
+    audit: AuditEntry,
+  ): Promise<Validation> {
     const validation = await this.validate(setup, result);
     await this.repo.upsertConnection({
       userId: user.id,
@@ -513,20 +485,17 @@ export class AssistantService {
         validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes } : {},
       );
     }
-    await this.audit.record({ ...audit, result: 'ok', tenantId: validation.tenant_id });
-    // The direct prompt test at the end of the connect flow: it finds a missing licence at once.
-    let test: { ok: boolean; message: string };
+    return validation;
+  }
+
+  /** The direct prompt test at the end of the connect flow: it finds a missing licence at once. */
+  private async connectionTest(user: AuthUser, slug: string, requestId: string): Promise<{ ok: boolean; message: string }> {
     try {
-      await this.respond(
-        user,
-        { user_prompt: 'Reply with a short greeting to confirm the connection works.' },
-        { requestId, slug: setup.slug, action: 'prompt_test' },
-      );
-      test = { ok: true, message: 'The assistant answered the connection test.' };
+      await this.respond(user, { user_prompt: 'Reply with a short greeting to confirm the connection works.' }, { requestId, slug, action: 'prompt_test' });
+      return { ok: true, message: 'The assistant answered the connection test.' };
     } catch (err) {
-      test = { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
+      return { ok: false, message: err instanceof AssistantError ? err.message : 'The connection test failed.' };
     }
-    return { slug: setup.slug, kind: 'connected', validation, test };
   }
 
   /** validateTokenResponse, then the ID token's signature and issuer against the provider's keys. */
@@ -570,197 +539,21 @@ export class AssistantService {
     }
   }
 
-  // ---- respond -----------------------------------------------------------------------------------
+  // ---- respond (respond.ts) ---------------------------------------------------------------------
 
-  async respond(
-    user: AuthUser,
-    fields: PromptFields & { connector_slug?: string | undefined; ignored?: string[] },
-    ctx: { requestId: string; slug?: string; action?: 'request' | 'prompt_test' },
-  ): Promise<RespondResult> {
-    const started = performance.now();
-    const action = ctx.action ?? 'request';
-    const audit: AuditEntry = { action, result: 'ok', userId: user.id, username: user.username, requestId: ctx.requestId };
-    const slug = ctx.slug ?? fields.connector_slug;
-    if (fields.connector_slug && !ctx.slug && !user.isAdmin) {
-      await this.audit.record({ ...audit, result: 'refused', errorCode: 'connector_slug_admin_only' });
-      throw new AssistantError(403, 'connector_slug_admin_only', '`connector_slug` is an administrator-only override.');
-    }
-    await this.rateLimit(user.id);
-    let setup: SetupRow | null;
-    let connection: ConnectionRow | null;
-    if (slug) {
-      setup = await this.repo.setupBySlug(slug);
-      if (!setup) {
-        await this.audit.record({ ...audit, result: 'refused', errorCode: 'unknown_connector' });
-        throw new AssistantError(422, 'unknown_connector', `connector_slug: there is no assistant setup "${slug}".`, {
-          errors: { connector_slug: ['unknown setup'] },
-        });
-      }
-      connection = await this.repo.connection(user.id, setup.id);
-    } else {
-      connection = await this.repo.latestConnection(user.id);
-      setup = connection ? await this.repo.setupById(connection.setup_id) : null;
-    }
-    audit.setupSlug = setup?.slug ?? null;
-    const reconnect = { reconnect_url: this.pageUrl };
-    if (!setup || !connection || !connection.home_account_id || !connection.token_cache_enc) {
-      await this.audit.record({ ...audit, result: 'refused', errorCode: 'not_connected' });
-      throw new AssistantError(
-        409,
-        'not_connected',
-        `No assistant account is connected for you${setup ? ` on setup "${setup.slug}"` : ''}: connect one on ${this.pageUrl}.`,
-        reconnect,
-      );
-    }
-    audit.tenantId = connection.tenant_id;
-    if (!user.isAdmin && !(await this.repo.delegatedSetupIds(user.id)).includes(setup.id)) {
-      await this.audit.record({ ...audit, result: 'refused', errorCode: 'setup_not_delegated' });
-      throw new AssistantError(403, 'setup_not_delegated', `The setup "${setup.slug}" is no longer delegated to you.`);
-    }
-    if (connection.status === 'reconnect_required') {
-      await this.audit.record({ ...audit, result: 'reconnect_required', errorCode: 'reconnect_required' });
-      throw new AssistantError(409, 'reconnect_required', `The assistant account must be reconnected: ${this.pageUrl}.`, reconnect);
-    }
-    if (connection.status === 'invalid') {
-      const v = connection.last_validation;
-      await this.audit.record({ ...audit, result: 'refused', errorCode: v?.code ?? 'validation_failed' });
-      throw new AssistantError(403, v?.code ?? 'validation_failed', v?.message ?? 'The connection did not pass validation; connect again.', {
-        ...reconnect,
-        ...(v?.missing_scopes.length ? { missing_scopes: v.missing_scopes } : {}),
-      });
-    }
-
-    // A token through MSAL's cache (refreshed by MSAL when due), validated before the upstream call.
-    const client = this.client(setup, { userId: user.id, setupId: setup.id });
-    const account = await client.getTokenCache().getAccountByHomeId(connection.home_account_id);
-    if (!account) {
-      await this.markReconnect(user, setup, connection, 'token_cache_empty', 'The stored sign-in is gone; connect again.');
-      await this.audit.record({ ...audit, result: 'reconnect_required', errorCode: 'token_cache_empty' });
-      throw new AssistantError(409, 'reconnect_required', `The assistant account must be reconnected: ${this.pageUrl}.`, reconnect);
-    }
-    const correlationId = randomUUID();
-    let token: AuthenticationResult;
-    try {
-      token = await client.acquireTokenSilent({ account, scopes: resourceScopes(setup.scopes), correlationId });
-    } catch (err) {
-      const e = err as { errorCode?: string; errorMessage?: string; message?: string };
-      const code = identityProviderCode(e.errorMessage ?? e.message) ?? e.errorCode ?? 'refresh_failed';
-      const interaction =
-        err instanceof InteractionRequiredAuthError ||
-        /invalid_grant|no_tokens_found|interaction_required|login_required|consent_required|refresh_token_expired|bad_token/i.test(e.errorCode ?? '');
-      await this.audit.record({ ...audit, action: 'refresh', result: interaction ? 'reconnect_required' : 'failed', correlationId, errorCode: code });
-      if (interaction) {
-        await this.markReconnect(user, setup, connection, code, `The sign-in can no longer be refreshed (${code}); connect again.`);
-        await this.audit.record({ ...audit, result: 'reconnect_required', correlationId, errorCode: code });
-        throw new AssistantError(409, 'reconnect_required', `The assistant account must be reconnected (${code}): ${this.pageUrl}.`, {
-          ...reconnect,
-          identity_provider_code: code,
-          action: adviceFor(identityProviderCode(code)),
-        });
-      }
-      await this.audit.record({ ...audit, result: 'upstream_error', correlationId, errorCode: code });
-      throw new AssistantError(
-        502,
-        'identity_provider_unreachable',
-        'The identity provider could not refresh the sign-in (unreachable or an unusable answer).',
-      );
-    }
-    if (!token.fromCache) await this.audit.record({ ...audit, action: 'refresh', result: 'ok', correlationId });
-    const validation = await this.validate(setup, token);
-    if (!validation.ok) {
-      await this.repo.setStatus(user.id, setup.id, 'invalid', validation);
-      await this.audit.record({ ...audit, action: 'validation', result: 'refused', correlationId, errorCode: validation.code });
-      await this.audit.record({ ...audit, result: 'refused', correlationId, errorCode: validation.code });
-      throw new AssistantError(
-        403,
-        validation.code ?? 'validation_failed',
-        validation.message,
-        validation.missing_scopes.length ? { missing_scopes: validation.missing_scopes, ...reconnect } : reconnect,
-      );
-    }
-    await this.audit.record({ ...audit, action: 'validation', result: 'ok', correlationId });
-
-    const chat = composeChat(fields, setup.time_zone);
-    try {
-      const reply = await this.graph.chat(setup.graph_url, token.accessToken, chat);
-      if (connection.status !== 'ready') await this.repo.setStatus(user.id, setup.id, 'ready', validation);
-      await this.audit.record({ ...audit, result: 'ok', correlationId: reply.requestId ?? correlationId });
-      return {
-        ok: true,
-        reply: reply.text,
-        connector: {
-          slug: setup.slug,
-          display_name: setup.display_name,
-          tenant_id: validation.tenant_id,
-          account: account.username || null,
-          conversation_id: reply.conversationId,
-        },
-        diagnostics: {
-          provider: 'graph_assistant',
-          upstream: `${setup.graph_url}/beta/assistant/conversations`,
-          request_id: ctx.requestId,
-          upstream_request_id: reply.requestId,
-          correlation_id: correlationId,
-          token_source: token.fromCache ? 'cache' : 'refresh',
-          time_zone: setup.time_zone,
-          web_search: chat.contextualResources.webContext.isWebEnabled,
-          duration_ms: Math.round(performance.now() - started),
-          ignored_fields: fields.ignored ?? [],
-        },
-      };
-    } catch (err) {
-      if (!(err instanceof UpstreamFailure)) throw err;
-      await this.audit.record({
-        ...audit,
-        result: err.code === 'licence_missing' ? 'licence_missing' : 'upstream_error',
-        correlationId: err.requestId ?? correlationId,
-        errorCode: err.code,
-      });
-      if (err.code === 'licence_missing') {
-        await this.repo.setStatus(user.id, setup.id, 'licence_missing', { ...validation, ok: false, code: 'licence_missing', message: err.message });
-        throw new AssistantError(
-          403,
-          'licence_missing',
-          `${err.message} An administrator assigns an assistant licence to the account, then the request can be repeated.`,
-        );
-      }
-      if (err.code === 'upstream_forbidden') throw new AssistantError(403, 'permission_missing', err.message, reconnect);
-      if (err.code === 'upstream_unauthorized') {
-        await this.markReconnect(user, setup, connection, err.code, err.message);
-        throw new AssistantError(409, 'reconnect_required', `${err.message} Reconnect the account: ${this.pageUrl}.`, reconnect);
-      }
-      throw new AssistantError(502, err.code, err.message);
-    }
-  }
-
-  private async markReconnect(user: AuthUser, setup: SetupRow, connection: ConnectionRow, code: string, message: string) {
-    await this.repo.setStatus(user.id, setup.id, 'reconnect_required', {
-      ok: false,
-      code,
-      message,
-      tenant_id: connection.tenant_id,
-      missing_scopes: [],
-      at: new Date().toISOString(),
+  /** A prompt answered through the user's connected account (respond.ts). */
+  async respond(user: AuthUser, fields: RespondFields, ctx: RespondContext): Promise<RespondResult> {
+    this.responder ??= new Responder({
+      audit: this.audit,
+      repo: this.repo,
+      graph: this.graph,
+      redis: this.deps.redis,
+      config: this.deps.config,
+      pageUrl: this.pageUrl,
+      client: (setup, cache) => this.client(setup, cache),
+      validate: (setup, result) => this.validate(setup, result),
     });
-  }
-
-  /** Requests per user and minute (ASSISTANT_RATE_LIMIT_PER_MINUTE), counted in Redis after authentication. */
-  private async rateLimit(userId: number) {
-    const minute = Math.floor(Date.now() / 60_000);
-    const key = `${this.deps.config.REDIS_KEY_PREFIX}assistant:rl:${userId}:${minute}`;
-    const redis = this.deps.redis;
-    if (!redis) return;
-    const n = await redis.incr(key);
-    if (n === 1) await redis.expire(key, 120);
-    if (n > this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE) {
-      const retry = 60 - Math.floor((Date.now() / 1000) % 60);
-      throw new AssistantError(
-        429,
-        'rate_limited',
-        `At most ${this.deps.config.ASSISTANT_RATE_LIMIT_PER_MINUTE} assistant requests per minute; retry in ${retry} s.`,
-        { retry_after: retry },
-      );
-    }
+    return this.responder.respond(user, fields, ctx);
   }
 }
 

@@ -8,7 +8,9 @@ import type { AuthRequirement, AuthUser } from '../accounts/types.js';
 import { normalizeError } from '../http/errors.js';
 import { html, type SafeHtml } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
-import { AssistantError, type AssistantService, type ConnectionView, type RespondResult, type SetupView } from './assistant-service.js';
+import type { AssistantService, ConnectionView, SetupView } from './assistant-service.js';
+import { AssistantError } from './errors.js';
+import type { RespondResult } from './respond.js';
 import { DEFAULT_SCOPES } from './validation.js';
 
 /** Administrators, and users a setup was delegated to (they need the ai.assistant permission). */

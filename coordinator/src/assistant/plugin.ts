@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { installDomainErrors, okReasonBody, sendError, normalizeError } from '../http/errors.js';
 import type { DomainDeps } from '../deps.js';
-import { AssistantError, AssistantService } from './assistant-service.js';
+import { AssistantService } from './assistant-service.js';
+import { AssistantError } from './errors.js';
 import { assistantPages } from './pages.js';
 import { assistantRoutes } from './routes.js';
 import type { Reason } from '@sonar/shared';

@@ -9,7 +9,8 @@ import type { AccountService } from '../accounts/account-service.js';
 import type { Config } from '../config.js';
 import { validationFailed } from '../http/errors.js';
 import { canRead, canWrite, requireRead, requireWrite, zoneAccess, type ZoneAccess } from './access.js';
-import { acmeOwner, type DnsService } from './dns-service.js';
+import { acmeOwner } from './acme.js';
+import type { DnsService } from './dns-service.js';
 import type { ZoneRow } from './zone-registry.js';
 import {
   acmeCleanupResponseSchema,

@@ -20,28 +20,13 @@ export async function startMaintenance(opts: {
   redis: Redis;
   prefix: string;
   logger: Logger;
-  /** The web session store (accounts/session-store.ts): deletes expired sessions, answers how many. */
-  sessions: { purgeExpired(): Promise<number> };
-  tasks?: MaintenanceTask[];
+  /** Each domain's tasks (accounts/, speech/, irc/ maintenance-tasks.ts). */
+  tasks: MaintenanceTask[];
   /** How often to check that every scheduler still exists in Redis (default one minute). */
   schedulerCheckMs?: number;
 }): Promise<{ queue: Queue; worker: Worker; ensureSchedulers(): Promise<string[]>; close(): Promise<void> }> {
   const queue = new Queue(MAINTENANCE_QUEUE, { connection: opts.redis, prefix: opts.prefix });
-  const tasks = new Map<string, MaintenanceTask>([
-    [
-      'purge-expired-sessions',
-      {
-        name: 'purge-expired-sessions',
-        everyMs: 15 * 60_000,
-        run: async () => {
-          const removed = await opts.sessions.purgeExpired();
-          if (removed) opts.logger.info({ removed }, 'expired web sessions purged');
-          return { removed };
-        },
-      },
-    ],
-    ...(opts.tasks ?? []).map((t) => [t.name, t] as const),
-  ]);
+  const tasks = new Map<string, MaintenanceTask>(opts.tasks.map((t) => [t.name, t] as const));
   logQueueErrors(queue, opts.logger, MAINTENANCE_QUEUE);
 
   // The schedulers live in Redis only. A Redis that comes back empty (no persistence, failover to

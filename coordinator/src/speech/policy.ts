@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import { uploadLimits, ytdlpConfigured } from './host-limits.js';
 
-/** Spec "Limits": request throttle of the speech API routes, per client address and route. */
+/** The request throttle of the speech API routes, per client address and route. */
 export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
 
 /** `config` of the status responses (signed-in and token API). */

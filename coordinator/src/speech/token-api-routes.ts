@@ -13,7 +13,7 @@ import { apiCreateJobFieldsSchema, jobDetailSchema, jobIdParams, jobMessageRespo
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 import { jobDetailPresenter } from './job-detail.js';
 
-/** Spec Authentication "Speech transcription", 3: an active personal token with scope speech.api. */
+/** The token API needs an active personal token with scope speech.api. */
 const tokenAuth: AuthRequirement = {
   accept: ['personal_token'],
   tokenLegacyTransports: true,

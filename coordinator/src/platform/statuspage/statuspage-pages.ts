@@ -9,17 +9,9 @@ import { normalizeError } from '../../http/errors.js';
 import { html, layout, type SafeHtml } from '../../http/html.js';
 import { pageErrorHandler, sendPage } from '../../http/page.js';
 import { componentParams, incidentParams, pageParams, slugSchema, updateParams } from './statuspage-schemas.js';
-import {
-  COMPONENT_STATUSES,
-  IMPACTS,
-  INCIDENT_STATUSES,
-  MAINTENANCE_STATUSES,
-  type ComponentStatus,
-  type EventStatus,
-  type PublicIncident,
-  type StatusPageService,
-  type Summary,
-} from './statuspage-service.js';
+import { COMPONENT_STATUSES, IMPACTS, INCIDENT_STATUSES, MAINTENANCE_STATUSES, type ComponentStatus, type EventStatus } from './statuspage-model.js';
+import type { StatusPageService } from './statuspage-service.js';
+import type { PublicIncident, Summary } from './statuspage-summary.js';
 
 const signedIn: AuthRequirement = { accept: ['session'] };
 const hidden = { hide: true } as const;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { safeString } from '@sonar/shared';
-import { COMPONENT_STATUSES, EVENT_STATUSES, IMPACTS } from './statuspage-service.js';
+import { COMPONENT_STATUSES, EVENT_STATUSES, IMPACTS } from './statuspage-model.js';
 
 export const slugSchema = z
   .string()

@@ -2,17 +2,22 @@ import type { Knex } from '@mikro-orm/postgresql';
 import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
-
-export const COMPONENT_STATUSES = ['operational', 'degraded_performance', 'partial_outage', 'major_outage', 'under_maintenance'] as const;
-export type ComponentStatus = (typeof COMPONENT_STATUSES)[number];
-export const INCIDENT_STATUSES = ['investigating', 'identified', 'monitoring', 'resolved'] as const;
-export const MAINTENANCE_STATUSES = ['scheduled', 'in_progress', 'verifying', 'completed'] as const;
-export const EVENT_STATUSES = [...INCIDENT_STATUSES, ...MAINTENANCE_STATUSES] as const;
-export type EventStatus = (typeof EVENT_STATUSES)[number];
-export const IMPACTS = ['none', 'minor', 'major', 'critical', 'maintenance'] as const;
-export type Impact = (typeof IMPACTS)[number];
-export type Indicator = 'none' | 'minor' | 'major' | 'critical' | 'maintenance';
-export type EventKind = 'incident' | 'maintenance';
+import { summaryOf, type Summary } from './statuspage-summary.js';
+import {
+  INCIDENT_STATUSES,
+  MAINTENANCE_STATUSES,
+  type AuditRow,
+  type ComponentRow,
+  type ComponentStatus,
+  type EventKind,
+  type EventStatus,
+  type Impact,
+  type IncidentRow,
+  type PageRow,
+  type UpdateRow,
+  iso,
+  isoOf,
+} from './statuspage-model.js';
 
 export interface PageInput {
   slug: string;
@@ -43,129 +48,6 @@ export interface UpdateInput {
   status?: EventStatus | undefined;
   body: string;
   publish?: boolean | undefined;
-}
-
-interface PageRow {
-  id: number;
-  owner_id: number;
-  slug: string;
-  name: string;
-  time_zone: string;
-  created_at: Date;
-  updated_at: Date;
-  owner?: string;
-}
-interface ComponentRow {
-  id: number;
-  page_id: number;
-  group_id: number | null;
-  is_group: boolean;
-  name: string;
-  description: string | null;
-  status: ComponentStatus;
-  position: number;
-  created_at: Date;
-  updated_at: Date;
-}
-interface IncidentRow {
-  id: number;
-  page_id: number;
-  kind: EventKind;
-  name: string;
-  status: EventStatus;
-  impact: Impact;
-  component_ids: number[];
-  internal_notes: string;
-  scheduled_for: Date | null;
-  scheduled_until: Date | null;
-  resolved_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
-interface UpdateRow {
-  id: number;
-  incident_id: number;
-  status: EventStatus;
-  body: string;
-  published_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
-interface AuditRow {
-  id: string;
-  actor: string;
-  action: string;
-  target: string | null;
-  detail: Record<string, unknown>;
-  at: Date;
-}
-
-const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
-const isoOf = (d: Date) => new Date(d).toISOString();
-
-/** Worst first: the order used for a group's status and the page indicator. */
-const COMPONENT_RANK: Record<ComponentStatus, number> = {
-  operational: 0,
-  under_maintenance: 1,
-  degraded_performance: 2,
-  partial_outage: 3,
-  major_outage: 4,
-};
-const INDICATOR_RANK: Record<Indicator, number> = { none: 0, maintenance: 1, minor: 2, major: 3, critical: 4 };
-const COMPONENT_INDICATOR: Record<ComponentStatus, Indicator> = {
-  operational: 'none',
-  under_maintenance: 'maintenance',
-  degraded_performance: 'minor',
-  partial_outage: 'major',
-  major_outage: 'critical',
-};
-export const INDICATOR_DESCRIPTION: Record<Indicator, string> = {
-  none: 'All Systems Operational',
-  minor: 'Minor Service Outage',
-  major: 'Partial System Outage',
-  critical: 'Major Service Outage',
-  maintenance: 'Service Under Maintenance',
-};
-
-/** The public summary of one page (Statuspage summary.json shape). */
-export interface Summary {
-  page: { id: string; name: string; url: string; time_zone: string; updated_at: string };
-  status: { indicator: Indicator; description: string };
-  components: PublicComponent[];
-  incidents: PublicIncident[];
-  scheduled_maintenances: PublicIncident[];
-}
-export interface PublicComponent {
-  id: string;
-  name: string;
-  status: ComponentStatus;
-  description: string | null;
-  position: number;
-  group_id: string | null;
-  group: boolean;
-  components?: string[];
-  page_id: string;
-  showcase: boolean;
-  only_show_if_degraded: boolean;
-  created_at: string;
-  updated_at: string;
-}
-export interface PublicIncident {
-  id: string;
-  name: string;
-  status: EventStatus;
-  impact: Impact;
-  shortlink: string;
-  page_id: string;
-  created_at: string;
-  started_at: string;
-  updated_at: string;
-  monitoring_at: string | null;
-  resolved_at: string | null;
-  scheduled_for?: string | null;
-  scheduled_until?: string | null;
-  incident_updates: Array<{ id: string; incident_id: string; status: EventStatus; body: string; created_at: string; updated_at: string; display_at: string }>;
-  components: Array<{ id: string; name: string; status: ComponentStatus }>;
 }
 
 /**
@@ -553,80 +435,7 @@ export class StatusPageService {
         [page.id],
       ),
     ]);
-    const pageId = page.slug;
-    const byId = new Map(components.map((c) => [Number(c.id), c]));
-    const children = (g: ComponentRow) => components.filter((c) => Number(c.group_id) === Number(g.id) && !c.is_group);
-    const statusOf = (c: ComponentRow): ComponentStatus =>
-      c.is_group ? children(c).reduce<ComponentStatus>((w, x) => (COMPONENT_RANK[x.status] > COMPONENT_RANK[w] ? x.status : w), 'operational') : c.status;
-
-    const publicComponents: PublicComponent[] = components.map((c) => ({
-      id: String(c.id),
-      name: c.name,
-      status: statusOf(c),
-      description: c.description,
-      position: c.position,
-      group_id: c.group_id === null ? null : String(c.group_id),
-      group: c.is_group,
-      ...(c.is_group ? { components: children(c).map((x) => String(x.id)) } : {}),
-      page_id: pageId,
-      showcase: true,
-      only_show_if_degraded: false,
-      created_at: isoOf(c.created_at),
-      updated_at: isoOf(c.updated_at),
-    }));
-
-    const presentEvent = (i: IncidentRow): PublicIncident => {
-      const published = updates.filter((u) => Number(u.incident_id) === Number(i.id));
-      const first = published.at(-1)!;
-      const monitoring = published.filter((u) => u.status === 'monitoring').at(-1);
-      return {
-        id: String(i.id),
-        name: i.name,
-        status: i.status,
-        impact: i.impact,
-        shortlink: `${this.publicUrl(page.slug)}#incident-${i.id}`,
-        page_id: pageId,
-        created_at: isoOf(first.published_at!),
-        started_at: isoOf(first.published_at!),
-        // Only the published updates date the incident: edits of internal notes stay invisible.
-        updated_at: isoOf(published[0]!.published_at!),
-        monitoring_at: iso(monitoring?.published_at),
-        resolved_at: null,
-        ...(i.kind === 'maintenance' ? { scheduled_for: iso(i.scheduled_for), scheduled_until: iso(i.scheduled_until) } : {}),
-        incident_updates: published.map((u) => ({
-          id: String(u.id),
-          incident_id: String(i.id),
-          status: u.status,
-          body: u.body,
-          created_at: isoOf(u.published_at!),
-          updated_at: isoOf(u.published_at!),
-          display_at: isoOf(u.published_at!),
-        })),
-        components: i.component_ids
-          .map((id) => byId.get(Number(id)))
-          .filter((c): c is ComponentRow => c !== undefined)
-          .map((c) => ({ id: String(c.id), name: c.name, status: statusOf(c) })),
-      };
-    };
-    const incidents = events.filter((e) => e.kind === 'incident').map(presentEvent);
-    const maintenances = events.filter((e) => e.kind === 'maintenance').map(presentEvent);
-
-    let indicator: Indicator = 'none';
-    const worse = (x: Indicator) => {
-      if (INDICATOR_RANK[x] > INDICATOR_RANK[indicator]) indicator = x;
-    };
-    for (const i of incidents) worse(i.impact === 'maintenance' ? 'none' : i.impact);
-    for (const c of components) if (!c.is_group) worse(COMPONENT_INDICATOR[c.status]);
-    if (maintenances.some((m) => m.status === 'in_progress' || m.status === 'verifying')) worse('maintenance');
-
-    const times = [page.updated_at, ...components.map((c) => c.updated_at), ...updates.map((u) => u.published_at!)].map((d) => new Date(d).getTime());
-    return {
-      page: { id: pageId, name: page.name, url: this.publicUrl(page.slug), time_zone: page.time_zone, updated_at: new Date(Math.max(...times)).toISOString() },
-      status: { indicator, description: INDICATOR_DESCRIPTION[indicator] },
-      components: publicComponents,
-      incidents,
-      scheduled_maintenances: maintenances,
-    };
+    return summaryOf({ page, components, events, updates, url: this.publicUrl(page.slug) });
   }
 }
 

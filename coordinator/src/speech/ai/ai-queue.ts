@@ -8,7 +8,7 @@ import type { AiKind, AiOutcome, AiTaskRef, JobRepository } from '../jobs/job-re
 import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
 import { AiAborted, AiProviderError, NO_PROVIDER_REASON, type AiProvider } from './provider.js';
 import { analyseTranscript, analysisResultSchema, languageName, suggestTitle, translateTranscript, type AnalysisResult } from './work.js';
-import { DrainLoop } from '../../infra/drain-loop.js';
+import { DrainLoop, drainOutbox } from '../../infra/drain-loop.js';
 
 export const AI_QUEUE = 'speech-ai';
 
@@ -41,7 +41,7 @@ interface TranscriptRow {
  *
  * JobRepository writes a speech_ai_tasks row in every statement that makes AI work pending; the
  * dispatcher here moves the rows into the queue and marks them dispatched in one PostgreSQL
- * transaction, with the deterministic job id of aiTaskJobId, so a row dispatched twice is queued
+ * transaction (drainOutbox, infra/drain-loop.ts), with the deterministic job id of aiTaskJobId, so a row dispatched twice is queued
  * once (like the notification outbox). The worker takes a task (pending → running, fenced by the
  * task's generation), calls the provider and stores the outcome through JobRepository, whose
  * guards drop a result that a newer generation superseded. On shutdown the in-flight provider
@@ -108,15 +108,18 @@ export class AiQueue {
   readonly kick = () => this.loop.kick();
 
   /** Moves undispatched speech_ai_tasks rows into the queue; returns how many. */
-  async drain(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const n = await this.knex.transaction(async (trx) => {
-        const { rows } = await trx.raw<{ rows: Array<{ id: number; job_id: number; pass: number; kind: AiKind; language: string; generation: number }> }>(
-          `select id, job_id, pass, kind, language, generation from speech_ai_tasks where dispatched_at is null order by id limit ? for update skip locked`,
-          [BATCH],
-        );
-        if (!rows.length) return 0;
+  drain(): Promise<number> {
+    return drainOutbox(this.knex, {
+      table: 'speech_ai_tasks',
+      batch: BATCH,
+      take: async (trx, limit) =>
+        (
+          await trx.raw<{ rows: Array<{ id: number; job_id: number; pass: number; kind: AiKind; language: string; generation: number }> }>(
+            `select id, job_id, pass, kind, language, generation from speech_ai_tasks where dispatched_at is null order by id limit ? for update skip locked`,
+            [limit],
+          )
+        ).rows,
+      publish: async (rows) => {
         await this.queue.addBulk(
           rows.map((r) => {
             const data: AiTaskRef = { jobId: Number(r.job_id), pass: Number(r.pass), kind: r.kind, language: r.language, generation: Number(r.generation) };
@@ -134,12 +137,8 @@ export class AiQueue {
             };
           }),
         );
-        await trx.raw('update speech_ai_tasks set dispatched_at = now() where id = any(?::bigint[])', [rows.map((r) => r.id)]);
-        return rows.length;
-      });
-      total += n;
-      if (n < BATCH) return total;
-    }
+      },
+    });
   }
 
   private settled(jobId: number) {

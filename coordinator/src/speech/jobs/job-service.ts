@@ -334,7 +334,7 @@ export class JobService {
     if (target.mode === 'worker') {
       const worker = target.worker ? await em.findOne(SpeechWorker, { name: target.worker }) : null;
       if (!worker || worker.revokedAt) throw businessRule('worker', `no active worker named "${target.worker ?? ''}"`);
-      // Spec Queue rule 4: a fresh worker with a known claim-capability mismatch cannot be NEWLY
+      // A fresh worker with a known claim-capability mismatch cannot be NEWLY
       // saved as the target (the job's current target may be saved again).
       const fresh = worker.lastSeenAt !== null && Date.now() - worker.lastSeenAt.getTime() < this.config.WORKER_PRESENCE_TTL_MS;
       const why = targetIncompatibility({
