@@ -642,7 +642,10 @@ export class JobRepository {
       if (maybeMore) for (const [k, i] of indexes.entries()) if (!claimed[k]) results[i] = await this.claimOne(group[k]!, opts);
     }
     // Nothing to transcribe: diarization reruns of completed jobs (one statement each; their partial index is tiny).
-    for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await this.claimDiarization(r, opts);
+    // One look first: a batch of idle workers would otherwise try one statement each for nothing.
+    if (requests.some((r, i) => !results[i] && r.worker.diarizeTasks) && (await this.diarizationWaiting())) {
+      for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await this.claimDiarization(r, opts);
+    }
     const found = results.filter((r): r is Claimed => r !== null);
     this.publish(found.map((r) => r.row));
     return results.map((r) => (r ? stripRow(r) : null));
@@ -718,6 +721,18 @@ export class JobRepository {
    * as for transcription; an `auto` rerun needs a worker with a diarizer, and one that has the
    * job's model when the pass's segments must be regenerated first.
    */
+  /** Whether any diarization rerun waits for a runner (the claimDiarization guard without the worker's part). */
+  private async diarizationWaiting(): Promise<boolean> {
+    const rows = await this.prepared<{ waiting: boolean }>(
+      'speech_diarization_waiting',
+      `select exists (select 1 from speech_jobs j
+                       where j.status = 'completed' and j.diarization_state = 'pending'
+                         and j.diarization_rerun_requested_at is not null and j.media_path is not null) as waiting`,
+      {},
+    );
+    return rows[0]?.waiting === true;
+  }
+
   private async claimDiarization(req: ClaimRequest, opts: ClaimOptions): Promise<(ClaimedJob & { row: StatusRow }) | null> {
     const w = req.worker;
     const rows = await this.prepared<Record<string, unknown>>(
