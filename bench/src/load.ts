@@ -13,6 +13,8 @@ import { cpuSample, cpuSince, log, sleep, summarize, type DnsApiBody, type Summa
 interface SimWorker {
   client: CoordinatorClient;
   sessionId: string;
+  /** The heartbeat interval the coordinator's Hello asked for. */
+  heartbeatMs: number;
 }
 type ClaimedJob = NonNullable<ClaimResponseMsg['job']>;
 
@@ -33,7 +35,7 @@ async function connectWorker(address: string, secret: string): Promise<SimWorker
     capabilities: CAPABILITIES,
     local: false,
   });
-  return { client, sessionId: hello.session_id };
+  return { client, sessionId: hello.session_id, heartbeatMs: hello.heartbeat_interval_ms };
 }
 
 function closeAll() {
@@ -344,7 +346,144 @@ async function http({ url, key, requests, concurrency }: HttpArgs): Promise<Http
   };
 }
 
-const commands = { protocol, segments, http };
+// ---- the fleet phase (bench/src/fleet.ts): many connected, mostly idle workers ---------------------
+/**
+ * Each simulated worker behaves like the agent (worker/src/agent.ts) with nothing to do: Hello, a
+ * heartbeat every `heartbeat_interval_ms` (first one at a random point of the interval, as agents
+ * started at different times), and a long-poll Claim (`wait_ms`) again and again. A claimed job is
+ * completed at once and the worker claims again.
+ */
+export interface FleetStartArgs extends ProtocolArgs {
+  waitMs: number;
+}
+interface FleetWorker extends SimWorker {
+  heartbeat: NodeJS.Timeout | null;
+}
+const fleet = {
+  workers: [] as FleetWorker[],
+  stopping: false,
+  loops: [] as Array<Promise<void>>,
+  heartbeats: 0,
+  heartbeatErrors: 0,
+  claimErrors: [] as string[],
+  /** Jobs claimed (and completed) since the last fleetDrain began, and the claims' timings. */
+  drain: null as null | { t0: number; jobs: number[]; claimMs: number[]; wokenMs: number[]; anomalies: number; wanted: number; done: () => void },
+};
+
+async function fleetStart({ address, secrets, waitMs }: FleetStartArgs) {
+  fleet.stopping = false;
+  const helloMs: number[] = [];
+  // Hello in batches, as a fleet coming up does over some seconds (and as the coordinator's auth allows).
+  const connected: FleetWorker[] = [];
+  for (let i = 0; i < secrets.length; i += 50) {
+    const batch = await Promise.all(
+      secrets.slice(i, i + 50).map(async (s) => {
+        const t = performance.now();
+        const w = await connectWorker(address, s);
+        helloMs.push(performance.now() - t);
+        return { ...w, heartbeat: null };
+      }),
+    );
+    connected.push(...batch);
+  }
+  fleet.workers = connected;
+  const intervalMs = connected[0]?.heartbeatMs || 15_000;
+  for (const w of connected) {
+    const beat = () => {
+      if (fleet.stopping) return;
+      fleet.heartbeats++;
+      w.client.heartbeat({ session_id: w.sessionId, leases: [] }).catch(() => fleet.heartbeatErrors++);
+    };
+    // The first beat at a random point of the interval, then every interval.
+    w.heartbeat = setTimeout(() => {
+      beat();
+      w.heartbeat = setInterval(beat, intervalMs);
+    }, Math.random() * intervalMs);
+    fleet.loops.push(claimLoop(w, waitMs));
+  }
+  return { workers: connected.length, hello: summarize(helloMs), heartbeatIntervalMs: intervalMs };
+}
+
+async function claimLoop(w: FleetWorker, waitMs: number) {
+  while (!fleet.stopping) {
+    const t = performance.now();
+    let res;
+    try {
+      res = await w.client.claim({ session_id: w.sessionId, wait_ms: waitMs });
+    } catch (err) {
+      if (fleet.stopping) return;
+      fleet.claimErrors.push(err instanceof Error ? err.message : String(err));
+      await sleep(1000);
+      continue;
+    }
+    if (!res.has_job || !res.job) continue;
+    const d = fleet.drain;
+    const now = performance.now();
+    if (d) {
+      // A claim sent before the burst began waited for it: its latency counts from the burst's start.
+      if (t < d.t0) d.wokenMs.push(now - d.t0);
+      else d.claimMs.push(now - t);
+    }
+    const c = await w.client.complete(completeOk(res.job.lease, 0));
+    if (d) {
+      if (c.duplicate || c.status !== 'completed') d.anomalies++;
+      d.jobs.push(res.job.lease.job_id);
+      if (d.jobs.length >= d.wanted) d.done();
+    }
+  }
+}
+
+/** Starts counting claims now; resolves when `jobs` jobs were claimed and completed (or after `timeoutMs`). */
+async function fleetDrain({ jobs, timeoutMs }: { jobs: number; timeoutMs: number }) {
+  const cpu0 = cpuSample();
+  const t0 = performance.now();
+  let done = () => undefined as void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  fleet.drain = { t0, jobs: [], claimMs: [], wokenMs: [], anomalies: 0, wanted: jobs, done };
+  const timer = setTimeout(done, timeoutMs);
+  await finished;
+  clearTimeout(timer);
+  const d = fleet.drain;
+  fleet.drain = null;
+  return {
+    elapsedMs: performance.now() - t0,
+    jobs: d.jobs.length,
+    distinctJobs: new Set(d.jobs).size,
+    anomalies: d.anomalies,
+    claim: summarize(d.claimMs),
+    woken: summarize(d.wokenMs),
+    loadCpu: cpuSince(cpu0).self,
+  };
+}
+
+/** Counters since the start; the load generator's own CPU over `ms` when asked to measure. */
+async function fleetIdle({ ms: waitMs }: { ms: number }) {
+  const cpu0 = cpuSample();
+  const beats0 = fleet.heartbeats;
+  await sleep(waitMs);
+  return {
+    heartbeats: fleet.heartbeats - beats0,
+    heartbeatErrors: fleet.heartbeatErrors,
+    claimErrors: fleet.claimErrors.slice(0, 3),
+    claimErrorCount: fleet.claimErrors.length,
+    loadCpu: cpuSince(cpu0).self,
+  };
+}
+
+async function fleetStop() {
+  fleet.stopping = true;
+  for (const w of fleet.workers) if (w.heartbeat) clearTimeout(w.heartbeat);
+  closeAll();
+  await Promise.allSettled(fleet.loops);
+  fleet.loops = [];
+  fleet.workers = [];
+  fleet.heartbeats = 0;
+  fleet.heartbeatErrors = 0;
+  fleet.claimErrors = [];
+  return { stopped: true };
+}
+
+const commands = { protocol, segments, http, fleetStart, fleetDrain, fleetIdle, fleetStop };
 
 /** The commands the load generator answers, by name. */
 export type LoadCommands = typeof commands;

@@ -2,8 +2,8 @@
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
 // pocketsphinx + en-us; for the DNS part (bench/src/dns.ts) BIND: named, dig, nsupdate, tsig-keygen.
-// BENCH_ONLY=speech, BENCH_ONLY=dns, BENCH_ONLY=irc or BENCH_ONLY=diarization runs one part; the default
-// is speech, DNS and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
+// BENCH_ONLY=speech, dns, irc, diarization or fleet (bench/src/fleet.ts: 100 and 1,000 connected workers) runs one part; the default
+// is speech, DNS, the fleet and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
 // excerpts), plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is
 // built once, apart: `npm run bench:irc:generate`).
 //
@@ -33,6 +33,7 @@ import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '
 import { createDiarizer, readWav } from '../../worker/dist/diarization/index.js';
 import { diarizationPhase } from './diarization.js';
 import { dnsPhases } from './dns.js';
+import { fleetPhases } from './fleet.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import { coordinatorEnv, cpuSample, cpuSince, epochMs, errorStack, errorText, log, median, ms, pool, secs, type Cleanup, type CpuShare } from './lib.js';
 import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
@@ -55,13 +56,14 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && only !== 'speech' && only !== 'dns' && only !== 'irc' && only !== 'diarization') {
-  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc" or "diarization" (or unset for all), not "${only}"\n`);
+if (only && !['speech', 'dns', 'irc', 'diarization', 'fleet'].includes(only)) {
+  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc", "diarization" or "fleet" (or unset for all), not "${only}"\n`);
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean } = {
+const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean } = {
   speech: !only || only === 'speech',
+  fleet: !only || only === 'fleet',
   dns: !only || only === 'dns',
   irc: only === 'irc' ? true : only ? false : null,
   diarization: !only || only === 'diarization',
@@ -322,7 +324,7 @@ async function main() {
   const check = (ok: boolean) => {
     if (!ok) failed = true;
   };
-  if (parts.speech || parts.dns) await speechAndDnsParts(check);
+  if (parts.speech || parts.dns || parts.fleet) await coordinatorParts(check);
   if (parts.irc) {
     checkInterrupted();
     await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
@@ -333,8 +335,8 @@ async function main() {
   }
 }
 
-/** Speech and DNS share one coordinator on a fresh database, dropped at the end. */
-async function speechAndDnsParts(check: (ok: boolean) => void) {
+/** Speech, DNS and the fleet share one coordinator on a fresh database, dropped at the end. */
+async function coordinatorParts(check: (ok: boolean) => void) {
   // Database and coordinator.
   log(`creating database ${dbName}`);
   await adminQuery(`create database ${dbName}`);
@@ -371,6 +373,12 @@ async function speechAndDnsParts(check: (ok: boolean) => void) {
 
   const accounts = new AccountService(svc.orm);
   if (parts.speech) await speechPhases(svc, q, accounts);
+  if (parts.fleet) {
+    checkInterrupted();
+    const load = startLoadGenerator();
+    cleanups.push(['fleet load generator', () => load.stop()]);
+    await fleetPhases({ svc, q, accounts, runId, load, row, fail, target, check, checkInterrupted });
+  }
   if (parts.dns) {
     checkInterrupted();
     await dnsPhases({

@@ -111,6 +111,7 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
     if (!speech.ai) logger.info('transcript analysis, translations and titles are unavailable (OPENAI_BASE_URL/OPENAI_MODEL are not set)');
 
     const workers = new WorkerRegistry(orm, redis, config);
+    cleanups.unshift(() => workers.close()); // presence gathered since the last flush
     const app = await buildApp({ config, orm, redis, version, metrics, workers, speech, logger: { level: config.LOG_LEVEL } });
     cleanups.unshift(() => app.close());
     const grpc = await startGrpcServer({

@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { JobChange, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '@sonar/shared/live-events';
 import { watchRedis, type OutageLog } from '../../infra/redis-watch.js';
@@ -15,53 +14,113 @@ export interface JobEventSink {
   changed(jobId: number, what: JobChange): void;
 }
 
+/** A claim long-poll waiting for work; `group` is its worker's capability key (see `claimGroupKey`). */
+interface Waiter {
+  group: string;
+  wake: () => void;
+}
+
 /**
- * Wakes claim long-polls when work appears. Local waiters get an in-process event; other
- * coordinators hear it through a Redis channel.
+ * Wakes claim long-polls when work appears. Local waiters are woken in-process; other coordinators
+ * hear it through a Redis channel.
+ *
+ * Two kinds of news, so that a fleet of a thousand idle workers is not woken for every job:
+ * - `notifyNew()`: one more unpinned job (or a new worker). It wakes the longest-waiting long-poll of
+ *   each capability group; a woken long-poll that leases a job wakes the next one of its group
+ *   (`found`), so a burst is taken up by as many workers as it needs, one wake per job.
+ * - `notify()`: anything else (a restart, a new target, requeued leases, a diarization rerun, staged
+ *   media): every long-poll looks again, as a pinned job may be for any of them.
+ * A long-poll also looks again on its own now and then (`recheckMs`), for work that appears by the
+ * clock alone and for news lost with a Redis outage.
  */
 export class WorkAvailable {
-  private readonly emitter = new EventEmitter();
+  private readonly waiters = new Set<Waiter>();
+  /** Counts news of work (local or from Redis): a long-poll compares it to see whether anything happened. */
+  generation = 0;
   private subscriber: Redis | null = null;
   private log: OutageLog | null = null; // set by start()
 
   constructor(
     private readonly redis: Redis,
     private readonly channel: string,
-  ) {
-    this.emitter.setMaxListeners(0);
-  }
+  ) {}
 
   async start(log: OutageLog) {
     this.log = log;
     this.subscriber = watchRedis(this.redis.duplicate(), log, 'work-available');
-    this.subscriber.on('message', () => this.emitter.emit('work'));
+    // 'one': notifyNew on another coordinator; anything else (older coordinators sent '1'): notify.
+    this.subscriber.on('message', (_channel: string, message: string) => (message === 'one' ? this.wakeOnePerGroup() : this.wakeAll()));
     await this.subscriber.subscribe(this.channel);
   }
 
+  /** Every waiting long-poll looks again (here and on other coordinators). */
   notify() {
-    this.emitter.emit('work');
-    // Other coordinators' long-polls still wake on their own timeout when this is lost.
-    void this.redis.publish(this.channel, '1').catch((err: unknown) => this.log?.warn({ err }, 'work-available publish failed'));
+    this.wakeAll();
+    this.publish('all');
   }
 
-  /** Resolves when work may be available or after `ms`, whichever comes first. */
-  wait(ms: number, signal?: AbortSignal): Promise<void> {
+  /** One more job anyone of a group may take: the longest waiter of each group looks (here and elsewhere). */
+  notifyNew() {
+    this.wakeOnePerGroup();
+    this.publish('one');
+  }
+
+  /** A woken long-poll of `group` leased a job: there may be more, so the next waiter of the group looks. */
+  found(group: string) {
+    for (const w of this.waiters) {
+      if (w.group === group) {
+        w.wake();
+        return;
+      }
+    }
+  }
+
+  /** How long a long-poll waits before it looks again by itself: 2 s, longer in a large fleet (about 50 looks a second in all). */
+  recheckMs(base: number): number {
+    return Math.max(base, this.waiters.size * 20);
+  }
+
+  /** Resolves when work may be available for `group` or after `ms`, whichever comes first. */
+  wait(ms: number, group: string, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.emitter.off('work', done);
-        signal?.removeEventListener('abort', done);
-        resolve();
+      const waiter: Waiter = {
+        group,
+        wake: () => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          signal?.removeEventListener('abort', waiter.wake);
+          resolve();
+        },
       };
-      const timer = setTimeout(done, ms);
-      this.emitter.once('work', done);
-      signal?.addEventListener('abort', done, { once: true });
+      const timer = setTimeout(waiter.wake, ms);
+      this.waiters.add(waiter); // a Set keeps insertion order: the first of a group has waited longest
+      signal?.addEventListener('abort', waiter.wake, { once: true });
     });
   }
 
   /** How many long-polls are waiting in this process now (a test waits for its claim to park here). */
   waiting(): number {
-    return this.emitter.listenerCount('work');
+    return this.waiters.size;
+  }
+
+  private wakeAll() {
+    this.generation++;
+    for (const w of [...this.waiters]) w.wake();
+  }
+
+  private wakeOnePerGroup() {
+    this.generation++;
+    const seen = new Set<string>();
+    for (const w of [...this.waiters]) {
+      if (seen.has(w.group)) continue;
+      seen.add(w.group);
+      w.wake();
+    }
+  }
+
+  private publish(message: 'all' | 'one') {
+    // Other coordinators' long-polls still look again on their own when this is lost.
+    void this.redis.publish(this.channel, message).catch((err: unknown) => this.log?.warn({ err }, 'work-available publish failed'));
   }
 
   async stop() {

@@ -153,7 +153,7 @@ export class JobService {
       }
       throw err;
     }
-    this.work.notify();
+    this.work.notifyNew();
     return job;
   }
 

@@ -46,6 +46,19 @@ class RpcError extends Error {
   }
 }
 
+/**
+ * Workers with the same key may take the same unpinned jobs, so one of them is enough to wake for
+ * one new job (WorkAvailable.notifyNew).
+ */
+function claimGroupKey(session: WorkerSession): string {
+  const c = session.capabilities;
+  const diarizeTasks = (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION;
+  return [session.local, c.canFetchUrls, c.diarization, diarizeTasks, [...c.models].sort().join(',')].join('|');
+}
+
+/** How often waiting long-polls of one capability group look for URL sources to download for them when no news came. */
+const STAGE_LOOK_MS = 1_000;
+
 /** Longest a Claim long poll is held open, whatever the worker asks for. */
 const MAX_CLAIM_WAIT_MS = 30_000;
 /** Even without a wake-up, eligibility is re-checked this often (presence of other workers changes it). */
@@ -77,6 +90,9 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
     if (!worker) throw new RpcError(grpc.status.UNAUTHENTICATED, 'worker secret missing, unknown or revoked');
     return worker;
   }
+
+  /** Capability group → when its long-polls last looked for URL sources to stage, and the news count then. */
+  const lastStaged = new Map<string, { at: number; generation: number }>();
 
   async function sessionOf(worker: SpeechWorker, sessionId: string): Promise<WorkerSession> {
     const session = await registry.session(worker, sessionId);
@@ -147,7 +163,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         const abandoned = await leases.helloFrom(worker.id, session.sessionId, req.held_leases ?? []);
         if (abandoned.length) logger.warn({ worker: worker.name, abandoned }, 'leases of an earlier worker session ended');
       }
-      deps.work.notify(); // a new worker may make queued jobs claimable
+      deps.work.notifyNew(); // a new worker may make queued jobs claimable
       return {
         session_id: session.sessionId,
         worker_name: worker.name,
@@ -176,8 +192,10 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
       const deadline = Date.now() + Math.min(Math.max(call.request.wait_ms, 0), MAX_CLAIM_WAIT_MS);
       const cancelled = new AbortController();
       call.on('cancelled', () => cancelled.abort());
+      let woken = false;
       for (;;) {
         const session = await sessionOf(worker, call.request.session_id);
+        const group = claimGroupKey(session);
         const job = await leases.claim({
           id: worker.id,
           name: worker.name,
@@ -189,15 +207,23 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
           diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
         });
         if (job) {
+          // Woken for one job and got it: the next waiter of the group looks too (a burst has more).
+          if (woken) deps.work.found(group);
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
         // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
         // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
-        await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
+        // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
+        const staged = lastStaged.get(group);
+        if (!staged || staged.generation !== deps.work.generation || Date.now() - staged.at >= STAGE_LOOK_MS) {
+          lastStaged.set(group, { at: Date.now(), generation: deps.work.generation });
+          await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
+        }
         const remaining = deadline - Date.now();
         if (remaining <= 0 || cancelled.signal.aborted) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
-        await deps.work.wait(Math.min(remaining, CLAIM_RECHECK_MS), cancelled.signal);
+        await deps.work.wait(Math.min(remaining, deps.work.recheckMs(CLAIM_RECHECK_MS)), group, cancelled.signal);
+        woken = true;
       }
     }),
 

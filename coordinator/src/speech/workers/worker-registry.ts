@@ -23,8 +23,14 @@ export interface WorkerSession {
  */
 /** How long an authenticated secret and a known session are trusted without asking the database or Redis again. */
 const AUTH_CACHE_MS = 5_000;
-/** Presence (session TTL in Redis, last_seen_at in PostgreSQL) is written at most this often per worker. */
-const PRESENCE_WRITE_MS = 1_000;
+/**
+ * Presence (session TTL in Redis, last_seen_at in PostgreSQL) is written at most this often per
+ * worker: 5 s, or a quarter of the presence TTL when that is shorter. A fleet of a thousand workers
+ * claiming and beating would otherwise write a row a second each.
+ */
+const PRESENCE_WRITE_MS = 5_000;
+/** Presence touched by RPCs is written together, this long after the first touch. */
+const PRESENCE_FLUSH_MS = 250;
 
 export class WorkerRegistry extends WorkerDirectory {
   private readonly local = new Map<string, { workerId: number; lastSeen: number }>();
@@ -32,6 +38,10 @@ export class WorkerRegistry extends WorkerDirectory {
   private readonly authCache = new Map<string, { worker: SpeechWorker | null; at: number }>();
   private readonly sessions = new Map<string, { session: WorkerSession; at: number }>();
   private readonly presenceWritten = new Map<number, number>();
+  /** Presence touched since the last flush (session keys to extend, workers whose last_seen_at moves). */
+  private readonly pendingSessions = new Set<string>();
+  private readonly pendingSeen = new Set<number>();
+  private presenceFlush: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly db: Orm,
@@ -123,7 +133,7 @@ export class WorkerRegistry extends WorkerDirectory {
    */
   touch(workerId: number) {
     const now = Date.now();
-    if (now - (this.presenceWritten.get(workerId) ?? 0) < PRESENCE_WRITE_MS) return;
+    if (now - (this.presenceWritten.get(workerId) ?? 0) < Math.min(PRESENCE_WRITE_MS, this.config.WORKER_PRESENCE_TTL_MS / 4)) return;
     this.presenceWritten.set(workerId, now);
     const keys: string[] = [];
     for (const [id, s] of this.local) {
@@ -132,13 +142,41 @@ export class WorkerRegistry extends WorkerDirectory {
         keys.push(this.sessionKey(id));
       }
     }
-    const pipeline = this.redis.pipeline();
-    for (const key of keys) pipeline.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
-    void pipeline.exec().catch(() => undefined);
-    void this.db.em
-      .getConnection()
-      .execute('update speech_workers set last_seen_at = now() where id = ?', [workerId])
-      .catch(() => undefined);
+    for (const key of keys) this.pendingSessions.add(key);
+    this.pendingSeen.add(workerId);
+    this.schedulePresenceFlush();
+  }
+
+  private schedulePresenceFlush() {
+    if (this.presenceFlush) return;
+    this.presenceFlush = setTimeout(() => void this.flushPresence(), PRESENCE_FLUSH_MS);
+    this.presenceFlush.unref();
+  }
+
+  /** Writes the presence gathered by touch: one Redis pipeline and one UPDATE for all workers. */
+  private async flushPresence() {
+    this.presenceFlush = null;
+    const keys = [...this.pendingSessions];
+    const ids = [...this.pendingSeen];
+    this.pendingSessions.clear();
+    this.pendingSeen.clear();
+    if (keys.length) {
+      const pipeline = this.redis.pipeline();
+      for (const key of keys) pipeline.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
+      await pipeline.exec().catch(() => undefined);
+    }
+    if (ids.length) {
+      await this.db.em
+        .getConnection()
+        .execute('update speech_workers set last_seen_at = now() where id in (?)', [ids])
+        .catch(() => undefined);
+    }
+  }
+
+  /** Writes pending presence now (shutdown). */
+  async close() {
+    if (this.presenceFlush) clearTimeout(this.presenceFlush);
+    await this.flushPresence();
   }
 
   /** Refreshes presence; false when the session is unknown, expired or belongs to another worker. */
@@ -152,8 +190,11 @@ export class WorkerRegistry extends WorkerDirectory {
       return false;
     }
     await this.redis.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
-    await this.db.em.getConnection().execute('update speech_workers set last_seen_at = now() where id = ?', [worker.id]);
     this.local.set(sessionId, { workerId: worker.id, lastSeen: Date.now() });
+    // last_seen_at goes with the next presence flush (one UPDATE for every worker beating meanwhile).
+    this.presenceWritten.set(worker.id, Date.now());
+    this.pendingSeen.add(worker.id);
+    this.schedulePresenceFlush();
     return true;
   }
 

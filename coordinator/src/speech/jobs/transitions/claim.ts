@@ -211,6 +211,17 @@ const CLAIM_ASSIGN = sql<
  * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx).
  * Returns: the claimed rerun (0 or 1 rows).
  */
+/**
+ * Whether any diarization rerun waits for a runner.
+ * Parameters: none. Guard: CLAIM_DIARIZATION's, without the worker's part. Returns: one row.
+ */
+const DIARIZATION_WAITING = sql<Record<string, never>, { waiting: boolean }>(
+  `select exists (select 1 from speech_jobs j
+                   where j.status = 'completed' and j.diarization_state in (${sqlStates(DIARIZATION_TRANSITIONS.start.from)})
+                     and j.diarization_rerun_requested_at is not null and j.media_path is not null) as waiting`,
+  'speech_diarization_waiting',
+);
+
 const CLAIM_DIARIZATION = sql<
   EligibilityParams & { wid: number; name: string; session: string | null; hash: string; ttl: number; running: string },
   ClaimedRow
@@ -284,8 +295,11 @@ export async function claimMany(store: JobStore, requests: ClaimRequest[], opts:
     // Candidates ran out on pinned jobs of other workers: the unlucky claims look again one by one.
     if (maybeMore) for (const [k, i] of indexes.entries()) if (!claimed[k]) results[i] = await claimOne(store, group[k]!, opts);
   }
-  // Nothing to transcribe: diarization reruns of completed jobs (one statement each; their partial index is tiny).
-  for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await claimDiarization(store, r, opts);
+  // Nothing to transcribe: diarization reruns of completed jobs (one statement each; their partial index
+  // is tiny). One look first: a batch of idle workers would otherwise try one statement each for nothing.
+  if (requests.some((r, i) => !results[i] && r.worker.diarizeTasks) && (await DIARIZATION_WAITING.first(store.knex, {}))?.waiting) {
+    for (const [i, r] of requests.entries()) if (!results[i] && r.worker.diarizeTasks) results[i] = await claimDiarization(store, r, opts);
+  }
   store.publish(results.filter((r): r is ClaimedRow => r !== null));
   return results.map((r) => (r ? claimedJob(r) : null));
 }

@@ -1,0 +1,142 @@
+// Fleet phase (`BENCH_ONLY=fleet`): how many connected GPU workers one coordinator holds.
+//
+// For each fleet size (BENCH_FLEET_SIZES, default 100 and 1,000) the load generator connects that
+// many simulated workers, each on its own gRPC channel, behaving as idle agents do: Hello, a
+// heartbeat at the interval the coordinator asks for, and long-poll Claims (wait_ms 20 s). Then:
+// 1. idle: the coordinator's CPU (share of one core) and RSS over BENCH_FLEET_IDLE_MS (default 30 s,
+//    two heartbeat intervals), and presence (every worker's last_seen_at fresh);
+// 2. burst: 5 jobs per worker are created as fast as JobService.create allows (8 in flight); every
+//    worker completes what it claims at once and claims again. Measured: the time from the burst's
+//    start until every job was claimed and completed, the latency of the long-polls the burst woke
+//    (from the burst's start), the latency of claims sent while work was waiting, and exactly-once
+//    (each job claimed once, completed on attempt 1, one lease row each).
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
+import type { RunningCoordinator } from '../../coordinator/dist/service.js';
+import { cpuSample, cpuSince, log, ms, pool, secs, type Fail, type Row } from './lib.js';
+import type { LoadGenerator } from './load.js';
+
+type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
+
+export interface FleetContext {
+  svc: RunningCoordinator;
+  q: Query;
+  accounts: AccountService;
+  runId: string;
+  load: LoadGenerator;
+  row: Row;
+  fail: Fail;
+  target: (name: string, met: boolean, measured: string) => void;
+  check: (ok: boolean) => void;
+  checkInterrupted: () => void;
+}
+
+const URL_SOURCE = { type: 'url' as const, url: 'https://203.0.113.10/x.mp3' };
+const sizes = (process.env.BENCH_FLEET_SIZES ?? '100,1000')
+  .split(',')
+  .map((s) => Number(s.trim()))
+  .filter((n) => Number.isInteger(n) && n > 0);
+const idleMs = Number(process.env.BENCH_FLEET_IDLE_MS) || 30_000;
+const JOBS_PER_WORKER = Number(process.env.BENCH_FLEET_JOBS_PER_WORKER ?? 5);
+const WAIT_MS = 20_000;
+const mb = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MB`;
+
+export async function fleetPhases(ctx: FleetContext) {
+  const { svc, q, accounts, runId, load, row, target } = ctx;
+  const { user } = await accounts.createUser({ username: `bench-fleet-${runId}`, permissions: ['speech.use'] });
+  const address = `127.0.0.1:${svc.grpcPort}`;
+  const largest = Math.max(...sizes);
+  for (const n of sizes) {
+    ctx.checkInterrupted();
+    const name = `fleet ${n} workers`;
+    try {
+      log(`fleet: creating ${n} workers`);
+      const prefix = `bench-fleet${n}-${runId}`;
+      const secrets = await pool(n, 4, async (i) => (await svc.workers.createWorker(`${prefix}-${i}`)).secret);
+      const rss0 = process.memoryUsage().rss;
+      log(`fleet: ${n} workers say Hello`);
+      const started = await load.call('fleetStart', { address, secrets, waitMs: WAIT_MS });
+      // Settle (Hello's writes, first long-polls), then the idle window.
+      await load.call('fleetIdle', { ms: 3_000 });
+      log(`fleet: ${n} workers idle for ${secs(idleMs)}`);
+      const cpu0 = cpuSample();
+      let rssPeak = process.memoryUsage().rss;
+      const knexPool = (svc.orm.em.getConnection().getKnex().client as { pool: { numPendingAcquires(): number; numUsed(): number } }).pool;
+      let pendingPeak = 0;
+      let usedPeak = 0;
+      const rssTimer = setInterval(() => {
+        rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
+        pendingPeak = Math.max(pendingPeak, knexPool.numPendingAcquires());
+        usedPeak = Math.max(usedPeak, knexPool.numUsed());
+      }, 100);
+      const lag = monitorEventLoopDelay({ resolution: 10 });
+      lag.enable();
+      const idle = await load.call('fleetIdle', { ms: idleMs });
+      const cpu = cpuSince(cpu0);
+      clearInterval(rssTimer);
+      lag.disable();
+      row(
+        `${name}: idle internals`,
+        `event loop delay p99 ${ms(lag.percentile(99) / 1e6)} (max ${ms(lag.max / 1e6)}); database pool: at most ${usedPeak} connections busy, ${pendingPeak} requests waiting for one`,
+      );
+      const [presence] = await q<{ fresh: number; total: number }>(
+        `select count(*) filter (where last_seen_at > now() - interval '${Math.ceil((started.heartbeatIntervalMs * 2) / 1000)} seconds')::int as fresh, count(*)::int as total from speech_workers where name like ?`,
+        [`${prefix}-%`],
+      );
+      row(
+        `${name}: idle (heartbeat every ${secs(started.heartbeatIntervalMs)}, long-poll ${secs(WAIT_MS)})`,
+        `coordinator ${cpu.self}% of one core, PostgreSQL ${cpu.postgres ?? 'n/a'}%, load generator ${idle.loadCpu}%; RSS ${mb(rssPeak)} (${mb(rss0)} before the workers connected); ` +
+          `${idle.heartbeats} heartbeats in ${secs(idleMs)}; Hello p50/p99 ${ms(started.hello.p50)} / ${ms(started.hello.p99)}; presence fresh ${presence?.fresh}/${n}`,
+      );
+      if (n === largest) {
+        target(`${n} idle workers ≤ 10 % of a core`, cpu.self <= 10, `${cpu.self}%`);
+        target(`${n} idle workers ≤ 300 MB RSS`, rssPeak <= 300 * 2 ** 20, mb(rssPeak));
+      }
+      const presenceOk = presence?.fresh === n && idle.heartbeatErrors === 0 && idle.claimErrorCount === 0;
+      ctx.check(presenceOk);
+      if (!presenceOk)
+        row(
+          `${name}: presence`,
+          `FAIL: ${presence?.fresh}/${n} fresh, ${idle.heartbeatErrors} heartbeat errors, ${idle.claimErrorCount} claim errors ${idle.claimErrors.join('; ')}`,
+        );
+
+      // The burst.
+      const jobs = n * JOBS_PER_WORKER;
+      if (!jobs) continue;
+      log(`fleet: a burst of ${jobs} jobs for ${n} waiting workers`);
+      const burstCpu = cpuSample();
+      const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
+      const t0 = performance.now();
+      const ids = await pool(jobs, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+      const createdMs = performance.now() - t0;
+      const r = await drained;
+      const bcpu = cpuSince(burstCpu);
+      row(
+        `${name}: burst of ${jobs} jobs`,
+        `all claimed and completed ${secs(r.elapsedMs)} after the burst began (created in ${secs(createdMs)}); woken long-polls p50/p99 ${ms(r.woken.p50)} / ${ms(r.woken.p99)} (n=${r.woken.n}); ` +
+          `claims with work waiting p50/p99 ${ms(r.claim.p50)} / ${ms(r.claim.p99)} (n=${r.claim.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
+      );
+      const [db] = await q<{ total: number; completed: number; first: number; leases: number }>(
+        `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first,
+                (select count(*)::int from speech_leases l where l.job_id between ? and ?) as leases
+           from speech_jobs where id between ? and ?`,
+        [Math.min(...ids), Math.max(...ids), Math.min(...ids), Math.max(...ids)],
+      );
+      const ok = r.jobs === jobs && r.distinctJobs === jobs && r.anomalies === 0 && db?.completed === jobs && db.first === jobs && db.leases === jobs;
+      ctx.check(ok);
+      row(
+        `${name}: exactly-once check`,
+        `${ok ? 'PASS' : 'FAIL'}: ${db?.completed}/${jobs} completed (${db?.first} on attempt 1), ${db?.leases} lease rows, ${r.distinctJobs} distinct of ${r.jobs} claims, ${r.anomalies} odd completions`,
+      );
+      if (n === largest) {
+        // No claim at all is a miss, not a 0 ms latency.
+        const all = r.claim.n + r.woken.n ? Math.max(r.claim.n ? r.claim.p99 : 0, r.woken.n ? r.woken.p99 : 0) : NaN;
+        target(`claim latency p99 ≤ 100 ms with ${n} workers (woken long-polls and claims with work waiting)`, all <= 100, ms(all));
+      }
+    } catch (err) {
+      ctx.fail(name, err);
+    } finally {
+      await load.call('fleetStop', undefined).catch(() => undefined);
+    }
+  }
+}
