@@ -202,16 +202,6 @@ const CLAIM_ASSIGN = sql<
 );
 
 /**
- * CLAIM_DIARIZATION — leases a diarization rerun of a completed job as a `diarize` lease: its
- * diarization moves pending → running (DIARIZATION_TRANSITIONS.start; the job stays completed)
- * and its attempt sequence grows by one (leases are unique per job and attempt). Pinned and local
- * targets apply as for transcription; an `auto` rerun needs a worker with a diarizer, and one
- * that has the job's model when the pass's segments must be regenerated first.
- * Parameters: the worker's eligibility, :wid, :name, :session, :hash (the diarize token's hash), :ttl, :running.
- * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx).
- * Returns: the claimed rerun (0 or 1 rows).
- */
-/**
  * Whether any diarization rerun waits for a runner.
  * Parameters: none. Guard: CLAIM_DIARIZATION's, without the worker's part. Returns: one row.
  */
@@ -222,6 +212,16 @@ const DIARIZATION_WAITING = sql<Record<string, never>, { waiting: boolean }>(
   'speech_diarization_waiting',
 );
 
+/**
+ * CLAIM_DIARIZATION — leases a diarization rerun of a completed job as a `diarize` lease: its
+ * diarization moves pending → running (DIARIZATION_TRANSITIONS.start; the job stays completed)
+ * and its attempt sequence grows by one (leases are unique per job and attempt). Pinned and local
+ * targets apply as for transcription; an `auto` rerun needs a worker with a diarizer, and one
+ * that has the job's model when the pass's segments must be regenerated first.
+ * Parameters: the worker's eligibility, :wid, :name, :session, :hash (the diarize token's hash), :ttl, :running.
+ * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx).
+ * Returns: the claimed rerun (0 or 1 rows).
+ */
 const CLAIM_DIARIZATION = sql<
   EligibilityParams & { wid: number; name: string; session: string | null; hash: string; ttl: number; running: string },
   ClaimedRow
