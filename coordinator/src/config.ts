@@ -159,6 +159,8 @@ export const envSchema = z.object({
   REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30),
 
   SESSION_SECRET: secret,
+  /** How often each coordinator checks that its live sockets' users are still active, with an unchanged password. */
+  LIVE_ACCESS_RECHECK_SECONDS: z.coerce.number().min(0.1).max(3600).default(5),
   SESSION_TTL_SECONDS: z.coerce
     .number()
     .int()
