@@ -32,6 +32,8 @@ export const envSchema = z.object({
 
   DATABASE_URL: z.url().refine((u) => /^postgres(ql)?:/.test(u), 'must be a postgres:// URL'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  /** Longest wait for a pooled connection, a new connection or a statement (ms); migrations and the CLI are not bounded. */
+  DATABASE_WAIT_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(10_000),
   DATABASE_MIGRATE_ON_START: bool.default(true),
 
   REDIS_URL: z.url().refine((u) => /^rediss?:/.test(u), 'must be a redis:// or rediss:// URL'),
