@@ -39,6 +39,13 @@ interface MigratorParts {
   migrationsList: MigrationObject[];
 }
 
+/**
+ * Knex query options (`.options(...)`) for a statement that may legitimately run long inside the
+ * coordinator (a recount over the whole chat-log archive): no client-side bound. Its transaction
+ * lifts the server-side one with `set local statement_timeout = 0`.
+ */
+export const LONG_STATEMENT = { query_timeout: 24 * 3600_000 };
+
 /** The pg driver's error when a statement got no answer within query_timeout. */
 const QUERY_READ_TIMEOUT = 'Query read timeout';
 
