@@ -17,6 +17,7 @@ import { clientErrorHandler, errorShapeOf, installDomainErrors, isReaderPage, no
 import { withRedaction } from './http/log-redaction.js';
 import { Metrics, metricsPlugin } from './http/metrics.js';
 import { openApiPlugin } from './http/openapi.js';
+import { redisWithFallbackStore } from './http/rate-limit-store.js';
 import { ircPlugin, isIrcApiUrl } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
 import { DyndnsTokens } from './platform/dyndns/dyndns-tokens.js';
@@ -98,9 +99,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (config.OPENAPI_ENABLED) await app.register(openApiPlugin, { version, publicBaseUrl: config.PUBLIC_BASE_URL });
   await app.register(fastifyRateLimit, {
     global: false,
-    redis,
-    nameSpace: `${config.REDIS_KEY_PREFIX}rl:`,
-    skipOnError: true,
+    // Redis counts for every coordinator; while it is down each coordinator counts on its own
+    // (never no limit at all: the sign-in budget must hold through a Redis outage).
+    store: redisWithFallbackStore(redis, `${config.REDIS_KEY_PREFIX}rl:`, app.log),
   });
   await app.register(metricsPlugin, { config, metrics });
   const dyndnsTokens = new DyndnsTokens(orm);

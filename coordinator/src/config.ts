@@ -43,6 +43,15 @@ export const envSchema = z.object({
     .refine((u) => /^postgres(ql)?:/.test(u), 'must be a postgres:// URL')
     .describe('`postgres://…`'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10).describe('Connection pool size'),
+  DATABASE_WAIT_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(500)
+    .max(600_000)
+    .default(10_000)
+    .describe(
+      'Longest wait for a pooled connection, a new connection or a statement; past it the request answers 503 (a frozen or hung PostgreSQL). Migrations and the CLI (imports, recounts) are not bounded',
+    ),
   DATABASE_MIGRATE_ON_START: bool.default(true).describe('Apply committed migrations at start'),
 
   REDIS_URL: z
@@ -256,6 +265,12 @@ export const envSchema = z.object({
   REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30).describe('Reports per user and hour (429 beyond)'),
 
   SESSION_SECRET: secret.describe('≥ 32 characters; signs the session cookie'),
+  LIVE_ACCESS_RECHECK_SECONDS: z.coerce
+    .number()
+    .min(0.1)
+    .max(3600)
+    .default(5)
+    .describe('How often each coordinator disconnects live (socket.io) clients whose user was disabled, changed password or lost `speech.use`'),
   SESSION_TTL_SECONDS: z.coerce
     .number()
     .int()

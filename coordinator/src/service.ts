@@ -56,13 +56,25 @@ export async function startCoordinator(config: Config, opts: { logger?: Logger }
   // A bad logger configuration file stops the start before anything is opened (ConfigError).
   const ircLoggerConfig = config.IRC_LOGGER_CONFIG ? loadIrcLoggerConfig(config.IRC_LOGGER_CONFIG) : null;
 
-  const orm = await openOrm({ databaseUrl: config.DATABASE_URL, poolMax: config.DATABASE_POOL_MAX, logger });
+  if (config.DATABASE_MIGRATE_ON_START) {
+    // On a connection of their own without the wait bounds: a migration may rewrite a big table.
+    const migrator = await openOrm({ databaseUrl: config.DATABASE_URL, poolMax: 1, logger });
+    try {
+      const applied = await migrate(migrator);
+      if (applied.length) logger.info({ applied }, 'database migrations applied');
+    } finally {
+      await migrator.close(true);
+    }
+  }
+  const orm = await openOrm({
+    databaseUrl: config.DATABASE_URL,
+    poolMax: config.DATABASE_POOL_MAX,
+    logger,
+    migrator: false,
+    waitTimeoutMs: config.DATABASE_WAIT_TIMEOUT_MS,
+  });
   const cleanups: Array<() => Promise<unknown>> = [() => orm.close(true)];
   try {
-    if (config.DATABASE_MIGRATE_ON_START) {
-      const applied = await migrate(orm);
-      if (applied.length) logger.info({ applied }, 'database migrations applied');
-    }
     const redis = watchRedis(connectRedis(config.REDIS_URL), logger, 'main');
     cleanups.unshift(() => redis.quit());
     await redis.ping();

@@ -558,6 +558,16 @@ describe('every real route of the application', () => {
     expect(protectedRoutes().length).toBeGreaterThan(40);
   });
 
+  it('every protected operation in /openapi.json declares how to authenticate (security)', async () => {
+    const spec = (await get('/openapi.json')).json<{ paths: Record<string, Record<string, { security?: unknown[] }>> }>();
+    const missing: string[] = [];
+    for (const r of protectedRoutes()) {
+      const op = spec.paths[r.url.replace(/:([A-Za-z_]+)/g, '{$1}')]?.[r.method.toLowerCase()];
+      if (op && !op.security?.length) missing.push(label(r));
+    }
+    expect(missing).toEqual([]);
+  });
+
   it('public routes are exactly the declared ones: sign-in, platform, reputation lookups, chat-log reads, shares, docs, metrics, static assets', () => {
     const publicUrls = [
       ...new Set(

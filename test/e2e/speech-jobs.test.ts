@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -454,6 +454,33 @@ describe('POST /api/speech/jobs', () => {
     socket.destroy();
     await expect.poll(() => listDir(incoming), { timeout: 10_000, interval: 20, message: 'partial upload left behind' }).toEqual([]);
     expect(await jobCount(t)).toBe(before);
+  });
+
+  it('answers 422 errors.media_file when the connection ends before Content-Length (half-closed), not 400 "not valid HTTP"', async () => {
+    const before = await jobCount(t);
+    // Listening already when the test before it ran.
+    const port = t.app.server.listening
+      ? (t.app.server.address() as AddressInfo).port
+      : Number(new URL(await t.app.listen({ port: 0, host: '127.0.0.1' })).port);
+    const { payload, contentType } = form([{ name: 'media_file', filename: 'short.wav', data: speechWav }]);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.on('error', () => {});
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(
+      `POST /api/speech/jobs HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${alice.auth.authorization}\r\n` +
+        `Content-Type: ${contentType}\r\nContent-Length: ${payload.length}\r\n\r\n`,
+    );
+    socket.end(payload.subarray(0, Math.floor(payload.length / 2))); // our side ends early; the answer can still come back
+    await closed;
+    const answer = Buffer.concat(chunks).toString('utf8');
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 422 Unprocessable Entity');
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { reason: string; errors: Record<string, string[]> };
+    expect(body).toMatchObject({ reason: 'validation_failed', errors: { media_file: ['the upload ended before the whole file arrived; nothing was stored'] } });
+    expect(await jobCount(t)).toBe(before);
+    expect(await listDir(path.join(mediaDir, 'incoming'))).toEqual([]);
   });
 });
 

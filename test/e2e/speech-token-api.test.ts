@@ -241,7 +241,7 @@ describe('POST /api/speech/transcribe', () => {
       translation_target_languages: ['de', 'fr'],
       owner: { id: alice.id, username: alice.name },
     });
-    expect(job.callback).toEqual({ url: CALLBACK, status: 'pending', http_status: null, last_attempt_at: null, delivered_at: null, error: null });
+    expect(job.callback).toEqual({ url: CALLBACK, status: 'pending', http_status: null, last_attempt_at: null, delivered_at: null, error: null, attempts: 0 });
     expect(job.share).toBeNull();
 
     const rows = await sql<{ queue_channel: string; callback_url: string; callback_status: string; callback_cycle: number; api_token_id: number }>(
@@ -282,7 +282,7 @@ describe('POST /api/speech/transcribe', () => {
       source_filename: 'f.wav',
       source_size_bytes: wav.length,
       translation_target_languages: ['sv'],
-      callback: { url: CALLBACK, status: 'pending', http_status: null, last_attempt_at: null, delivered_at: null, error: null },
+      callback: { url: CALLBACK, status: 'pending', http_status: null, last_attempt_at: null, delivered_at: null, error: null, attempts: 0 },
       share: null,
     });
     expect(job.source_duration_seconds).toBeGreaterThan(0.3);

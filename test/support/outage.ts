@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, readdirSync } from 'node:fs';
+import { chownSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -78,6 +78,18 @@ export class DedicatedPostgres {
     );
     this.proc = new Proc(child);
     await until(() => canConnect(this.adminUrl), 30_000, `PostgreSQL on port ${this.port}`);
+  }
+
+  /**
+   * SIGSTOP (freeze) or SIGCONT (thaw) to the postmaster and every process it started (backends,
+   * background workers): connections stay open and the kernel still accepts new ones, but nothing
+   * answers, like a hung host.
+   */
+  signalAll(signal: 'SIGSTOP' | 'SIGCONT') {
+    const pid = this.proc?.child.pid;
+    if (!pid) throw new Error('PostgreSQL is not running');
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+    for (const p of [pid, ...children]) process.kill(p, signal);
   }
 
   /** Fast shutdown: open connections are terminated (SQLSTATE 57P01), new ones refused. */

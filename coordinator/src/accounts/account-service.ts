@@ -107,6 +107,16 @@ export class AccountService {
     return user && !user.disabledAt && user.tokenVersion === tokenVersion ? toAuthUser(user) : null;
   }
 
+  /**
+   * The active users among `ids` with their current token version (one query; disabled and
+   * deleted users are left out): what a live socket authenticated earlier is checked against.
+   */
+  async activeUsersWithVersion(ids: number[]): Promise<Map<number, { user: AuthUser; tokenVersion: number }>> {
+    if (!ids.length) return new Map();
+    const users = await this.em().find(User, { id: { $in: [...new Set(ids)] }, disabledAt: null });
+    return new Map(users.map((u) => [u.id, { user: toAuthUser(u), tokenVersion: u.tokenVersion }]));
+  }
+
   /** The version that a JWT issued now for this user carries. */
   async tokenVersionOf(id: number): Promise<number> {
     const user = await this.repo.findUserById(this.em(), id);

@@ -19,6 +19,15 @@ export interface OrmOptions {
    * commands leave it out (a quicker start) and check the schema with pendingMigrations().
    */
   migrator?: boolean;
+  /**
+   * Bounds on each wait for the database, in milliseconds (absent: unbounded, for the CLI's imports
+   * and recounts and for migrations). A connection from the pool, a new connection's start-up and a
+   * statement each fail after this long, so that a frozen PostgreSQL (SIGSTOP, a hung host) turns
+   * requests into 503 instead of holding them for the whole stall. The server cancels a statement
+   * at this bound (statement_timeout); the client gives up one second later when the server does
+   * not answer at all (query_timeout), and the pool then drops that connection.
+   */
+  waitTimeoutMs?: number;
 }
 
 interface MigratorParts {
@@ -26,9 +35,51 @@ interface MigratorParts {
   migrationsList: MigrationObject[];
 }
 
+/**
+ * Knex query options (`.options(...)`) for a statement that may legitimately run long inside the
+ * coordinator (a recount over the whole chat-log archive): no client-side bound. Its transaction
+ * lifts the server-side one with `set local statement_timeout = 0`.
+ */
+export const LONG_STATEMENT = { query_timeout: 24 * 3600_000 };
+
+/** The pg driver's error when a statement got no answer within query_timeout. */
+const QUERY_READ_TIMEOUT = 'Query read timeout';
+
+type PgConn = { query: (...args: unknown[]) => unknown; __knex__disposed?: unknown };
+
+/**
+ * A connection whose statement timed out on the client still has that statement in flight (pg
+ * does not cancel it), so the next query on it would wait behind it: marked disposed, knex's pool
+ * destroys it instead of lending it again. (pg reports the timeout to the callback only; there is
+ * no event to hook.)
+ */
+function disposeOnReadTimeout(conn: PgConn) {
+  const query = conn.query.bind(conn);
+  conn.query = (...args: unknown[]) => {
+    const last = args.length - 1;
+    const cb = args[last];
+    if (typeof cb === 'function') {
+      args[last] = (err: Error | null, ...rest: unknown[]) => {
+        if (err?.message === QUERY_READ_TIMEOUT) conn.__knex__disposed = err.message;
+        return (cb as (...a: unknown[]) => unknown)(err, ...rest);
+      };
+    }
+    return query(...args);
+  };
+}
+
 export function ormConfig(opts: OrmOptions, migrator: MigratorParts | null) {
+  const wait = opts.waitTimeoutMs;
   return defineConfig({
     clientUrl: opts.databaseUrl,
+    ...(wait
+      ? {
+          driverOptions: {
+            acquireConnectionTimeout: wait,
+            connection: { connectionTimeoutMillis: wait, statement_timeout: wait, query_timeout: wait + 1000, keepAlive: true },
+          },
+        }
+      : {}),
     entities: entitySchemas,
     extensions: migrator ? [migrator.Migrator] : [],
     pool: {
@@ -37,9 +88,10 @@ export function ormConfig(opts: OrmOptions, migrator: MigratorParts | null) {
       // JIT compilation pays off for long analytical queries; for this service's short queries its
       // compile time (tens of milliseconds, triggered by high cost estimates of full-text and
       // large index scans) is pure latency.
-      afterCreate: (conn: { query(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) => {
+      afterCreate: (conn: PgConn, done: (err: Error | null, conn: unknown) => void) => {
+        if (wait) disposeOnReadTimeout(conn);
         // Prepared statements (db/prepared.ts, the worker protocol's hot paths) are planned once per connection.
-        conn.query('set jit = off; set plan_cache_mode = force_generic_plan', (err) => done(err, conn));
+        conn.query('set jit = off; set plan_cache_mode = force_generic_plan', (err: Error | null) => done(err, conn));
       },
     },
     discovery: { warnWhenNoEntities: true },

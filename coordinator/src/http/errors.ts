@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Duplex } from 'node:stream';
+import type { ServerResponse } from 'node:http';
 import type { Reason } from '@sonar/shared';
 import { RETRY_AFTER_SECONDS, unavailableDependency, unavailableMessage } from '../infra/unavailable.js';
 
@@ -177,6 +178,26 @@ export function installDomainErrors(app: FastifyInstance, shape: ErrorBodyShape,
 }
 
 /**
+ * The client ended its side of the connection before the body it announced (Content-Length) had
+ * arrived, while a route is reading that body: the body ends here for the route (its reader sees
+ * it cut short, so an upload answers 422 under errors.media_file) and the connection closes after
+ * the route's answer, as Node does for a half-closed client. False when no request is in flight.
+ * Node keeps the response of the request in flight on the socket (`_httpMessage`, with `_last` to
+ * close after it), which no public API exposes; Node's own handling of this case writes 400 and
+ * destroys the socket, so the route never answers.
+ */
+function endRequestEarly(socket: Duplex): boolean {
+  const res = (socket as Duplex & { _httpMessage?: ServerResponse & { _last?: boolean } })._httpMessage;
+  if (!res || res.headersSent || res.req.complete) return false;
+  res._last = true;
+  // Marked complete so that the ended stream's auto-destroy does not count as the client aborting
+  // (which would destroy the socket before the answer); the reader still sees the body cut short.
+  res.req.complete = true;
+  res.req.push(null);
+  return true;
+}
+
+/**
  * Fastify's clientErrorHandler: errors Node's HTTP parser raises before there is a request (a
  * request line and headers over the header size limit, 16 KiB by default; a malformed request),
  * answered in the documented body of the area the request line names (read from the raw bytes)
@@ -184,6 +205,7 @@ export function installDomainErrors(app: FastifyInstance, shape: ErrorBodyShape,
  */
 export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (err.code === 'HPE_INVALID_EOF_STATE' && endRequestEarly(socket)) return;
   const [status, label, message] =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? [431, 'Request Header Fields Too Large', 'The request line and headers are too large (more than 16 KiB); shorten the URL or the headers.']

@@ -15,12 +15,14 @@ export const RETRY_AFTER_SECONDS = 5;
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 // PostgreSQL SQLSTATEs besides class 08 (connection exception): admin/crash shutdown, cannot
 // connect now (starting up or shutting down), too many connections.
-const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+// 57014: a statement cancelled at statement_timeout (DATABASE_WAIT_TIMEOUT_MS).
+const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '57014']);
 // pg and knex report a lost or unobtainable connection by message only.
 const DB_MESSAGES = [
   /^Connection terminated/, // pg: "… unexpectedly", "… due to connection timeout"
   /is not queryable/, // pg: a client that already failed or was closed
   /Timeout acquiring a connection/, // knex/tarn pool
+  /Query read timeout$/, // pg: no answer within query_timeout (a frozen server); MikroORM prefixes the SQL
 ];
 // Redis replies that mean "not serving now" (loading a dataset, failover in progress).
 const REDIS_REPLIES = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|BUSY) /;

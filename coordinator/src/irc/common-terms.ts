@@ -9,7 +9,7 @@
  * counts them quickly.
  */
 import type { Knex } from 'knex';
-import type { Orm } from '../db/orm.js';
+import { LONG_STATEMENT, type Orm } from '../db/orm.js';
 import { lexemeQuery } from './search-terms.js';
 
 /** How many of the archive's most frequent lexemes are frequent terms (the searched word of a counted pair). */
@@ -81,6 +81,7 @@ export class IrcCommonTerms {
     }
     for (const term of changed) {
       await this.knex().transaction(async (trx) => {
+        await trx.raw('set local statement_timeout = 0'); // a recount: not cut at DATABASE_WAIT_TIMEOUT_MS
         await lockWriters(trx);
         // Read again under the lock: another refresh may have moved it meanwhile.
         const was = (await this.places(trx, term)).get(term) ?? null;
@@ -97,12 +98,14 @@ export class IrcCommonTerms {
         // The pairs it now takes part in, counted from the rows holding it.
         const sides = [...(to === 'common' && was !== 'common' ? ['h'] : []), ...(to !== null && was === null ? ['l'] : [])];
         for (const side of sides) {
-          await trx.raw(
-            `insert into irc_term_pairs (common, term, channel_id, n)
+          await trx
+            .raw(
+              `insert into irc_term_pairs (common, term, channel_id, n)
              select h.lexeme, l.lexeme, e.channel_id, count(*) ${pairsOf('e', 'irc_events e')} and e.search_vector @@ ?::tsquery and ${side}.lexeme = ?
               group by 1, 2, 3`,
-            [lexemeQuery(term), term],
-          );
+              [lexemeQuery(term), term],
+            )
+            .options(LONG_STATEMENT);
         }
       });
     }
@@ -112,6 +115,7 @@ export class IrcCommonTerms {
   /** Every term's place and every pair count anew, in one transaction and one pass over the rows. */
   private async rebuild(wanted: Map<string, Place>): Promise<void> {
     await this.knex().transaction(async (trx) => {
+      await trx.raw('set local statement_timeout = 0'); // a recount: not cut at DATABASE_WAIT_TIMEOUT_MS
       await lockWriters(trx);
       await trx.raw(`set local work_mem = '256MB'`);
       await trx.raw('delete from irc_term_pairs');
@@ -121,9 +125,11 @@ export class IrcCommonTerms {
         [...wanted.keys()],
         [...wanted.values()].map((p) => p === 'common'),
       ]);
-      await trx.raw(
-        `insert into irc_term_pairs (common, term, channel_id, n) select h.lexeme, l.lexeme, e.channel_id, count(*) ${pairsOf('e', 'irc_events e')} group by 1, 2, 3`,
-      );
+      await trx
+        .raw(
+          `insert into irc_term_pairs (common, term, channel_id, n) select h.lexeme, l.lexeme, e.channel_id, count(*) ${pairsOf('e', 'irc_events e')} group by 1, 2, 3`,
+        )
+        .options(LONG_STATEMENT);
     });
   }
 
@@ -165,5 +171,5 @@ export class IrcCommonTerms {
  * lock and then reads the list is never waited on crosswise.
  */
 async function lockWriters(trx: Knex.Transaction): Promise<void> {
-  await trx.raw('lock table irc_events in share row exclusive mode');
+  await trx.raw('lock table irc_events in share row exclusive mode').options(LONG_STATEMENT);
 }

@@ -40,7 +40,7 @@ export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<Spee
         '`unavailable_reason` says why: only the owner may start one (administrators read but do not start); the current pass must be ' +
         'completed; no diarization may be pending or running; the retained source media must still exist; another model must be available. ' +
         '`revisions[]` are the earlier completed passes, newest first: transcript, speaker-aware transcript, diarization and speaker labels ' +
-        'as they were when archived, `analysis` (null) and `translations` ([]) of that pass. `?include=segments` adds each revision’s ' +
+        'as they were when archived, and the `analysis` and `translations` of that pass as archived with it. `?include=segments` adds each revision’s ' +
         'timestamped segments with speaker names.',
       params: jobIdParams,
       querystring: revisionsQuerySchema,

@@ -18,6 +18,7 @@ export const callbackSchema = z
     last_attempt_at: timestamp.nullable(),
     delivered_at: timestamp.nullable(),
     error: z.string().nullable(),
+    attempts: z.number().int().describe('Delivery attempts made so far in this notification cycle (0 before the first)'),
   })
   .describe('Terminal callback delivery of a token-API job; null for jobs submitted without callback_url');
 

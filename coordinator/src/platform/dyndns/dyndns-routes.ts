@@ -13,6 +13,9 @@ import { sharedRateLimit } from '../../http/rate-limits.js';
 import { MAX_HOSTS_PER_TOKEN, parseAddresses, type DyndnsService } from './dyndns-service.js';
 import type { DyndnsToken } from './dyndns-tokens.js';
 
+/** OpenAPI: the token routes take a browser session or a JWT (config.auth `manager`). */
+const signedInSecurity: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
+
 /** dyndns2 clients: the token as the password of HTTP Basic auth (any user name). */
 const updater: AuthRequirement = { accept: ['dyndns_token'] };
 /** Tokens are managed by their owner, from the browser or with a JWT. */
@@ -144,6 +147,7 @@ export async function dyndnsRoutes(app: FastifyInstance, dyndns: DyndnsService, 
     config: { auth: manager, rateLimit: RATE_LIMIT },
     schema: {
       tags,
+      security: signedInSecurity,
       summary: 'Your dynamic-DNS tokens',
       description: 'Secrets are never shown again after creation.',
       response: { 200: z.object({ ok: z.literal(true), tokens: z.array(tokenSchema) }), ...errors },
@@ -155,6 +159,7 @@ export async function dyndnsRoutes(app: FastifyInstance, dyndns: DyndnsService, 
     config: { auth: manager, rateLimit: RATE_LIMIT },
     schema: {
       tags,
+      security: signedInSecurity,
       summary: 'Create a dynamic-DNS token',
       description:
         'Every host name must lie inside a zone you may write (administrators: any managed zone). The secret (`sonar_ddns_…`) ' +
@@ -170,7 +175,13 @@ export async function dyndnsRoutes(app: FastifyInstance, dyndns: DyndnsService, 
 
   r.delete('/api/dyndns/tokens/:id', {
     config: { auth: manager, rateLimit: RATE_LIMIT },
-    schema: { tags, summary: 'Revoke a dynamic-DNS token', params: idParams, response: { 200: z.object({ ok: z.literal(true) }), ...errors } },
+    schema: {
+      tags,
+      security: signedInSecurity,
+      summary: 'Revoke a dynamic-DNS token',
+      params: idParams,
+      response: { 200: z.object({ ok: z.literal(true) }), ...errors },
+    },
     handler: async (request) => {
       await dyndns.revokeToken(userOf(request), request.params.id);
       return { ok: true as const };

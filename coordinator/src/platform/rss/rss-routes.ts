@@ -46,6 +46,7 @@ export async function rssRoutes(app: FastifyInstance, resolver: FeedResolver) {
     config: { auth: signedIn, rateLimit: RATE_LIMIT },
     schema: {
       tags: ['platform'],
+      security: [{ session: [] }, { bearerJwt: [] }],
       summary: 'Find the RSS, Atom or JSON feeds of a site, page or feed URL',
       description:
         'Signed-in callers (session with `X-CSRF-Token`, or a JWT bearer), JSON only: a browser navigation ' +

@@ -119,6 +119,7 @@ export function presentCallback(job: SpeechJob) {
     last_attempt_at: iso(job.callbackLastAttemptAt),
     delivered_at: iso(job.callbackDeliveredAt),
     error: job.callbackError,
+    attempts: job.callbackAttempts,
   };
 }
 

@@ -52,7 +52,40 @@ export function attachLiveHub(app: FastifyInstance, deps: Pick<SpeechDeps, 'conf
     allowHandshake: (headers) => originAllowed(headers, config.PUBLIC_BASE_URL),
     authenticate: async (headers, auth) => {
       const user = (await userFromJwt(auth.token)) ?? (await userFromSession(typeof headers.cookie === 'string' ? headers.cookie : undefined));
-      return user && hasPermission(user, 'speech.use') ? user : null;
+      if (!user || !hasPermission(user, 'speech.use')) return null;
+      // Read after the credentials were checked: a version that moved in between is older than the
+      // user's, so the next check drops the socket.
+      const current = await accounts.activeUsersWithVersion([user.id]);
+      const found = current.get(user.id);
+      return found ? { user, tokenVersion: found.tokenVersion } : null;
     },
+  });
+
+  // An open socket outlives the checks of its handshake: every coordinator looks again at its own
+  // sockets' users (in PostgreSQL, where the CLI disables users and changes passwords) and
+  // disconnects those disabled, with a moved token version (password changed) or without speech.use.
+  const recheck = async () => {
+    try {
+      await speech.live.dropRevoked(async (holders) => {
+        const current = await accounts.activeUsersWithVersion(holders.map((h) => h.user.id));
+        return holders.map((h) => {
+          const now = current.get(h.user.id);
+          return !!now && now.tokenVersion === h.tokenVersion && hasPermission(now.user, 'speech.use');
+        });
+      });
+    } catch (err) {
+      app.log.warn({ err }, 'could not check the access of live sockets; trying again later');
+    }
+  };
+  let running: Promise<void> | null = null;
+  const timer = setInterval(() => {
+    running ??= recheck().finally(() => {
+      running = null;
+    });
+  }, config.LIVE_ACCESS_RECHECK_SECONDS * 1000);
+  timer.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    await running;
   });
 }

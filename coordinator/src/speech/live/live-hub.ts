@@ -14,6 +14,8 @@ export const jobRoom = (jobId: number) => `speech:job:${jobId}`;
 /** Per-socket data: the authenticated user, set by the handshake middleware before `connection`. */
 interface LiveSocketData {
   user?: AuthUser;
+  /** The user's token version at the handshake: a later disable or password change moves it. */
+  tokenVersion?: number;
 }
 /** The wire contract (shared/src/live-events.ts); no events between coordinators (the Redis adapter only fans out). */
 type LiveServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, LiveSocketData>;
@@ -46,7 +48,10 @@ export class LiveHub implements JobEventSink {
     app: FastifyInstance,
     deps: {
       jobs: () => JobService;
-      authenticate: (headers: Record<string, string | string[] | undefined>, auth: Record<string, unknown>) => Promise<AuthUser | null>;
+      authenticate: (
+        headers: Record<string, string | string[] | undefined>,
+        auth: Record<string, unknown>,
+      ) => Promise<{ user: AuthUser; tokenVersion: number } | null>;
       /** Whether a handshake request (polling or WebSocket upgrade) may proceed, from its headers (the Origin check). */
       allowHandshake?: (headers: Record<string, string | string[] | undefined>) => boolean;
     },
@@ -71,12 +76,13 @@ export class LiveHub implements JobEventSink {
     this.io = io;
 
     io.use((socket, next) => {
-      deps.authenticate(socket.handshake.headers, socket.handshake.auth ?? {}).then((user) => {
-        if (!user) {
+      deps.authenticate(socket.handshake.headers, socket.handshake.auth ?? {}).then((found) => {
+        if (!found) {
           next(Object.assign(new Error('unauthenticated'), { data: { reason: 'unauthenticated' } }));
           return;
         }
-        socket.data.user = user;
+        socket.data.user = found.user;
+        socket.data.tokenVersion = found.tokenVersion;
         next();
       }, next);
     });
@@ -121,6 +127,26 @@ export class LiveHub implements JobEventSink {
       await this.pub?.quit().catch(() => undefined);
       await this.sub?.quit().catch(() => undefined);
     });
+  }
+
+  /**
+   * Disconnects this coordinator's sockets that `allowed` no longer accepts (their user disabled,
+   * password changed, permission revoked); each coordinator checks its own sockets. Answers how
+   * many were disconnected.
+   */
+  async dropRevoked(allowed: (holders: Array<{ user: AuthUser; tokenVersion: number }>) => Promise<boolean[]>): Promise<number> {
+    const io = this.io;
+    if (!io) return 0;
+    const sockets = (await io.local.fetchSockets()).filter((s) => s.data.user && s.data.tokenVersion !== undefined);
+    if (!sockets.length) return 0;
+    const verdicts = await allowed(sockets.map((s) => ({ user: s.data.user!, tokenVersion: s.data.tokenVersion! })));
+    let dropped = 0;
+    sockets.forEach((s, i) => {
+      if (verdicts[i]) return;
+      s.disconnect(true);
+      dropped += 1;
+    });
+    return dropped;
   }
 
   segment(jobId: number, pass: number, segment: LiveSegment) {

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import type { JobRepository } from '../jobs/job-repository.js';
+import { CallbackRecovery } from './callback-recovery.js';
 import { CallbackService } from './callback-service.js';
 import { NotificationOutbox } from './outbox.js';
 import { ReportMailer } from './report-mailer.js';
@@ -18,6 +19,8 @@ export interface SpeechNotifications {
   /** null when SMTP_URL is unset (reports disabled). */
   reports: ReportMailer | null;
   outbox: NotificationOutbox;
+  /** Queues again the callbacks still owed (per PostgreSQL) whose delivery Redis lost. */
+  recovery: CallbackRecovery;
   queues: Queue[];
   /** Drains the outbox pass in progress and in-flight deliveries, then closes the queues and workers. */
   close(): Promise<void>;
@@ -42,6 +45,7 @@ export function startSpeechNotifications(deps: {
     : null;
   if (!reports) logger.info('completion report e-mails are disabled (SMTP_URL is not set)');
   const outbox = new NotificationOutbox({ orm: deps.orm, callbacks, reports, logger, aiWaitSeconds: deps.config.SPEECH_AI_NOTIFY_WAIT_SECONDS }).start();
+  const recovery = new CallbackRecovery({ orm: deps.orm, redis: deps.redis, callbacks, logger }).start();
   // A transition that wrote a notification row wakes the dispatcher at once; the poll is the safety net.
   deps.repo.onTerminal((_jobs, notified) => {
     if (notified) outbox.kick();
@@ -50,9 +54,10 @@ export function startSpeechNotifications(deps: {
     callbacks,
     reports,
     outbox,
+    recovery,
     queues: [callbacks.queue, ...(reports ? [reports.queue] : [])] as Queue[],
     async close() {
-      await outbox.close();
+      await Promise.all([outbox.close(), recovery.close()]);
       await Promise.all([callbacks.close(), reports?.close()]);
     },
   };
