@@ -14,7 +14,7 @@ import { log } from './lib.js';
 /** Conversations fitted on, window length (s, as the diarizer's), dimensions kept. */
 const CONVERSATIONS = 160;
 const WINDOW = 2;
-const DIMS = 10;
+const DIMS = 14;
 const SEED = 7;
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

@@ -45,7 +45,7 @@ export const DEFAULT_PARAMS: DefaultParams = {
   window: 2,
   minWindow: 0.5,
   maxWindows: 1500,
-  mergeBase: 4.5,
+  mergeBase: 4,
   mergePerLog: 0.5,
   minClusterShare: 0.05,
   minClusterWindows: 2,
