@@ -437,7 +437,7 @@ async function claimLoop(w: FleetWorker, waitMs: number) {
 async function fleetDrain({ jobs, timeoutMs }: { jobs: number; timeoutMs: number }) {
   const cpu0 = cpuSample();
   const t0 = performance.now();
-  let done = () => undefined as void;
+  let done: () => void = () => undefined;
   const finished = new Promise<void>((resolve) => (done = resolve));
   fleet.drain = { t0, jobs: [], claimMs: [], wokenMs: [], anomalies: 0, wanted: jobs, done };
   const timer = setTimeout(done, timeoutMs);
