@@ -6,14 +6,14 @@
 // 1. idle: the coordinator's CPU (share of one core) and RSS over BENCH_FLEET_IDLE_MS (default 30 s,
 //    two heartbeat intervals), and presence (every worker's last_seen_at fresh);
 // 2. burst: 5 jobs per worker are created as fast as JobService.create allows (8 in flight); every
-//    worker completes what it claims at once and claims again. Measured: the time from the burst's
-//    start until every job was claimed and completed, the latency of the long-polls the burst woke
-//    (from the burst's start), the latency of claims sent while work was waiting, and exactly-once
-//    (each job claimed once, completed on attempt 1, one lease row each).
+//    worker completes what it claims at once and claims again. Measured: the creation rate, the time
+//    from the burst's start until every job was claimed and completed, how long each new job waited
+//    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
+//    attempt 1, one lease row each).
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
 import type { RunningCoordinator } from '../../coordinator/dist/service.js';
-import { cpuSample, cpuSince, log, ms, pool, secs, type Fail, type Row } from './lib.js';
+import { cpuSample, cpuSince, log, ms, pool, secs, summarize, type Fail, type Row } from './lib.js';
 import type { LoadGenerator } from './load.js';
 
 type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
@@ -107,14 +107,21 @@ export async function fleetPhases(ctx: FleetContext) {
       const burstCpu = cpuSample();
       const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
       const t0 = performance.now();
-      const ids = await pool(jobs, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
+      const createdAt = new Map<number, number>();
+      const ids = await pool(jobs, 8, async () => {
+        const id = (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
+        createdAt.set(id, Date.now());
+        return id;
+      });
       const createdMs = performance.now() - t0;
       const r = await drained;
       const bcpu = cpuSince(burstCpu);
+      // How long each new job waited for a worker: claimed (load generator) minus created (here), one machine's clock.
+      const waited = summarize(ids.flatMap((id) => (r.claimedAt[id] !== undefined ? [Math.max(0, r.claimedAt[id] - createdAt.get(id)!)] : [])));
       row(
         `${name}: burst of ${jobs} jobs`,
-        `all claimed and completed ${secs(r.elapsedMs)} after the burst began (created in ${secs(createdMs)}); woken long-polls p50/p99 ${ms(r.woken.p50)} / ${ms(r.woken.p99)} (n=${r.woken.n}); ` +
-          `claims with work waiting p50/p99 ${ms(r.claim.p50)} / ${ms(r.claim.p99)} (n=${r.claim.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
+        `created through JobService.create (8 in flight) in ${secs(createdMs)} (${Math.round((jobs / createdMs) * 1000)} jobs/s); all claimed and completed ${secs(r.elapsedMs)} after the burst began; ` +
+          `a new job's wait for a worker (created → claimed) p50/p99 ${ms(waited.p50)} / ${ms(waited.p99)} (n=${waited.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
       );
       const [db] = await q<{ total: number; completed: number; first: number; leases: number }>(
         `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first,
@@ -129,9 +136,8 @@ export async function fleetPhases(ctx: FleetContext) {
         `${ok ? 'PASS' : 'FAIL'}: ${db?.completed}/${jobs} completed (${db?.first} on attempt 1), ${db?.leases} lease rows, ${r.distinctJobs} distinct of ${r.jobs} claims, ${r.anomalies} odd completions`,
       );
       if (n === largest) {
-        // No claim at all is a miss, not a 0 ms latency.
-        const all = r.claim.n + r.woken.n ? Math.max(r.claim.n ? r.claim.p99 : 0, r.woken.n ? r.woken.p99 : 0) : NaN;
-        target(`claim latency p99 ≤ 100 ms with ${n} workers (woken long-polls and claims with work waiting)`, all <= 100, ms(all));
+        // No claim at all is a miss (NaN), not a 0 ms latency.
+        target(`claim latency p99 ≤ 100 ms with ${n} waiting workers (a new job, created → claimed)`, waited.n === jobs && waited.p99 <= 100, ms(waited.p99));
       }
     } catch (err) {
       ctx.fail(name, err);

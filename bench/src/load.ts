@@ -367,7 +367,15 @@ const fleet = {
   heartbeatErrors: 0,
   claimErrors: [] as string[],
   /** Jobs claimed (and completed) since the last fleetDrain began, and the claims' timings. */
-  drain: null as null | { t0: number; jobs: number[]; claimMs: number[]; wokenMs: number[]; anomalies: number; wanted: number; done: () => void },
+  drain: null as null | {
+    t0: number;
+    jobs: number[];
+    /** Job id → when it was claimed (epoch ms: the creator's clock is another process's). */
+    claimedAt: Record<number, number>;
+    anomalies: number;
+    wanted: number;
+    done: () => void;
+  },
 };
 
 async function fleetStart({ address, secrets, waitMs }: FleetStartArgs) {
@@ -406,7 +414,6 @@ async function fleetStart({ address, secrets, waitMs }: FleetStartArgs) {
 
 async function claimLoop(w: FleetWorker, waitMs: number) {
   while (!fleet.stopping) {
-    const t = performance.now();
     let res;
     try {
       res = await w.client.claim({ session_id: w.sessionId, wait_ms: waitMs });
@@ -418,12 +425,7 @@ async function claimLoop(w: FleetWorker, waitMs: number) {
     }
     if (!res.has_job || !res.job) continue;
     const d = fleet.drain;
-    const now = performance.now();
-    if (d) {
-      // A claim sent before the burst began waited for it: its latency counts from the burst's start.
-      if (t < d.t0) d.wokenMs.push(now - d.t0);
-      else d.claimMs.push(now - t);
-    }
+    if (d) d.claimedAt[res.job.lease.job_id] = Date.now();
     const c = await w.client.complete(completeOk(res.job.lease, 0));
     if (d) {
       if (c.duplicate || c.status !== 'completed') d.anomalies++;
@@ -439,7 +441,7 @@ async function fleetDrain({ jobs, timeoutMs }: { jobs: number; timeoutMs: number
   const t0 = performance.now();
   let done: () => void = () => undefined;
   const finished = new Promise<void>((resolve) => (done = resolve));
-  fleet.drain = { t0, jobs: [], claimMs: [], wokenMs: [], anomalies: 0, wanted: jobs, done };
+  fleet.drain = { t0, jobs: [], claimedAt: {}, anomalies: 0, wanted: jobs, done };
   const timer = setTimeout(done, timeoutMs);
   await finished;
   clearTimeout(timer);
@@ -450,8 +452,7 @@ async function fleetDrain({ jobs, timeoutMs }: { jobs: number; timeoutMs: number
     jobs: d.jobs.length,
     distinctJobs: new Set(d.jobs).size,
     anomalies: d.anomalies,
-    claim: summarize(d.claimMs),
-    woken: summarize(d.wokenMs),
+    claimedAt: d.claimedAt,
     loadCpu: cpuSince(cpu0).self,
   };
 }

@@ -8,6 +8,7 @@ import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
 import { CoordinatorClient } from '../../worker/src/coordinator-client.js';
 import { whisperCliBuilt } from '../../worker/src/engines/whisper-cpp.js';
 import { loadConfig } from '../../coordinator/src/config.js';
+import { WorkerDirectory } from '../../coordinator/src/speech/workers/worker-directory.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
 import { isSameProcess, recordProcess, stopProcess } from '../../coordinator/src/infra/processes.js';
 import { createTestDatabase, testEnv, type TestDatabase } from '../support/harness.js';
@@ -213,6 +214,19 @@ describe('worker agent over gRPC', () => {
       .catch((e: unknown) => e)) as grpc.ServiceError;
     expect(err.code).toBe(grpc.status.UNAUTHENTICATED);
     client.close();
+  });
+
+  it('a revocation or rotation made by another process (the CLI) reaches a coordinator that trusts the secret from its cache', async () => {
+    const { secret: s1 } = await svc.workers.createWorker('gpu-elsewhere-1');
+    const { secret: s2 } = await svc.workers.createWorker('gpu-elsewhere-2');
+    expect(await svc.workers.authenticate(s1)).not.toBeNull();
+    expect(await svc.workers.authenticate(s2)).not.toBeNull(); // both now cached as good
+    // The CLI's own directory (another process in production): this coordinator's cache is not told.
+    const cli = new WorkerDirectory(svc.orm, 45_000);
+    expect(await cli.revokeWorker('gpu-elsewhere-1')).toBe(true);
+    await cli.rotateSecret('gpu-elsewhere-2');
+    await expect.poll(() => svc.workers.authenticate(s1), { timeout: 20_000, interval: 250 }).toBeNull();
+    await expect.poll(() => svc.workers.authenticate(s2), { timeout: 20_000, interval: 250 }).toBeNull();
   });
 });
 

@@ -80,6 +80,19 @@ export class WorkerDirectory {
   }
 
   /** The worker a presented secret belongs to; null when unknown or revoked. */
+  /**
+   * A digest of every worker's secret hash and revocation: it moves whenever a worker is created,
+   * revoked, rotated or deleted, from any process (one small query for the whole table).
+   */
+  async secretsFingerprint(): Promise<string> {
+    const rows = await this.orm.em
+      .getConnection()
+      .execute<Array<{ fp: string }>>(
+        `select count(*) || ':' || md5(coalesce(string_agg(id || secret_hash || coalesce(revoked_at::text, ''), ',' order by id), '')) as fp from speech_workers`,
+      );
+    return rows[0]?.fp ?? '';
+  }
+
   async authenticate(secret: string): Promise<SpeechWorker | null> {
     if (!secret.startsWith(WORKER_SECRET_PREFIX)) return null;
     const worker = await this.orm.em.fork().findOne(SpeechWorker, { secretHash: sha256Hex(secret) });

@@ -21,8 +21,15 @@ export interface WorkerSession {
  * any coordinator can take a worker's heartbeat; `last_seen_at` in PostgreSQL says whether a worker
  * has fresh presence. The local map counts workers talking to this coordinator.
  */
-/** How long an authenticated secret and a known session are trusted without asking the database or Redis again. */
+/** How long a known session (and an unknown secret) is trusted without asking Redis or the database again. */
 const AUTH_CACHE_MS = 5_000;
+/**
+ * How long a secret that authenticated is trusted: long, because every change to the workers'
+ * secrets (revocation, rotation, deletion, from any process) moves the fingerprint that is checked
+ * every AUTH_CACHE_MS and empties the cache. A thousand workers then cost one query per 5 s, not
+ * one per RPC.
+ */
+const AUTH_TRUST_MS = 300_000;
 /**
  * Presence (session TTL in Redis, last_seen_at in PostgreSQL) is written at most this often per
  * worker: 5 s, or a quarter of the presence TTL when that is shorter. A fleet of a thousand workers
@@ -38,6 +45,10 @@ export class WorkerRegistry extends WorkerDirectory {
   private readonly authCache = new Map<string, { worker: SpeechWorker | null; at: number }>();
   private readonly sessions = new Map<string, { session: WorkerSession; at: number }>();
   private readonly presenceWritten = new Map<number, number>();
+  /** The secrets fingerprint last seen, when it was looked at, and the look under way. */
+  private secretsSeen = '';
+  private secretsCheckedAt = 0;
+  private secretsCheck: Promise<void> | null = null;
   /** Presence touched since the last flush (session keys to extend, workers whose last_seen_at moves). */
   private readonly pendingSessions = new Set<string>();
   private readonly pendingSeen = new Set<number>();
@@ -85,13 +96,32 @@ export class WorkerRegistry extends WorkerDirectory {
 
   /** The worker a secret belongs to (not revoked), cached briefly: every RPC authenticates. */
   override async authenticate(secret: string): Promise<SpeechWorker | null> {
+    await this.checkSecrets();
     const key = sha256Hex(secret);
     const hit = this.authCache.get(key);
-    if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.worker;
+    if (hit && Date.now() - hit.at < (hit.worker ? AUTH_TRUST_MS : AUTH_CACHE_MS)) return hit.worker;
     const worker = await super.authenticate(secret);
     if (this.authCache.size > 10_000) this.authCache.clear();
     this.authCache.set(key, { worker, at: Date.now() });
     return worker;
+  }
+
+  /** Empties the secret cache when the workers' secrets changed anywhere (looked at most every AUTH_CACHE_MS, one look at a time). */
+  private checkSecrets(): Promise<void> {
+    if (Date.now() - this.secretsCheckedAt < AUTH_CACHE_MS) return this.secretsCheck ?? Promise.resolve();
+    this.secretsCheckedAt = Date.now();
+    this.secretsCheck = this.secretsFingerprint()
+      .then((fp) => {
+        if (fp !== this.secretsSeen) this.authCache.clear();
+        this.secretsSeen = fp;
+      })
+      .catch(() => {
+        // The database is away: trust nothing cached for longer than AUTH_CACHE_MS.
+        this.secretsSeen = '';
+        for (const [k, v] of this.authCache) if (Date.now() - v.at >= AUTH_CACHE_MS) this.authCache.delete(k);
+      })
+      .finally(() => (this.secretsCheck = null));
+    return this.secretsCheck;
   }
 
   /** Revocation and rotation through this coordinator apply at once (another process's within AUTH_CACHE_MS). */
