@@ -23,6 +23,7 @@ const DB_MESSAGES = [
   /is not queryable/, // pg: a client that already failed or was closed
   /Timeout acquiring a connection/, // knex/tarn pool
   /Query read timeout$/, // pg: no answer within query_timeout (a frozen server); MikroORM prefixes the SQL
+  /^timeout expired$/, // pg: a new connection not ready within connectionTimeoutMillis (a frozen server)
 ];
 // Redis replies that mean "not serving now" (loading a dataset, failover in progress).
 const REDIS_REPLIES = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|BUSY) /;
