@@ -100,17 +100,7 @@ export class LeaseService {
    */
   async complete(
     workerId: number,
-    req: {
-      lease: LeaseRefMsg;
-      success: boolean;
-      error: string;
-      cancelled: boolean;
-      segmentCount: number;
-      durationSeconds: number;
-      engine: string;
-      engineModel: string;
-      diarization: DiarizationResultMsg | null;
-    },
+    req: Omit<FinishRequest, 'workerId' | 'ref' | 'shareToken' | 'diarization'> & { lease: LeaseRefMsg; diarization: DiarizationResultMsg | null },
   ): Promise<{ duplicate: boolean; status: JobStatus }> {
     await this.progressWriter.flushAttempt(req.lease);
     const { lease, diarization: reported, ...outcome } = req;
