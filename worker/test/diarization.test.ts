@@ -6,6 +6,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTwoVoiceRecording, type VoiceTurn } from '../../test/support/two-voice.js';
+import { DEFAULT_PARAMS, DefaultDiarizer } from '../src/diarization/default-engine.js';
+import { SileroVad } from '../src/diarization/vad.js';
 import { DiarizerUnavailableError, createDiarizer, readWav, type DiarizeOptions, type Diarizer, type SpeakerTurn } from '../src/diarization/index.js';
 
 /**
@@ -138,6 +140,30 @@ describe('default diarizer', () => {
       expect(majority).toBe(mapping.get(turn.voice));
     }
     expect(new Set(mapping.values()).size).toBe(3);
+  });
+
+  it('four real voices in short turns are four speakers: windows stop at the pauses between turns', async () => {
+    // Each utterance cut in four; turns A1 B1 C1 D1 A2 … D4 of about 3 s with 0.6 s pauses (the
+    // speech regions bridge pauses under 1 s, so one region holds several turns).
+    const voices = await Promise.all(['163-121908-0000', '1723-141149-0000', '1737-142396-0000', '1743-142912-0000'].map(decodeFlac));
+    const pause = 0.6 * 16000;
+    const order = [0, 1, 2, 3].flatMap((piece) => voices.map((v) => v.subarray((piece * v.length) >> 2, ((piece + 1) * v.length) >> 2)));
+    const samples = new Float32Array(order.reduce((n, a) => n + a.length + pause, 0));
+    let at = 0;
+    for (const audio of order) {
+      samples.set(audio, at);
+      at += audio.length + pause;
+    }
+    expect((await diarizer.diarize(samples, 16000)).speakerCount).toBe(4);
+    // Control: windows that tile whole regions (across those pauses, the design before) hold two
+    // voices at the changes, and those mixed windows are counted as a fifth voice (5 here).
+    const ort = await import('onnxruntime-node');
+    const spanning = new DefaultDiarizer(await SileroVad.load(ort), { ...DEFAULT_PARAMS, windowSilence: DEFAULT_PARAMS.vad.minSilence });
+    try {
+      expect((await spanning.diarize(samples, 16000)).speakerCount).not.toBe(4);
+    } finally {
+      await spanning.close();
+    }
   });
 
   it('maxSpeakers: 1 puts all speech on one speaker', async () => {

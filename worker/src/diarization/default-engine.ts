@@ -10,6 +10,13 @@ export interface DefaultParams {
   vad: VadParams;
   /** Window length (s) of the per-window speaker vectors; windows do not overlap (their hop is their length). */
   window: number;
+  /**
+   * Pauses at least this long (s) end the stretch of speech that windows tile, so that no window
+   * spans them: most changes of speaker come with a pause, and a window holding two voices lies
+   * between both and blurs the count. The output's speech regions still bridge pauses shorter than
+   * `vad.minSilence`.
+   */
+  windowSilence: number;
   /** Regions shorter than this (s) get no window of their own (resegmentation labels them). */
   minWindow: number;
   /** At most this many windows are clustered (the hop grows on long recordings): bounds the n × n matrix. */
@@ -43,6 +50,7 @@ export interface DefaultParams {
 export const DEFAULT_PARAMS: DefaultParams = {
   vad: DEFAULT_VAD,
   window: 2,
+  windowSilence: 0.5,
   minWindow: 0.5,
   maxWindows: 1500,
   mergeBase: 4,
@@ -104,7 +112,7 @@ export class DefaultDiarizer implements Diarizer {
     normaliseFrames(feats, speechFrames);
 
     // 3. Window vectors in the speaker space → Ward clustering with a calibrated stop: 60–75 %.
-    const windows = makeWindows(regions, p);
+    const windows = makeWindows(speechRegions(probs, duration, { ...p.vad, minSilence: p.windowSilence }), p);
     if (!windows.length) return singleSpeaker(this.name, regions);
     const n = windows.length;
     const vectors = project(this.space, windowMeans(feats, windows), n);
