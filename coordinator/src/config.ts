@@ -29,7 +29,8 @@ export const envSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0').describe('Address the HTTP API binds to; keep `0.0.0.0` inside containers (`npm start` binds `127.0.0.1`)'),
   PORT: port.default(8080).describe('HTTP API port (0 picks a free port)'),
   PUBLIC_BASE_URL: z.url().optional().meta({
-    description: 'External base URL used in links, callbacks and the OpenAPI servers list; its origin is the one browsers may open socket.io connections from',
+    description:
+      'External base URL used in links, callbacks and the OpenAPI servers list; its origin is the one browsers may open socket.io connections from. Unset or local-only (localhost, loopback), token-API jobs with a `callback_url` are refused (422)',
     shownDefault: '`http://localhost:$PORT`',
   }),
   LOG_LEVEL: z

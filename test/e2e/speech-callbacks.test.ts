@@ -84,13 +84,13 @@ interface CallbackRow {
 }
 
 /** One coordinator with its own database, an owner, a speech.api token and a simulated worker. */
-async function setup(env: Record<string, string>) {
+async function setup(env: Record<string, string>, models?: string[]) {
   const db = await createTestDatabase();
   const svc = await startCoordinator(loadConfig(testEnv(db, { PUBLIC_BASE_URL: 'https://speech.example.org', ...env })));
   const accounts = new AccountService(svc.orm);
   const owner = (await accounts.createUser({ username: randomName('api'), permissions: ['speech.use', 'speech.api'] })).user;
   const token = await accounts.createPersonalToken(owner.id, { name: 'provider_speech_api', scopes: ['speech.api'] });
-  const worker = await SimWorker.start(svc, randomName('w'));
+  const worker = await SimWorker.start(svc, randomName('w'), models);
   const sql = <T>(q: string, params: unknown[] = []) => svc.orm.em.getConnection().execute<T[]>(q, params);
 
   /** An API-queue job submitted by the token with `callbackUrl` (what the token route does). */
@@ -404,6 +404,97 @@ describe('default outbound policy (no allowed private ranges)', () => {
     });
   }
 });
+
+/**
+ * A callback carries job_url (and share_url) under PUBLIC_BASE_URL: a coordinator whose base URL
+ * only it can reach (unset: http://localhost:$PORT, or loopback) must not send one.
+ */
+for (const [what, base] of [
+  ['unset', ''],
+  ['loopback', 'http://127.0.0.1:8080'],
+] as const) {
+  describe(`a coordinator without a public address (PUBLIC_BASE_URL ${what})`, () => {
+    let ctx: Awaited<ReturnType<typeof setup>>;
+    let bearer: { authorization: string };
+    let jwt: { authorization: string };
+    beforeAll(async () => {
+      ctx = await setup({ PUBLIC_BASE_URL: base, OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', SPEECH_CALLBACK_BACKOFF_MS: '100' }, ['small', 'large']);
+      bearer = { authorization: `Bearer ${ctx.token.token}` };
+      jwt = { authorization: `Bearer ${ctx.svc.app.jwt.sign({ sub: String(ctx.owner.id), typ: 'access' })}` };
+    });
+    afterAll(() => ctx?.close());
+
+    const jobCount = async () => Number((await ctx.sql<{ n: string }>('select count(*) as n from speech_jobs'))[0]!.n);
+
+    it('refuses a token-API job with a callback_url: 422 under errors.callback_url naming PUBLIC_BASE_URL, nothing queued', async () => {
+      const before = await jobCount();
+      const res = await ctx.svc.app.inject({
+        method: 'POST',
+        url: '/api/speech/transcribe',
+        headers: bearer,
+        payload: { callback_url: receiver.endpoint(), source_url: 'https://media.example.org/talk.mp3' },
+      });
+      expect(res.statusCode, res.body).toBe(422);
+      const body = res.json();
+      expect(body).toMatchObject({ ok: false, reason: 'validation_failed' });
+      expect(Object.keys(body.errors)).toEqual(['callback_url']);
+      expect(body.errors.callback_url[0]).toMatch(/PUBLIC_BASE_URL/);
+      // Unset, the base URL is http://localhost:$PORT (PORT is 0 in tests).
+      expect(body.errors.callback_url[0]).toContain(`(${base || 'http://localhost:0'})`);
+      expect(body.errors.callback_url[0]).toMatch(/nothing was queued/);
+      expect(body.message).toBe(body.errors.callback_url[0]);
+      expect(await jobCount()).toBe(before);
+      // Without a callback (the web queue) the same coordinator queues jobs as before.
+      const web = await ctx.svc.app.inject({
+        method: 'POST',
+        url: '/api/speech/jobs',
+        headers: jwt,
+        payload: { source_url: 'https://media.example.org/talk.mp3' },
+      });
+      expect(web.statusCode, web.body).toBe(201);
+      await ctx.worker.run(web.json().job.id as number, { segments: ['a web job'] });
+    });
+
+    it('sends nothing for a job that has a callback anyway (created before the base URL changed): failed, with the reason', async () => {
+      const url = receiver.endpoint();
+      const id = await ctx.apiJob(url);
+      await ctx.worker.run(id, { segments: ['Good morning'] });
+      const final = await ctx.settled(id);
+      await ctx.finished(id);
+      expect(receiver.at(url)).toEqual([]);
+      expect(final.callback_status).toBe('failed');
+      expect(final.callback_http_status).toBeNull();
+      expect(final.callback_error).toMatch(/^not sent: .*PUBLIC_BASE_URL.*local-only/);
+      const log = await ctx.sql<{ event: string; message: string }>('select event, message from speech_job_events where job_id = ? order by id', [id]);
+      expect(log.find((e) => e.event === 'callback_failed')?.message).toMatch(/PUBLIC_BASE_URL/);
+      const job = await ctx.svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1));
+      expect(job?.attemptsMade).toBe(1);
+    });
+
+    it('refuses a re-transcription of a job with a callback (its new cycle would need one): 422 errors.callback_url', async () => {
+      const url = receiver.endpoint();
+      const id = await ctx.apiJob(url);
+      await ctx.worker.run(id, { segments: ['first pass'] });
+      await ctx.settled(id);
+      await ctx.finished(id);
+      // An uploaded source with its media retained: every other rule of a new pass holds.
+      await ctx.sql(
+        `update speech_jobs set source_type = 'upload', source_url = null, source_filename = 'talk.wav', media_path = '/retained/talk.wav', diarization_state = 'skipped' where id = ?`,
+        [id],
+      );
+      const state = await ctx.svc.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}/revisions`, headers: jwt });
+      expect(state.statusCode, state.body).toBe(200);
+      expect(state.json()).toMatchObject({ can_start: false, models: ['large'], unavailable_reason: expect.stringMatching(/callback.*PUBLIC_BASE_URL/) });
+      const res = await ctx.svc.app.inject({ method: 'POST', url: `/api/speech/jobs/${id}/retranscribe`, headers: jwt, payload: { model: 'large' } });
+      expect(res.statusCode, res.body).toBe(422);
+      expect(Object.keys(res.json().errors)).toEqual(['callback_url']);
+      expect(res.json().errors.callback_url[0]).toMatch(/PUBLIC_BASE_URL/);
+      const [after] = await ctx.sql<{ current_pass: number; status: string }>('select current_pass, status from speech_jobs where id = ?', [id]);
+      expect(after).toEqual({ current_pass: 1, status: 'completed' });
+      expect(receiver.at(url)).toEqual([]);
+    });
+  });
+}
 
 describe('verifyCallbackSignature', () => {
   const secret = 'a'.repeat(64);

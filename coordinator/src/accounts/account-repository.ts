@@ -1,4 +1,4 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode, type EntityManager } from '@mikro-orm/postgresql';
 import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 
 /** Queries over account tables. Each method takes the unit of work (EntityManager) it runs in. */
@@ -25,6 +25,16 @@ export class AccountRepository {
 
   listTokens(em: EntityManager, userId: number) {
     return em.find(PersonalAccessToken, { user: userId }, { orderBy: { id: 'desc' } });
+  }
+
+  /** The user row, locked until the transaction ends: serialises changes to one user's tokens. */
+  lockUser(em: EntityManager, id: number) {
+    return em.findOne(User, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+  }
+
+  /** The user's tokens called `name` that are not revoked (expired ones included). */
+  unrevokedTokensNamed(em: EntityManager, userId: number, name: string) {
+    return em.find(PersonalAccessToken, { user: userId, name, revokedAt: null }, { orderBy: { id: 'asc' } });
   }
 
   findToken(em: EntityManager, id: number) {

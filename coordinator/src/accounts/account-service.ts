@@ -9,7 +9,7 @@ import { AccountRepository } from './account-repository.js';
 import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 import { dummyPasswordHash, generatePassword, hashPassword, verifyPassword } from './password.js';
 import { DNS_KEY_PREFIX, PERSONAL_TOKEN_PREFIX, newSecret, sha256Hex } from './secrets.js';
-import type { AuthUser } from './types.js';
+import { hasPermission, type AuthUser } from './types.js';
 
 const USERNAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$/;
 const ZONE_RE = /^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
@@ -41,6 +41,11 @@ function checkLabel(field: string, value: string, max: number): string {
   if (!v || v.length > max) throw invalid(field, `must be 1-${max} characters`);
   return v;
 }
+
+/** Name of the token the built-in generator issues for the speech token API (`/api/speech/transcribe*`). */
+export const SPEECH_API_TOKEN_NAME = 'provider_speech_api';
+/** What the owner of a speech token API token needs (the token API's own requirement). */
+export const SPEECH_API_PERMISSIONS: readonly Permission[] = ['speech.api', 'speech.use'];
 
 function invalid(field: string, message: string) {
   return new AppError('validation_failed', message, { errors: { [field]: [message] } });
@@ -254,6 +259,44 @@ export class AccountService {
     });
     await em.flush();
     return { token: secret, record: token, callbackSecret: token.callbackSecret as string };
+  }
+
+  /**
+   * The built-in generator of the speech token API's token: a personal token named
+   * `provider_speech_api` with scope `speech.api` and no expiry unless asked. It rotates: every
+   * earlier unrevoked token of that name of the user is revoked in the same transaction (jobs it
+   * submitted still get their callbacks, signed with its callback secret). The owner needs `speech.api` and `speech.use` (administrators have every permission), else 403.
+   */
+  async generateSpeechApiToken(userId: number, input: { expiresInDays?: number | undefined } = {}) {
+    const expiresAt = expiryFrom(input.expiresInDays);
+    return this.em().transactional(async (em) => {
+      // The lock makes concurrent generations for one user take turns: one active token remains.
+      const user = await this.repo.lockUser(em, userId);
+      if (!user || user.disabledAt) throw new AppError('not_found', 'user not found');
+      const missing = SPEECH_API_PERMISSIONS.filter((p) => !hasPermission(toAuthUser(user), p));
+      if (missing.length) {
+        throw new AppError(
+          'forbidden',
+          `A ${SPEECH_API_TOKEN_NAME} token needs the permissions ${SPEECH_API_PERMISSIONS.join(' and ')}; ${user.username} lacks ${missing.join(' and ')}.`,
+        );
+      }
+      const previous = await this.repo.unrevokedTokensNamed(em, user.id, SPEECH_API_TOKEN_NAME);
+      const now = new Date();
+      for (const old of previous) old.revokedAt = now;
+      const { secret, hash, displayPrefix } = newSecret(PERSONAL_TOKEN_PREFIX);
+      const callbackSecret = randomBytes(32).toString('hex');
+      const record = em.create(PersonalAccessToken, {
+        user,
+        name: SPEECH_API_TOKEN_NAME,
+        scopes: ['speech.api'],
+        tokenHash: hash,
+        prefix: displayPrefix,
+        expiresAt,
+        callbackSecret,
+      });
+      await em.flush();
+      return { token: secret, record, callbackSecret, revokedTokenIds: previous.map((t) => t.id) };
+    });
   }
 
   /** Issues a new callback signing secret for one of the user's tokens (the old one stops verifying). */

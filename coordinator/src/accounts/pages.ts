@@ -8,9 +8,9 @@ import { AppError, normalizeError } from '../http/errors.js';
 import { html } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
-import type { AccountService } from './account-service.js';
+import { SPEECH_API_PERMISSIONS, SPEECH_API_TOKEN_NAME, type AccountService } from './account-service.js';
 import { userOf } from './auth-plugin.js';
-import type { AuthRequirement } from './types.js';
+import { hasPermission, type AuthRequirement } from './types.js';
 
 const sessionOnly: AuthRequirement = { accept: ['session'] };
 
@@ -104,10 +104,30 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     return reply.redirect('/login', 303);
   });
 
-  async function accountPage(request: FastifyRequest, reply: FastifyReply, created?: { name: string; token: string; callbackSecret: string }, error?: string) {
+  async function accountPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    created?: { name: string; token: string; callbackSecret: string; revoked?: number },
+    error?: string,
+    speechError?: string,
+  ) {
     const user = userOf(request);
     const tokens = await accounts.listPersonalTokens(user.id);
     const csrf = reply.generateCsrf();
+    const mayUseSpeechApi = SPEECH_API_PERMISSIONS.every((p) => hasPermission(user, p));
+    const hasSpeechApiToken = tokens.some((t) => t.name === SPEECH_API_TOKEN_NAME && !t.revokedAt);
+    const speechCard = html`<div class="card" id="speech-api-token"><h2>Speech API token</h2>
+        <p>The token servers send to <code>/api/speech/transcribe</code>: named <code>${SPEECH_API_TOKEN_NAME}</code>, scope <code>speech.api</code>.
+        ${hasSpeechApiToken ? 'Generating a new one revokes the current one.' : ''}</p>
+        ${speechError ? html`<p class="error" role="alert">${speechError}</p>` : ''}
+        ${
+          mayUseSpeechApi
+            ? html`<form method="post" action="/account/tokens/speech-api">
+          <input type="hidden" name="_csrf" value="${csrf}">
+          <button type="submit">${hasSpeechApiToken ? 'Rotate speech API token' : 'Generate speech API token'}</button>
+        </form>`
+            : html`<p class="muted">It needs the permissions ${SPEECH_API_PERMISSIONS.join(' and ')}; ask an administrator.</p>`
+        }</div>`;
     const rows = tokens.map(
       (
         t,
@@ -125,12 +145,14 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
         created
           ? html`<div class="card" role="status"><h2>Token “${created.name}” created</h2>
         <p>Copy it now; it will not be shown again.</p><p class="secret" data-testid="new-token">${created.token}</p>
+        ${created.revoked ? html`<p>The previous ${created.name} token was revoked.</p>` : ''}
         <p>Callback signing secret (verifies the <code>X-Sonar-Signature</code> of terminal callbacks):</p><p class="secret" data-testid="callback-secret">${created.callbackSecret}</p></div>`
           : ''
       }
       <div class="card"><h1>Personal access tokens</h1>
         ${rows.length ? html`<div class="table-wrap stack"><table id="token-table"><thead><tr><th>Name</th><th>Token</th><th>Scopes</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>` : html`<p class="muted">No tokens yet.</p>`}
       </div>
+      ${speechCard}
       <div class="card"><h2>New token</h2>
         ${error ? html`<p class="error" role="alert">${error}</p>` : ''}
         <form method="post" action="/account/tokens">
@@ -161,6 +183,23 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     }
     return accountPage(request, reply.code(201), created);
   });
+
+  // The built-in generator of the speech token API's token (POST /api/account/tokens/speech-api's rules).
+  app.post(
+    '/account/tokens/speech-api',
+    { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly }, onRequest: tokenLimit },
+    async (request, reply) => {
+      let created: { name: string; token: string; callbackSecret: string; revoked: number };
+      try {
+        const { token, record, callbackSecret, revokedTokenIds } = await accounts.generateSpeechApiToken(userOf(request).id);
+        created = { name: record.name, token, callbackSecret, revoked: revokedTokenIds.length };
+      } catch (err) {
+        if (err instanceof AppError && err.reason === 'forbidden') return accountPage(request, reply.code(403), undefined, undefined, err.message);
+        throw err;
+      }
+      return accountPage(request, reply.code(201), created);
+    },
+  );
 
   const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });
   app.post(

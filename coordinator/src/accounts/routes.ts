@@ -5,12 +5,19 @@ import { createTokenRequestSchema, errorBodySchema, loginRequestSchema, loginRes
 import type { Config } from '../config.js';
 import { notFound } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
-import type { AccountService } from './account-service.js';
+import { SPEECH_API_PERMISSIONS, SPEECH_API_TOKEN_NAME, type AccountService } from './account-service.js';
 import { accessJwtPayload, userOf } from './auth-plugin.js';
 import { presentToken, presentUser } from './presenters.js';
 import type { AuthRequirement } from './types.js';
 
 const signedIn: AuthRequirement = { accept: ['session', 'jwt'] };
+/** Who may generate the speech token API's token: a signed-in owner the token API would accept. */
+const speechApiOwner: AuthRequirement = { ...signedIn, permissions: [...SPEECH_API_PERMISSIONS] };
+const speechApiTokenRequestSchema = z
+  .strictObject({
+    expires_in_days: z.number().int().min(1).max(3650).optional().describe('expire after this many days (default: never)'),
+  })
+  .describe('Optional; an empty body creates a token that never expires');
 const errors = { 401: errorBodySchema, 403: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 
 /** JSON account API: JWT login, the caller's identity, personal access tokens. */
@@ -114,6 +121,53 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
         ...(request.body.expires_in_days ? { expiresInDays: request.body.expires_in_days } : {}),
       });
       return reply.code(201).send({ ok: true as const, token, callback_secret: callbackSecret, token_info: presentToken(record) });
+    },
+  });
+
+  r.post('/api/account/tokens/speech-api', {
+    config: { auth: speechApiOwner },
+    onRequest: tokenLimit,
+    // A POST without a body (no Content-Type) is the common call: validated as `{}`.
+    preValidation: async (request) => {
+      const raw = request as { body: unknown }; // not validated yet
+      raw.body ??= {};
+    },
+    schema: {
+      tags: ['accounts'],
+      summary: `Generate (or rotate) your ${SPEECH_API_TOKEN_NAME} token for the speech token API; its value is shown only here`,
+      description:
+        `The built-in generator of the token that \`/api/speech/transcribe*\` expects: a personal access token named ` +
+        `\`${SPEECH_API_TOKEN_NAME}\` with scope \`speech.api\`, no expiry unless \`expires_in_days\` is given. Every earlier ` +
+        `unrevoked token of yours with that name is revoked in the same transaction (\`revoked_token_ids\`); jobs they submitted ` +
+        'still get their callbacks, signed with their own callback secrets. The caller needs the permissions `speech.api` and ' +
+        '`speech.use` (403 otherwise; administrators have every permission). The body may be empty; name and scopes are fixed ' +
+        '(other fields: 422). From a browser session the request needs the `X-CSRF-Token` header.',
+      security: [{ session: [] }, { bearerJwt: [] }],
+      body: speechApiTokenRequestSchema,
+      response: {
+        201: z.object({
+          ok: z.literal(true),
+          token: z.string(),
+          callback_secret: z.string().describe('HMAC-SHA256 key that signs terminal callbacks of jobs this token submits; shown once'),
+          token_info: tokenSummarySchema,
+          revoked_token_ids: z.array(z.number().int()).describe(`ids of your earlier ${SPEECH_API_TOKEN_NAME} tokens revoked by this rotation`),
+        }),
+        ...errors,
+      },
+    },
+    handler: async (request, reply) => {
+      const user = userOf(request);
+      const { token, record, callbackSecret, revokedTokenIds } = await accounts.generateSpeechApiToken(user.id, {
+        expiresInDays: request.body.expires_in_days,
+      });
+      request.log.info({ userId: user.id, tokenId: record.id, revokedTokenIds }, 'speech API token generated');
+      return reply.code(201).send({
+        ok: true as const,
+        token,
+        callback_secret: callbackSecret,
+        token_info: presentToken(record),
+        revoked_token_ids: revokedTokenIds,
+      });
     },
   });
 

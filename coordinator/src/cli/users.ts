@@ -1,6 +1,6 @@
 import { PERMISSIONS, TOKEN_SCOPES } from '@sonar/shared';
 import { Option } from 'commander';
-import type { AccountService } from '../accounts/account-service.js';
+import { SPEECH_API_TOKEN_NAME, type AccountService } from '../accounts/account-service.js';
 import { generatePassword } from '../accounts/password.js';
 import { presentToken, presentUser } from '../accounts/presenters.js';
 import type { AuthUser } from '../accounts/types.js';
@@ -171,6 +171,26 @@ export function registerTokenCommands(): void {
         return {
           json: { secret: token, callback_secret: callbackSecret, token: presentToken(record) },
           text: [`created token ${record.id} for ${user.username}`, ...shownOnce('token', token), ...shownOnce('callback signing secret', callbackSecret)],
+        };
+      }),
+    );
+
+  program
+    .command('token:speech-api <username>')
+    .description(`generate a user's ${SPEECH_API_TOKEN_NAME} token for the speech token API (scope speech.api; printed once), revoking the previous one`)
+    .option('--expires-days <days>', 'expire after this many days (default: never)', positiveInt)
+    .action(
+      runAccounts(async (svc, username: string, o: { expiresDays?: number }) => {
+        const user = await requireUser(svc, username);
+        const { token, record, callbackSecret, revokedTokenIds } = await svc.generateSpeechApiToken(user.id, { expiresInDays: o.expiresDays });
+        return {
+          json: { secret: token, callback_secret: callbackSecret, token: presentToken(record), revoked_token_ids: revokedTokenIds },
+          text: [
+            `created token ${record.id} (${record.name}, scope speech.api) for ${user.username}`,
+            ...(revokedTokenIds.length ? [`revoked the previous ${record.name} token(s): ${revokedTokenIds.join(', ')}`] : []),
+            ...shownOnce('token', token),
+            ...shownOnce('callback signing secret', callbackSecret),
+          ],
         };
       }),
     );

@@ -64,7 +64,9 @@ export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<Spee
         'Only the owner may start it: anyone else who can see the job, administrators included, gets 403; a job the caller cannot see is 404. ' +
         'Every rule answers 422 `validation_failed`: speaker diarization of the job is pending or running (`errors.diarization`: ' +
         'wait for it to finish); the current pass is not ' +
-        'completed (`errors.status`); the retained source media was released (`errors.media`); the model is the current one, ' +
+        'completed (`errors.status`); the retained source media was released (`errors.media`); the job is a token-API job with a ' +
+        "`callback_url` and the coordinator has no public address for the new pass's callback (`PUBLIC_BASE_URL` unset or " +
+        'local-only: `errors.callback_url`); the model is the current one, ' +
         'not served, or not allowed for this job (`errors.model`; see `models` of `GET /api/speech/jobs/{jobId}/revisions`). ' +
         'In one transaction the current pass becomes a read-only revision and the job is queued again as pass + 1 with the new ' +
         'model: no transcript, analysis, translations, diarization (pending again when requested) or speaker labels; a fresh retry ' +

@@ -112,7 +112,9 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
         'POST (`{ok, event, job}`, signed; see docs/speech.md). Send either `source_url` (JSON or urlencoded) or one ' +
         'file as `media_file` (`multipart/form-data`), never both. Diarization is on unless `disable_diarization` is ' +
         'truthy (absent, false, "0", "false" and "" keep it). Upload failures (too large, partial, storage) answer 422 ' +
-        'under `errors.media_file[]` and queue nothing. The job starts with `callback.status: pending` and `share: null`; ' +
+        'under `errors.media_file[]` and queue nothing. A coordinator without a public address (`PUBLIC_BASE_URL` unset or ' +
+        'local-only: localhost, a loopback address) cannot send a callback whose `job_url` anyone could open, so it refuses the job: ' +
+        '422 under `errors.callback_url` naming `PUBLIC_BASE_URL`, nothing queued. The job starts with `callback.status: pending` and `share: null`; ' +
         'a public share is created when the transcript completes. ' +
         authNote,
       consumes: ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'],

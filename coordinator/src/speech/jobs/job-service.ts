@@ -16,6 +16,7 @@ import { ModelCatalog } from './model-catalog.js';
 import type { MediaStore } from './media-store.js';
 import type { JobDetail } from './presenter.js';
 import { probeMedia } from './probe.js';
+import { callbackBaseUrlProblem } from '../public-base-url.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
 import { speakerAwareTranscript, speakerStats, type StoredTurn, type TranscriptSegment } from './speakers.js';
 
@@ -86,7 +87,15 @@ export class JobService {
     const offline = catalog.offlineNote(model);
     // Server-side request forgery guard: URLs the coordinator will fetch or call (source_url, callback_url).
     if (input.source.type === 'url') await this.assertOutbound('source_url', input.source.url);
-    if (input.callbackUrl) await this.assertOutbound('callback_url', input.callbackUrl, input.source);
+    if (input.callbackUrl) {
+      await this.assertOutbound('callback_url', input.callbackUrl, input.source);
+      // Refused now rather than lost later: the callback would carry a job_url nobody else can open.
+      const baseProblem = callbackBaseUrlProblem(this.config.PUBLIC_BASE_URL);
+      if (baseProblem) {
+        if (input.source.type === 'upload') await this.media.discard(input.source.tempPath);
+        throw businessRule('callback_url', `no callback can be sent from this coordinator: ${baseProblem}; nothing was queued`);
+      }
+    }
     let probe: Awaited<ReturnType<typeof probeMedia>> | null = null;
     if (input.source.type === 'upload') {
       try {

@@ -1,6 +1,7 @@
 import type { AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
 import { AppError, forbidden } from '../../http/errors.js';
+import { callbackBaseUrlProblem } from '../public-base-url.js';
 import type { SpeechJob } from './entities.js';
 import type { JobRepository } from './job-repository.js';
 import type { JobService } from './job-service.js';
@@ -61,7 +62,7 @@ function ruleFailure(field: string, message: string) {
  */
 export class RetranscriptionService {
   constructor(
-    private readonly config: Pick<Config, 'SPEECH_MAX_ATTEMPTS'>,
+    private readonly config: Pick<Config, 'SPEECH_MAX_ATTEMPTS' | 'PUBLIC_BASE_URL'>,
     private readonly jobs: JobService,
     private readonly repo: JobRepository,
     private readonly revisions: RevisionRepository,
@@ -83,6 +84,9 @@ export class RetranscriptionService {
       const released = await this.revisions.mediaReleasedAt(job.id);
       return { field: 'media', message: released ? releasedMessage(released) : UNAVAILABLE.noMedia };
     }
+    // A new pass starts a new notification cycle: its terminal callback must be sendable.
+    const baseProblem = job.queueChannel === 'api' && job.callbackUrl ? callbackBaseUrlProblem(this.config.PUBLIC_BASE_URL) : null;
+    if (baseProblem) return { field: 'callback_url', message: `the new pass's terminal callback cannot be sent: ${baseProblem}` };
     if (!models.length) return { field: 'model', message: job.sourceType === 'url' ? UNAVAILABLE.noLocalModel : UNAVAILABLE.noModel };
     return null;
   }
@@ -109,8 +113,8 @@ export class RetranscriptionService {
   /**
    * The owner starts a new pass with `model`: 404 for a job the caller cannot see, 403 for anyone
    * but the owner (administrators and queue managers included), 422 for every rule (under
-   * `errors.diarization` while diarization is pending or running, `errors.status`, `errors.media`
-   * or `errors.model`).
+   * `errors.diarization` while diarization is pending or running, `errors.status`, `errors.media`,
+   * `errors.callback_url` when the job's callback could not be sent, or `errors.model`).
    */
   async start(user: AuthUser, jobId: number, model: string): Promise<SpeechJob> {
     const job = await this.jobs.getVisible(user, jobId);

@@ -13,6 +13,7 @@ import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
 import type { AnalysisRecord } from '../jobs/entities.js';
 import { analysisText } from '../ai/work.js';
+import { callbackBaseUrlProblem, isLocalBaseUrl } from '../public-base-url.js';
 
 export const CALLBACK_QUEUE = 'speech-callbacks';
 /** Name of the custom backoff strategy (exponential with full jitter) that the Worker implements. */
@@ -106,16 +107,6 @@ export function verifyCallbackSignature(
   });
 }
 
-/** True for base URLs that only this host can reach (links built from them are useless to others). */
-export function isLocalBaseUrl(base: string): boolean {
-  try {
-    const host = new URL(base).hostname.replace(/^\[|\]$/g, '').toLowerCase();
-    return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '0.0.0.0' || /^127\./.test(host);
-  } catch {
-    return true;
-  }
-}
-
 export const jobPageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, jobId: number) => `${config.PUBLIC_BASE_URL}/speech/jobs/${jobId}`;
 
 /** One line, no stack, bounded: what goes into callback_error and the runtime log. */
@@ -178,7 +169,7 @@ export class CallbackService {
     if (isLocalBaseUrl(deps.config.PUBLIC_BASE_URL)) {
       deps.logger.warn(
         { publicBaseUrl: deps.config.PUBLIC_BASE_URL },
-        'PUBLIC_BASE_URL is a local address: job_url and share_url in callbacks and reports will not work for anyone else; set PUBLIC_BASE_URL',
+        'PUBLIC_BASE_URL is a local address: token-API jobs with a callback_url are refused (422) and no callback is sent, and links in reports will not work for anyone else; set PUBLIC_BASE_URL',
       );
     }
   }
@@ -331,6 +322,14 @@ export class CallbackService {
     if (row.callback_status === 'delivered') return { status: 'already-delivered' };
     const maxAttempts = job.opts.attempts ?? 1;
     const lastAttempt = job.attemptsMade + 1 >= maxAttempts;
+
+    // A callback never carries a local-only job_url: refused, final (waiting does not change the configuration).
+    const baseProblem = callbackBaseUrlProblem(config.PUBLIC_BASE_URL);
+    if (baseProblem) {
+      const error = `not sent: ${baseProblem}`;
+      await this.record(jobId, cycle, { status: 'failed', httpStatus: null, error });
+      throw new UnrecoverableError(error);
+    }
 
     const secret = row.api_token_id === null ? null : await this.secretFor(row.api_token_id);
     if (!secret) {
