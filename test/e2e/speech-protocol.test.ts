@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
 import { CoordinatorClient, workerErrorReason } from '../../worker/src/coordinator-client.js';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
@@ -170,6 +170,30 @@ describe('claims', () => {
     expect(got!.lease_expires_unix_ms).toBeGreaterThan(Date.now());
     await w.client.complete(done(got!));
     await svc.speech.jobs.remove(admin, small.id);
+  });
+
+  it('an idle group does not ask the database again right after an empty claim; news still wakes its long poll', async () => {
+    const w = await worker('w-idle', caps(['idle-model']));
+    const looks = vi.spyOn(svc.speech.leases, 'claim');
+    try {
+      // Three long polls of 50 ms back to back: each would look when it starts and when it ends
+      // (6 claim statements); within a second of an empty look with no news, they wait instead.
+      for (let i = 0; i < 3; i++) expect(await claim(w, 50)).toBeNull();
+      expect(looks.mock.calls.length).toBeGreaterThanOrEqual(1);
+      expect(looks.mock.calls.length).toBeLessThan(6);
+      // A plain poll (wait_ms 0) always looks.
+      const before = looks.mock.calls.length;
+      expect(await claim(w, 0)).toBeNull();
+      expect(looks.mock.calls.length).toBe(before + 1);
+      const pending = claim(w, 10_000);
+      await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+      const job = await urlJob(alice, { model: 'idle-model' });
+      const got = await pending;
+      expect(got?.lease.job_id).toBe(job.id);
+      await w.client.complete(done(got!));
+    } finally {
+      looks.mockRestore();
+    }
   });
 
   it('refuses Claim on an unknown session with session_unknown', async () => {

@@ -69,21 +69,29 @@ export class ModelCatalogSnapshot implements JobAvailability {
     return [...new Set(workers.flatMap((w) => w.models))].sort();
   }
 
+  // Computed once per snapshot: a job list asks for each job, and a fleet has many workers.
+  private servedModels?: string[];
+  private connectedModels?: string[];
+  private takerList?: CatalogWorker[];
+
   /** Models a job may ask for: served by at least one registered worker, connected or not. */
   served(): string[] {
-    return ModelCatalogSnapshot.modelsOf(this.workers);
+    return (this.servedModels ??= ModelCatalogSnapshot.modelsOf(this.workers));
   }
 
   /** Models a connected worker takes now (a local runner stands by while a remote worker is connected). */
   connected(): string[] {
-    return ModelCatalogSnapshot.modelsOf(this.takers());
+    return (this.connectedModels ??= ModelCatalogSnapshot.modelsOf(this.takers()));
   }
 
   /** Connected workers that take `auto` jobs now, with the claim's rule for the local runner. */
   private takers(): CatalogWorker[] {
-    const present = this.workers.filter((w) => w.present);
-    const remote = present.filter((w) => !w.local);
-    return remote.length ? remote : present;
+    if (!this.takerList) {
+      const present = this.workers.filter((w) => w.present);
+      const remote = present.filter((w) => !w.local);
+      this.takerList = remote.length ? remote : present;
+    }
+    return this.takerList;
   }
 
   /** Languages `model` is known to take: null when any language may work (or nobody says). */
@@ -162,27 +170,33 @@ interface WorkerCapabilities {
   diarization?: unknown;
 }
 
-interface WorkerRow {
-  id: number;
-  name: string;
+/** Registered workers that advertise the same capabilities, in id order. */
+interface CapabilityGroupRow {
   capabilities: WorkerCapabilities | string | null;
-  present: boolean;
+  ids: number[];
+  names: string[];
+  present: boolean[];
 }
 
-/** Reads registered workers' advertised models (speech_workers.capabilities) with the local allowlist applied. */
 export class ModelCatalog {
   constructor(
     private readonly orm: Orm,
     private readonly config: Pick<Config, 'SPEECH_LOCAL_MODELS' | 'WORKER_PRESENCE_TTL_MS'>,
   ) {}
 
+  /**
+   * One query, grouped by the advertised capabilities: a fleet is mostly alike, so each distinct set
+   * is read and checked once however many workers share it (1,000 workers: one group, not 1,000 JSON
+   * documents on every job created).
+   */
   async snapshot(): Promise<ModelCatalogSnapshot> {
     const conn = this.orm.em.getConnection();
-    const [rows, allowRows] = await Promise.all([
-      conn.execute<WorkerRow[]>(
-        `select id, name, capabilities,
-                coalesce(last_seen_at > now() - make_interval(secs => ?), false) as present
-           from speech_workers where revoked_at is null and capabilities is not null order by id`,
+    const [groups, allowRows] = await Promise.all([
+      conn.execute<CapabilityGroupRow[]>(
+        `select capabilities, array_agg(id order by id) as ids, array_agg(name order by id) as names,
+                array_agg(coalesce(last_seen_at > now() - make_interval(secs => ?), false) order by id) as present
+           from speech_workers where revoked_at is null and capabilities is not null
+          group by capabilities`,
         [this.config.WORKER_PRESENCE_TTL_MS / 1000],
       ),
       // The administrator's allowlist (app_settings), else SPEECH_LOCAL_MODELS.
@@ -190,28 +204,24 @@ export class ModelCatalog {
     ]);
     const stored = allowRows[0]?.value;
     const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
-    return new ModelCatalogSnapshot(
-      rows.map((row) => {
-        const parsed: unknown = typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities;
-        const caps: WorkerCapabilities = parsed !== null && typeof parsed === 'object' ? parsed : {};
-        const local = caps.local === true;
-        const advertised: string[] = Array.isArray(caps.models) ? caps.models.filter((m): m is string => typeof m === 'string') : [];
-        const languages: Record<string, readonly string[]> = {};
-        if (caps.modelLanguages && typeof caps.modelLanguages === 'object') {
-          for (const [model, langs] of Object.entries(caps.modelLanguages as Record<string, unknown>)) {
-            if (Array.isArray(langs)) languages[model] = langs.filter((l): l is string => typeof l === 'string').map((l) => l.toLowerCase());
-          }
+    const workers: CatalogWorker[] = [];
+    for (const group of groups) {
+      const parsed: unknown = typeof group.capabilities === 'string' ? JSON.parse(group.capabilities) : group.capabilities;
+      const caps: WorkerCapabilities = parsed !== null && typeof parsed === 'object' ? parsed : {};
+      const local = caps.local === true;
+      const advertised: string[] = Array.isArray(caps.models) ? caps.models.filter((m): m is string => typeof m === 'string') : [];
+      const languages: Record<string, readonly string[]> = {};
+      if (caps.modelLanguages && typeof caps.modelLanguages === 'object') {
+        for (const [model, langs] of Object.entries(caps.modelLanguages as Record<string, unknown>)) {
+          if (Array.isArray(langs)) languages[model] = langs.filter((l): l is string => typeof l === 'string').map((l) => l.toLowerCase());
         }
-        return {
-          id: Number(row.id),
-          name: row.name,
-          local,
-          present: row.present,
-          models: local ? advertised.filter((m) => allow.has(m)) : advertised,
-          languages,
-          diarization: caps.diarization === true,
-        };
-      }),
-    );
+      }
+      const models = local ? advertised.filter((m) => allow.has(m)) : advertised;
+      const diarization = caps.diarization === true;
+      group.ids.forEach((id, i) => {
+        workers.push({ id: Number(id), name: group.names[i]!, local, present: group.present[i] === true, models, languages, diarization });
+      });
+    }
+    return new ModelCatalogSnapshot(workers.sort((a, b) => a.id - b.id));
   }
 }

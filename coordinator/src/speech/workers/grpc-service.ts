@@ -58,6 +58,15 @@ function claimGroupKey(session: WorkerSession): string {
 
 /** How often waiting long-polls of one capability group look for URL sources to download for them when no news came. */
 const STAGE_LOOK_MS = 1_000;
+/**
+ * A long poll that starts (or looks again) within this long of an empty claim by its capability
+ * group, with no news of work since, skips the database and waits: an idle fleet of 1,000 workers
+ * would otherwise run about 100 empty claim statements a second (one when each long poll starts,
+ * one when it ends). News (a new job, a release, a recovered lease, here or from another
+ * coordinator) starts a new generation and wakes the waiters, so nothing announced waits for this;
+ * work that appears unannounced is found at most this much later.
+ */
+const EMPTY_CLAIM_REUSE_MS = 1_000;
 
 /** Longest a Claim long poll is held open, whatever the worker asks for. */
 const MAX_CLAIM_WAIT_MS = 30_000;
@@ -93,6 +102,12 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
 
   /** Capability group → when its long-polls last looked for URL sources to stage, and the news count then. */
   const lastStaged = new Map<string, { at: number; generation: number }>();
+  /** Capability group → when a claim of the group last found nothing, and the news count when it began. */
+  const lastEmpty = new Map<string, { at: number; generation: number }>();
+  const emptyIsFresh = (group: string) => {
+    const empty = lastEmpty.get(group);
+    return !!empty && empty.generation === deps.work.generation && Date.now() - empty.at < EMPTY_CLAIM_REUSE_MS;
+  };
 
   async function sessionOf(worker: SpeechWorker, sessionId: string): Promise<WorkerSession> {
     const session = await registry.session(worker, sessionId);
@@ -196,22 +211,28 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
       for (;;) {
         const session = await sessionOf(worker, call.request.session_id);
         const group = claimGroupKey(session);
-        const job = await leases.claim({
-          id: worker.id,
-          name: worker.name,
-          sessionId: session.sessionId,
-          models: session.capabilities.models,
-          local: session.local,
-          canFetchUrls: session.capabilities.canFetchUrls,
-          diarization: session.capabilities.diarization,
-          diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
-        });
+        const generation = deps.work.generation;
+        // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
+        const looked = call.request.wait_ms <= 0 || !emptyIsFresh(group);
+        const job = !looked
+          ? null
+          : await leases.claim({
+              id: worker.id,
+              name: worker.name,
+              sessionId: session.sessionId,
+              models: session.capabilities.models,
+              local: session.local,
+              canFetchUrls: session.capabilities.canFetchUrls,
+              diarization: session.capabilities.diarization,
+              diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
+            });
         if (job) {
           // Woken for one job and got it: the next waiter of the group looks too (a burst has more).
           if (woken) deps.work.found(group);
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
+        if (looked) lastEmpty.set(group, { at: Date.now(), generation });
         // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
         // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
         // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.

@@ -211,15 +211,14 @@ export class WorkerRegistry extends WorkerDirectory {
 
   /** Refreshes presence; false when the session is unknown, expired or belongs to another worker. */
   async heartbeat(worker: SpeechWorker, sessionId: string): Promise<boolean> {
-    const key = this.sessionKey(sessionId);
-    const raw = await this.redis.get(key);
+    // One round trip: read the session and renew its expiry (GETEX, Redis 6.2+).
+    const raw = await this.redis.getex(this.sessionKey(sessionId), 'PX', this.config.WORKER_PRESENCE_TTL_MS);
     const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
     if (!session || session.workerId !== worker.id) {
       this.local.delete(sessionId);
       this.sessions.delete(sessionId);
       return false;
     }
-    await this.redis.pexpire(key, this.config.WORKER_PRESENCE_TTL_MS);
     this.local.set(sessionId, { workerId: worker.id, lastSeen: Date.now() });
     // last_seen_at goes with the next presence flush (one UPDATE for every worker beating meanwhile).
     this.presenceWritten.set(worker.id, Date.now());
