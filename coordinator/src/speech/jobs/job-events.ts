@@ -14,9 +14,8 @@ export interface JobEventSink {
   changed(jobId: number, what: JobChange): void;
 }
 
-/** A claim long-poll waiting for work; `group` is its worker's capability key (see `claimGroupKey`). */
+/** A claim long-poll waiting for work, filed under its worker's capability key (see `claimGroupKey`). */
 interface Waiter {
-  group: string;
   wake: () => void;
 }
 
@@ -34,7 +33,9 @@ interface Waiter {
  * clock alone and for news lost with a Redis outage.
  */
 export class WorkAvailable {
-  private readonly waiters = new Set<Waiter>();
+  /** Waiting long-polls by capability group; a Set keeps insertion order, so the first of a group has waited longest. */
+  private readonly groups = new Map<string, Set<Waiter>>();
+  private waiterCount = 0;
   /** Counts news of work (local or from Redis): a long-poll compares it to see whether anything happened. */
   generation = 0;
   private subscriber: Redis | null = null;
@@ -67,55 +68,56 @@ export class WorkAvailable {
 
   /** A woken long-poll of `group` leased a job: there may be more, so the next waiter of the group looks. */
   found(group: string) {
-    for (const w of this.waiters) {
-      if (w.group === group) {
-        w.wake();
-        return;
-      }
-    }
+    this.firstOf(group)?.wake();
   }
 
   /** How long a long-poll waits before it looks again by itself: 2 s, longer in a large fleet (about 50 looks a second in all). */
   recheckMs(base: number): number {
-    return Math.max(base, this.waiters.size * 20);
+    return Math.max(base, this.waiterCount * 20);
   }
 
   /** Resolves when work may be available for `group` or after `ms`, whichever comes first. */
   wait(ms: number, group: string, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const waiter: Waiter = {
-        group,
         wake: () => {
           clearTimeout(timer);
-          this.waiters.delete(waiter);
+          const members = this.groups.get(group);
+          if (members?.delete(waiter)) {
+            this.waiterCount--;
+            if (!members.size) this.groups.delete(group);
+          }
           signal?.removeEventListener('abort', waiter.wake);
           resolve();
         },
       };
       const timer = setTimeout(waiter.wake, ms);
-      this.waiters.add(waiter); // a Set keeps insertion order: the first of a group has waited longest
+      let members = this.groups.get(group);
+      if (!members) this.groups.set(group, (members = new Set()));
+      members.add(waiter);
+      this.waiterCount++;
       signal?.addEventListener('abort', waiter.wake, { once: true });
     });
   }
 
   /** How many long-polls are waiting in this process now (a test waits for its claim to park here). */
   waiting(): number {
-    return this.waiters.size;
+    return this.waiterCount;
+  }
+
+  private firstOf(group: string): Waiter | undefined {
+    for (const w of this.groups.get(group) ?? []) return w;
+    return undefined;
   }
 
   private wakeAll() {
     this.generation++;
-    for (const w of [...this.waiters]) w.wake();
+    for (const members of [...this.groups.values()]) for (const w of [...members]) w.wake();
   }
 
   private wakeOnePerGroup() {
     this.generation++;
-    const seen = new Set<string>();
-    for (const w of [...this.waiters]) {
-      if (seen.has(w.group)) continue;
-      seen.add(w.group);
-      w.wake();
-    }
+    for (const group of [...this.groups.keys()]) this.firstOf(group)?.wake();
   }
 
   private publish(message: 'all' | 'one') {

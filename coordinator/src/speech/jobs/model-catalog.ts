@@ -13,20 +13,21 @@ export const KNOWN_MODEL_LANGUAGES: Readonly<Record<string, readonly string[]>> 
   [POCKETSPHINX_MODEL]: ['en'],
 };
 
-/** One registered, non-revoked worker as the catalog sees it. */
-export interface CatalogWorker {
-  id: number;
-  name: string;
+/**
+ * Registered, non-revoked workers that advertise the same capabilities, as the catalog sees them: a
+ * fleet is mostly alike, so a snapshot holds a few groups however many workers there are.
+ */
+export interface CatalogGroup {
   /** The coordinator's own local runner (quick start). */
   local: boolean;
-  /** Seen within WORKER_PRESENCE_TTL_MS (by the database clock). */
-  present: boolean;
   /** Models it takes on `auto` jobs: what it advertises; for a local runner only those on the local allowlist (admin setting, seeded by SPEECH_LOCAL_MODELS). */
   models: string[];
   /** Model → languages it transcribes; [] any language; a model missing here: not known. */
   languages: Record<string, readonly string[]>;
   /** It has a working diarizer (takes `auto` jobs that ask for speaker labels). */
   diarization: boolean;
+  /** Ids of the group's workers seen within WORKER_PRESENCE_TTL_MS (by the database clock). */
+  presentIds: number[];
 }
 
 /** A submission the catalog refuses: the field and the message of the 422. */
@@ -63,20 +64,21 @@ export function primaryLanguage(language: string | null | undefined): string | n
  * computed from the same snapshot, so a list of jobs costs one query, not one per job.
  */
 export class ModelCatalogSnapshot implements JobAvailability {
-  constructor(readonly workers: readonly CatalogWorker[]) {}
+  constructor(readonly groups: readonly CatalogGroup[]) {}
 
-  private static modelsOf(workers: readonly CatalogWorker[]): string[] {
-    return [...new Set(workers.flatMap((w) => w.models))].sort();
+  private static modelsOf(groups: readonly CatalogGroup[]): string[] {
+    return [...new Set(groups.flatMap((g) => g.models))].sort();
   }
 
-  // Computed once per snapshot: a job list asks for each job, and a fleet has many workers.
+  // Computed once per snapshot: a job list asks for each job.
   private servedModels?: string[];
   private connectedModels?: string[];
-  private takerList?: CatalogWorker[];
+  private takerGroups?: CatalogGroup[];
+  private presentIds?: Set<number>;
 
   /** Models a job may ask for: served by at least one registered worker, connected or not. */
   served(): string[] {
-    return (this.servedModels ??= ModelCatalogSnapshot.modelsOf(this.workers));
+    return (this.servedModels ??= ModelCatalogSnapshot.modelsOf(this.groups));
   }
 
   /** Models a connected worker takes now (a local runner stands by while a remote worker is connected). */
@@ -84,22 +86,36 @@ export class ModelCatalogSnapshot implements JobAvailability {
     return (this.connectedModels ??= ModelCatalogSnapshot.modelsOf(this.takers()));
   }
 
+  /** Models the local runner serves (its allowlist applied), connected or not. */
+  localModels(): string[] {
+    return ModelCatalogSnapshot.modelsOf(this.groups.filter((g) => g.local));
+  }
+
+  private present(): CatalogGroup[] {
+    return this.groups.filter((g) => g.presentIds.length > 0);
+  }
+
   /** Connected workers that take `auto` jobs now, with the claim's rule for the local runner. */
-  private takers(): CatalogWorker[] {
-    if (!this.takerList) {
-      const present = this.workers.filter((w) => w.present);
-      const remote = present.filter((w) => !w.local);
-      this.takerList = remote.length ? remote : present;
+  private takers(): CatalogGroup[] {
+    if (!this.takerGroups) {
+      const present = this.present();
+      const remote = present.filter((g) => !g.local);
+      this.takerGroups = remote.length ? remote : present;
     }
-    return this.takerList;
+    return this.takerGroups;
+  }
+
+  private isPresent(workerId: number): boolean {
+    this.presentIds ??= new Set(this.groups.flatMap((g) => g.presentIds));
+    return this.presentIds.has(workerId);
   }
 
   /** Languages `model` is known to take: null when any language may work (or nobody says). */
   languagesOf(model: string): string[] | null {
-    const serving = this.workers.filter((w) => w.models.includes(model));
+    const serving = this.groups.filter((g) => g.models.includes(model));
     const known = new Set<string>();
-    for (const w of serving) {
-      const langs = w.languages[model] ?? KNOWN_MODEL_LANGUAGES[model];
+    for (const g of serving) {
+      const langs = g.languages[model] ?? KNOWN_MODEL_LANGUAGES[model];
       if (!langs || !langs.length) return null;
       for (const l of langs) known.add(l);
     }
@@ -135,9 +151,9 @@ export class ModelCatalogSnapshot implements JobAvailability {
   }
 
   private noTakerReason(model: string): string {
-    const present = this.workers.filter((w) => w.present);
-    const localOnly = present.filter((w) => w.local && w.models.includes(model));
-    if (localOnly.length && present.some((w) => !w.local)) {
+    const present = this.present();
+    const localOnly = present.filter((g) => g.local && g.models.includes(model));
+    if (localOnly.length && present.some((g) => !g.local)) {
       return `No connected remote worker serves model "${model}"; the local runner that has it stands by while remote workers are connected (connected: ${list(this.connected())})`;
     }
     return `No connected worker serves model "${model}" (connected: ${list(this.connected())})`;
@@ -147,15 +163,14 @@ export class ModelCatalogSnapshot implements JobAvailability {
     if (job.status !== 'queued') return null;
     if (job.executionTarget === 'worker') {
       const target = job.targetWorker ?? null;
-      const w = target && this.workers.find((x) => x.id === target.id);
-      return w?.present ? null : `The pinned worker "${target?.name ?? '?'}" is not connected`;
+      return target && this.isPresent(target.id) ? null : `The pinned worker "${target?.name ?? '?'}" is not connected`;
     }
     if (job.executionTarget === 'local') {
-      return this.workers.some((w) => w.local && w.present) ? null : 'No local runner is connected';
+      return this.present().some((g) => g.local) ? null : 'No local runner is connected';
     }
-    const serving = this.takers().filter((w) => w.models.includes(job.model));
+    const serving = this.takers().filter((g) => g.models.includes(job.model));
     if (!serving.length) return this.noTakerReason(job.model);
-    if (job.diarizationRequested && !serving.some((w) => w.diarization)) {
+    if (job.diarizationRequested && !serving.some((g) => g.diarization)) {
       return `No connected worker that serves model "${job.model}" can label speakers (diarization); turn speaker labels off or connect a worker with a diarizer`;
     }
     return null;
@@ -170,14 +185,13 @@ interface WorkerCapabilities {
   diarization?: unknown;
 }
 
-/** Registered workers that advertise the same capabilities, in id order. */
+/** Registered workers that advertise the same capabilities; the ids of those present, comma-separated. */
 interface CapabilityGroupRow {
   capabilities: WorkerCapabilities | string | null;
-  ids: number[];
-  names: string[];
-  present: boolean[];
+  present_ids: string | null;
 }
 
+/** Reads registered workers' advertised models (speech_workers.capabilities) with the local allowlist applied. */
 export class ModelCatalog {
   constructor(
     private readonly orm: Orm,
@@ -193,8 +207,9 @@ export class ModelCatalog {
     const conn = this.orm.em.getConnection();
     const [groups, allowRows] = await Promise.all([
       conn.execute<CapabilityGroupRow[]>(
-        `select capabilities, array_agg(id order by id) as ids, array_agg(name order by id) as names,
-                array_agg(coalesce(last_seen_at > now() - make_interval(secs => ?), false) order by id) as present
+        // One text of ids per group: a fleet's thousand present ids parse as one split, not as a
+        // Postgres array read character by character.
+        `select capabilities, string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => ?)) as present_ids
            from speech_workers where revoked_at is null and capabilities is not null
           group by capabilities`,
         [this.config.WORKER_PRESENCE_TTL_MS / 1000],
@@ -204,24 +219,26 @@ export class ModelCatalog {
     ]);
     const stored = allowRows[0]?.value;
     const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
-    const workers: CatalogWorker[] = [];
-    for (const group of groups) {
-      const parsed: unknown = typeof group.capabilities === 'string' ? JSON.parse(group.capabilities) : group.capabilities;
-      const caps: WorkerCapabilities = parsed !== null && typeof parsed === 'object' ? parsed : {};
-      const local = caps.local === true;
-      const advertised: string[] = Array.isArray(caps.models) ? caps.models.filter((m): m is string => typeof m === 'string') : [];
-      const languages: Record<string, readonly string[]> = {};
-      if (caps.modelLanguages && typeof caps.modelLanguages === 'object') {
-        for (const [model, langs] of Object.entries(caps.modelLanguages as Record<string, unknown>)) {
-          if (Array.isArray(langs)) languages[model] = langs.filter((l): l is string => typeof l === 'string').map((l) => l.toLowerCase());
+    return new ModelCatalogSnapshot(
+      groups.map((group) => {
+        const parsed: unknown = typeof group.capabilities === 'string' ? JSON.parse(group.capabilities) : group.capabilities;
+        const caps: WorkerCapabilities = parsed !== null && typeof parsed === 'object' ? parsed : {};
+        const local = caps.local === true;
+        const advertised: string[] = Array.isArray(caps.models) ? caps.models.filter((m): m is string => typeof m === 'string') : [];
+        const languages: Record<string, readonly string[]> = {};
+        if (caps.modelLanguages && typeof caps.modelLanguages === 'object') {
+          for (const [model, langs] of Object.entries(caps.modelLanguages as Record<string, unknown>)) {
+            if (Array.isArray(langs)) languages[model] = langs.filter((l): l is string => typeof l === 'string').map((l) => l.toLowerCase());
+          }
         }
-      }
-      const models = local ? advertised.filter((m) => allow.has(m)) : advertised;
-      const diarization = caps.diarization === true;
-      group.ids.forEach((id, i) => {
-        workers.push({ id: Number(id), name: group.names[i]!, local, present: group.present[i] === true, models, languages, diarization });
-      });
-    }
-    return new ModelCatalogSnapshot(workers.sort((a, b) => a.id - b.id));
+        return {
+          local,
+          models: local ? advertised.filter((m) => allow.has(m)) : advertised,
+          languages,
+          diarization: caps.diarization === true,
+          presentIds: group.present_ids ? group.present_ids.split(',').map(Number) : [],
+        };
+      }),
+    );
   }
 }

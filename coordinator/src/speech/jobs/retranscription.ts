@@ -33,7 +33,7 @@ const diarizationBusy = (job: SpeechJob) => job.diarizationState === 'pending' |
  * local runner only, so only the models the local runner serves (on SPEECH_LOCAL_MODELS) count.
  */
 export function retranscriptionModels(job: Pick<SpeechJob, 'sourceType' | 'model' | 'language'>, catalog: ModelCatalogSnapshot): string[] {
-  const pool = job.sourceType === 'url' ? [...new Set(catalog.workers.filter((w) => w.local).flatMap((w) => w.models))].sort() : catalog.served();
+  const pool = job.sourceType === 'url' ? catalog.localModels() : catalog.served();
   return pool.filter((m) => m !== job.model && catalog.refusal(m, job.language) === null);
 }
 

@@ -41,6 +41,8 @@ const PRESENCE_FLUSH_MS = 250;
 
 export class WorkerRegistry extends WorkerDirectory {
   private readonly local = new Map<string, { workerId: number; lastSeen: number }>();
+  /** The same sessions by worker (touch refreshes a worker's sessions without walking all of them). */
+  private readonly localByWorker = new Map<number, Set<string>>();
   /** secret hash → worker, for AUTH_CACHE_MS: a revoked secret stops working within that time. */
   private readonly authCache = new Map<string, { worker: SpeechWorker | null; at: number }>();
   private readonly sessions = new Map<string, { session: WorkerSession; at: number }>();
@@ -88,7 +90,7 @@ export class WorkerRegistry extends WorkerDirectory {
         info.hostname.slice(0, 255),
         worker.id,
       ]);
-    this.local.set(session.sessionId, { workerId: worker.id, lastSeen: Date.now() });
+    this.setLocal(session.sessionId, worker.id);
     this.sessions.set(session.sessionId, { session, at: Date.now() });
     this.presenceWritten.set(worker.id, Date.now());
     return session;
@@ -165,16 +167,30 @@ export class WorkerRegistry extends WorkerDirectory {
     const now = Date.now();
     if (now - (this.presenceWritten.get(workerId) ?? 0) < Math.min(PRESENCE_WRITE_MS, this.config.WORKER_PRESENCE_TTL_MS / 4)) return;
     this.presenceWritten.set(workerId, now);
-    const keys: string[] = [];
-    for (const [id, s] of this.local) {
-      if (s.workerId === workerId) {
-        s.lastSeen = now;
-        keys.push(this.sessionKey(id));
-      }
+    for (const id of this.localByWorker.get(workerId) ?? []) {
+      this.local.get(id)!.lastSeen = now;
+      this.pendingSessions.add(this.sessionKey(id));
     }
-    for (const key of keys) this.pendingSessions.add(key);
     this.pendingSeen.add(workerId);
     this.schedulePresenceFlush();
+  }
+
+  private setLocal(sessionId: string, workerId: number) {
+    const previous = this.local.get(sessionId);
+    if (previous && previous.workerId !== workerId) this.deleteLocal(sessionId);
+    this.local.set(sessionId, { workerId, lastSeen: Date.now() });
+    let ids = this.localByWorker.get(workerId);
+    if (!ids) this.localByWorker.set(workerId, (ids = new Set()));
+    ids.add(sessionId);
+  }
+
+  private deleteLocal(sessionId: string) {
+    const s = this.local.get(sessionId);
+    if (!s) return;
+    this.local.delete(sessionId);
+    const ids = this.localByWorker.get(s.workerId);
+    ids?.delete(sessionId);
+    if (ids && !ids.size) this.localByWorker.delete(s.workerId);
   }
 
   private schedulePresenceFlush() {
@@ -215,11 +231,11 @@ export class WorkerRegistry extends WorkerDirectory {
     const raw = await this.redis.getex(this.sessionKey(sessionId), 'PX', this.config.WORKER_PRESENCE_TTL_MS);
     const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
     if (!session || session.workerId !== worker.id) {
-      this.local.delete(sessionId);
+      this.deleteLocal(sessionId);
       this.sessions.delete(sessionId);
       return false;
     }
-    this.local.set(sessionId, { workerId: worker.id, lastSeen: Date.now() });
+    this.setLocal(sessionId, worker.id);
     // last_seen_at goes with the next presence flush (one UPDATE for every worker beating meanwhile).
     this.presenceWritten.set(worker.id, Date.now());
     this.pendingSeen.add(worker.id);
@@ -232,7 +248,7 @@ export class WorkerRegistry extends WorkerDirectory {
     const cutoff = Date.now() - this.config.WORKER_PRESENCE_TTL_MS;
     const workers = new Set<number>();
     for (const [id, s] of this.local) {
-      if (s.lastSeen < cutoff) this.local.delete(id);
+      if (s.lastSeen < cutoff) this.deleteLocal(id);
       else workers.add(s.workerId);
     }
     return workers.size;
