@@ -63,7 +63,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     void reply.header('x-request-id', request.id);
   });
 
-  const accounts = new AccountService(orm);
+  // Credential lookups are reused for AUTH_CACHE_SECONDS (changes through this process apply at once).
+  const accounts = new AccountService(orm, { credentialCacheMs: config.AUTH_CACHE_SECONDS * 1000 });
   const sessionStore = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
   const workers = deps.workers ?? new WorkerRegistry(orm, redis, config);
   metrics.setWorkerPresence(workers);
