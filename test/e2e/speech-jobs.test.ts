@@ -656,6 +656,9 @@ describe('visibility', () => {
       share: { url: expect.stringContaining('list-share-token') },
       callback: { status: 'delivered', http_status: 204, attempts: 1 },
     });
+    // Blank as JavaScript's trim() sees it: no-break and other Unicode spaces too.
+    await t.orm.em.getConnection().execute(`update speech_jobs set transcript_text = ? where id = ?`, ['\u00a0\u2003\ufeff\t', job.id]);
+    expect((await entry()).stage_detail).toBe('No speech detected');
     await t.orm.em.getConnection().execute(`update speech_jobs set transcript_text = 'hello' where id = ?`, [job.id]);
     expect((await entry()).stage_detail).not.toBe('No speech detected');
   });
