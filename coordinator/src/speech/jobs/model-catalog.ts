@@ -177,18 +177,17 @@ export class ModelCatalog {
   ) {}
 
   async snapshot(): Promise<ModelCatalogSnapshot> {
-    const conn = this.orm.em.getConnection();
-    const [rows, allowRows] = await Promise.all([
-      conn.execute<WorkerRow[]>(
-        `select id, name, capabilities,
-                coalesce(last_seen_at > now() - make_interval(secs => ?), false) as present
-           from speech_workers where revoked_at is null and capabilities is not null order by id`,
-        [this.config.WORKER_PRESENCE_TTL_MS / 1000],
-      ),
-      // The administrator's allowlist (app_settings), else SPEECH_LOCAL_MODELS.
-      conn.execute<Array<{ value: unknown }>>('select value from app_settings where key = ?', [LOCAL_MODELS_KEY]),
-    ]);
-    const stored = allowRows[0]?.value;
+    // The workers and the administrator's allowlist (app_settings, else SPEECH_LOCAL_MODELS) in one
+    // statement: every job list and status response asks for a snapshot.
+    const [snapshot] = await this.orm.em.getConnection().execute<Array<{ workers: WorkerRow[] | null; allow: unknown }>>(
+      `select (select json_agg(json_build_object('id', id, 'name', name, 'capabilities', capabilities,
+                                                 'present', coalesce(last_seen_at > now() - make_interval(secs => ?), false)) order by id)
+                 from speech_workers where revoked_at is null and capabilities is not null) as workers,
+              (select value from app_settings where key = ?) as allow`,
+      [this.config.WORKER_PRESENCE_TTL_MS / 1000, LOCAL_MODELS_KEY],
+    );
+    const rows = snapshot?.workers ?? [];
+    const stored = snapshot?.allow;
     const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
     return new ModelCatalogSnapshot(
       rows.map((row) => {
