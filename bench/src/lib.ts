@@ -35,7 +35,11 @@ function machineJiffies(): Jiffies | null {
   }
 }
 
-/** CPU seconds used so far by every process named `name` (`postgres`: the server and its backends). */
+/**
+ * CPU seconds used so far by every process named `name` (`postgres`: the server and its backends),
+ * with the CPU of their children that ended (cutime, cstime): a backend that closes during a
+ * measurement moves its time to the server's count instead of taking it out of the sum.
+ */
 function processSeconds(name: string): number | null {
   let ticks = 0;
   let found = false;
@@ -46,7 +50,7 @@ function processSeconds(name: string): number | null {
         const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
         if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== name) continue;
         const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        ticks += Number(f[11]) + Number(f[12]); // utime, stime
+        ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]); // utime, stime, cutime, cstime
         found = true;
       } catch {
         // the process ended meanwhile
