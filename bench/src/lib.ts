@@ -35,8 +35,12 @@ function machineJiffies(): Jiffies | null {
   }
 }
 
-/** CPU seconds used so far by every process whose name is `postgres` (server and backends). */
-function postgresSeconds(): number | null {
+/**
+ * CPU seconds used so far by every process named `name` (`postgres`: the server and its backends),
+ * with the CPU of their children that ended (cutime, cstime): a backend that closes during a
+ * measurement moves its time to the server's count instead of taking it out of the sum.
+ */
+function processSeconds(name: string): number | null {
   let ticks = 0;
   let found = false;
   try {
@@ -44,10 +48,9 @@ function postgresSeconds(): number | null {
       if (!/^\d+$/.test(pid)) continue;
       try {
         const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-        if (name !== 'postgres') continue;
+        if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== name) continue;
         const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        ticks += Number(f[11]) + Number(f[12]); // utime, stime
+        ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]); // utime, stime, cutime, cstime
         found = true;
       } catch {
         // the process ended meanwhile
@@ -64,17 +67,28 @@ export interface CpuSample {
   self: NodeJS.CpuUsage;
   machine: Jiffies | null;
   postgres: number | null;
+  redis: number | null;
 }
 
 export interface CpuShare {
   self: number;
   postgres: number | null;
+  /** Every `redis-server` process on the machine. */
+  redis: number | null;
+  /** CPU seconds behind the shares above (wall time × share). */
+  seconds: { self: number; postgres: number | null; redis: number | null };
   machine: number | null;
   cores: number;
 }
 
 export function cpuSample(): CpuSample {
-  return { at: process.hrtime.bigint(), self: process.cpuUsage(), machine: machineJiffies(), postgres: postgresSeconds() };
+  return {
+    at: process.hrtime.bigint(),
+    self: process.cpuUsage(),
+    machine: machineJiffies(),
+    postgres: processSeconds('postgres'),
+    redis: processSeconds('redis-server'),
+  };
 }
 
 /** Percent of one core used since `from` by this process, by PostgreSQL, and by the whole machine (of all cores). */
@@ -83,9 +97,14 @@ export function cpuSince(from: CpuSample): CpuShare {
   const wallS = Number(to.at - from.at) / 1e9;
   const self = process.cpuUsage(from.self);
   const pct = (seconds: number) => Math.round((seconds / wallS) * 100);
+  const selfS = (self.user + self.system) / 1e6;
+  const postgresS = from.postgres !== null && to.postgres !== null ? to.postgres - from.postgres : null;
+  const redisS = from.redis !== null && to.redis !== null ? to.redis - from.redis : null;
   return {
-    self: pct((self.user + self.system) / 1e6),
-    postgres: from.postgres !== null && to.postgres !== null ? pct(to.postgres - from.postgres) : null,
+    self: pct(selfS),
+    postgres: postgresS !== null ? pct(postgresS) : null,
+    redis: redisS !== null ? pct(redisS) : null,
+    seconds: { self: selfS, postgres: postgresS, redis: redisS },
     machine:
       from.machine && to.machine && to.machine.total > from.machine.total
         ? Math.round(((to.machine.busy - from.machine.busy) / (to.machine.total - from.machine.total)) * 100)

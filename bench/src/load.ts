@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type { CompleteResponse__Output } from '@sonar/proto';
 import { WORKER_CONTRACT_VERSION, type ClaimResponseMsg, type LeaseRefMsg } from '@sonar/shared';
 import { io, type Socket } from 'socket.io-client';
+import { Pool } from 'undici';
 import { CoordinatorClient } from '../../worker/dist/coordinator-client.js';
 import { cpuSample, cpuSince, log, sleep, summarize, type DnsApiBody, type Summary } from './lib.js';
 
@@ -346,6 +347,100 @@ async function http({ url, key, requests, concurrency }: HttpArgs): Promise<Http
   };
 }
 
+// ---- the HTTP read phase (bench/src/http.ts) ---------------------------------------------------------
+/** One route of the HTTP mix: a GET with its own headers and a check of its JSON answer. */
+export interface MixRoute {
+  name: string;
+  /** Taken in turn, one per request of this route. */
+  paths: string[];
+  headers: Record<string, string>;
+  /** The answer is good when it is 200 and its JSON has a non-empty array under this key (`jobs`, `results`, `zoneData`) or, without one, `ok: true`. */
+  rowsKey?: string;
+}
+
+export interface HttpMixArgs {
+  url: string;
+  routes: MixRoute[];
+  connections: number;
+  seconds: number;
+  /** First octet of the client addresses sent in X-Forwarded-For: runs that must not share a per-client budget use different ones. */
+  clientNet: number;
+}
+
+export interface HttpMixResult {
+  requests: number;
+  elapsedMs: number;
+  all: Summary;
+  routes: Record<string, Summary & { errors: number }>;
+  errors: number;
+  errorExamples: string[];
+  loadCpu: number;
+}
+
+/**
+ * `connections` keep-alive connections (one undici pool), each sending its next GET as soon as the
+ * last one was answered, for `seconds`; the routes are taken round-robin over all connections. Each
+ * request carries another client address in X-Forwarded-For (the coordinator trusts loopback as a
+ * proxy), as requests from many browsers and integrators behind a reverse proxy do.
+ */
+async function httpMix({ url, routes, connections, seconds, clientNet }: HttpMixArgs): Promise<HttpMixResult> {
+  const pool = new Pool(url, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  const times = routes.map(() => [] as number[]);
+  const errors = routes.map(() => 0);
+  const turns = routes.map(() => 0);
+  const examples: string[] = [];
+  let next = 0;
+  let client = 0;
+  const cpu0 = cpuSample();
+  const t0 = performance.now();
+  const end = t0 + seconds * 1000;
+  try {
+    await Promise.all(
+      Array.from({ length: connections }, async () => {
+        while (performance.now() < end) {
+          const k = next++ % routes.length;
+          const route = routes[k]!;
+          const c = client++;
+          const path = route.paths[turns[k]!++ % route.paths.length]!;
+          const ip = `${clientNet}.${(c >> 16) & 255}.${(c >> 8) & 255}.${c & 255}`;
+          const t = performance.now();
+          let problem: string | null = null;
+          try {
+            const res = await pool.request({ method: 'GET', path, headers: { ...route.headers, 'x-forwarded-for': ip } });
+            const text = await res.body.text();
+            times[k]!.push(performance.now() - t);
+            if (res.statusCode !== 200) problem = `HTTP ${res.statusCode} ${text.slice(0, 200)}`;
+            else {
+              const body = JSON.parse(text) as Record<string, unknown>;
+              const rows = route.rowsKey ? body[route.rowsKey] : null;
+              if (route.rowsKey ? !Array.isArray(rows) || rows.length === 0 : body.ok !== true) problem = `unexpected answer ${text.slice(0, 200)}`;
+            }
+          } catch (err) {
+            times[k]!.push(performance.now() - t);
+            problem = err instanceof Error ? err.message : String(err);
+          }
+          if (problem) {
+            errors[k]!++;
+            if (examples.length < 3) examples.push(`${route.name} ${path}: ${problem}`);
+          }
+        }
+      }),
+    );
+  } finally {
+    await pool.close();
+  }
+  const elapsedMs = performance.now() - t0;
+  return {
+    requests: times.reduce((a, t) => a + t.length, 0),
+    elapsedMs,
+    all: summarize(times.flat()),
+    routes: Object.fromEntries(routes.map((r, k) => [r.name, { ...summarize(times[k]!), errors: errors[k]! }])),
+    errors: errors.reduce((a, b) => a + b, 0),
+    errorExamples: examples,
+    loadCpu: cpuSince(cpu0).self,
+  };
+}
+
 // ---- the fleet phase (bench/src/fleet.ts): many connected, mostly idle workers ---------------------
 /**
  * Each simulated worker behaves like the agent (worker/src/agent.ts) with nothing to do: Hello, a
@@ -484,7 +579,7 @@ async function fleetStop() {
   return { stopped: true };
 }
 
-const commands = { protocol, segments, http, fleetStart, fleetDrain, fleetIdle, fleetStop };
+const commands = { protocol, segments, http, httpMix, fleetStart, fleetDrain, fleetIdle, fleetStop };
 
 /** The commands the load generator answers, by name. */
 export type LoadCommands = typeof commands;

@@ -2,8 +2,9 @@
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
 // pocketsphinx + en-us; for the DNS part (bench/src/dns.ts) BIND: named, dig, nsupdate, tsig-keygen.
-// BENCH_ONLY=speech, dns, irc, diarization or fleet (bench/src/fleet.ts: 100 and 1,000 connected workers) runs one part; the default
-// is speech, DNS, the fleet and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
+// BENCH_ONLY=speech, dns, irc, diarization, fleet (bench/src/fleet.ts: 100 and 1,000 connected workers) or http
+// (bench/src/http.ts: mixed HTTP reads from 64 connections) runs one part; the default
+// is speech, DNS, the fleet, HTTP reads and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
 // excerpts), plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is
 // built once, apart: `npm run bench:irc:generate`).
 //
@@ -34,6 +35,7 @@ import { createDiarizer, readWav } from '../../worker/dist/diarization/index.js'
 import { diarizationPhase } from './diarization.js';
 import { dnsPhases } from './dns.js';
 import { fleetPhases } from './fleet.js';
+import { httpPhases } from './http.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import { coordinatorEnv, cpuSample, cpuSince, epochMs, errorStack, errorText, log, median, ms, pool, secs, type Cleanup, type CpuShare } from './lib.js';
 import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
@@ -56,15 +58,16 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && !['speech', 'dns', 'irc', 'diarization', 'fleet'].includes(only)) {
-  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc", "diarization" or "fleet" (or unset for all), not "${only}"\n`);
+if (only && !['speech', 'dns', 'irc', 'diarization', 'fleet', 'http'].includes(only)) {
+  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc", "diarization", "fleet" or "http" (or unset for all), not "${only}"\n`);
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean } = {
+const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean; http: boolean } = {
   speech: !only || only === 'speech',
   fleet: !only || only === 'fleet',
   dns: !only || only === 'dns',
+  http: !only || only === 'http',
   irc: only === 'irc' ? true : only ? false : null,
   diarization: !only || only === 'diarization',
 };
@@ -324,7 +327,7 @@ async function main() {
   const check = (ok: boolean) => {
     if (!ok) failed = true;
   };
-  if (parts.speech || parts.dns || parts.fleet) await coordinatorParts(check);
+  if (parts.speech || parts.dns || parts.fleet || parts.http) await coordinatorParts(check);
   if (parts.irc) {
     checkInterrupted();
     await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
@@ -335,7 +338,7 @@ async function main() {
   }
 }
 
-/** Speech, DNS and the fleet share one coordinator on a fresh database, dropped at the end. */
+/** Speech, DNS, the fleet and the HTTP reads share one coordinator on a fresh database, dropped at the end. */
 async function coordinatorParts(check: (ok: boolean) => void) {
   // Database and coordinator.
   log(`creating database ${dbName}`);
@@ -353,7 +356,9 @@ async function coordinatorParts(check: (ok: boolean) => void) {
       { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
       // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
       // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
-      { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24' },
+      // The HTTP read phase's requests come through loopback as a proxy, each with its own client
+      // address in X-Forwarded-For (the other phases send none: their address stays 127.0.0.1).
+      { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24', TRUST_PROXY: '127.0.0.1' },
     ),
   );
   log('starting the coordinator (migrations run now)');
@@ -394,6 +399,13 @@ async function coordinatorParts(check: (ok: boolean) => void) {
       startLoadGenerator,
       cleanups,
     });
+  }
+  if (parts.http) {
+    checkInterrupted();
+    const load = startLoadGenerator();
+    cleanups.push(['http load generator', () => load.stop()]);
+    await httpPhases({ svc, q, accounts, runId, load, row, fail, target, checkInterrupted, signal: interrupt.signal, cleanups });
+    await load.stop();
   }
 }
 

@@ -266,6 +266,14 @@ export const envSchema = z.object({
   REPUTATION_REPORTS_PER_HOUR: z.coerce.number().int().min(1).max(100_000).default(30).describe('Reports per user and hour (429 beyond)'),
 
   SESSION_SECRET: secret.describe('≥ 32 characters; signs the session cookie'),
+  AUTH_CACHE_SECONDS: z.coerce
+    .number()
+    .min(0)
+    .max(60)
+    .default(5)
+    .describe(
+      'How long a coordinator reuses a user (JWT and session checks) or a DNS API key it looked up; a disable, password or permission change or a key revocation made through this coordinator applies at once, one made elsewhere (the CLI, another coordinator) within this time; 0 reads PostgreSQL on every request',
+    ),
   LIVE_ACCESS_RECHECK_SECONDS: z.coerce
     .number()
     .min(0.1)

@@ -623,6 +623,46 @@ describe('visibility', () => {
     expect((await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${bobJob.id}`, headers: root.auth })).statusCode).toBe(200);
   });
 
+  it('a list entry shows what the job detail shows for the same fields (list rows are read without the ORM)', async () => {
+    const job = await createUrlJob(alice);
+    const pinnedName = `list-pinned-${randomBytes(3).toString('hex')}`;
+    const pinned = await registerModelWorker(t.orm, pinnedName, ['small']);
+    const entry = async () => {
+      const list = await t.app.inject({ method: 'GET', url: '/api/speech/jobs', headers: alice.auth });
+      expect(list.statusCode, list.body).toBe(200);
+      const found = list.json().jobs.find((j: { id: number }) => j.id === job.id) as Record<string, unknown>;
+      const detail = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${job.id}`, headers: alice.auth })).json().job as Record<string, unknown>;
+      for (const [key, value] of Object.entries(found)) expect(value, key).toEqual(detail[key]);
+      return found;
+    };
+    expect(await entry()).toMatchObject({ status: 'queued', execution_target: { mode: 'auto', worker: null }, share: null, callback: null });
+    // A finished job with every optional column set; a blank transcript reads "No speech detected".
+    await t.orm.em.getConnection().execute(
+      `update speech_jobs set status = 'completed', transcript_text = ' \n ', started_at = now() - interval '90 seconds', finished_at = now(),
+              source_size_bytes = 12345678901, source_duration_seconds = 61.5, audio_position_seconds = 61.5, source_label = 'Talk',
+              execution_target = 'worker', target_worker_id = ?, engine = 'e', engine_model = 'm', attempt = 1,
+              share_token = 'list-share-token', share_created_at = now(), callback_url = 'https://hooks.example.org/x', callback_status = 'delivered',
+              callback_http_status = 204, callback_last_attempt_at = now(), callback_delivered_at = now(), callback_attempts = 1,
+              translation_target_languages = '{de,fr}'
+        where id = ?`,
+      [pinned.id, job.id],
+    );
+    expect(await entry()).toMatchObject({
+      status: 'completed',
+      stage_detail: 'No speech detected',
+      source_size_bytes: 12345678901,
+      execution_target: { mode: 'worker', worker: pinnedName },
+      translation_target_languages: ['de', 'fr'],
+      share: { url: expect.stringContaining('list-share-token') },
+      callback: { status: 'delivered', http_status: 204, attempts: 1 },
+    });
+    // Blank as JavaScript's trim() sees it: no-break and other Unicode spaces too.
+    await t.orm.em.getConnection().execute(`update speech_jobs set transcript_text = ? where id = ?`, ['\u00a0\u2003\ufeff\t', job.id]);
+    expect((await entry()).stage_detail).toBe('No speech detected');
+    await t.orm.em.getConnection().execute(`update speech_jobs set transcript_text = 'hello' where id = ?`, [job.id]);
+    expect((await entry()).stage_detail).not.toBe('No speech detected');
+  });
+
   it('validates limit and job ids (422)', async () => {
     const limited = await t.app.inject({ method: 'GET', url: '/api/speech/jobs?limit=1', headers: manager.auth });
     expect(limited.json().jobs).toHaveLength(1);

@@ -5,7 +5,8 @@ import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IpRangeSet } from '../http/ip-ranges.js';
 import { canonicalCidr } from '../http/cidr.js';
-import { AccountRepository } from './account-repository.js';
+import { AccountRepository, type DnsKeyAuthRow } from './account-repository.js';
+import { CredentialCache, credentialsChanged } from './credential-cache.js';
 import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 import { dummyPasswordHash, generatePassword, hashPassword, verifyPassword } from './password.js';
 import { DNS_KEY_PREFIX, PERSONAL_TOKEN_PREFIX, newSecret, sha256Hex } from './secrets.js';
@@ -55,10 +56,44 @@ function invalid(field: string, message: string) {
  * Rules for users, their permissions and zone rights, personal tokens, DNS API keys and the
  * DNS IP whitelist. Used by the HTTP layer and by the admin CLI alike.
  */
+/** What authentication needs of a user row (cached by id; null: no such user). */
+interface UserAuthState {
+  user: AuthUser;
+  tokenVersion: number;
+  disabled: boolean;
+}
+
+export interface AccountServiceOptions {
+  /**
+   * How long a user looked up by id (JWT and session checks) or a DNS API key is reused
+   * (AUTH_CACHE_SECONDS × 1000; absent or 0: every check reads PostgreSQL). Changes made through
+   * any AccountService of this process apply at once (see credential-cache.ts).
+   */
+  credentialCacheMs?: number;
+  now?: () => number;
+}
+
 export class AccountService {
   private readonly repo = new AccountRepository();
+  private readonly users: CredentialCache<number, UserAuthState | null>;
+  private readonly dnsKeys: CredentialCache<string, DnsKeyAuthRow | null>;
 
-  constructor(private readonly orm: Orm) {}
+  constructor(
+    private readonly orm: Orm,
+    opts: AccountServiceOptions = {},
+  ) {
+    const ttl = opts.credentialCacheMs ?? 0;
+    this.users = new CredentialCache(ttl, opts.now);
+    this.dnsKeys = new CredentialCache(ttl, opts.now, (row) => row !== null);
+  }
+
+  /** The user's authentication state, from the cache when it is fresh. */
+  private userState(id: number): Promise<UserAuthState | null> {
+    return this.users.get(id, async () => {
+      const user = await this.repo.findUserById(this.em(), id);
+      return user ? { user: toAuthUser(user), tokenVersion: user.tokenVersion, disabled: user.disabledAt !== null } : null;
+    });
+  }
 
   private em(): EntityManager {
     return this.orm.em.fork();
@@ -99,8 +134,8 @@ export class AccountService {
   }
 
   async findActiveUser(id: number): Promise<AuthUser | null> {
-    const user = await this.repo.findUserById(this.em(), id);
-    return user && !user.disabledAt ? toAuthUser(user) : null;
+    const state = await this.userState(id);
+    return state && !state.disabled ? state.user : null;
   }
 
   /**
@@ -108,8 +143,8 @@ export class AccountService {
    * is still the user's: a password change or disable since the token was issued refuses it.
    */
   async findJwtUser(id: number, tokenVersion: number): Promise<AuthUser | null> {
-    const user = await this.repo.findUserById(this.em(), id);
-    return user && !user.disabledAt && user.tokenVersion === tokenVersion ? toAuthUser(user) : null;
+    const state = await this.userState(id);
+    return state && !state.disabled && state.tokenVersion === tokenVersion ? state.user : null;
   }
 
   /**
@@ -194,15 +229,20 @@ export class AccountService {
     return values as Permission[];
   }
 
+  /** Every change to a user (password, admin flag, disabled, permissions) goes through here; cached lookups drop at once. */
   private async updateUser(username: string, change: (user: User, em: EntityManager) => Promise<void>): Promise<AuthUser> {
     const em = this.em();
-    return em.transactional(async (tx) => {
-      const user = await this.repo.findUserByUsername(tx, username);
-      if (!user) throw new AppError('not_found', `no user named "${username}"`);
-      await change(user, tx);
-      await tx.flush();
-      return toAuthUser(user);
-    });
+    try {
+      return await em.transactional(async (tx) => {
+        const user = await this.repo.findUserByUsername(tx, username);
+        if (!user) throw new AppError('not_found', `no user named "${username}"`);
+        await change(user, tx);
+        await tx.flush();
+        return toAuthUser(user);
+      });
+    } finally {
+      credentialsChanged();
+    }
   }
 
   // ---- DNS zone rights -----------------------------------------------------------------------
@@ -319,7 +359,11 @@ export class AccountService {
     const token = await this.repo.findToken(em, tokenId);
     if (!token || (opts.ownerId !== undefined && token.user.id !== opts.ownerId)) return false;
     token.revokedAt ??= new Date();
-    await em.flush();
+    try {
+      await em.flush();
+    } finally {
+      credentialsChanged();
+    }
     return true;
   }
 
@@ -366,16 +410,24 @@ export class AccountService {
     const key = await this.repo.findDnsKey(em, id);
     if (!key) return false;
     key.revokedAt ??= new Date();
-    await em.flush();
+    try {
+      await em.flush();
+    } finally {
+      credentialsChanged();
+    }
     return true;
   }
 
   async verifyDnsApiKey(secret: string): Promise<{ keyId: number; user: AuthUser | null } | null> {
     const em = this.em();
-    const key = await this.repo.dnsKeyForAuth(em, sha256Hex(secret));
+    const key = await this.dnsKeys.get(sha256Hex(secret), () => this.repo.dnsKeyForAuth(em, sha256Hex(secret)));
     if (!key || key.revoked_at || (key.expires_at && new Date(key.expires_at) <= new Date())) return null;
     if (key.user_id !== null && key.disabled_at) return null;
-    if (needsTouch(key.last_used_at ? new Date(key.last_used_at) : null)) await this.repo.touchToken(em, 'dns_api_keys', key.id);
+    if (needsTouch(key.last_used_at ? new Date(key.last_used_at) : null)) {
+      await this.repo.touchToken(em, 'dns_api_keys', key.id);
+      // The row may be cached: it now says what the table says, so the next request does not write again.
+      key.last_used_at = new Date();
+    }
     const user: AuthUser | null =
       key.user_id === null
         ? null

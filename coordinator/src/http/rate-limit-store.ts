@@ -14,8 +14,25 @@ end
 return {current, redis.call('PTTL', KEYS[1])}
 `;
 
+/** INCRBY of a synced counter's requests since the last sync, with the same window rule. */
+const INCRBY_SCRIPT = `
+local current = redis.call('INCRBY', KEYS[1], ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if current == tonumber(ARGV[2]) or ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {current, ttl}
+`;
+
 /** The most client keys the in-process counters remember during an outage; the oldest go first. */
 const FALLBACK_KEYS = 20_000;
+
+/** The most synced client keys one coordinator holds between syncs; the oldest go first. */
+const SYNCED_KEYS = 200_000;
+
+/** How often a coordinator sends its synced counters' new requests to Redis (one pipeline). */
+export const RATE_LIMIT_SYNC_MS = 250;
 
 /** Counters of one coordinator, used only while Redis cannot count. */
 class InProcessCounters {
@@ -41,6 +58,89 @@ class InProcessCounters {
 }
 
 /**
+ * Counters of budgets that need not be exact across coordinators (read routes): each request is
+ * counted here and answered at once from the window's count as Redis last reported it plus this
+ * coordinator's requests since; every RATE_LIMIT_SYNC_MS the new requests of every key go to Redis in
+ * one pipeline (INCRBY), and the totals come back. Within one coordinator the count is exact; a
+ * client spreading requests over N coordinators gets at most N × one sync interval's requests
+ * beyond the budget. While Redis cannot answer, the counts simply stay here (as the fallback does).
+ */
+class SyncedCounters {
+  private readonly windows = new Map<string, { known: number; pending: number; endsAt: number; window: number }>();
+  private timer: NodeJS.Timeout | null = null;
+  private syncing = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly now: () => number,
+    private readonly onError: (err: unknown) => void,
+    private readonly onSynced: () => void,
+  ) {}
+
+  incr(key: string, timeWindow: number): { current: number; ttl: number } {
+    const now = this.now();
+    let w = this.windows.get(key);
+    if (!w || w.endsAt <= now) {
+      this.windows.delete(key);
+      w = { known: 0, pending: 0, endsAt: now + timeWindow, window: timeWindow };
+      if (this.windows.size >= SYNCED_KEYS) {
+        const oldest = this.windows.keys().next();
+        if (!oldest.done) this.windows.delete(oldest.value);
+      }
+      this.windows.set(key, w);
+    }
+    w.pending += 1;
+    this.timer ??= setTimeout(() => void this.sync(), RATE_LIMIT_SYNC_MS).unref();
+    return { current: w.known + w.pending, ttl: w.endsAt - now };
+  }
+
+  private async sync(): Promise<void> {
+    this.timer = null;
+    if (this.syncing) {
+      this.timer = setTimeout(() => void this.sync(), RATE_LIMIT_SYNC_MS).unref();
+      return;
+    }
+    const now = this.now();
+    const batch: Array<[key: string, window: { known: number; pending: number; endsAt: number; window: number }, sent: number]> = [];
+    for (const [key, w] of this.windows) {
+      if (w.pending > 0) batch.push([key, w, w.pending]);
+      else if (w.endsAt <= now) this.windows.delete(key);
+    }
+    if (!batch.length) return;
+    // A coordinator shutting down (connection ended on purpose): the counts stay here, unreported.
+    if (this.redis.status === 'end') return;
+    if (this.redis.status !== 'ready') {
+      this.onError(new Error(`Redis connection is ${this.redis.status}`));
+      this.timer = setTimeout(() => void this.sync(), RATE_LIMIT_SYNC_MS).unref();
+      return;
+    }
+    this.syncing = true;
+    try {
+      const pipeline = this.redis.pipeline();
+      for (const [key, w, n] of batch) pipeline.eval(INCRBY_SCRIPT, 1, key, String(w.window), String(n));
+      const results = (await pipeline.exec()) ?? [];
+      const at = this.now();
+      batch.forEach(([, w, n], i) => {
+        const [err, result] = results[i] ?? [new Error('no reply')];
+        if (err) throw err;
+        const [current, ttl] = result as [number, number];
+        w.pending -= n;
+        w.known = current;
+        w.endsAt = at + ttl;
+        // (A window that ended here while its requests were on their way was replaced by a new one,
+        // with requests of its own for the next sync: this answer belongs to the old one only.)
+      });
+      this.onSynced();
+    } catch (err) {
+      this.onError(err);
+    } finally {
+      this.syncing = false;
+    }
+    if (!this.timer && batch.some(([, w]) => w.pending > 0)) this.timer = setTimeout(() => void this.sync(), RATE_LIMIT_SYNC_MS).unref();
+  }
+}
+
+/**
  * A rate-limit store that counts in Redis (shared by every coordinator) and, while Redis cannot
  * answer, in this process. The plugin's own Redis store with `skipOnError` let every request through
  * while Redis was down, the sign-in budget included, so a Redis outage switched off the brake on
@@ -49,7 +149,22 @@ class InProcessCounters {
  * and again when Redis counts again. The keys are the plugin's Redis store's, so counts carry on
  * across a plugin upgrade and tests can find them.
  */
-export function redisWithFallbackStore(redis: Redis, nameSpace: string, log: FastifyBaseLogger, now: () => number = Date.now): FastifyRateLimitStoreCtor {
+export function redisWithFallbackStore(
+  redis: Redis,
+  nameSpace: string,
+  log: FastifyBaseLogger,
+  opts: {
+    now?: () => number;
+    /**
+     * Whether a limiter's counter may be synced (SyncedCounters) instead of counted in Redis on every
+     * request; `prefix` is the limiter's (its route's method and URL, or none for a shared budget),
+     * `key` the client's. Default: none (every counter exact).
+     */
+    synced?: (prefix: string, key: string) => boolean;
+  } = {},
+): FastifyRateLimitStoreCtor {
+  const now = opts.now ?? Date.now;
+  const synced = opts.synced ?? (() => false);
   const counters = new InProcessCounters(now);
   let degraded = false;
 
@@ -64,11 +179,22 @@ export function redisWithFallbackStore(redis: Redis, nameSpace: string, log: Fas
     log.info('Redis is back: rate limits are counted in Redis again');
   };
 
+  const syncedCounters = new SyncedCounters(redis, now, fallBack, recovered);
+
   class Store implements FastifyRateLimitStore {
-    constructor(private readonly prefix: string) {}
+    /** The limiter's part of the key after the namespace (route method and URL); '' for the root store. */
+    private readonly limiter: string;
+
+    constructor(private readonly prefix: string) {
+      this.limiter = prefix.slice(nameSpace.length);
+    }
 
     incr(key: string, callback: IncrCallback, timeWindow: number): void {
       const fullKey = this.prefix + key;
+      if (synced(this.limiter, key)) {
+        callback(null, syncedCounters.incr(fullKey, timeWindow));
+        return;
+      }
       const local = () => callback(null, counters.incr(fullKey, timeWindow));
       // A connection that is not ready would queue the command (or retry it) before failing; do
       // not make every request wait for that.

@@ -23,3 +23,17 @@ export function sharedRateLimit(app: FastifyInstance, bucket: SharedBucket, max:
 export function sharedBucketKey(redisKeyPrefix: string, bucket: SharedBucket, ip: string): string {
   return `${redisKeyPrefix}rl:undefinedundefined-${bucket}:${ip}`;
 }
+
+/** The shared budgets of read-heavy APIs, counted per coordinator between syncs (rate-limit-store.ts `SyncedCounters`). */
+const SYNCED_BUCKETS: readonly SharedBucket[] = ['irc', 'dns'];
+
+/**
+ * Which counters may be synced instead of counted in Redis on every request: the chat-log and DNS
+ * budgets, and route limits of GET routes. Sign-in, token, admin, guestbook and dyndns budgets and
+ * the route limits of every other method stay exact (one Redis round trip per request).
+ * `limiter` is the store's route part of the key (`undefinedundefined-` for a shared budget).
+ */
+export function syncedRateLimit(limiter: string, key: string): boolean {
+  if (limiter === 'undefinedundefined-') return SYNCED_BUCKETS.some((bucket) => key.startsWith(`${bucket}:`));
+  return limiter.startsWith('GET');
+}

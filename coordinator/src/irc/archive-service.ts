@@ -188,15 +188,28 @@ export class IrcArchiveService {
       const [to, from] = s.datetimeFrom || s.datetimeTo ? ['datetime_to', 'datetime_from'] : ['date_to', 'date_from'];
       throw new AppError('validation_failed', `${to}: the time range ends before it starts (${to} is before ${from})`);
     }
-    const scope = await this.rows<ScopeChannel>(
-      `select c.id, c.name, c.network_id, c.event_count, c.netsplit_count, c.netsplit_leader_count
-         from irc_channels c join irc_networks n on n.id = c.network_id
-        where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}`,
-      [s.source, ...(s.networkId !== null ? [s.networkId] : []), ...(s.channelId !== null ? [s.channelId] : [])],
+    // The channels in scope, the source's networks and every channel id: one statement (three
+    // round trips were a third of a short search's time).
+    const [catalog] = await this.rows<{ scope: ScopeChannel[]; network_ids: number[]; all_channels: number[] }>(
+      `select coalesce((select json_agg(json_build_object('id', c.id, 'name', c.name, 'network_id', c.network_id, 'event_count', c.event_count::text,
+                                                         'netsplit_count', c.netsplit_count::text, 'netsplit_leader_count', c.netsplit_leader_count::text))
+                          from irc_channels c join irc_networks n on n.id = c.network_id
+                         where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}),
+                       '[]') as scope,
+              array(select id from irc_networks where source = ? ${s.networkId !== null ? 'and id = ?' : ''}) as network_ids,
+              array(select id from irc_channels) as all_channels`,
+      [
+        s.source,
+        ...(s.networkId !== null ? [s.networkId] : []),
+        ...(s.channelId !== null ? [s.channelId] : []),
+        s.source,
+        ...(s.networkId !== null ? [s.networkId] : []),
+      ],
     );
+    const scope = catalog!.scope;
     if (!scope.length) return null;
-    const networkIds = await this.networkIds(s);
-    const allChannels = (await this.rows<{ id: number }>('select id from irc_channels')).map((r) => Number(r.id));
+    const networkIds = catalog!.network_ids.map(Number);
+    const allChannels = catalog!.all_channels.map(Number);
     const channelsByTerm = new Map<SearchTerm, number[]>();
     for (const t of [...s.include, ...s.exclude]) {
       if (t.kind !== 'word' && t.kind !== 'token') continue;

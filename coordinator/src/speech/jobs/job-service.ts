@@ -14,7 +14,7 @@ import type { JobRepository } from './job-repository.js';
 import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
 import { ModelCatalog } from './model-catalog.js';
 import type { MediaStore } from './media-store.js';
-import type { JobDetail } from './presenter.js';
+import type { JobDetail, ListedJob } from './presenter.js';
 import { probeMedia } from './probe.js';
 import { callbackBaseUrlProblem } from '../public-base-url.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
@@ -194,11 +194,9 @@ export class JobService {
     return job;
   }
 
-  async list(user: AuthUser, opts: { limit: number; channel?: QueueChannel; all?: boolean }): Promise<SpeechJob[]> {
-    const where: Record<string, unknown> = {};
-    if (!(opts.all && JobService.canManageAll(user))) where.owner = user.id;
-    if (opts.channel) where.queueChannel = opts.channel;
-    return this.em().find(SpeechJob, where, { populate: ['owner', 'targetWorker'], orderBy: { id: 'desc' }, limit: opts.limit });
+  /** The jobs the caller sees, newest first, as list entries (`presentJob`). */
+  async list(user: AuthUser, opts: { limit: number; channel?: QueueChannel; all?: boolean }): Promise<ListedJob[]> {
+    return this.repo.listJobs({ ownerId: opts.all && JobService.canManageAll(user) ? null : user.id, channel: opts.channel, limit: opts.limit });
   }
 
   async summary(user: AuthUser, channel?: QueueChannel) {

@@ -204,20 +204,22 @@ export class ModelCatalog {
    * documents on every job created).
    */
   async snapshot(): Promise<ModelCatalogSnapshot> {
-    const conn = this.orm.em.getConnection();
-    const [groups, allowRows] = await Promise.all([
-      conn.execute<CapabilityGroupRow[]>(
-        // One text of ids per group: a fleet's thousand present ids parse as one split, not as a
-        // Postgres array read character by character.
-        `select capabilities, string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => ?)) as present_ids
-           from speech_workers where revoked_at is null and capabilities is not null
-          group by capabilities`,
-        [this.config.WORKER_PRESENCE_TTL_MS / 1000],
-      ),
-      // The administrator's allowlist (app_settings), else SPEECH_LOCAL_MODELS.
-      conn.execute<Array<{ value: unknown }>>('select value from app_settings where key = ?', [LOCAL_MODELS_KEY]),
-    ]);
-    const stored = allowRows[0]?.value;
+    // One statement (every job list, status response and job created asks for a snapshot): the
+    // workers grouped by their advertised capabilities, with the ids of those present as one
+    // comma-separated text per group (a fleet's thousand ids split at once, not a Postgres array
+    // read character by character), and the administrator's allowlist (app_settings, else
+    // SPEECH_LOCAL_MODELS).
+    const [snapshot] = await this.orm.em.getConnection().execute<Array<{ groups: CapabilityGroupRow[] | null; allow: unknown }>>(
+      `select (select json_agg(json_build_object('capabilities', capabilities, 'present_ids', present_ids))
+                 from (select capabilities,
+                              string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => ?)) as present_ids
+                         from speech_workers where revoked_at is null and capabilities is not null
+                        group by capabilities) g) as groups,
+              (select value from app_settings where key = ?) as allow`,
+      [this.config.WORKER_PRESENCE_TTL_MS / 1000, LOCAL_MODELS_KEY],
+    );
+    const groups = snapshot?.groups ?? [];
+    const stored = snapshot?.allow;
     const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
     return new ModelCatalogSnapshot(
       groups.map((group) => {

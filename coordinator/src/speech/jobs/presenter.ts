@@ -74,6 +74,62 @@ export function presentAutoTitle(t: AutoTitleRecord | null) {
   return { state: t.state, title: t.title, applied: Boolean(t.applied), error: t.error, updated_at: isoText(t.updated_at) };
 }
 
+/**
+ * What a job list entry is presented from: the job's columns that the list shows (read as plain
+ * rows, `JobService.list`), not the whole entity; a loaded `SpeechJob` is one too. `hasTranscript`
+ * (whether the current transcript has any text) stands in for the transcript itself.
+ */
+export type ListedJob = Pick<
+  SpeechJob,
+  | 'id'
+  | 'status'
+  | 'queueChannel'
+  | 'sourceType'
+  | 'sourceLabel'
+  | 'sourceFilename'
+  | 'sourceUrl'
+  | 'sourceNote'
+  | 'sourceMime'
+  | 'sourceSizeBytes'
+  | 'sourceDurationSeconds'
+  | 'audioPositionSeconds'
+  | 'model'
+  | 'language'
+  | 'analysisLanguage'
+  | 'translationTargetLanguages'
+  | 'diarizationRequested'
+  | 'stageLabel'
+  | 'stageDetail'
+  | 'executionTarget'
+  | 'engine'
+  | 'engineModel'
+  | 'attempt'
+  | 'maxAttempts'
+  | 'failureError'
+  | 'cancelRequestedAt'
+  | 'createdAt'
+  | 'updatedAt'
+  | 'startedAt'
+  | 'finishedAt'
+  | 'shareToken'
+  | 'shareCreatedAt'
+  | 'shareDisabledAt'
+  | 'callbackUrl'
+  | 'callbackStatus'
+  | 'callbackHttpStatus'
+  | 'callbackLastAttemptAt'
+  | 'callbackDeliveredAt'
+  | 'callbackError'
+  | 'callbackAttempts'
+> & {
+  owner: { id: number; username: string };
+  targetWorker: { id: number; name: string } | null;
+  hasTranscript: boolean;
+};
+
+/** Whether the job's current transcript holds any text (a loaded entity has the text; a listed job says so). */
+const hasTranscript = (job: SpeechJob | ListedJob) => ('hasTranscript' in job ? job.hasTranscript : Boolean(job.transcriptText?.trim()));
+
 export interface PresentOptions {
   /** PUBLIC_BASE_URL: share links are absolute. */
   publicBaseUrl: string;
@@ -92,9 +148,9 @@ export const NO_SPEECH_DETAIL = 'No speech detected';
  * `stage_detail` as people should read it, computed at read time (the stored value is the job
  * state's): why a queued job waits with nobody to take it, or that a completed job held no speech.
  */
-function stageDetail(job: SpeechJob, waitingReason: string | null): string | null {
+function stageDetail(job: SpeechJob | ListedJob, waitingReason: string | null): string | null {
   if (waitingReason) return waitingReason;
-  if (job.status === 'completed' && !job.transcriptText?.trim()) return NO_SPEECH_DETAIL;
+  if (job.status === 'completed' && !hasTranscript(job)) return NO_SPEECH_DETAIL;
   return job.stageDetail;
 }
 
@@ -104,13 +160,18 @@ export function presentSegment(s: Pick<SpeechSegment, 'seq' | 'startSeconds' | '
 }
 
 /** `share`: the public transcript page while a share exists and is not disabled. */
-export function presentShare(job: SpeechJob, publicBaseUrl: string) {
+export function presentShare(job: Pick<SpeechJob, 'shareToken' | 'shareDisabledAt' | 'shareCreatedAt' | 'createdAt'>, publicBaseUrl: string) {
   if (!job.shareToken || job.shareDisabledAt) return null;
   return { url: shareUrl(publicBaseUrl, job.shareToken), created_at: (job.shareCreatedAt ?? job.createdAt).toISOString() };
 }
 
 /** `callback`: delivery of the terminal callback; null for jobs submitted without a callback_url. */
-export function presentCallback(job: SpeechJob) {
+export function presentCallback(
+  job: Pick<
+    SpeechJob,
+    'callbackUrl' | 'callbackStatus' | 'callbackHttpStatus' | 'callbackLastAttemptAt' | 'callbackDeliveredAt' | 'callbackError' | 'callbackAttempts'
+  >,
+) {
   if (!job.callbackUrl) return null;
   return {
     url: job.callbackUrl,
@@ -130,7 +191,7 @@ export function queuedMessage(job: SpeechJob, availability: JobAvailability): st
 }
 
 /** The base job JSON (list entries); field names are the public API's (stable; see docs/api.md). */
-export function presentJob(job: SpeechJob, opts: PresentOptions) {
+export function presentJob(job: SpeechJob | ListedJob, opts: PresentOptions) {
   const now = opts.now ?? new Date();
   const duration = job.sourceDurationSeconds;
   const position = job.audioPositionSeconds;
