@@ -11,24 +11,10 @@
 //    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
 //    attempt 1, one lease row each).
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
-import type { RunningCoordinator } from '../../coordinator/dist/service.js';
-import { cpuSample, cpuSince, log, ms, pool, secs, summarize, type Fail, type Row } from './lib.js';
-import type { LoadGenerator } from './load.js';
+import { cpuSample, cpuSince, log, ms, pool, secs, summarize, type PhaseContext } from './lib.js';
 
-type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
-
-export interface FleetContext {
-  svc: RunningCoordinator;
-  q: Query;
-  accounts: AccountService;
-  runId: string;
-  load: LoadGenerator;
-  row: Row;
-  fail: Fail;
-  target: (name: string, met: boolean, measured: string) => void;
+export interface FleetContext extends PhaseContext {
   check: (ok: boolean) => void;
-  checkInterrupted: () => void;
 }
 
 const URL_SOURCE = { type: 'url' as const, url: 'https://203.0.113.10/x.mp3' };

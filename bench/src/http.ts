@@ -18,26 +18,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
 import { ZoneRegistry } from '../../coordinator/dist/dns/zone-registry.js';
 import { IrcImportService } from '../../coordinator/dist/irc/import-service.js';
-import type { RunningCoordinator } from '../../coordinator/dist/service.js';
 import { makeZone, startNamed } from './bind.js';
-import { cpuSample, cpuSince, log, ms, pool, rng, secs, type Cleanup, type CpuShare, type Fail, type Row } from './lib.js';
-import type { HttpMixResult, LoadGenerator, MixRoute } from './load.js';
+import { cpuSample, cpuSince, log, loginJwt, ms, pool, rng, secs, type Cleanup, type CpuShare, type PhaseContext } from './lib.js';
+import type { HttpMixResult, MixRoute } from './load.js';
 
-type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
-
-export interface HttpContext {
-  svc: RunningCoordinator;
-  q: Query;
-  accounts: AccountService;
-  runId: string;
-  load: LoadGenerator;
-  row: Row;
-  fail: Fail;
-  target: (name: string, met: boolean, measured: string) => void;
-  checkInterrupted: () => void;
+export interface HttpContext extends PhaseContext {
   signal: AbortSignal;
   cleanups: Cleanup[];
 }
@@ -104,13 +91,7 @@ export async function httpPhases(ctx: HttpContext): Promise<void> {
       catalog.id,
     ]);
     await pool(JOBS, 4, () => svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE }));
-    const login = await fetch(`${svc.url}/api/account/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: user.username, password }),
-    });
-    if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
-    const token = ((await login.json()) as { token: string }).token;
+    const token = await loginJwt(svc.url, user.username, password);
 
     // Chat log: IRC_LINES lines of ZNC logs in four channel-days, imported as a network of this run.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sonar-bench-http-'));

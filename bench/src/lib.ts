@@ -3,6 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
+import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
+import type { RunningCoordinator } from '../../coordinator/dist/service.js';
+import type { LoadGenerator } from './load.js';
 
 /** The bench's start (epoch ms); forked children get the parent's through BENCH_EPOCH_MS, so log times agree. */
 export const epochMs = Number(process.env.BENCH_EPOCH_MS) || Date.now();
@@ -210,6 +213,33 @@ export type Row = (measurement: string, value: string) => void;
 export type Fail = (measurement: string, err: unknown) => void;
 /** A named cleanup step; the steps run last in, first out. */
 export type Cleanup = [name: string, step: () => Promise<unknown>];
+
+/** A SQL query on the bench database (the coordinator's own pool). */
+export type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
+
+/** What run.ts hands every phase that drives the in-process coordinator from the load generator. */
+export interface PhaseContext {
+  svc: RunningCoordinator;
+  q: Query;
+  accounts: AccountService;
+  runId: string;
+  load: LoadGenerator;
+  row: Row;
+  fail: Fail;
+  target: (name: string, met: boolean, measured: string) => void;
+  checkInterrupted: () => void;
+}
+
+/** A JWT from POST /api/account/login, as an API client gets one. */
+export async function loginJwt(baseUrl: string, username: string, password: string): Promise<string> {
+  const login = await fetch(`${baseUrl}/api/account/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+  if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
+  return ((await login.json()) as { token: string }).token;
+}
 
 /** What the bench reads from the DNS API's JSON answers (only the fields it looks at). */
 export interface DnsApiBody {

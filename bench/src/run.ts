@@ -37,7 +37,23 @@ import { dnsPhases } from './dns.js';
 import { fleetPhases } from './fleet.js';
 import { httpPhases } from './http.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
-import { coordinatorEnv, cpuSample, cpuSince, epochMs, errorStack, errorText, log, median, ms, pool, secs, type Cleanup, type CpuShare } from './lib.js';
+import {
+  coordinatorEnv,
+  cpuSample,
+  cpuSince,
+  epochMs,
+  errorStack,
+  errorText,
+  log,
+  loginJwt,
+  median,
+  ms,
+  pool,
+  secs,
+  type Cleanup,
+  type CpuShare,
+  type Query,
+} from './lib.js';
 import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
 
 // This file runs as bench/dist/run.js: the repository root is two levels up.
@@ -77,7 +93,6 @@ const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call m
 const URL_SOURCE = { type: 'url' as const, url: 'https://203.0.113.10/x.mp3' };
 
 /** Rows of a query on the coordinator's database (`?` placeholders), typed by the caller. */
-type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
 
 const runId = randomBytes(4).toString('hex');
 const dbName = `sonar_bench_${runId}`;
@@ -412,13 +427,7 @@ async function coordinatorParts(check: (ok: boolean) => void) {
 // ---- speech phases ----------------------------------------------------------------------------------
 async function speechPhases(svc: RunningCoordinator, q: Query, accounts: AccountService) {
   const { user, password } = await accounts.createUser({ username: `bench-${runId}`, permissions: ['speech.use'] });
-  const login = await fetch(`${svc.url}/api/account/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: user.username, password }),
-  });
-  if (!login.ok) throw new Error(`login failed: HTTP ${login.status} ${await login.text()}`);
-  const token = ((await login.json()) as { token: string }).token;
+  const token = await loginJwt(svc.url, user.username, password);
 
   // Submissions are refused for models no registered worker serves: register the simulated workers'
   // model the way a Hello stores it (they connect later, from the load generator).

@@ -20,6 +20,14 @@ const speechApiTokenRequestSchema = z
   .describe('Optional; an empty body creates a token that never expires');
 const errors = { 401: errorBodySchema, 403: errorBodySchema, 422: errorBodySchema, 429: errorBodySchema };
 
+/** A token just created: its value and callback secret, shown only in this answer. */
+const createdTokenSchema = z.object({
+  ok: z.literal(true),
+  token: z.string(),
+  callback_secret: z.string().describe('HMAC-SHA256 key that signs terminal callbacks of jobs this token submits; shown once'),
+  token_info: tokenSummarySchema,
+});
+
 /** JSON account API: JWT login, the caller's identity, personal access tokens. */
 export async function accountRoutes(app: FastifyInstance, opts: { config: Config; accounts: AccountService }) {
   const { config, accounts } = opts;
@@ -105,12 +113,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
       security: [{ session: [] }, { bearerJwt: [] }],
       body: createTokenRequestSchema,
       response: {
-        201: z.object({
-          ok: z.literal(true),
-          token: z.string(),
-          callback_secret: z.string().describe('HMAC-SHA256 key that signs terminal callbacks of jobs this token submits; shown once'),
-          token_info: tokenSummarySchema,
-        }),
+        201: createdTokenSchema,
         ...errors,
       },
     },
@@ -145,11 +148,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
       security: [{ session: [] }, { bearerJwt: [] }],
       body: speechApiTokenRequestSchema,
       response: {
-        201: z.object({
-          ok: z.literal(true),
-          token: z.string(),
-          callback_secret: z.string().describe('HMAC-SHA256 key that signs terminal callbacks of jobs this token submits; shown once'),
-          token_info: tokenSummarySchema,
+        201: createdTokenSchema.extend({
           revoked_token_ids: z.array(z.number().int()).describe(`ids of your earlier ${SPEECH_API_TOKEN_NAME} tokens revoked by this rotation`),
         }),
         ...errors,

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { JobChange, LiveAi, LiveDiarization, LiveSegment, LiveStatus } from '@sonar/shared/live-events';
 import { watchRedis, type OutageLog } from '../../infra/redis-watch.js';
+import { SetMap } from '../../infra/set-map.js';
 
 // The payloads are the socket.io contract's (shared/src/live-events.ts), which the browser pages type-check against.
 export type { JobChange, LiveAi, LiveDiarization, LiveSegment, LiveStatus };
@@ -33,9 +34,8 @@ interface Waiter {
  * clock alone and for news lost with a Redis outage.
  */
 export class WorkAvailable {
-  /** Waiting long-polls by capability group; a Set keeps insertion order, so the first of a group has waited longest. */
-  private readonly groups = new Map<string, Set<Waiter>>();
-  private waiterCount = 0;
+  /** Waiting long-polls by capability group; the first of a group has waited longest. */
+  private readonly groups = new SetMap<string, Waiter>();
   /** Counts news of work (local or from Redis): a long-poll compares it to see whether anything happened. */
   generation = 0;
   private subscriber: Redis | null = null;
@@ -68,12 +68,12 @@ export class WorkAvailable {
 
   /** A woken long-poll of `group` leased a job: there may be more, so the next waiter of the group looks. */
   found(group: string) {
-    this.firstOf(group)?.wake();
+    this.groups.first(group)?.wake();
   }
 
   /** How long a long-poll waits before it looks again by itself: 2 s, longer in a large fleet (about 50 looks a second in all). */
   recheckMs(base: number): number {
-    return Math.max(base, this.waiterCount * 20);
+    return Math.max(base, this.groups.size * 20);
   }
 
   /** Resolves when work may be available for `group` or after `ms`, whichever comes first. */
@@ -82,42 +82,30 @@ export class WorkAvailable {
       const waiter: Waiter = {
         wake: () => {
           clearTimeout(timer);
-          const members = this.groups.get(group);
-          if (members?.delete(waiter)) {
-            this.waiterCount--;
-            if (!members.size) this.groups.delete(group);
-          }
+          this.groups.delete(group, waiter);
           signal?.removeEventListener('abort', waiter.wake);
           resolve();
         },
       };
       const timer = setTimeout(waiter.wake, ms);
-      let members = this.groups.get(group);
-      if (!members) this.groups.set(group, (members = new Set()));
-      members.add(waiter);
-      this.waiterCount++;
+      this.groups.add(group, waiter);
       signal?.addEventListener('abort', waiter.wake, { once: true });
     });
   }
 
   /** How many long-polls are waiting in this process now (a test waits for its claim to park here). */
   waiting(): number {
-    return this.waiterCount;
-  }
-
-  private firstOf(group: string): Waiter | undefined {
-    for (const w of this.groups.get(group) ?? []) return w;
-    return undefined;
+    return this.groups.size;
   }
 
   private wakeAll() {
     this.generation++;
-    for (const members of [...this.groups.values()]) for (const w of [...members]) w.wake();
+    for (const group of this.groups.keys()) for (const w of this.groups.get(group)) w.wake();
   }
 
   private wakeOnePerGroup() {
     this.generation++;
-    for (const group of [...this.groups.keys()]) this.firstOf(group)?.wake();
+    for (const group of this.groups.keys()) this.groups.first(group)?.wake();
   }
 
   private publish(message: 'all' | 'one') {

@@ -68,6 +68,24 @@ const STAGE_LOOK_MS = 1_000;
  */
 const EMPTY_CLAIM_REUSE_MS = 1_000;
 
+/**
+ * Per capability group: when its long-polls last looked at something, and the news count then. A
+ * look stays good for `ms` while no news of work came (WorkAvailable.generation).
+ */
+function recentLooks(work: WorkAvailable, ms: number) {
+  const last = new Map<string, { at: number; generation: number }>();
+  return {
+    fresh(group: string): boolean {
+      const look = last.get(group);
+      return !!look && look.generation === work.generation && Date.now() - look.at < ms;
+    },
+    /** `generation`: the news count when the look began (news during it makes the look stale). */
+    mark(group: string, generation = work.generation) {
+      last.set(group, { at: Date.now(), generation });
+    },
+  };
+}
+
 /** Longest a Claim long poll is held open, whatever the worker asks for. */
 const MAX_CLAIM_WAIT_MS = 30_000;
 /** Even without a wake-up, eligibility is re-checked this often (presence of other workers changes it). */
@@ -100,14 +118,10 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
     return worker;
   }
 
-  /** Capability group → when its long-polls last looked for URL sources to stage, and the news count then. */
-  const lastStaged = new Map<string, { at: number; generation: number }>();
-  /** Capability group → when a claim of the group last found nothing, and the news count when it began. */
-  const lastEmpty = new Map<string, { at: number; generation: number }>();
-  const emptyIsFresh = (group: string) => {
-    const empty = lastEmpty.get(group);
-    return !!empty && empty.generation === deps.work.generation && Date.now() - empty.at < EMPTY_CLAIM_REUSE_MS;
-  };
+  /** When each capability group's long-polls last looked for URL sources to stage. */
+  const stagingLooks = recentLooks(deps.work, STAGE_LOOK_MS);
+  /** When a claim of each capability group last found nothing. */
+  const emptyClaims = recentLooks(deps.work, EMPTY_CLAIM_REUSE_MS);
 
   async function sessionOf(worker: SpeechWorker, sessionId: string): Promise<WorkerSession> {
     const session = await registry.session(worker, sessionId);
@@ -213,10 +227,9 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         const group = claimGroupKey(session);
         const generation = deps.work.generation;
         // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
-        const looked = call.request.wait_ms <= 0 || !emptyIsFresh(group);
-        const job = !looked
-          ? null
-          : await leases.claim({
+        const looked = call.request.wait_ms <= 0 || !emptyClaims.fresh(group);
+        const job = looked
+          ? await leases.claim({
               id: worker.id,
               name: worker.name,
               sessionId: session.sessionId,
@@ -225,20 +238,20 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
               canFetchUrls: session.capabilities.canFetchUrls,
               diarization: session.capabilities.diarization,
               diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
-            });
+            })
+          : null;
         if (job) {
           // Woken for one job and got it: the next waiter of the group looks too (a burst has more).
           if (woken) deps.work.found(group);
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
-        if (looked) lastEmpty.set(group, { at: Date.now(), generation });
+        if (looked) emptyClaims.mark(group, generation);
         // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
         // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
         // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
-        const staged = lastStaged.get(group);
-        if (!staged || staged.generation !== deps.work.generation || Date.now() - staged.at >= STAGE_LOOK_MS) {
-          lastStaged.set(group, { at: Date.now(), generation: deps.work.generation });
+        if (!stagingLooks.fresh(group)) {
+          stagingLooks.mark(group);
           await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
         }
         const remaining = deadline - Date.now();

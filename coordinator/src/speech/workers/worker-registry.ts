@@ -5,6 +5,7 @@ import type { Orm } from '../../db/orm.js';
 import type { SpeechWorker, WorkerCapabilities } from './entities.js';
 import { WorkerDirectory } from './worker-directory.js';
 import { sha256Hex } from '../../accounts/secrets.js';
+import { SetMap } from '../../infra/set-map.js';
 
 export interface WorkerSession {
   sessionId: string;
@@ -42,7 +43,7 @@ const PRESENCE_FLUSH_MS = 250;
 export class WorkerRegistry extends WorkerDirectory {
   private readonly local = new Map<string, { workerId: number; lastSeen: number }>();
   /** The same sessions by worker (touch refreshes a worker's sessions without walking all of them). */
-  private readonly localByWorker = new Map<number, Set<string>>();
+  private readonly localByWorker = new SetMap<number, string>();
   /** secret hash → worker, for AUTH_CACHE_MS: a revoked secret stops working within that time. */
   private readonly authCache = new Map<string, { worker: SpeechWorker | null; at: number }>();
   private readonly sessions = new Map<string, { session: WorkerSession; at: number }>();
@@ -167,7 +168,7 @@ export class WorkerRegistry extends WorkerDirectory {
     const now = Date.now();
     if (now - (this.presenceWritten.get(workerId) ?? 0) < Math.min(PRESENCE_WRITE_MS, this.config.WORKER_PRESENCE_TTL_MS / 4)) return;
     this.presenceWritten.set(workerId, now);
-    for (const id of this.localByWorker.get(workerId) ?? []) {
+    for (const id of this.localByWorker.get(workerId)) {
       this.local.get(id)!.lastSeen = now;
       this.pendingSessions.add(this.sessionKey(id));
     }
@@ -179,18 +180,14 @@ export class WorkerRegistry extends WorkerDirectory {
     const previous = this.local.get(sessionId);
     if (previous && previous.workerId !== workerId) this.deleteLocal(sessionId);
     this.local.set(sessionId, { workerId, lastSeen: Date.now() });
-    let ids = this.localByWorker.get(workerId);
-    if (!ids) this.localByWorker.set(workerId, (ids = new Set()));
-    ids.add(sessionId);
+    this.localByWorker.add(workerId, sessionId);
   }
 
   private deleteLocal(sessionId: string) {
     const s = this.local.get(sessionId);
     if (!s) return;
     this.local.delete(sessionId);
-    const ids = this.localByWorker.get(s.workerId);
-    ids?.delete(sessionId);
-    if (ids && !ids.size) this.localByWorker.delete(s.workerId);
+    this.localByWorker.delete(s.workerId, sessionId);
   }
 
   private schedulePresenceFlush() {
