@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { mergeByBic } from '../src/diarization/bic.js';
 import { cutDendrogram, wardLinkage } from '../src/diarization/cluster.js';
+import type { FrameFeatures } from '../src/diarization/features.js';
 
 /** Squared Euclidean distances of points (rows). */
 function squared(points: number[][]): Float64Array {
@@ -66,5 +68,50 @@ describe('Ward clustering (nearest-neighbour chain)', () => {
     // The count bounds win over the threshold.
     expect(new Set(cutDendrogram(merges, points.length, 1, 1, 2)).size).toBe(2);
     expect(new Set(cutDendrogram(merges, points.length, 1, 4)).size).toBe(4);
+  });
+});
+
+describe('mergeByBic', () => {
+  /** Gaussian frames (Box–Muller from a fixed LCG): `n` frames of `dim` values, each dimension scaled by `scale[d]`. */
+  function frames(n: number, scale: number[], seed: number): number[][] {
+    let s = seed;
+    const uniform = () => ((s = (s * 1103515245 + 12345) % 2147483648) + 1) / 2147483649;
+    const normal = () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+    return Array.from({ length: n }, () => scale.map((k) => k * normal()));
+  }
+  /** Frame features of consecutive blocks of frames, and the frame range of each block (a "window"). */
+  function features(blocks: number[][][]): { f: FrameFeatures; ranges: Array<[number, number]> } {
+    const dim = blocks[0]![0]!.length;
+    const all = blocks.flat();
+    const data = Float32Array.from(all.flat());
+    let at = 0;
+    const ranges = blocks.map((b): [number, number] => [at, (at += b.length)]);
+    return { f: { n: all.length, dim, data, energy: new Float32Array(all.length) }, ranges };
+  }
+  const params = { lambda: 2.1, maxFrames: 6000 };
+  const voiceA = [1, 1, 1, 1, 1, 1];
+  // Same means, another spread: what window means cannot tell apart and covariances can.
+  const voiceB = [1.6, 0.6, 1.4, 0.7, 1.5, 0.6];
+
+  it('joins clusters of one source and keeps two sources with different covariances apart', () => {
+    const blocks = [0, 1, 2, 3].map((i) => frames(300, voiceA, 11 + i)).concat([0, 1, 2, 3].map((i) => frames(300, voiceB, 31 + i)));
+    const { f, ranges } = features(blocks);
+    // An over-split start: four clusters, two of each source.
+    const start = Int32Array.from([0, 0, 1, 1, 2, 2, 3, 3]);
+    const labels = mergeByBic(f, ranges, start, params);
+    expect([...labels]).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
+  });
+
+  it('one source stays one cluster however it was split', () => {
+    const { f, ranges } = features([0, 1, 2, 3, 4, 5].map((i) => frames(250, voiceA, 51 + i)));
+    expect(new Set(mergeByBic(f, ranges, Int32Array.from([0, 1, 2, 3, 4, 5]), params)).size).toBe(1);
+  });
+
+  it('respects minClusters and maxClusters', () => {
+    const { f, ranges } = features([0, 1, 2, 3].map((i) => frames(250, voiceA, 71 + i)));
+    expect(new Set(mergeByBic(f, ranges, Int32Array.from([0, 1, 2, 3]), params, 3)).size).toBe(3);
+    const two = features([frames(300, voiceA, 91), frames(300, voiceB, 92), frames(300, voiceA, 93), frames(300, voiceB, 94)]);
+    expect(new Set(mergeByBic(two.f, two.ranges, Int32Array.from([0, 1, 2, 3]), params, 1, 1)).size).toBe(1);
+    expect(new Set(mergeByBic(two.f, two.ranges, Int32Array.from([0, 1, 2, 3]), params)).size).toBe(2);
   });
 });

@@ -1,3 +1,4 @@
+import { mergeByBic } from './bic.js';
 import { cutDendrogram, wardLinkage } from './cluster.js';
 import { FRAME_HOP, FRAME_SECONDS, mfcc, type FrameFeatures } from './features.js';
 import { frameLogLik, trainGmm, viterbi, type Gmm } from './gmm.js';
@@ -32,6 +33,15 @@ export interface DefaultParams {
   mergeBase: number;
   mergePerLog: number;
   /**
+   * Then the clusters are merged again by the Bayesian information criterion on their frames
+   * (bic.ts): while a full-covariance Gaussian of two clusters' frames together beats one each
+   * with the model-size penalty weighted by `bicLambda`. The Ward stop above is set low enough to
+   * over-split a little; this second test decides the count. Counts above `bicMaxFrames` frames are
+   * scaled down to it.
+   */
+  bicLambda: number;
+  bicMaxFrames: number;
+  /**
    * A cluster with fewer windows than minClusterShare × n (at least minClusterWindows, at most
    * maxFoldWindows) is folded into its nearest big cluster. The cap keeps a speaker with a few
    * minutes in a long recording: 5 % of a 2-hour recording's 1,500 windows would be 75.
@@ -60,8 +70,10 @@ export const DEFAULT_PARAMS: DefaultParams = {
   windowSilence: 0.5,
   minWindow: 0.5,
   maxWindows: 1500,
-  mergeBase: 4,
+  mergeBase: 2.5,
   mergePerLog: 0.5,
+  bicLambda: 2.1,
+  bicMaxFrames: 6000,
   minClusterShare: 0.05,
   minClusterWindows: 2,
   maxFoldWindows: 8,
@@ -119,7 +131,7 @@ export class DefaultDiarizer implements Diarizer {
     if (speechFrames.length < 10) return empty;
     normaliseFrames(feats, speechFrames);
 
-    // 3. Window vectors in the speaker space → Ward clustering with a calibrated stop: 60–75 %.
+    // 3. Window vectors in the speaker space → Ward clustering with a calibrated stop, then merges by BIC on the frames: 60–75 %.
     const windows = makeWindows(speechRegions(probs, duration, { ...p.vad, minSilence: p.windowSilence }), p);
     if (!windows.length) return singleSpeaker(this.name, regions);
     const n = windows.length;
@@ -131,6 +143,14 @@ export class DefaultDiarizer implements Diarizer {
     // Merge heights are twice the growth of the within-cluster sum of squares (cluster.ts).
     const stop = 2 * dims * (p.mergeBase + p.mergePerLog * Math.log(n));
     let labels = cutDendrogram(merges, n, stop, opts.minSpeakers ?? 1, opts.maxSpeakers ?? Infinity);
+    labels = mergeByBic(
+      feats,
+      windows.map((w) => frameRange(w, feats.n)),
+      labels,
+      { lambda: p.bicLambda, maxFrames: p.bicMaxFrames },
+      opts.minSpeakers ?? 1,
+      opts.maxSpeakers ?? Infinity,
+    );
     labels = foldSmallClusters(labels, vectors, dims, Math.max(p.minClusterWindows, Math.min(p.maxFoldWindows, p.minClusterShare * n)), opts.minSpeakers ?? 1);
     progress(0.75);
     await yieldNow();
