@@ -196,6 +196,48 @@ describe('claims', () => {
     }
   });
 
+  it('a burst of new jobs for waiting long polls costs one claim per job, not two', async () => {
+    const model = 'burst-model';
+    const ws = await Promise.all([0, 1, 2, 3].map((i) => worker(`w-burst-${i}`, caps([model]))));
+    const work = svc.speech.work;
+    const looks = vi.spyOn(svc.speech.leases, 'claim');
+    const found = vi.spyOn(work, 'found');
+    const reasons: string[] = [];
+    const realWait = work.wait.bind(work);
+    const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
+      realWait(...args).then((reason) => {
+        reasons.push(reason);
+        return reason;
+      }),
+    );
+    try {
+      const polls = ws.map((w) => claim(w, 10_000).then((job) => ({ w, job })));
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(4);
+      const parked = looks.mock.calls.length;
+      const ids: number[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await urlJob(alice, { model })).id);
+      // Three long polls get the three jobs; the fourth waits on.
+      await expect.poll(() => reasons.filter((r) => r === 'job').length, { timeout: 5_000, interval: 10 }).toBe(3);
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+      const timedOut = reasons.filter((r) => r === 'time').length;
+      const extraLooks = looks.mock.calls.length - parked - ids.length;
+      // Each job woke one waiter, which leased it without waking the next one. (A waiter whose
+      // recheck timer fired meanwhile on a slow machine looks once more and may pass it on.)
+      if (timedOut === 0) {
+        expect(found).not.toHaveBeenCalled();
+        expect(extraLooks).toBe(0);
+      } else expect(extraLooks).toBeLessThanOrEqual(2 * timedOut);
+      ids.push((await urlJob(alice, { model })).id); // the fourth long poll's job
+      const got = await Promise.all(polls);
+      expect(got.map((g) => g.job?.lease.job_id).sort()).toEqual([...ids].sort());
+      for (const g of got) await g.w.client.complete(done(g.job!));
+    } finally {
+      looks.mockRestore();
+      found.mockRestore();
+      wait.mockRestore();
+    }
+  });
+
   it('refuses Claim on an unknown session with session_unknown', async () => {
     const w = await worker('w-nosession', caps(['small']));
     const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;

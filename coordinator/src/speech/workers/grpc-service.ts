@@ -29,7 +29,7 @@ import {
 } from '@sonar/shared';
 import type { Logger } from 'pino';
 import { unavailableDependency, unavailableMessage } from '../../infra/unavailable.js';
-import type { WorkAvailable } from '../jobs/job-events.js';
+import type { WakeReason, WorkAvailable } from '../jobs/job-events.js';
 import type { MediaStore } from '../jobs/media-store.js';
 import type { MediaStager } from '../jobs/media-stager.js';
 import { StaleLeaseError, type LeaseService } from '../protocol/lease-service.js';
@@ -192,7 +192,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         const abandoned = await leases.helloFrom(worker.id, session.sessionId, req.held_leases ?? []);
         if (abandoned.length) logger.warn({ worker: worker.name, abandoned }, 'leases of an earlier worker session ended');
       }
-      deps.work.notifyNew(); // a new worker may make queued jobs claimable
+      deps.work.notifyWorker(); // a new worker may make queued jobs claimable
       return {
         session_id: session.sessionId,
         worker_name: worker.name,
@@ -221,7 +221,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
       const deadline = Date.now() + Math.min(Math.max(call.request.wait_ms, 0), MAX_CLAIM_WAIT_MS);
       const cancelled = new AbortController();
       call.on('cancelled', () => cancelled.abort());
-      let woken = false;
+      let woken: WakeReason | null = null;
       for (;;) {
         const session = await sessionOf(worker, call.request.session_id);
         const group = claimGroupKey(session);
@@ -241,8 +241,11 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
             })
           : null;
         if (job) {
-          // Woken for one job and got it: the next waiter of the group looks too (a burst has more).
-          if (woken) deps.work.found(group);
+          // Woken by news other than one job's announcement (a new worker, a requeue, the recheck
+          // timer) and got a job: there may be more, so the next waiter of the group looks too. A
+          // waiter woken for one new job does not: every new job wakes a waiter of its own, and
+          // passing it on would make about two claims per job in a burst.
+          if (woken && woken !== 'job') deps.work.found(group);
           logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
           return { has_job: true, job, server_time_unix_ms: Date.now() };
         }
@@ -256,8 +259,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         }
         const remaining = deadline - Date.now();
         if (remaining <= 0 || cancelled.signal.aborted) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
-        await deps.work.wait(Math.min(remaining, deps.work.recheckMs(CLAIM_RECHECK_MS)), group, cancelled.signal);
-        woken = true;
+        woken = await deps.work.wait(Math.min(remaining, deps.work.recheckMs(CLAIM_RECHECK_MS)), group, cancelled.signal);
       }
     }),
 
