@@ -238,6 +238,56 @@ describe('claims', () => {
     }
   });
 
+  it('a URL job is queued in one statement with its runtime log (after the model catalog read)', async () => {
+    const knex = svc.orm.em.getConnection().getKnex();
+    const sent: string[] = [];
+    const onQuery = (q: { sql?: string; options?: { name?: string } }) => sent.push(q.options?.name ?? (q.sql ?? '').trim().split(/\s+/)[0]!);
+    knex.on('query', onQuery);
+    let job;
+    try {
+      job = await svc.speech.jobs.create(alice, {
+        channel: 'api',
+        source: { type: 'url', url: 'https://media.example.org/b.mp3' },
+        label: 'lbl',
+        model: 'large',
+        translationTargetLanguages: ['de'],
+        diarization: false,
+      });
+    } finally {
+      knex.removeListener('query', onQuery);
+    }
+    expect(sent).toEqual(['select', 'speech_queue_url_job']);
+    expect(job).toMatchObject({
+      status: 'queued',
+      queueChannel: 'api',
+      sourceType: 'url',
+      sourceUrl: 'https://media.example.org/b.mp3',
+      sourceLabel: 'lbl',
+      model: 'large',
+      translationTargetLanguages: ['de'],
+      diarizationRequested: false,
+      diarizationState: 'skipped',
+      stageLabel: 'Waiting for a worker',
+      callbackUrl: null,
+      callbackStatus: null,
+      attempt: 0,
+      maxAttempts: 2,
+    });
+    expect(job.owner.id).toBe(alice.id);
+    expect(job.createdAt).toBeInstanceOf(Date);
+    const events = await svc.orm.em
+      .getConnection()
+      .execute<Array<{ event: string; level: string; message: string }>>('select event, level, message from speech_job_events where job_id = ? order by id', [
+        job.id,
+      ]);
+    // The only worker serving `large` never connected: the job says so in its log too.
+    expect(events).toEqual([
+      { event: 'queued', level: 'info', message: 'Queued on the api channel with model large.' },
+      { event: 'no_worker', level: 'warn', message: expect.stringMatching(/; the job waits until one connects\.$/) as string },
+    ]);
+    await svc.speech.jobs.remove(admin, job.id);
+  });
+
   it('refuses Claim on an unknown session with session_unknown', async () => {
     const w = await worker('w-nosession', caps(['small']));
     const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;
