@@ -11,7 +11,7 @@
 //    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
 //    attempt 1, one lease row each).
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { cpuSample, cpuSince, log, ms, pool, secs, summarize, type PhaseContext } from './lib.js';
+import { countStatements, cpuSample, cpuSince, log, ms, perUnitText, pool, secs, summarize, type PhaseContext } from './lib.js';
 
 export interface FleetContext extends PhaseContext {
   check: (ok: boolean) => void;
@@ -91,6 +91,15 @@ export async function fleetPhases(ctx: FleetContext) {
       if (!jobs) continue;
       log(`fleet: a burst of ${jobs} jobs for ${n} waiting workers`);
       const burstCpu = cpuSample();
+      const statements = countStatements(svc);
+      // Claim looks (LeaseService.claim calls, each a claim statement or a share of one) during the burst.
+      const leases = svc.speech.leases;
+      const realClaim = leases.claim.bind(leases);
+      let looks = 0;
+      leases.claim = (worker) => {
+        looks += 1;
+        return realClaim(worker);
+      };
       const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
       const t0 = performance.now();
       const createdAt = new Map<number, number>();
@@ -102,12 +111,18 @@ export async function fleetPhases(ctx: FleetContext) {
       const createdMs = performance.now() - t0;
       const r = await drained;
       const bcpu = cpuSince(burstCpu);
+      const st = statements.stop();
+      leases.claim = realClaim;
       // How long each new job waited for a worker: claimed (load generator) minus created (here), one machine's clock.
       const waited = summarize(ids.flatMap((id) => (r.claimedAt[id] !== undefined ? [Math.max(0, r.claimedAt[id] - createdAt.get(id)!)] : [])));
       row(
         `${name}: burst of ${jobs} jobs`,
         `created through JobService.create (8 in flight) in ${secs(createdMs)} (${Math.round((jobs / createdMs) * 1000)} jobs/s); all claimed and completed ${secs(r.elapsedMs)} after the burst began; ` +
           `a new job's wait for a worker (created → claimed) p50/p99 ${ms(waited.p50)} / ${ms(waited.p99)} (n=${waited.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
+      );
+      row(
+        `${name}: burst, per job`,
+        `${(looks / jobs).toFixed(2)} claim looks; ${(st.total / jobs).toFixed(2)} statements (create, claim, complete, presence: ${perUnitText(st.byName, jobs, 8)}); CPU ms coordinator ${((bcpu.seconds.self * 1000) / jobs).toFixed(2)}, PostgreSQL ${bcpu.seconds.postgres === null ? '?' : ((bcpu.seconds.postgres * 1000) / jobs).toFixed(2)}`,
       );
       const [db] = await q<{ total: number; completed: number; first: number; leases: number }>(
         `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first,

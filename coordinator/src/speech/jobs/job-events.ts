@@ -51,6 +51,8 @@ export class WorkAvailable {
   private readonly groups = new SetMap<string, Waiter>();
   /** Counts news of work (local or from Redis): a long-poll compares it to see whether anything happened. */
   generation = 0;
+  /** Per group: announcements of one new job that woke a waiter of that group (see generationOf). */
+  private readonly absorbed = new Map<string, number>();
   private subscriber: Redis | null = null;
   /** This process's mark on the messages it publishes. */
   private readonly origin = randomUUID();
@@ -76,6 +78,16 @@ export class WorkAvailable {
       else this.wakeAll();
     });
     await this.subscriber.subscribe(this.channel);
+  }
+
+  /**
+   * The news count as the long-polls of `group` see it: an announcement of one new job that woke
+   * one of them is that waiter's to look at, not news to the rest of the group (a worker coming
+   * back from a job need not look for it again: in a burst that was a second claim per job).
+   * Every other kind of news, and a new job announced while none of the group waited, counts.
+   */
+  generationOf(group: string): number {
+    return this.generation - (this.absorbed.get(group) ?? 0);
   }
 
   /** Every waiting long-poll looks again (here and on other coordinators). */
@@ -136,7 +148,12 @@ export class WorkAvailable {
 
   private wakeOnePerGroup(reason: WakeReason) {
     this.generation++;
-    for (const group of this.groups.keys()) this.groups.first(group)?.wake(reason);
+    for (const group of this.groups.keys()) {
+      const first = this.groups.first(group);
+      if (!first) continue;
+      first.wake(reason);
+      if (reason === 'job') this.absorbed.set(group, (this.absorbed.get(group) ?? 0) + 1);
+    }
   }
 
   private publish(kind: 'all' | 'one' | 'worker') {

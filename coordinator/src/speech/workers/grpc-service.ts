@@ -70,18 +70,19 @@ const EMPTY_CLAIM_REUSE_MS = 1_000;
 
 /**
  * Per capability group: when its long-polls last looked at something, and the news count then. A
- * look stays good for `ms` while no news of work came (WorkAvailable.generation).
+ * look stays good for `ms` while no news of work came (`generation`: WorkAvailable.generation, or
+ * generationOf for the group).
  */
-function recentLooks(work: WorkAvailable, ms: number) {
+function recentLooks(ms: number, generation: (group: string) => number) {
   const last = new Map<string, { at: number; generation: number }>();
   return {
     fresh(group: string): boolean {
       const look = last.get(group);
-      return !!look && look.generation === work.generation && Date.now() - look.at < ms;
+      return !!look && look.generation === generation(group) && Date.now() - look.at < ms;
     },
-    /** `generation`: the news count when the look began (news during it makes the look stale). */
-    mark(group: string, generation = work.generation) {
-      last.set(group, { at: Date.now(), generation });
+    /** `seen`: the news count when the look began (news during it makes the look stale). */
+    mark(group: string, seen = generation(group)) {
+      last.set(group, { at: Date.now(), generation: seen });
     },
   };
 }
@@ -119,9 +120,12 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
   }
 
   /** When each capability group's long-polls last looked for URL sources to stage. */
-  const stagingLooks = recentLooks(deps.work, STAGE_LOOK_MS);
-  /** When a claim of each capability group last found nothing. */
-  const emptyClaims = recentLooks(deps.work, EMPTY_CLAIM_REUSE_MS);
+  const stagingLooks = recentLooks(STAGE_LOOK_MS, (group) => deps.work.generationOf(group));
+  /**
+   * When a claim of each capability group last found nothing. A new job announced to a waiter of
+   * the group is that waiter's: the group's other long polls keep waiting (WorkAvailable.generationOf).
+   */
+  const emptyClaims = recentLooks(EMPTY_CLAIM_REUSE_MS, (group) => deps.work.generationOf(group));
 
   async function sessionOf(worker: SpeechWorker, sessionId: string): Promise<WorkerSession> {
     const session = await registry.session(worker, sessionId);
@@ -225,9 +229,10 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
       for (;;) {
         const session = await sessionOf(worker, call.request.session_id);
         const group = claimGroupKey(session);
-        const generation = deps.work.generation;
+        const generation = deps.work.generationOf(group);
         // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
-        const looked = call.request.wait_ms <= 0 || !emptyClaims.fresh(group);
+        // A long poll woken by news looks too (a new job announced to it is its own to look for).
+        const looked = call.request.wait_ms <= 0 || woken === 'job' || woken === 'news' || !emptyClaims.fresh(group);
         const job = looked
           ? await leases.claim({
               id: worker.id,
@@ -253,7 +258,8 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
         // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
         // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
-        if (!stagingLooks.fresh(group)) {
+        // A long poll woken for one new job that it did not get looks at once (that job may need staging).
+        if ((looked && woken === 'job') || !stagingLooks.fresh(group)) {
           stagingLooks.mark(group);
           await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
         }
