@@ -288,6 +288,52 @@ describe('claims', () => {
     await svc.speech.jobs.remove(admin, job.id);
   });
 
+  it('job creation reuses a catalog that accepts with a connected worker for a second; a refusal or an offline model is read again', async () => {
+    await worker('w-catalog', caps(['catalog-model']));
+    const knex = svc.orm.em.getConnection().getKnex();
+    const sent: string[] = [];
+    const onQuery = (q: { sql?: string; options?: { name?: string } }) => sent.push(q.options?.name ?? (q.sql ?? '').trim().split(/\s+/)[0]!);
+    const create = async (model = 'catalog-model') => {
+      sent.length = 0;
+      knex.on('query', onQuery);
+      try {
+        return await urlJob(alice, { model });
+      } finally {
+        knex.removeListener('query', onQuery);
+      }
+    };
+    const events = async (id: number) =>
+      (await svc.orm.em.getConnection().execute<Array<{ event: string }>>('select event from speech_job_events where job_id = ? order by id', [id])).map(
+        (e) => e.event,
+      );
+    vi.useFakeTimers({ toFake: ['Date'] }); // the clock stands still unless the test moves it
+    const jobs = [];
+    try {
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      jobs.push(await create());
+      expect(sent).toEqual(['speech_queue_url_job']); // reused
+      await expect(create('not-served')).rejects.toThrow(/no registered worker serves model "not-served"/);
+      expect(sent).toEqual(['select']); // a refusal is never taken from the cache
+      // The worker goes offline: within the second the cached answer stands ...
+      await svc.orm.em.getConnection().execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where name = 'w-catalog'`);
+      jobs.push(await create());
+      expect(sent).toEqual(['speech_queue_url_job']);
+      expect(await events(jobs.at(-1)!.id)).toEqual(['queued']);
+      // ... after it, the catalog is read again and the job is flagged.
+      vi.setSystemTime(Date.now() + 1_001);
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      expect(await events(jobs.at(-1)!.id)).toEqual(['queued', 'no_worker']);
+      // An offline answer is not reused either.
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+    } finally {
+      vi.useRealTimers();
+      for (const j of jobs) await svc.speech.jobs.remove(admin, j.id);
+    }
+  });
+
   it('refuses Claim on an unknown session with session_unknown', async () => {
     const w = await worker('w-nosession', caps(['small']));
     const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;

@@ -12,7 +12,7 @@ import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTa
 import type { WorkAvailable } from './job-events.js';
 import type { JobRepository, NewJobEvent } from './job-repository.js';
 import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
-import { ModelCatalog } from './model-catalog.js';
+import { ModelCatalog, type ModelCatalogSnapshot } from './model-catalog.js';
 import type { MediaStore } from './media-store.js';
 import type { JobDetail, ListedJob } from './presenter.js';
 import { probeMedia } from './probe.js';
@@ -52,7 +52,17 @@ export function completedTurns(job: Pick<SpeechJob, 'diarizationState' | 'diariz
   return [...job.diarizationTurns].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
 }
 
+/**
+ * How long job creation may reuse a model-catalog snapshot that accepts a job (JobService.catalogFor):
+ * a worker that stops serving a model (or loses its presence) may still have jobs for it accepted
+ * for this long, as if it had gone away just after they were queued.
+ */
+const CATALOG_REUSE_MS = 1_000;
+
 export class JobService {
+  /** The last model-catalog snapshot job creation read, and when. */
+  private catalog: { at: number; snapshot: ModelCatalogSnapshot } | null = null;
+
   constructor(
     private readonly orm: Orm,
     private readonly config: Config,
@@ -75,10 +85,27 @@ export class JobService {
     return (await new ModelCatalog(this.orm, this.config).snapshot()).served();
   }
 
+  /**
+   * The model catalog for a new job. A snapshot read within CATALOG_REUSE_MS is used again when it
+   * accepts the job with a connected worker for its model; anything else (a refusal, a model only
+   * offline workers serve) is read again, so a refusal or an offline note is never stale. (With a
+   * thousand registered workers the read costs PostgreSQL 2–4 ms: in a burst of submissions it was
+   * most of each job's cost.)
+   */
+  private async catalogFor(model: string, language: string | undefined): Promise<ModelCatalogSnapshot> {
+    const cached = this.catalog;
+    if (cached && Date.now() - cached.at < CATALOG_REUSE_MS && !cached.snapshot.refusal(model, language) && !cached.snapshot.offlineNote(model)) {
+      return cached.snapshot;
+    }
+    const snapshot = await new ModelCatalog(this.orm, this.config).snapshot();
+    this.catalog = { at: Date.now(), snapshot };
+    return snapshot;
+  }
+
   async create(owner: AuthUser, input: CreateJobInput): Promise<SpeechJob> {
     const model = input.model ?? this.config.SPEECH_DEFAULT_MODEL;
     // A model (or language) no registered worker can run is refused; one only offline workers serve is flagged.
-    const catalog = await new ModelCatalog(this.orm, this.config).snapshot();
+    const catalog = await this.catalogFor(model, input.language);
     const refusal = catalog.refusal(model, input.language);
     if (refusal) {
       if (input.source.type === 'upload') await this.media.discard(input.source.tempPath);
