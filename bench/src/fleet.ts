@@ -11,7 +11,8 @@
 //    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
 //    attempt 1, one lease row each).
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { countStatements, cpuSample, cpuSince, log, ms, perUnitText, pool, secs, summarize, type PhaseContext } from './lib.js';
+import path from 'node:path';
+import { countStatements, cpuSample, cpuSince, log, ms, perUnitText, pool, profiled, secs, summarize, type PhaseContext } from './lib.js';
 
 export interface FleetContext extends PhaseContext {
   check: (ok: boolean) => void;
@@ -103,13 +104,18 @@ export async function fleetPhases(ctx: FleetContext) {
       const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
       const t0 = performance.now();
       const createdAt = new Map<number, number>();
-      const ids = await pool(jobs, 8, async () => {
-        const id = (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
-        createdAt.set(id, Date.now());
-        return id;
+      // BENCH_FLEET_PROFILE=<dir>: a V8 CPU profile of the coordinator during each burst (fleet-<n>.cpuprofile).
+      const profile = process.env.BENCH_FLEET_PROFILE ? path.join(process.env.BENCH_FLEET_PROFILE, `fleet-${n}.cpuprofile`) : null;
+      let createdMs = 0;
+      const { ids, r } = await profiled(profile, async () => {
+        const ids = await pool(jobs, 8, async () => {
+          const id = (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
+          createdAt.set(id, Date.now());
+          return id;
+        });
+        createdMs = performance.now() - t0;
+        return { ids, r: await drained };
       });
-      const createdMs = performance.now() - t0;
-      const r = await drained;
       const bcpu = cpuSince(burstCpu);
       const st = statements.stop();
       leases.claim = realClaim;
