@@ -334,6 +334,16 @@ describe('claims', () => {
     }
   });
 
+  it('a long poll its worker cancels stops waiting at once', async () => {
+    const w = await worker('w-abort', caps(['abort-model']));
+    const abort = new AbortController();
+    const pending = w.client.claim({ session_id: w.session, wait_ms: 20_000 }, abort.signal).catch((err: unknown) => err);
+    await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+    abort.abort();
+    await pending;
+    await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(0);
+  });
+
   it('refuses Claim on an unknown session with session_unknown', async () => {
     const w = await worker('w-nosession', caps(['small']));
     const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;
