@@ -11,7 +11,8 @@
 //    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
 //    attempt 1, one lease row each).
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { cpuSample, cpuSince, log, ms, pool, secs, summarize, type PhaseContext } from './lib.js';
+import path from 'node:path';
+import { countStatements, cpuSample, cpuSince, log, ms, perUnitText, pool, profiled, secs, summarize, type PhaseContext } from './lib.js';
 
 export interface FleetContext extends PhaseContext {
   check: (ok: boolean) => void;
@@ -91,23 +92,43 @@ export async function fleetPhases(ctx: FleetContext) {
       if (!jobs) continue;
       log(`fleet: a burst of ${jobs} jobs for ${n} waiting workers`);
       const burstCpu = cpuSample();
+      const statements = countStatements(svc);
+      // Claim looks (LeaseService.claim calls, each a claim statement or a share of one) during the burst.
+      const leases = svc.speech.leases;
+      const realClaim = leases.claim.bind(leases);
+      let looks = 0;
+      leases.claim = (worker) => {
+        looks += 1;
+        return realClaim(worker);
+      };
       const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
       const t0 = performance.now();
       const createdAt = new Map<number, number>();
-      const ids = await pool(jobs, 8, async () => {
-        const id = (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
-        createdAt.set(id, Date.now());
-        return id;
+      // BENCH_FLEET_PROFILE=<dir>: a V8 CPU profile of the coordinator during each burst (fleet-<n>.cpuprofile).
+      const profile = process.env.BENCH_FLEET_PROFILE ? path.join(process.env.BENCH_FLEET_PROFILE, `fleet-${n}.cpuprofile`) : null;
+      let createdMs = 0;
+      const { ids, r } = await profiled(profile, async () => {
+        const ids = await pool(jobs, 8, async () => {
+          const id = (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
+          createdAt.set(id, Date.now());
+          return id;
+        });
+        createdMs = performance.now() - t0;
+        return { ids, r: await drained };
       });
-      const createdMs = performance.now() - t0;
-      const r = await drained;
       const bcpu = cpuSince(burstCpu);
+      const st = statements.stop();
+      leases.claim = realClaim;
       // How long each new job waited for a worker: claimed (load generator) minus created (here), one machine's clock.
       const waited = summarize(ids.flatMap((id) => (r.claimedAt[id] !== undefined ? [Math.max(0, r.claimedAt[id] - createdAt.get(id)!)] : [])));
       row(
         `${name}: burst of ${jobs} jobs`,
         `created through JobService.create (8 in flight) in ${secs(createdMs)} (${Math.round((jobs / createdMs) * 1000)} jobs/s); all claimed and completed ${secs(r.elapsedMs)} after the burst began; ` +
           `a new job's wait for a worker (created → claimed) p50/p99 ${ms(waited.p50)} / ${ms(waited.p99)} (n=${waited.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
+      );
+      row(
+        `${name}: burst, per job`,
+        `${(looks / jobs).toFixed(2)} claim looks; ${(st.total / jobs).toFixed(2)} statements (create, claim, complete, presence: ${perUnitText(st.byName, jobs, 8)}); CPU ms coordinator ${((bcpu.seconds.self * 1000) / jobs).toFixed(2)}, PostgreSQL ${bcpu.seconds.postgres === null ? '?' : ((bcpu.seconds.postgres * 1000) / jobs).toFixed(2)}`,
       );
       const [db] = await q<{ total: number; completed: number; first: number; leases: number }>(
         `select count(*)::int as total, count(*) filter (where status = 'completed')::int as completed, count(*) filter (where attempt = 1)::int as first,

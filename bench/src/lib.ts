@@ -1,7 +1,8 @@
 // Small helpers shared by bench/src/run.ts (the coordinator side) and bench/src/load.ts (the load generator).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
 import type { RunningCoordinator } from '../../coordinator/dist/service.js';
@@ -261,4 +262,54 @@ export function errorText(err: unknown): string {
 /** The stack of an error (or the value itself), for the log. */
 export function errorStack(err: unknown): string {
   return String((err as { stack?: unknown } | null)?.stack ?? err);
+}
+
+// ---- statements sent to PostgreSQL ----------------------------------------------------------------------
+/**
+ * Counts the statements the coordinator sends through its ORM's knex (every query, raw statement,
+ * BEGIN and COMMIT; each is one round trip to PostgreSQL), by name: the prepared statement's name,
+ * else the statement's first words. `stop()` detaches and returns the counts.
+ */
+export function countStatements(svc: RunningCoordinator): { stop(): { total: number; byName: Map<string, number> } } {
+  const knex = svc.orm.em.getConnection().getKnex();
+  const byName = new Map<string, number>();
+  const onQuery = (q: { sql?: string; options?: { name?: string } }) => {
+    const name = q.options?.name ?? (q.sql ?? '').replace(/\s+/g, ' ').trim().slice(0, 40);
+    byName.set(name, (byName.get(name) ?? 0) + 1);
+  };
+  knex.on('query', onQuery);
+  return {
+    stop() {
+      knex.removeListener('query', onQuery);
+      let total = 0;
+      for (const n of byName.values()) total += n;
+      return { total, byName };
+    },
+  };
+}
+
+/** Counts per unit, largest first: `2.00 speech_finish, 0.45 BEGIN; …`. */
+export function perUnitText(byName: Map<string, number>, units: number, top = 6): string {
+  return [...byName]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([name, n]) => `${(n / units).toFixed(2)} ${name}`)
+    .join(', ');
+}
+
+/** Runs `fn` under the V8 CPU profiler of this process (the coordinator's) and writes the profile to `file`. */
+export async function profiled<T>(file: string | null, fn: () => Promise<T>): Promise<T> {
+  if (!file) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    log(`CPU profile written to ${file}`);
+  }
 }

@@ -39,8 +39,11 @@ import { httpPhases } from './http.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import {
   coordinatorEnv,
+  countStatements,
   cpuSample,
   cpuSince,
+  perUnitText,
+  profiled,
   epochMs,
   errorStack,
   errorText,
@@ -458,19 +461,26 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     if (warm.jobs !== warmup) throw new Error(`warm-up drained ${warm.jobs} of ${warmup} jobs`);
     log(`protocol: enqueueing ${N} URL jobs`);
     const tEnq = performance.now();
+    const enqStatements = countStatements(svc);
     const ids = await pool(N, 8, async () => {
       checkInterrupted();
       return (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id;
     });
     const enqMs = performance.now() - tEnq;
+    const enq = enqStatements.stop();
     lastProtocolJob = Math.max(...ids);
     const firstProtocolJob = Math.min(...ids);
-    row('job enqueue (JobService.create, 8 in flight)', `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)})`);
+    row(
+      'job enqueue (JobService.create, 8 in flight)',
+      `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)}); ${(enq.total / N).toFixed(2)} statements per job (${perUnitText(enq.byName, N)})`,
+    );
 
     log(`protocol: ${W} simulated workers draining the queue (Claim wait_ms 0 -> Complete)`);
     const cpu0 = cpuSample();
-    const r = await load.call('protocol', { address, secrets });
+    const statements = countStatements(svc);
+    const r = await profiled(process.env.BENCH_PROTOCOL_PROFILE || null, () => load.call('protocol', { address, secrets }));
     const cpu = cpuSince(cpu0);
+    const st = statements.stop();
     row(
       `protocol throughput (${W} workers)`,
       `${Math.round((r.jobs / r.elapsedMs) * 1000)} claim+complete/s (${r.jobs} jobs in ${secs(r.elapsedMs)} after ${warmup} untimed warm-up jobs; first half of the jobs ${Math.round(r.halves[0])}/s, second half ${Math.round(r.halves[1])}/s)`,
@@ -478,6 +488,12 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     row('claim latency p50 / p99 (job found)', `${ms(r.claim.p50)} / ${ms(r.claim.p99)} (max ${ms(r.claim.max)}, n=${r.claim.n})`);
     row('complete latency p50 / p99', `${ms(r.complete.p50)} / ${ms(r.complete.p99)} (max ${ms(r.complete.max)}, n=${r.complete.n})`);
     row('CPU during protocol run', cpuText(cpu, r.loadCpu));
+    const perPair = (seconds: number | null) => (seconds === null ? '?' : ((seconds * 1000) / r.jobs).toFixed(2));
+    row(
+      'CPU ms per claim+complete pair',
+      `coordinator ${perPair(cpu.seconds.self)}, PostgreSQL ${perPair(cpu.seconds.postgres)} (every postgres process on the machine), load generator ${perPair((r.loadCpu / 100) * (r.elapsedMs / 1000))}`,
+    );
+    row('statements per claim+complete pair (each one round trip)', `${(st.total / r.jobs).toFixed(2)}: ${perUnitText(st.byName, r.jobs)}`);
     const pairsPerSecond = (r.jobs / r.elapsedMs) * 1000;
     target(`protocol ≥ 1,000 claim+complete pairs/s (${W} workers, own channels)`, pairsPerSecond >= 1000, `${Math.round(pairsPerSecond)}/s`);
 

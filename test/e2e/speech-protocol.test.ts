@@ -196,6 +196,154 @@ describe('claims', () => {
     }
   });
 
+  it('a burst of new jobs for waiting long polls costs one claim per job, not two', async () => {
+    const model = 'burst-model';
+    const ws = await Promise.all([0, 1, 2, 3].map((i) => worker(`w-burst-${i}`, caps([model]))));
+    const work = svc.speech.work;
+    const looks = vi.spyOn(svc.speech.leases, 'claim');
+    const found = vi.spyOn(work, 'found');
+    const reasons: string[] = [];
+    const realWait = work.wait.bind(work);
+    const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
+      realWait(...args).then((reason) => {
+        reasons.push(reason);
+        return reason;
+      }),
+    );
+    try {
+      const polls = ws.map((w) => claim(w, 10_000).then((job) => ({ w, job })));
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(4);
+      const parked = looks.mock.calls.length;
+      const ids: number[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await urlJob(alice, { model })).id);
+      // Three long polls get the three jobs; the fourth waits on.
+      await expect.poll(() => reasons.filter((r) => r === 'job').length, { timeout: 5_000, interval: 10 }).toBe(3);
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+      const timedOut = reasons.filter((r) => r === 'time').length;
+      const extraLooks = looks.mock.calls.length - parked - ids.length;
+      // Each job woke one waiter, which leased it without waking the next one. (A waiter whose
+      // recheck timer fired meanwhile on a slow machine looks once more and may pass it on.)
+      if (timedOut === 0) {
+        expect(found).not.toHaveBeenCalled();
+        expect(extraLooks).toBe(0);
+      } else expect(extraLooks).toBeLessThanOrEqual(2 * timedOut);
+      ids.push((await urlJob(alice, { model })).id); // the fourth long poll's job
+      const got = await Promise.all(polls);
+      expect(got.map((g) => g.job?.lease.job_id).sort()).toEqual([...ids].sort());
+      for (const g of got) await g.w.client.complete(done(g.job!));
+    } finally {
+      looks.mockRestore();
+      found.mockRestore();
+      wait.mockRestore();
+    }
+  });
+
+  it('a URL job is queued in one statement with its runtime log (after the model catalog read)', async () => {
+    const knex = svc.orm.em.getConnection().getKnex();
+    const sent: string[] = [];
+    const onQuery = (q: { sql?: string; options?: { name?: string } }) => sent.push(q.options?.name ?? (q.sql ?? '').trim().split(/\s+/)[0]!);
+    knex.on('query', onQuery);
+    let job;
+    try {
+      job = await svc.speech.jobs.create(alice, {
+        channel: 'api',
+        source: { type: 'url', url: 'https://media.example.org/b.mp3' },
+        label: 'lbl',
+        model: 'large',
+        translationTargetLanguages: ['de'],
+        diarization: false,
+      });
+    } finally {
+      knex.removeListener('query', onQuery);
+    }
+    expect(sent).toEqual(['select', 'speech_queue_url_job']);
+    expect(job).toMatchObject({
+      status: 'queued',
+      queueChannel: 'api',
+      sourceType: 'url',
+      sourceUrl: 'https://media.example.org/b.mp3',
+      sourceLabel: 'lbl',
+      model: 'large',
+      translationTargetLanguages: ['de'],
+      diarizationRequested: false,
+      diarizationState: 'skipped',
+      stageLabel: 'Waiting for a worker',
+      callbackUrl: null,
+      callbackStatus: null,
+      attempt: 0,
+      maxAttempts: 2,
+    });
+    expect(job.owner.id).toBe(alice.id);
+    expect(job.createdAt).toBeInstanceOf(Date);
+    const events = await svc.orm.em
+      .getConnection()
+      .execute<Array<{ event: string; level: string; message: string }>>('select event, level, message from speech_job_events where job_id = ? order by id', [
+        job.id,
+      ]);
+    // The only worker serving `large` never connected: the job says so in its log too.
+    expect(events).toEqual([
+      { event: 'queued', level: 'info', message: 'Queued on the api channel with model large.' },
+      { event: 'no_worker', level: 'warn', message: expect.stringMatching(/; the job waits until one connects\.$/) as string },
+    ]);
+    await svc.speech.jobs.remove(admin, job.id);
+  });
+
+  it('job creation reuses a catalog that accepts with a connected worker for a second; a refusal or an offline model is read again', async () => {
+    await worker('w-catalog', caps(['catalog-model']));
+    const knex = svc.orm.em.getConnection().getKnex();
+    const sent: string[] = [];
+    const onQuery = (q: { sql?: string; options?: { name?: string } }) => sent.push(q.options?.name ?? (q.sql ?? '').trim().split(/\s+/)[0]!);
+    const create = async (model = 'catalog-model') => {
+      sent.length = 0;
+      knex.on('query', onQuery);
+      try {
+        return await urlJob(alice, { model });
+      } finally {
+        knex.removeListener('query', onQuery);
+      }
+    };
+    const events = async (id: number) =>
+      (await svc.orm.em.getConnection().execute<Array<{ event: string }>>('select event from speech_job_events where job_id = ? order by id', [id])).map(
+        (e) => e.event,
+      );
+    vi.useFakeTimers({ toFake: ['Date'] }); // the clock stands still unless the test moves it
+    const jobs = [];
+    try {
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      jobs.push(await create());
+      expect(sent).toEqual(['speech_queue_url_job']); // reused
+      await expect(create('not-served')).rejects.toThrow(/no registered worker serves model "not-served"/);
+      expect(sent).toEqual(['select']); // a refusal is never taken from the cache
+      // The worker goes offline: within the second the cached answer stands ...
+      await svc.orm.em.getConnection().execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where name = 'w-catalog'`);
+      jobs.push(await create());
+      expect(sent).toEqual(['speech_queue_url_job']);
+      expect(await events(jobs.at(-1)!.id)).toEqual(['queued']);
+      // ... after it, the catalog is read again and the job is flagged.
+      vi.setSystemTime(Date.now() + 1_001);
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      expect(await events(jobs.at(-1)!.id)).toEqual(['queued', 'no_worker']);
+      // An offline answer is not reused either.
+      jobs.push(await create());
+      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+    } finally {
+      vi.useRealTimers();
+      for (const j of jobs) await svc.speech.jobs.remove(admin, j.id);
+    }
+  });
+
+  it('a long poll its worker cancels stops waiting at once', async () => {
+    const w = await worker('w-abort', caps(['abort-model']));
+    const abort = new AbortController();
+    const pending = w.client.claim({ session_id: w.session, wait_ms: 20_000 }, abort.signal).catch((err: unknown) => err);
+    await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+    abort.abort();
+    await pending;
+    await expect.poll(() => svc.speech.work.waiting(), { timeout: 5_000, interval: 10 }).toBe(0);
+  });
+
   it('refuses Claim on an unknown session with session_unknown', async () => {
     const w = await worker('w-nosession', caps(['small']));
     const err = (await w.client.claim({ session_id: 'nope', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;

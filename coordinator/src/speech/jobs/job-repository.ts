@@ -8,6 +8,7 @@ import type { StoredTurn } from './speakers.js';
 import * as admin from './transitions/admin.js';
 import * as ai from './transitions/ai.js';
 import * as claim from './transitions/claim.js';
+import * as create from './transitions/create.js';
 import * as diarization from './transitions/diarization.js';
 import * as expire from './transitions/expire.js';
 import * as finish from './transitions/finish.js';
@@ -18,6 +19,7 @@ import { JobStore, type AiAvailability, type EventLevel } from './transitions/st
 export { StaleLeaseError, hashLeaseToken, type AiAvailability, type EventLevel } from './transitions/store.js';
 export { DIARIZE_TOKEN_PREFIX, isDiarizeToken, type ClaimRequest, type ClaimedJob, type ClaimingWorker } from './transitions/claim.js';
 export type { ProgressBatch } from './transitions/progress.js';
+export type { NewJobEvent } from './transitions/create.js';
 export type { DiarizationOutcome, FinishRequest, FinishResult } from './transitions/finish.js';
 export type { LeaseEnd } from './transitions/expire.js';
 export type { LabelledPass } from './transitions/diarization.js';
@@ -60,6 +62,9 @@ export class JobRepository {
   onTerminal(listener: (jobs: Array<{ jobId: number; status: JobStatus }>, notified: boolean) => void) {
     this.store.onTerminal(listener);
   }
+
+  // ---- a new job (transitions/create.ts) ----
+  queueUrlJob = (job: create.NewUrlJob, events: create.NewJobEvent[]) => create.queueUrlJob(this.store, job, events);
 
   // ---- people's moves and the runtime log (transitions/admin.ts) ----
   log = (jobId: number, event: string, message: string, level: EventLevel = 'info', data: Record<string, unknown> | null = null) =>

@@ -116,7 +116,7 @@ const CLAIMED_COLUMNS = (task: 'transcribe' | 'diarize', regenerate: string) => 
     coalesce(job.source_duration_seconds, 0)::float8 as "durationSeconds", job.diarization_requested as diarization,
     '${task}'::text as task, ${regenerate} as "regenerateSegments"`;
 
-/** The parameters of LEASE_ASSIGNED. */
+/** The parameters of LEASE_CTES. */
 interface LeaseParams {
   ttl: number;
   /** JOB_TRANSITIONS.claim.to */
@@ -126,8 +126,9 @@ interface LeaseParams {
 /**
  * Leases the assigned jobs (CTE `a`: id, wid, name, session, hash, forced): queued → :to with a new
  * attempt each, its lease, its runtime-log entry, and the pass's segments of an abandoned attempt removed.
+ * CTEs `job` (with a.hash) and `lease`; the statement selects CLAIMED_COLUMNS from them.
  */
-const LEASE_ASSIGNED = `job as (
+const LEASE_CTES = `job as (
     update speech_jobs j set
        status = :to, attempt = j.attempt + 1, worker_id = a.wid,
        started_at = coalesce(j.started_at, now()), finished_at = null, failure_error = null, outcome = null,
@@ -148,7 +149,10 @@ const LEASE_ASSIGNED = `job as (
     select id, 'claimed', 'Attempt ' || attempt || ' claimed by worker ' || name || case when forced then ' (pinned target)' else '' end || '.',
            jsonb_build_object('worker', name, 'attempt', attempt)
       from job
-  )
+  )`;
+
+/** LEASE_CTES with the claimed jobs selected. */
+const LEASE_ASSIGNED = `${LEASE_CTES}
   select ${CLAIMED_COLUMNS('transcribe', 'false')}
     from job join lease on lease.job_id = job.id`;
 
@@ -172,33 +176,46 @@ const CLAIM_ONE = sql<EligibilityParams & LeaseParams & { wid: number; name: str
 );
 
 /**
- * CLAIM_CANDIDATES — the jobs a group of workers with the same capabilities may claim, locked.
- * Parameters: the group's eligibility, :wids (the workers, for their pinned jobs), :limit (the group's size).
- * Guard: CLAIMABLE; skip locked. Returns: up to :limit candidates, in claim order.
+ * CLAIM_GROUP — the concurrent claims of workers with the same capabilities, in one statement:
+ * the jobs they may claim are locked (skip locked, at most one per claim, in claim order), a job
+ * pinned to a worker goes to that worker's claims (its first claim first), the others go in claim
+ * order to the claims left, in the order the claims came; then LEASE_CTES.
+ * Parameters: the group's eligibility; parallel arrays :wids, :names, :sessions, :hashes (one per
+ * claim, in arrival order); :limit (the number of claims), :ttl, :to.
+ * Guard: CLAIMABLE (pinned: to one of the group's workers); skip locked.
+ * Returns: the claimed jobs, each with its claim's token hash and the number of candidates locked.
  */
-const CLAIM_CANDIDATES = sql<EligibilityParams & { wids: number[]; limit: number }, { id: number; execution_target: string; target_worker_id: number | null }>(
-  `select j.id, j.execution_target, j.target_worker_id from speech_jobs j
-    where ${CLAIMABLE('j.target_worker_id = any(:wids::int[])')}
-    order by j.owner_is_admin desc, j.created_at, j.id
-    limit :limit
-    for update of j skip locked`,
-  'speech_claim_candidates',
-);
-
-/**
- * CLAIM_ASSIGN — leases the candidates CLAIM_CANDIDATES locked, as assigned in TypeScript.
- * Parameters: parallel arrays :ids, :wids, :names, :sessions, :hashes, :forced; :ttl, :to.
- * Guard: the rows are locked by this transaction. Returns: the claimed jobs.
- */
-const CLAIM_ASSIGN = sql<
-  LeaseParams & { ids: number[]; wids: number[]; names: string[]; sessions: Array<string | null>; hashes: string[]; forced: boolean[] },
-  ClaimedRow
+const CLAIM_GROUP = sql<
+  EligibilityParams & LeaseParams & { wids: number[]; names: string[]; sessions: Array<string | null>; hashes: string[]; limit: number },
+  ClaimedRow & { hash: string; candidates: number }
 >(
-  `with a as (
-     select * from unnest(:ids::int[], :wids::int[], :names::text[], :sessions::text[], :hashes::text[], :forced::bool[])
-       as a(id, wid, name, session, hash, forced)
-   ), ${LEASE_ASSIGNED}`,
-  'speech_claim_assign',
+  `with req as (
+     select r.*, row_number() over (partition by r.wid order by r.ord) as k
+       from unnest(:wids::int[], :names::text[], :sessions::text[], :hashes::text[]) with ordinality as r(wid, name, session, hash, ord)
+   ), cand as materialized (
+     select j.id, j.execution_target, j.target_worker_id, j.owner_is_admin, j.created_at from speech_jobs j
+      where ${CLAIMABLE('j.target_worker_id = any(:wids::int[])')}
+      order by j.owner_is_admin desc, j.created_at, j.id
+      limit :limit
+      for update of j skip locked
+   ), ranked as (
+     select c.id, c.execution_target, c.target_worker_id,
+            row_number() over (partition by case when c.execution_target = 'worker' then c.target_worker_id end order by c.owner_is_admin desc, c.created_at, c.id) as k
+       from cand c
+   ), pinned as (
+     select p.id, r.ord from ranked p join req r on r.wid = p.target_worker_id and r.k = p.k where p.execution_target = 'worker'
+   ), free_req as (
+     select r.ord, row_number() over (order by r.ord) as n from req r where r.ord not in (select ord from pinned)
+   ), assigned as (
+     select id, ord, true as forced from pinned
+     union all
+     select c.id, f.ord, c.execution_target <> 'auto' from ranked c join free_req f on f.n = c.k where c.execution_target <> 'worker'
+   ), a as (
+     select s.id, r.wid, r.name, r.session, r.hash, s.forced from assigned s join req r on r.ord = s.ord
+   ), ${LEASE_CTES}
+   select ${CLAIMED_COLUMNS('transcribe', 'false')}, job.hash, (select count(*) from cand)::int as candidates
+     from job join lease on lease.job_id = job.id`,
+  'speech_claim_group',
 );
 
 /**
@@ -272,8 +289,9 @@ function claimedJob(row: ClaimedRow): ClaimedJob {
 /**
  * Leases the next job to each claiming worker (admin-owned first, then oldest), or null. One
  * statement for a lone claim; concurrent claims of workers with the same capabilities (batched by
- * LeaseService) share one transaction: the candidates are locked with skip locked, assigned in
- * claim order (a pinned job only to its worker), and leased in one statement.
+ * LeaseService) are one statement too (CLAIM_GROUP: the candidates are locked with skip locked,
+ * assigned in claim order, a pinned job only to its worker, and leased), one round trip instead of
+ * a transaction of four (begin, lock, lease, commit).
  */
 export async function claimMany(store: JobStore, requests: ClaimRequest[], opts: ClaimOptions): Promise<Array<ClaimedJob | null>> {
   const results: Array<ClaimedRow | null> = new Array<ClaimedRow | null>(requests.length).fill(null);
@@ -317,37 +335,23 @@ function claimOne(store: JobStore, req: ClaimRequest, opts: ClaimOptions): Promi
   });
 }
 
-function claimGroup(knex: Knex, group: ClaimRequest[], opts: ClaimOptions): Promise<{ claimed: Array<ClaimedRow | null>; maybeMore: boolean }> {
-  const w = group[0]!.worker;
-  return knex.transaction(async (trx) => {
-    const candidates = await CLAIM_CANDIDATES.rows(trx, { ...eligibility(w, opts), wids: group.map((r) => r.worker.id), limit: group.length });
-    const assignment: Array<{ id: number; forced: boolean } | null> = group.map(() => null);
-    for (const c of candidates) {
-      const k =
-        c.execution_target === 'worker'
-          ? group.findIndex((r, i) => r.worker.id === c.target_worker_id && !assignment[i])
-          : assignment.findIndex((a) => a === null);
-      if (k >= 0) assignment[k] = { id: c.id, forced: c.execution_target !== 'auto' };
-    }
-    const picked = group.flatMap((r, k) => (assignment[k] ? [{ r, a: assignment[k] }] : []));
-    const rows = picked.length
-      ? await CLAIM_ASSIGN.rows(trx, {
-          ids: picked.map((p) => p.a.id),
-          wids: picked.map((p) => p.r.worker.id),
-          names: picked.map((p) => p.r.worker.name),
-          sessions: picked.map((p) => p.r.worker.sessionId),
-          hashes: picked.map((p) => p.r.tokenHash),
-          forced: picked.map((p) => p.a.forced),
-          ttl: opts.ttlSeconds,
-          to: toStatus('claim', 'transcribing'),
-        })
-      : [];
-    const byJob = new Map(rows.map((row) => [row.id, row]));
-    return {
-      claimed: assignment.map((a) => (a ? (byJob.get(a.id) ?? null) : null)),
-      maybeMore: candidates.length === group.length,
-    };
+async function claimGroup(knex: Knex, group: ClaimRequest[], opts: ClaimOptions): Promise<{ claimed: Array<ClaimedRow | null>; maybeMore: boolean }> {
+  const rows = await CLAIM_GROUP.rows(knex, {
+    ...eligibility(group[0]!.worker, opts),
+    wids: group.map((r) => r.worker.id),
+    names: group.map((r) => r.worker.name),
+    sessions: group.map((r) => r.worker.sessionId),
+    hashes: group.map((r) => r.tokenHash),
+    limit: group.length,
+    ttl: opts.ttlSeconds,
+    to: toStatus('claim', 'transcribing'),
   });
+  const byHash = new Map(rows.map(({ hash, candidates: _candidates, ...row }) => [hash, row]));
+  return {
+    claimed: group.map((r) => byHash.get(r.tokenHash) ?? null),
+    // Every claim of the group found a candidate, yet some got none (pinned jobs of other claims): there may be more.
+    maybeMore: (rows[0]?.candidates ?? 0) === group.length,
+  };
 }
 
 async function claimDiarization(store: JobStore, req: ClaimRequest, opts: ClaimOptions): Promise<ClaimedRow | null> {
