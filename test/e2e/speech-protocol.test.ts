@@ -334,6 +334,44 @@ describe('claims', () => {
     }
   });
 
+  it('a long poll woken for a new job that fails before leasing it passes the job on to the next waiter', async () => {
+    const model = 'handoff-model';
+    const [a, b] = [await worker('w-handoff-a', caps([model])), await worker('w-handoff-b', caps([model]))];
+    const work = svc.speech.work;
+    const leases = svc.speech.leases;
+    const realClaim = leases.claim.bind(leases);
+    // Once both wait, A's next look fails (as a database error or an ended session would): it is woken for the job.
+    let failA = false;
+    const looks = vi
+      .spyOn(leases, 'claim')
+      .mockImplementation((w, ...rest) => (failA && w.name === a.name ? Promise.reject(new Error('injected failure')) : realClaim(w, ...rest)));
+    const reasons: string[] = [];
+    const realWait = work.wait.bind(work);
+    const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
+      realWait(...args).then((reason) => {
+        reasons.push(reason);
+        return reason;
+      }),
+    );
+    try {
+      const first = claim(a, 10_000).catch((err: unknown) => err);
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);
+      const second = claim(b, 10_000);
+      await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(2);
+      failA = true;
+      const job = await urlJob(alice, { model });
+      expect(await first).toBeInstanceOf(Error);
+      const got = await second;
+      expect(got?.lease.job_id).toBe(job.id);
+      // B was woken by A's hand-on, not by its own recheck timer two seconds later.
+      expect(reasons.slice(0, 2)).toEqual(['job', 'news']);
+      await b.client.complete(done(got!));
+    } finally {
+      looks.mockRestore();
+      wait.mockRestore();
+    }
+  });
+
   it('a long poll its worker cancels stops waiting at once', async () => {
     const w = await worker('w-abort', caps(['abort-model']));
     const abort = new AbortController();

@@ -234,51 +234,72 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         if (waiting) cancelled.abort();
       });
       let woken: WakeReason | null = null;
-      for (;;) {
-        const session = await sessionOf(worker, call.request.session_id);
-        const group = claimGroupKey(session);
-        const generation = deps.work.generationOf(group);
-        // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
-        // A long poll woken by news looks too (a new job announced to it is its own to look for).
-        const looked = call.request.wait_ms <= 0 || woken === 'job' || woken === 'news' || !emptyClaims.fresh(group);
-        const job = looked
-          ? await leases.claim({
+      let lastGroup: string | null = null;
+      try {
+        for (;;) {
+          const session = await sessionOf(worker, call.request.session_id);
+          const group = claimGroupKey(session);
+          lastGroup = group;
+          const generation = deps.work.generationOf(group);
+          // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
+          // A long poll woken by news looks too (a new job announced to it is its own to look for).
+          const looked = call.request.wait_ms <= 0 || woken === 'job' || woken === 'news' || !emptyClaims.fresh(group);
+          const job = looked
+            ? await leases.claim({
+                id: worker.id,
+                name: worker.name,
+                sessionId: session.sessionId,
+                models: session.capabilities.models,
+                local: session.local,
+                canFetchUrls: session.capabilities.canFetchUrls,
+                diarization: session.capabilities.diarization,
+                diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
+              })
+            : null;
+          if (job) {
+            // Woken by news other than one job's announcement (a new worker, a requeue, the recheck
+            // timer) and got a job: there may be more, so the next waiter of the group looks too. A
+            // waiter woken for one new job does not: every new job wakes a waiter of its own, and
+            // passing it on would make about two claims per job in a burst.
+            if (woken && woken !== 'job') deps.work.found(group);
+            logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
+            return { has_job: true, job, server_time_unix_ms: Date.now() };
+          }
+          if (looked) emptyClaims.mark(group, generation);
+          // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
+          // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
+          // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
+          // A long poll woken for one new job that it did not get looks at once (that job may need staging).
+          if ((looked && woken === 'job') || !stagingLooks.fresh(group)) {
+            stagingLooks.mark(group);
+            await deps.stager.stageFor({
               id: worker.id,
-              name: worker.name,
-              sessionId: session.sessionId,
               models: session.capabilities.models,
               local: session.local,
-              canFetchUrls: session.capabilities.canFetchUrls,
-              diarization: session.capabilities.diarization,
-              diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
-            })
-          : null;
-        if (job) {
-          // Woken by news other than one job's announcement (a new worker, a requeue, the recheck
-          // timer) and got a job: there may be more, so the next waiter of the group looks too. A
-          // waiter woken for one new job does not: every new job wakes a waiter of its own, and
-          // passing it on would make about two claims per job in a burst.
-          if (woken && woken !== 'job') deps.work.found(group);
-          logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
-          return { has_job: true, job, server_time_unix_ms: Date.now() };
+              canFetch: session.capabilities.canFetchUrls,
+            });
+          }
+          const remaining = deadline - Date.now();
+          if (remaining <= 0 || gone) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
+          waiting = true;
+          try {
+            woken = await deps.work.wait(Math.min(remaining, deps.work.recheckMs(CLAIM_RECHECK_MS)), group, cancelled.signal);
+          } finally {
+            waiting = false;
+          }
+          if (gone) {
+            // Cancelled while it waited: it answers nobody, so it takes no job (a lease would sit
+            // with a worker that never hears of it until the lease expires).
+            if (woken === 'job') deps.work.found(group);
+            return { has_job: false, job: null, server_time_unix_ms: Date.now() };
+          }
         }
-        if (looked) emptyClaims.mark(group, generation);
-        // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
-        // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
-        // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
-        // A long poll woken for one new job that it did not get looks at once (that job may need staging).
-        if ((looked && woken === 'job') || !stagingLooks.fresh(group)) {
-          stagingLooks.mark(group);
-          await deps.stager.stageFor({ id: worker.id, models: session.capabilities.models, local: session.local, canFetch: session.capabilities.canFetchUrls });
-        }
-        const remaining = deadline - Date.now();
-        if (remaining <= 0 || gone) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
-        waiting = true;
-        try {
-          woken = await deps.work.wait(Math.min(remaining, deps.work.recheckMs(CLAIM_RECHECK_MS)), group, cancelled.signal);
-        } finally {
-          waiting = false;
-        }
+      } catch (err) {
+        // Woken for a new job and failed before taking it (the session ended, the database
+        // answered an error, the call was cancelled): the announcement was this waiter's alone, so
+        // the next waiter of the group looks instead of the job waiting for the recheck timer.
+        if (woken === 'job' && lastGroup !== null) deps.work.found(lastGroup);
+        throw err;
       }
     }),
 
