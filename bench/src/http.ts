@@ -15,13 +15,12 @@
 // BENCH_HTTP_PROFILE_DIR set, each of these runs also writes a CPU profile of the coordinator's
 // process there (`http-<route>.cpuprofile`, for Chrome DevTools or any .cpuprofile viewer).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ZoneRegistry } from '../../coordinator/dist/dns/zone-registry.js';
 import { IrcImportService } from '../../coordinator/dist/irc/import-service.js';
 import { makeZone, startNamed } from './bind.js';
-import { cpuSample, cpuSince, log, loginJwt, ms, pool, rng, secs, type Cleanup, type CpuShare, type PhaseContext } from './lib.js';
+import { cpuSample, cpuSince, log, loginJwt, ms, pool, profiled, rng, secs, type Cleanup, type CpuShare, type PhaseContext } from './lib.js';
 import type { HttpMixResult, MixRoute } from './load.js';
 
 export interface HttpContext extends PhaseContext {
@@ -45,23 +44,6 @@ const IRC_WORDS = (() => {
   while (words.size < 300) words.add(Array.from({ length: 2 + Math.floor(rand() * 2) }, () => syllables[Math.floor(rand() * syllables.length)]).join(''));
   return [...words];
 })();
-
-/** Runs `fn` under the V8 CPU profiler of this process (the coordinator's) and writes the profile to `file`. */
-async function profiled<T>(file: string | null, fn: () => Promise<T>): Promise<T> {
-  if (!file) return fn();
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  try {
-    return await fn();
-  } finally {
-    const { profile } = await session.post('Profiler.stop');
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    log(`http: CPU profile written to ${file}`);
-  }
-}
 
 /** CPU milliseconds per request: the coordinator (this process), PostgreSQL and Redis. */
 function cpuPerRequest(cpu: CpuShare, requests: number) {

@@ -1,7 +1,8 @@
 // Small helpers shared by bench/src/run.ts (the coordinator side) and bench/src/load.ts (the load generator).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import type { AccountService } from '../../coordinator/dist/accounts/account-service.js';
 import type { RunningCoordinator } from '../../coordinator/dist/service.js';
@@ -13,6 +14,23 @@ export const epochMs = Number(process.env.BENCH_EPOCH_MS) || Date.now();
 /** Progress goes to stderr, so stdout carries only the result table. */
 export function log(...parts: unknown[]): void {
   process.stderr.write(`[bench ${((Date.now() - epochMs) / 1000).toFixed(1).padStart(5)}s] ${parts.join(' ')}\n`);
+}
+
+/** Runs `fn` under the V8 CPU profiler of this process (the coordinator's) and writes the profile to `file` (none: just runs it). */
+export async function profiled<T>(file: string | null, fn: () => Promise<T>): Promise<T> {
+  if (!file) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    log(`CPU profile written to ${file}`);
+  }
 }
 
 // ---- CPU accounting (Linux /proc; anything unreadable is left out) -----------------------------------
