@@ -40,7 +40,7 @@ function memoryParts(): string {
     const s = spaces.filter((x) => names.includes(x.space_name));
     return `${mb(s.reduce((a, x) => a + x.space_size, 0))} (${mb(s.reduce((a, x) => a + x.space_used_size, 0))} used)`;
   };
-  return `RSS ${mb(rss)}: V8 new space ${part(['new_space', 'new_large_object_space'])}, old space ${part(['old_space', 'large_object_space'])}, code ${part(['code_space', 'code_large_object_space', 'trusted_space', 'trusted_large_object_space'])}; outside V8's heap ${mb(rss - heapTotal)} (the node binary, native allocations: HTTP/2 sessions, sockets)`;
+  return `RSS ${mb(rss)}: V8 new space ${part(['new_space', 'new_large_object_space'])}, old space ${part(['old_space', 'large_object_space'])}, code ${part(['code_space', 'code_large_object_space', 'trusted_space', 'trusted_large_object_space'])}; RSS beyond V8's heap ${mb(rss - heapTotal)} (the node binary's pages, native memory: HTTP/2 sessions, sockets, malloc)`;
 }
 
 export async function fleetPhases(ctx: FleetContext) {
