@@ -58,11 +58,8 @@ export class WorkerRegistry extends WorkerDirectory {
   private readonly pendingSessions = new Set<string>();
   private readonly pendingSeen = new Set<number>();
   private presenceFlush: NodeJS.Timeout | null = null;
-  /** Session reads waiting to be sent to Redis together (see sessionRead). */
-  private readonly readBatches: Record<'get' | 'getex', Array<{ key: string; resolve: (raw: string | null) => void; reject: (err: unknown) => void }>> = {
-    get: [],
-    getex: [],
-  };
+  /** Heartbeats waiting for their session's GETEX (sent together, see renewSession). */
+  private readonly pendingBeats: Array<{ key: string; resolve: (raw: string | null) => void; reject: (err: unknown) => void }> = [];
 
   constructor(
     private readonly db: Orm,
@@ -156,7 +153,7 @@ export class WorkerRegistry extends WorkerDirectory {
     let session: WorkerSession | null;
     if (hit && Date.now() - hit.at < AUTH_CACHE_MS) session = hit.session;
     else {
-      const raw = await this.sessionRead('get', this.sessionKey(sessionId));
+      const raw = await this.redis.get(this.sessionKey(sessionId));
       session = raw ? (JSON.parse(raw) as WorkerSession) : null;
       if (session) this.sessions.set(sessionId, { session, at: Date.now() });
       else this.sessions.delete(sessionId);
@@ -230,42 +227,37 @@ export class WorkerRegistry extends WorkerDirectory {
   }
 
   /**
-   * Session reads, sent to Redis together: one pipeline (one socket write) per batch instead of a
-   * write per command, which was a quarter of an idle fleet's coordinator CPU. Heartbeats (GETEX:
-   * read the session and renew its expiry, Redis 6.2+) wait up to HEARTBEAT_BATCH_MS for others
-   * (1,000 workers beat 67 times a second); the session reads of waking long polls (GET) go with
-   * the others of the same event-loop turn, so a claim waits for no timer.
+   * Heartbeats arriving within HEARTBEAT_BATCH_MS of each other read their sessions and renew
+   * their expiry (GETEX, Redis 6.2+) in one pipeline, one socket write: a write per heartbeat was a
+   * quarter of an idle fleet's coordinator CPU (1,000 workers beat 67 times a second). Not per
+   * event-loop turn: an ioredis pipeline on the shared connection copies every Lua command BullMQ
+   * defined on it, kilobytes of garbage per pipeline.
    */
-  private sessionRead(command: 'get' | 'getex', key: string): Promise<string | null> {
-    const batch = this.readBatches[command];
+  private renewSession(key: string): Promise<string | null> {
+    const batch = this.pendingBeats;
     return new Promise((resolve, reject) => {
       batch.push({ key, resolve, reject });
       if (batch.length > 1) return;
-      const send = () => {
-        const reads = batch.splice(0);
+      setTimeout(() => {
+        const beats = batch.splice(0);
         const pipeline = this.redis.pipeline();
-        for (const r of reads) {
-          if (command === 'getex') pipeline.getex(r.key, 'PX', this.config.WORKER_PRESENCE_TTL_MS);
-          else pipeline.get(r.key);
-        }
+        for (const b of beats) pipeline.getex(b.key, 'PX', this.config.WORKER_PRESENCE_TTL_MS);
         pipeline.exec().then(
           (results) =>
-            reads.forEach((r, i) => {
+            beats.forEach((b, i) => {
               const [err, raw] = results?.[i] ?? [new Error('no reply from Redis')];
-              if (err) r.reject(err);
-              else r.resolve(raw as string | null);
+              if (err) b.reject(err);
+              else b.resolve(raw as string | null);
             }),
-          (err: unknown) => reads.forEach((r) => r.reject(err)),
+          (err: unknown) => beats.forEach((b) => b.reject(err)),
         );
-      };
-      if (command === 'getex') setTimeout(send, HEARTBEAT_BATCH_MS);
-      else setImmediate(send);
+      }, HEARTBEAT_BATCH_MS);
     });
   }
 
   /** Refreshes presence; false when the session is unknown, expired or belongs to another worker. */
   async heartbeat(worker: SpeechWorker, sessionId: string): Promise<boolean> {
-    const raw = await this.sessionRead('getex', this.sessionKey(sessionId));
+    const raw = await this.renewSession(this.sessionKey(sessionId));
     const session = raw ? (JSON.parse(raw) as WorkerSession) : null;
     if (!session || session.workerId !== worker.id) {
       this.deleteLocal(sessionId);
