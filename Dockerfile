@@ -71,7 +71,8 @@ USER node
 EXPOSE 8080 50051
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/api/platform').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "coordinator/dist/main.js"]
+# --max-semi-space-size=16: coordinator/src/node-flags.ts and docs/operations.md say why.
+CMD ["node", "--max-semi-space-size=16", "coordinator/dist/main.js"]
 
 # ---------------------------------------------------------------------------------------------
 # worker: speech worker agent (sonar-worker); connects to COORDINATOR_GRPC_URL.

@@ -10,8 +10,11 @@
 //    from the burst's start until every job was claimed and completed, how long each new job waited
 //    for a worker (created → claimed), and exactly-once (each job claimed once, completed on
 //    attempt 1, one lease row each).
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+// BENCH_FLEET_PROFILE_DIR=<dir> also writes a V8 CPU profile of the coordinator's idle window per size
+// (`fleet-<n>-idle.cpuprofile`; the profiler's own cost then shows in that run's CPU row).
 import path from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 import { countStatements, cpuSample, cpuSince, log, ms, perUnitText, pool, profiled, secs, summarize, type PhaseContext } from './lib.js';
 
 export interface FleetContext extends PhaseContext {
@@ -26,7 +29,19 @@ const sizes = (process.env.BENCH_FLEET_SIZES ?? '100,1000')
 const idleMs = Number(process.env.BENCH_FLEET_IDLE_MS) || 30_000;
 const JOBS_PER_WORKER = Number(process.env.BENCH_FLEET_JOBS_PER_WORKER ?? 5);
 const WAIT_MS = 20_000;
+const profileDir = process.env.BENCH_FLEET_PROFILE_DIR || null;
 const mb = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MB`;
+
+/** Where the coordinator process's memory is: V8's young and old generations (allocated / used) and everything outside V8's heap. */
+function memoryParts(): string {
+  const { rss, heapTotal } = process.memoryUsage();
+  const spaces = getHeapSpaceStatistics();
+  const part = (names: string[]) => {
+    const s = spaces.filter((x) => names.includes(x.space_name));
+    return `${mb(s.reduce((a, x) => a + x.space_size, 0))} (${mb(s.reduce((a, x) => a + x.space_used_size, 0))} used)`;
+  };
+  return `RSS ${mb(rss)}: V8 new space ${part(['new_space', 'new_large_object_space'])}, old space ${part(['old_space', 'large_object_space'])}, code ${part(['code_space', 'code_large_object_space', 'trusted_space', 'trusted_large_object_space'])}; RSS beyond V8's heap ${mb(rss - heapTotal)} (the node binary's pages, native memory: HTTP/2 sessions, sockets, malloc)`;
+}
 
 export async function fleetPhases(ctx: FleetContext) {
   const { svc, q, accounts, runId, load, row, target } = ctx;
@@ -41,6 +56,7 @@ export async function fleetPhases(ctx: FleetContext) {
       const prefix = `bench-fleet${n}-${runId}`;
       const secrets = await pool(n, 4, async (i) => (await svc.workers.createWorker(`${prefix}-${i}`)).secret);
       const rss0 = process.memoryUsage().rss;
+      const memory0 = memoryParts();
       log(`fleet: ${n} workers say Hello`);
       const started = await load.call('fleetStart', { address, secrets, waitMs: WAIT_MS });
       // Settle (Hello's writes, first long-polls), then the idle window.
@@ -58,10 +74,12 @@ export async function fleetPhases(ctx: FleetContext) {
       }, 100);
       const lag = monitorEventLoopDelay({ resolution: 10 });
       lag.enable();
-      const idle = await load.call('fleetIdle', { ms: idleMs });
+      const idle = await profiled(profileDir && path.join(profileDir, `fleet-${n}-idle.cpuprofile`), () => load.call('fleetIdle', { ms: idleMs }));
       const cpu = cpuSince(cpu0);
       clearInterval(rssTimer);
       lag.disable();
+      row(`${name}: memory before the workers connected`, memory0);
+      row(`${name}: memory at the end of the idle window`, memoryParts());
       row(
         `${name}: idle internals`,
         `event loop delay p99 ${ms(lag.percentile(99) / 1e6)} (max ${ms(lag.max / 1e6)}); database pool: at most ${usedPeak} connections busy, ${pendingPeak} requests waiting for one`,

@@ -16,6 +16,23 @@ export function log(...parts: unknown[]): void {
   process.stderr.write(`[bench ${((Date.now() - epochMs) / 1000).toFixed(1).padStart(5)}s] ${parts.join(' ')}\n`);
 }
 
+/** Runs `fn` under the V8 CPU profiler of this process (the coordinator's) and writes the profile to `file` (none: just runs it). */
+export async function profiled<T>(file: string | null, fn: () => Promise<T>): Promise<T> {
+  if (!file) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    log(`CPU profile written to ${file}`);
+  }
+}
+
 // ---- CPU accounting (Linux /proc; anything unreadable is left out) -----------------------------------
 let clockTicks = 100;
 try {
@@ -295,21 +312,4 @@ export function perUnitText(byName: Map<string, number>, units: number, top = 6)
     .slice(0, top)
     .map(([name, n]) => `${(n / units).toFixed(2)} ${name}`)
     .join(', ');
-}
-
-/** Runs `fn` under the V8 CPU profiler of this process (the coordinator's) and writes the profile to `file`. */
-export async function profiled<T>(file: string | null, fn: () => Promise<T>): Promise<T> {
-  if (!file) return fn();
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  try {
-    return await fn();
-  } finally {
-    const { profile } = await session.post('Profiler.stop');
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    log(`CPU profile written to ${file}`);
-  }
 }

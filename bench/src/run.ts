@@ -19,6 +19,7 @@
 // generator (bench/src/load.ts, forked as bench/dist/load.js) so they do not share its event loop. Everything created is removed at
 // the end: the database, the run's Redis keys, temporary files, child processes.
 import { execFileSync, fork, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -29,6 +30,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { AccountService } from '../../coordinator/dist/accounts/account-service.js';
 import { loadConfig } from '../../coordinator/dist/config.js';
+import { COORDINATOR_NODE_FLAGS } from '../../coordinator/dist/node-flags.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../../worker/dist/engines/index.js';
 import { createDiarizer, readWav } from '../../worker/dist/diarization/index.js';
@@ -61,6 +63,22 @@ import type { LoadGenerator, LoadReply, LoadRequest } from './load.js';
 
 // This file runs as bench/dist/run.js: the repository root is two levels up.
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+// The coordinator runs in this process, so this process gets the V8 flags the coordinator is deployed
+// with (the Dockerfile's CMD and `npm run serve`; docs/operations.md): started without them, the bench
+// runs itself again with them and passes on its exit code (SIGTERM is passed on; Ctrl-C reaches both
+// from the terminal). BENCH_NODE_FLAGS overrides them ("" for V8's defaults).
+const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? COORDINATOR_NODE_FLAGS.join(' ')).split(/\s+/).filter(Boolean);
+if (nodeFlags.some((f) => !process.execArgv.includes(f)) && !process.env.BENCH_NODE_FLAGS_SET) {
+  const child = spawn(process.execPath, [...process.execArgv, ...nodeFlags, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, BENCH_NODE_FLAGS_SET: '1' },
+  });
+  process.on('SIGINT', () => undefined);
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+  process.exit(code ?? (signal === 'SIGINT' ? 130 : 1));
+}
 const int = (name: string, fallback: number): number => {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
@@ -135,7 +153,11 @@ async function cleanup() {
 // main()'s `finally` clean up (a second Ctrl-C exits without cleaning up).
 const interrupt = new AbortController();
 const onSignal = (signal: NodeJS.Signals) => {
-  if (interrupt.signal.aborted) process.exit(130);
+  // A repeated SIGTERM (timeout(1) signals the process group, and the flag re-run above passes it on too) does not cut the cleanup short.
+  if (interrupt.signal.aborted) {
+    if (signal === 'SIGINT') process.exit(130);
+    return;
+  }
   log(`${signal}: stopping; cleaning up (press Ctrl-C again to exit at once)`);
   interrupt.abort(new Error(`interrupted by ${signal}`));
 };
@@ -726,3 +748,5 @@ process.stdout.write(
   [line('measurement', 'value'), `|${'-'.repeat(width[0] + 2)}|${'-'.repeat(width[1] + 2)}|`, ...rows.map(([a, b]) => line(a, b))].join('\n') + '\n',
 );
 process.exitCode = interrupt.signal.aborted ? 130 : failed ? 1 : 0;
+// An interrupted phase can leave a handle open (a load-generator call that never answers): exit once the table is out.
+if (interrupt.signal.aborted) process.stdout.write('', () => process.exit(130));

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID, X509Certificate } from 'node:crypto';
-import { ConfidentialClientApplication, CryptoProvider, LogLevel, type AuthenticationResult, type Configuration, type ICachePlugin } from '@azure/msal-node';
+import type { AuthenticationResult, ConfidentialClientApplication, Configuration, ICachePlugin } from '@azure/msal-node';
 import type { Redis } from 'ioredis';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthUser } from '../accounts/types.js';
@@ -13,6 +13,7 @@ import { UpstreamHttp, UpstreamUnreachable } from './upstream-http.js';
 import { IdTokenVerifier } from './id-token.js';
 import { adviceFor, identityProviderCode, resourceScopes, validateTokenResponse } from './validation.js';
 import { AssistantError } from './errors.js';
+import { loadMsal } from './msal.js';
 import { Responder, type RespondContext, type RespondFields, type RespondResult } from './respond.js';
 
 export interface SetupInput {
@@ -272,7 +273,8 @@ export class AssistantService {
     };
   }
 
-  private client(setup: SetupRow, cache?: { userId: number; setupId: number }): ConfidentialClientApplication {
+  private async client(setup: SetupRow, cache?: { userId: number; setupId: number }): Promise<ConfidentialClientApplication> {
+    const { ConfidentialClientApplication, LogLevel } = await loadMsal();
     const credential = this.credential(setup);
     const host = setup.authority_host;
     const microsoftHost = /^https:\/\/login\.(microsoftonline\.com|microsoftonline\.us|partner\.microsoftonline\.cn)$/i.test(host);
@@ -314,11 +316,11 @@ export class AssistantService {
   async beginConnect(user: AuthUser, slug: string, sessionId: string, requestId: string): Promise<string> {
     const setup = await this.usableSetup(user, slug);
     const box = this.requireBox();
-    const { verifier, challenge } = await new CryptoProvider().generatePkceCodes();
+    const { verifier, challenge } = await new (await loadMsal()).CryptoProvider().generatePkceCodes();
     const state = randomBytes(32).toString('base64url');
     const correlationId = randomUUID();
-    const url = await this.wrapIdp(() =>
-      this.client(setup).getAuthCodeUrl({
+    const url = await this.wrapIdp(async () =>
+      (await this.client(setup)).getAuthCodeUrl({
         scopes: resourceScopes(setup.scopes),
         redirectUri: setup.redirect_uri,
         codeChallenge: challenge,
@@ -429,7 +431,7 @@ export class AssistantService {
       await this.audit.record({ ...audit, errorCode: 'code_missing' });
       throw new AssistantError(422, 'code_missing', 'The identity provider sent no authorization code.');
     }
-    const client = this.client(setup, { userId: user.id, setupId: setup.id });
+    const client = await this.client(setup, { userId: user.id, setupId: setup.id });
     const result = await this.wrapIdp(
       () =>
         client.acquireTokenByCode({

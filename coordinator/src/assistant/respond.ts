@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { InteractionRequiredAuthError, type AccountInfo, type AuthenticationResult, type ConfidentialClientApplication } from '@azure/msal-node';
+import type { AccountInfo, AuthenticationResult, ConfidentialClientApplication } from '@azure/msal-node';
 import type { Redis } from 'ioredis';
 import type { AuthUser } from '../accounts/types.js';
 import type { Config } from '../config.js';
 import type { AssistantAuditLog, AuditEntry } from './audit-log.js';
 import { AssistantError } from './errors.js';
 import { composeChat, UpstreamFailure, type GraphAssistant, type PromptFields } from './graph-assistant.js';
+import { loadMsal } from './msal.js';
 import type { AssistantRepository, ConnectionRow, SetupRow, Validation } from './repository.js';
 import { adviceFor, identityProviderCode, resourceScopes } from './validation.js';
 
@@ -45,7 +46,7 @@ export interface ResponderDeps {
   /** Where a user (re)connects their account. */
   pageUrl: string;
   /** The setup's MSAL client, with the user's encrypted token cache. */
-  client(setup: SetupRow, cache: { userId: number; setupId: number }): ConfidentialClientApplication;
+  client(setup: SetupRow, cache: { userId: number; setupId: number }): Promise<ConfidentialClientApplication>;
   /** validateTokenResponse plus the ID token's signature and issuer. */
   validate(setup: SetupRow, result: AuthenticationResult): Promise<Validation>;
 }
@@ -142,7 +143,7 @@ export class Responder {
   /** A token through MSAL's cache (refreshed by MSAL when due), validated before the upstream call. */
   private async token(user: AuthUser, { setup, connection }: Connected, audit: AuditEntry): Promise<Token> {
     const { audit: log, repo } = this.deps;
-    const client = this.deps.client(setup, { userId: user.id, setupId: setup.id });
+    const client = await this.deps.client(setup, { userId: user.id, setupId: setup.id });
     const account = await client.getTokenCache().getAccountByHomeId(connection.home_account_id);
     if (!account) {
       await this.markReconnect(user, setup, connection, 'token_cache_empty', 'The stored sign-in is gone; connect again.');
@@ -184,6 +185,7 @@ export class Responder {
     const log = this.deps.audit;
     const e = err as { errorCode?: string; errorMessage?: string; message?: string };
     const code = identityProviderCode(e.errorMessage ?? e.message) ?? e.errorCode ?? 'refresh_failed';
+    const { InteractionRequiredAuthError } = await loadMsal();
     const interaction =
       err instanceof InteractionRequiredAuthError ||
       /invalid_grant|no_tokens_found|interaction_required|login_required|consent_required|refresh_token_expired|bad_token/i.test(e.errorCode ?? '');

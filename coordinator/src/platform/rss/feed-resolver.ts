@@ -1,5 +1,5 @@
 import { OutboundRefused, type OutboundPolicy } from '@sonar/shared';
-import { parseFeed } from 'feedsmith';
+import type { parseFeed as ParseFeed } from 'feedsmith';
 import { Parser } from 'htmlparser2';
 
 /** One feed found for a source: validated by parsing it. */
@@ -74,7 +74,7 @@ export class FeedResolver {
   async resolve(source: string): Promise<Resolution> {
     const deadline = AbortSignal.timeout(this.limits.totalTimeoutMs);
     const first = await this.get(source, deadline);
-    const direct = readFeed(first.body, first.url);
+    const direct = await readFeed(first.body, first.url);
     if (direct.ok) return { resolved_via: 'direct', final_url: first.url, feeds: [direct.feed], rejected: [] };
 
     const rejected: Resolution['rejected'] = [];
@@ -102,7 +102,7 @@ export class FeedResolver {
       if (deadline.aborted) break;
       try {
         const got = await this.get(url, deadline);
-        const parsed = readFeed(got.body, got.url);
+        const parsed = await readFeed(got.body, got.url);
         if (parsed.ok) {
           if (!feeds.some((f) => f.url === parsed.feed.url)) feeds.push(parsed.feed);
         } else rejected.push({ url, reason: parsed.reason });
@@ -167,9 +167,11 @@ async function readLimited(res: FetchResponse, max: number, url: string): Promis
 type FeedRead = { ok: true; feed: ResolvedFeed } | { ok: false; reason: string };
 
 /** Parses `body` as a feed (any of the four formats); the reason when it is not one. */
-function readFeed(body: string, url: string): FeedRead {
+async function readFeed(body: string, url: string): Promise<FeedRead> {
   if (!body.trim()) return { ok: false, reason: 'empty document' };
-  let parsed: ReturnType<typeof parseFeed>;
+  // Loaded on first use: only this route needs the feed parsers (they are over a megabyte of the process's memory).
+  const { parseFeed } = await import('feedsmith');
+  let parsed: ReturnType<typeof ParseFeed>;
   try {
     parsed = parseFeed(body);
   } catch (err) {

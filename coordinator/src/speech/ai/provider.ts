@@ -1,4 +1,4 @@
-import OpenAI, { APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type * as OpenAiSdk from 'openai';
 import type { z } from 'zod';
 import type { Config } from '../../config.js';
 
@@ -63,19 +63,23 @@ export class AiProvider {
   readonly model: string;
   /** Where requests go, without credentials: "model at host". */
   readonly label: string;
-  private readonly client: OpenAI;
+  /** The `openai` package, loaded only when a provider is configured (this class exists only then), and its client. */
+  private readonly sdk: Promise<{ sdk: typeof OpenAiSdk; client: OpenAiSdk.OpenAI }>;
 
   constructor(private readonly config: ProviderConfig & { OPENAI_BASE_URL: string; OPENAI_MODEL: string }) {
     this.model = config.OPENAI_MODEL;
     const base = new URL(config.OPENAI_BASE_URL);
     this.label = `${config.OPENAI_MODEL} at ${base.host}`;
-    this.client = new OpenAI({
-      baseURL: config.OPENAI_BASE_URL,
-      // Local OpenAI-compatible servers often need no key; the client insists on one.
-      apiKey: config.OPENAI_API_KEY ?? 'none',
-      timeout: config.OPENAI_TIMEOUT_SECONDS * 1000,
-      maxRetries: config.OPENAI_MAX_RETRIES,
-    });
+    this.sdk = import('openai').then((sdk) => ({
+      sdk,
+      client: new sdk.OpenAI({
+        baseURL: config.OPENAI_BASE_URL,
+        // Local OpenAI-compatible servers often need no key; the client insists on one.
+        apiKey: config.OPENAI_API_KEY ?? 'none',
+        timeout: config.OPENAI_TIMEOUT_SECONDS * 1000,
+        maxRetries: config.OPENAI_MAX_RETRIES,
+      }),
+    }));
   }
 
   /** Characters of input that fit one request next to `overheadChars` of instructions and the reply. */
@@ -115,9 +119,10 @@ export class AiProvider {
       temperature: 0.2,
       ...(this.config.OPENAI_JSON_MODE ? { response_format: { type: 'json_object' as const } } : {}),
     };
+    const { sdk, client } = await this.sdk;
     try {
       if (this.config.OPENAI_STREAM) {
-        const stream = await this.client.chat.completions.create({ ...base, stream: true }, { signal });
+        const stream = await client.chat.completions.create({ ...base, stream: true }, { signal });
         let text = '';
         let finish: string | null = null;
         for await (const chunk of stream) {
@@ -127,17 +132,17 @@ export class AiProvider {
         if (finish === 'length') throw new AiProviderError('the reply was cut off at max_tokens (raise OPENAI_MAX_OUTPUT_TOKENS)', null);
         return text;
       }
-      const reply = await this.client.chat.completions.create(base, { signal });
+      const reply = await client.chat.completions.create(base, { signal });
       const choice = reply.choices[0];
       if (!choice) throw new AiProviderError('the provider answered without a choice', null);
       if (choice.finish_reason === 'length') throw new AiProviderError('the reply was cut off at max_tokens (raise OPENAI_MAX_OUTPUT_TOKENS)', null);
       return choice.message.content ?? '';
     } catch (err) {
-      throw this.reason(err, signal);
+      throw this.reason(err, sdk, signal);
     }
   }
 
-  private reason(err: unknown, signal?: AbortSignal): Error {
+  private reason(err: unknown, { APIConnectionTimeoutError, APIError, APIUserAbortError }: typeof OpenAiSdk, signal?: AbortSignal): Error {
     if (err instanceof AiProviderError) return err;
     if (signal?.aborted || err instanceof APIUserAbortError) return new AiAborted();
     if (err instanceof APIConnectionTimeoutError) {

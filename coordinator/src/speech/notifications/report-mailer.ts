@@ -2,7 +2,7 @@ import type { Knex } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, type DiarizationState, type JobStatus } from '@sonar/shared';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
@@ -181,14 +181,15 @@ ${ai.length ? html`<h3>Analysis and translations</h3><table>${rows(ai)}</table>`
 export class ReportMailer {
   readonly queue: Queue<ReportDelivery>;
   private worker: Worker<ReportDelivery> | null = null;
-  private readonly transport: Transporter;
+  /** nodemailer is loaded only when mail is configured (this class exists only then). */
+  private readonly transport: Promise<Transporter>;
   private readonly from: string;
 
   constructor(
     private readonly deps: { orm: Orm; redis: Redis; config: Config & { SMTP_URL: string }; logger: Logger; prefix: string; providerLabel?: string | null },
   ) {
     this.queue = new Queue<ReportDelivery>(REPORT_QUEUE, { connection: deps.redis, prefix: deps.prefix });
-    this.transport = nodemailer.createTransport(deps.config.SMTP_URL);
+    this.transport = import('nodemailer').then((m) => m.default.createTransport(deps.config.SMTP_URL));
     const host = new URL(deps.config.PUBLIC_BASE_URL).hostname || 'localhost';
     this.from = deps.config.MAIL_FROM ?? `Sonar <no-reply@${host}>`;
   }
@@ -262,7 +263,7 @@ export class ReportMailer {
     if (!row || !row.email?.trim() || Number(row.callback_cycle) !== cycle) return { status: 'skipped' };
     if (row.report_sent_at) return { status: 'already-sent' };
     const report = buildReport(this.deps.config, row, status, this.deps.providerLabel ?? null);
-    await this.transport.sendMail({ from: this.from, to: row.email, subject: report.subject, text: report.text, html: report.html });
+    await (await this.transport).sendMail({ from: this.from, to: row.email, subject: report.subject, text: report.text, html: report.html });
     await this.knex.raw('update speech_jobs set report_sent_at = now() where id = ? and callback_cycle = ? and report_sent_at is null', [jobId, cycle]);
     return { status: 'sent' };
   }
@@ -270,6 +271,6 @@ export class ReportMailer {
   async close() {
     await closeWorker(this.worker);
     await this.queue.close();
-    this.transport.close();
+    (await this.transport).close();
   }
 }

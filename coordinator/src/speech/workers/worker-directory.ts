@@ -5,6 +5,19 @@ import { SpeechWorker, type WorkerCapabilities } from './entities.js';
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
+interface WorkerRow {
+  id: number;
+  name: string;
+  secret_hash: string;
+  created_at: Date;
+  last_seen_at: Date | null;
+  revoked_at: Date | null;
+  capabilities: WorkerCapabilities | null;
+  contract_version: number | null;
+  agent_version: string | null;
+  hostname: string | null;
+}
+
 export interface WorkerView {
   id: number;
   name: string;
@@ -79,7 +92,6 @@ export class WorkerDirectory {
     }));
   }
 
-  /** The worker a presented secret belongs to; null when unknown or revoked. */
   /**
    * A digest of every worker's secret hash and revocation: it moves whenever a worker is created,
    * revoked, rotated or deleted, from any process (one small query for the whole table).
@@ -93,9 +105,31 @@ export class WorkerDirectory {
     return rows[0]?.fp ?? '';
   }
 
+  /**
+   * The worker a presented secret belongs to; null when unknown or revoked. Read as a plain row,
+   * not through the ORM: the registry keeps the authenticated worker for minutes per connected
+   * agent, and an ORM entity would keep its forked EntityManager (unit of work, identity map,
+   * loaders) alive with it, several kilobytes per worker of an idle fleet.
+   */
   async authenticate(secret: string): Promise<SpeechWorker | null> {
     if (!secret.startsWith(WORKER_SECRET_PREFIX)) return null;
-    const worker = await this.orm.em.fork().findOne(SpeechWorker, { secretHash: sha256Hex(secret) });
-    return worker && !worker.revokedAt ? worker : null;
+    const [row] = await this.orm.em.getConnection().execute<WorkerRow[]>(
+      `select id, name, secret_hash, created_at, last_seen_at, revoked_at, capabilities, contract_version, agent_version, hostname
+         from speech_workers where secret_hash = ? and revoked_at is null`,
+      [sha256Hex(secret)],
+    );
+    if (!row) return null;
+    return Object.assign(new SpeechWorker(), {
+      id: row.id,
+      name: row.name,
+      secretHash: row.secret_hash,
+      createdAt: row.created_at,
+      lastSeenAt: row.last_seen_at,
+      revokedAt: row.revoked_at,
+      capabilities: row.capabilities,
+      contractVersion: row.contract_version,
+      agentVersion: row.agent_version,
+      hostname: row.hostname,
+    });
   }
 }
