@@ -64,6 +64,19 @@ async function claim(w: { client: CoordinatorClient; session: string }, waitMs =
   return res.has_job ? res.job : null;
 }
 
+/** Why each long poll of `work` woke, in order ('job', 'news', 'time'); restore `wait` after. */
+function recordWakes(work: typeof svc.speech.work) {
+  const reasons: string[] = [];
+  const realWait = work.wait.bind(work);
+  const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
+    realWait(...args).then((reason) => {
+      reasons.push(reason);
+      return reason;
+    }),
+  );
+  return { reasons, wait };
+}
+
 /** Jobs not yet finished; each test leaves none behind so the next sees a clean queue. */
 async function queueLeft() {
   const rows = await svc.orm.em.getConnection().execute<Array<{ id: number }>>(`select id from speech_jobs where status not in ('completed', 'failed')`);
@@ -202,14 +215,7 @@ describe('claims', () => {
     const work = svc.speech.work;
     const looks = vi.spyOn(svc.speech.leases, 'claim');
     const found = vi.spyOn(work, 'found');
-    const reasons: string[] = [];
-    const realWait = work.wait.bind(work);
-    const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
-      realWait(...args).then((reason) => {
-        reasons.push(reason);
-        return reason;
-      }),
-    );
+    const { reasons, wait } = recordWakes(work);
     try {
       const polls = ws.map((w) => claim(w, 10_000).then((job) => ({ w, job })));
       await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(4);
@@ -345,14 +351,7 @@ describe('claims', () => {
     const looks = vi
       .spyOn(leases, 'claim')
       .mockImplementation((w, ...rest) => (failA && w.name === a.name ? Promise.reject(new Error('injected failure')) : realClaim(w, ...rest)));
-    const reasons: string[] = [];
-    const realWait = work.wait.bind(work);
-    const wait = vi.spyOn(work, 'wait').mockImplementation((...args) =>
-      realWait(...args).then((reason) => {
-        reasons.push(reason);
-        return reason;
-      }),
-    );
+    const { reasons, wait } = recordWakes(work);
     try {
       const first = claim(a, 10_000).catch((err: unknown) => err);
       await expect.poll(() => work.waiting(), { timeout: 5_000, interval: 10 }).toBe(1);

@@ -137,6 +137,17 @@ export class JobService {
       }
     }
     const source = input.source;
+    // What a new job starts with, whichever way it is queued.
+    const settings = {
+      model,
+      language: input.language ?? null,
+      analysisLanguage: input.analysisLanguage ?? null,
+      translationTargetLanguages: input.translationTargetLanguages ?? [],
+      diarizationRequested: input.diarization ?? true,
+      diarizationState: input.diarization === false ? ('skipped' as const) : ('pending' as const),
+      maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
+      stageLabel: 'Waiting for a worker',
+    };
     const events: NewJobEvent[] = [{ event: 'queued', level: 'info', message: `Queued on the ${input.channel} channel with model ${model}.` }];
     if (offline) events.push({ event: 'no_worker', level: 'warn', message: `${offline}; the job waits until one connects.` });
     if (source.type === 'url') {
@@ -151,14 +162,7 @@ export class JobService {
           sourceUrl: source.url,
           label: input.label ?? null,
           note: input.note ?? null,
-          model,
-          language: input.language ?? null,
-          analysisLanguage: input.analysisLanguage ?? null,
-          translationTargetLanguages: input.translationTargetLanguages ?? [],
-          diarizationRequested: input.diarization ?? true,
-          diarizationState: input.diarization === false ? 'skipped' : 'pending',
-          maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
-          stageLabel: 'Waiting for a worker',
+          ...settings,
           apiTokenId: input.apiTokenId ?? null,
           callbackUrl: input.callbackUrl ?? null,
           callbackStatus: input.callbackUrl ? 'pending' : null,
@@ -189,14 +193,7 @@ export class JobService {
           sourceSizeBytes: source.sizeBytes,
           sourceDurationSeconds: probe?.durationSeconds ?? null,
           mediaSha256: source.sha256,
-          model,
-          language: input.language ?? null,
-          analysisLanguage: input.analysisLanguage ?? null,
-          translationTargetLanguages: input.translationTargetLanguages ?? [],
-          diarizationRequested: input.diarization ?? true,
-          diarizationState: input.diarization === false ? 'skipped' : 'pending',
-          maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
-          stageLabel: 'Waiting for a worker',
+          ...settings,
           apiToken: input.apiTokenId === undefined ? null : em.getReference(PersonalAccessToken, input.apiTokenId),
           callbackUrl: input.callbackUrl ?? null,
           callbackStatus: input.callbackUrl ? 'pending' : null,
