@@ -119,6 +119,42 @@ describe('the cache partition (unlogged)', () => {
     expect((await ordered()).length).toBeGreaterThan(2600);
   });
 
+  it('a refresh swapping a partition in does not deadlock with a reader that holds the parent and then reads the partition', async () => {
+    const cache = new ZoneCache(() => zones.knex(), 5000);
+    const zone = (await zones.get(Z2))!;
+    await cache.refresh(zone, { force: true });
+    await cache.settled();
+    // A reader's order: the partitioned parent first, then the partition (as a query on the parent does).
+    const reader = await zones.knex().transaction();
+    try {
+      await reader.raw('lock table only dns_record_cache in access share mode');
+      const refreshing = cache.refresh(zone, { force: true });
+      // The refresh has come to the swap and waits for the parent behind the reader.
+      await expect
+        .poll(
+          async () =>
+            Number(
+              (
+                await zones
+                  .knex()
+                  .raw<{ rows: Array<{ n: string }> }>(`select count(*) as n from pg_locks where not granted and relation = 'dns_record_cache'::regclass`)
+              ).rows[0]!.n,
+            ),
+          { timeout: 20_000, interval: 20 },
+        )
+        .toBe(1);
+      // Before the fix the refresh had already renamed (locked) the partition here: this read waited
+      // for it while the refresh waited for the parent, and PostgreSQL broke the deadlock.
+      const rows = await reader.raw<{ rows: Array<{ n: string }> }>(`select count(*) as n from dns_record_cache_z${zone.id}`);
+      expect(Number(rows.rows[0]!.n)).toBeGreaterThan(0);
+      await reader.commit();
+      expect((await refreshing).transferred).toBe(true);
+    } finally {
+      if (!reader.isCompleted()) await reader.rollback();
+      await cache.settled();
+    }
+  });
+
   it('the partition a refresh replaced is dropped after the answer; one left behind goes at the next refresh, or with the zone', async () => {
     const cache = new ZoneCache(() => zones.knex(), 5000);
     const zone = (await zones.get(Z2))!;

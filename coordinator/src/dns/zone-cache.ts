@@ -278,8 +278,13 @@ export class ZoneCache {
           // 100,000 rows) into the commit, before the answer. A detached table an earlier refresh
           // did not get to drop goes first.
           `drop table if exists ${detached}`,
+          // The parent's lock is taken before the partition's: DETACH needs ACCESS EXCLUSIVE on the
+          // parent anyway, and a reader locks the parent first, then the partitions; renaming the
+          // partition first (its lock) and then detaching (the parent's) deadlocked with a reader
+          // that held the parent and waited for the partition.
           `do $$ declare idx text; begin
              if to_regclass('${part}') is not null then
+               lock table dns_record_cache in access exclusive mode;
                select indexrelid::regclass::text into idx from pg_index where indrelid = '${part}'::regclass limit 1;
                alter table ${part} rename to ${detached};
                if idx is not null then execute format('alter index %s rename to %I', idx, '${detached}_order'); end if;
