@@ -52,10 +52,6 @@ function invalid(field: string, message: string) {
   return new AppError('validation_failed', message, { errors: { [field]: [message] } });
 }
 
-/**
- * Rules for users, their permissions and zone rights, personal tokens, DNS API keys and the
- * DNS IP whitelist. Used by the HTTP layer and by the admin CLI alike.
- */
 /** What authentication needs of a user row (cached by id; null: no such user). */
 interface UserAuthState {
   user: AuthUser;
@@ -73,6 +69,10 @@ export interface AccountServiceOptions {
   now?: () => number;
 }
 
+/**
+ * Rules for users, their permissions and zone rights, personal tokens, DNS API keys and the
+ * DNS IP whitelist. Used by the HTTP layer and by the admin CLI alike.
+ */
 export class AccountService {
   private readonly repo = new AccountRepository();
   private readonly users: CredentialCache<number, UserAuthState | null>;
@@ -420,7 +420,8 @@ export class AccountService {
 
   async verifyDnsApiKey(secret: string): Promise<{ keyId: number; user: AuthUser | null } | null> {
     const em = this.em();
-    const key = await this.dnsKeys.get(sha256Hex(secret), () => this.repo.dnsKeyForAuth(em, sha256Hex(secret)));
+    const hash = sha256Hex(secret);
+    const key = await this.dnsKeys.get(hash, () => this.repo.dnsKeyForAuth(em, hash));
     if (!key || key.revoked_at || (key.expires_at && new Date(key.expires_at) <= new Date())) return null;
     if (key.user_id !== null && key.disabled_at) return null;
     if (needsTouch(key.last_used_at ? new Date(key.last_used_at) : null)) {

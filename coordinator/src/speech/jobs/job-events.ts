@@ -30,11 +30,16 @@ interface Waiter {
   wake: (reason: WakeReason) => void;
 }
 
+/** How long news for other coordinators is gathered before it is published (see WorkAvailable.publish). */
+const PUBLISH_COALESCE_MS = 10;
+/** A received message wakes at most this many waiters per group (one per new job it counts). */
+const MAX_JOBS_PER_MESSAGE = 10_000;
+
 /**
  * Wakes claim long-polls when work appears. Local waiters are woken in-process; other coordinators
  * hear it through a Redis channel.
  *
- * Two kinds of news, so that a fleet of a thousand idle workers is not woken for every job:
+ * Three kinds of news, so that a fleet of a thousand idle workers is not woken for every job:
  * - `notifyNew()`: one more unpinned job. It wakes the longest-waiting long-poll of each capability
  *   group, so a burst is taken up by as many workers as it has jobs, one wake (and one claim) per job.
  * - `notifyWorker()`: a new worker (it may make many queued jobs claimable at once). It wakes the
@@ -46,11 +51,6 @@ interface Waiter {
  * A long-poll also looks again on its own now and then (`recheckMs`), for work that appears by the
  * clock alone and for news lost with a Redis outage.
  */
-/** How long news for other coordinators is gathered before it is published (see WorkAvailable.publish). */
-const PUBLISH_COALESCE_MS = 10;
-/** A received message wakes at most this many waiters per group (one per new job it counts). */
-const MAX_JOBS_PER_MESSAGE = 10_000;
-
 export class WorkAvailable {
   /** Waiting long-polls by capability group; the first of a group has waited longest. */
   private readonly groups = new SetMap<string, Waiter>();

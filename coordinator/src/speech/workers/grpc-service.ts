@@ -296,7 +296,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         }
       } catch (err) {
         // Woken for a new job and failed before taking it (the session ended, the database
-        // answered an error, the call was cancelled): the announcement was this waiter's alone, so
+        // answered an error): the announcement was this waiter's alone, so
         // the next waiter of the group looks instead of the job waiting for the recheck timer.
         if (woken === 'job' && lastGroup !== null) deps.work.found(lastGroup);
         throw err;
