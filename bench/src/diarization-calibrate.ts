@@ -7,8 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDefaultDiarizer } from '../../worker/dist/diarization/index.js';
-import { fitSpeakerSpace, type LabelledWindows } from '../../worker/dist/diarization/speaker-space.js';
 import { conversations, loadUtterances } from './diarization-corpus.js';
+import { fitSpaceOn } from './diarization-space.js';
 import { log } from './lib.js';
 
 /** Conversations fitted on, window length (s, as the diarizer's), dimensions kept. */
@@ -21,24 +21,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const data = path.resolve(process.env.DIARIZATION_DATA || path.join(root, '..', 'shared', 'data', 'diarization'));
 const utterances = await loadUtterances(path.join(data, 'librispeech-train-clean-100'), path.join(os.tmpdir(), 'sonar-librispeech-f32'));
 const diarizer = await createDefaultDiarizer();
-const recordings: LabelledWindows[] = [];
-let inputs = 0;
-for (const conv of conversations(utterances, 'tune', CONVERSATIONS, SEED)) {
-  // Windows that tile each reference turn: one voice each.
-  const windows: { start: number; end: number }[] = [];
-  const speakers: string[] = [];
-  for (const turn of conv.reference) {
-    for (let t = turn.start; t + WINDOW <= turn.end; t += WINDOW) {
-      windows.push({ start: t, end: t + WINDOW });
-      speakers.push(turn.speaker);
-    }
-  }
-  const v = await diarizer.windowVectors(conv.samples, windows);
-  inputs = v.inputs;
-  recordings.push({ x: v.x, speakers });
-}
+const { space, windows } = await fitSpaceOn(diarizer, conversations(utterances, 'tune', CONVERSATIONS, SEED), WINDOW, DIMS);
 await diarizer.close();
-const space = fitSpeakerSpace(recordings, inputs, DIMS);
 const num = (x: number) => Number(x.toPrecision(6));
 const file = path.join(root, 'worker/src/diarization/speaker-space-data.ts');
 writeFileSync(
@@ -57,6 +41,4 @@ export const SPEAKER_SPACE: SpeakerSpace = {
 };
 `,
 );
-log(
-  `speaker space: ${recordings.length} conversations, ${recordings.reduce((s, r) => s + r.speakers.length, 0)} windows; axis ratios ${space.ratios.map((r) => r.toFixed(2)).join(' ')}; written to ${file}`,
-);
+log(`speaker space: ${CONVERSATIONS} conversations, ${windows} windows; axis ratios ${space.ratios.map((r) => r.toFixed(2)).join(' ')}; written to ${file}`);

