@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +13,7 @@ import { IrcCorrectionService } from '../../coordinator/src/irc/correction-servi
 import { IrcEventStore } from '../../coordinator/src/irc/event-store.js';
 import { IrcImportService } from '../../coordinator/src/irc/import-service.js';
 import { readPlatformVersion } from '../../coordinator/src/version.js';
-import { createTestApp, type TestApp } from '../support/harness.js';
+import { createTestApp, testEnv, type TestApp } from '../support/harness.js';
 
 // The chat-log search's answer cache (coordinator/src/irc/search-cache.ts): a repeated search is
 // answered from memory, and every kind of write to the archive drops the cached answers, in the
@@ -124,4 +126,18 @@ describe('chat-log search cache', () => {
     await expect.poll(async () => (await search(other.app, 'q=shared&date_from=2024-01-01')).total).toBe(2);
     await expect.poll(async () => (await search(other.app, 'q=shared')).results.map((r) => r.message_text)).toContain('shared loudly');
   });
+
+  it('drops cached answers when the admin CLI writes (compiled CLI; build with tsc -b first)', async () => {
+    const byNick = `network_id=${networkId}&nick=carol`;
+    for (const app of [t.app, other.app]) expect((await search(app, byNick)).nick_profile!.aliases).toEqual([]);
+    const repoRoot = path.resolve(import.meta.dirname, '../..');
+    const run = await promisify(execFile)(process.execPath, ['coordinator/dist/cli.js', 'irc:alias:add', '--network', 'cachenet', 'carol', 'dave'], {
+      cwd: repoRoot,
+      env: { ...process.env, ...testEnv(t.db) },
+      timeout: 60_000,
+    });
+    expect(run.stderr).toBe('');
+    // Another process wrote: the news comes over Redis, to both coordinators.
+    for (const app of [t.app, other.app]) await expect.poll(async () => (await search(app, byNick)).nick_profile!.aliases).toEqual(['dave']);
+  }, 90_000);
 });

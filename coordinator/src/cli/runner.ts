@@ -24,8 +24,9 @@ function quickstartDatabaseUrl(): string | undefined {
 /**
  * A command that writes to the chat-log archive tells the coordinators (their search caches) over
  * Redis, as they tell each other (irc/archive-changes.ts), when REDIS_URL is set; without it, or
- * when Redis cannot be reached, their cached answers age out (IRC_SEARCH_CACHE_TTL_SECONDS).
- * Returns the disconnect, which lets the news already sent go out first.
+ * when Redis cannot be reached (a warning on stderr), their cached answers age out
+ * (IRC_SEARCH_CACHE_TTL_SECONDS). Redis is reached only when there is news: a command that writes
+ * nothing never connects. Returns the disconnect, which lets the news already sent go out first.
  */
 async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
   const env = envSchema.pick({ REDIS_URL: true, REDIS_KEY_PREFIX: true }).safeParse({
@@ -35,23 +36,23 @@ async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
   if (!env.success) return async () => undefined;
   const [{ Redis }, { IrcArchiveChanges }] = await Promise.all([import('ioredis'), import('../irc/archive-changes.js')]);
   const redis = new Redis(env.data.REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
-  const warn = (err: unknown) => console.error(`warning: chat-log changes are not announced to the coordinators (Redis: ${(err as Error).message})`);
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-  } catch (err) {
-    warn(err);
-    redis.disconnect();
-    return async () => undefined;
-  }
+  redis.on('error', () => undefined); // a failed publish says so below
+  let warned = false;
+  const warn = (obj: object) => {
+    if (warned) return;
+    warned = true;
+    const err = (obj as { err?: unknown }).err;
+    console.error(`warning: chat-log changes were not announced to the coordinators (Redis: ${err instanceof Error ? err.message : String(err)})`);
+  };
   const unlink = IrcArchiveChanges.of(orm).publishTo(redis, `${env.data.REDIS_KEY_PREFIX}irc:archive-changed`, {
-    warn: (o) => warn((o as { err?: unknown }).err),
+    warn,
     info: () => undefined,
-    error: () => undefined,
+    error: warn,
   });
   return async () => {
     unlink();
-    await redis.quit().catch(() => redis.disconnect());
+    if (redis.status === 'wait') redis.disconnect();
+    else await redis.quit().catch(() => redis.disconnect());
   };
 }
 
@@ -73,7 +74,7 @@ export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?:
         return;
       }
       let orm: Orm | undefined;
-      let unannounce = async () => undefined as void;
+      let unannounce = async (): Promise<void> => undefined;
       try {
         const db = await import('../db/orm.js');
         orm = await db.openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2, migrator: opts.migrate === true });

@@ -124,15 +124,14 @@ export class IrcArchiveService {
    */
   private async bounded<T>(fn: () => Promise<T>): Promise<T> {
     const knex = this.knex();
-    const conn = (await knex.client.acquireConnection()) as PooledConnection;
+    const pool = knex.client as ConnectionPool;
+    const conn = await pool.acquireConnection();
     try {
       // Each search runs once with its own values: plan it for them (the pool's connections
       // default to generic plans for the worker protocol's prepared statements, and a generic
       // plan cannot tell a rare word or a short date range from a common one).
       await knex
-        .raw(
-          `begin transaction read only; set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`,
-        )
+        .raw(`begin transaction read only; set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`)
         .connection(conn);
       const out = await this.current.run(conn, fn);
       await knex.raw('commit').connection(conn);
@@ -140,7 +139,11 @@ export class IrcArchiveService {
     } catch (err) {
       // A connection whose statement timed out on the client is destroyed on release (db/orm.ts);
       // any other one goes back to the pool outside a transaction.
-      if (!conn.__knex__disposed) await knex.raw('rollback').connection(conn).catch(() => (conn.__knex__disposed = 'rollback failed'));
+      if (!conn.__knex__disposed)
+        await knex
+          .raw('rollback')
+          .connection(conn)
+          .catch(() => (conn.__knex__disposed = 'rollback failed'));
       if ((err as { code?: string }).code === '57014') {
         throw new AppError(
           'service_unavailable',
@@ -149,7 +152,7 @@ export class IrcArchiveService {
       }
       throw err;
     } finally {
-      await knex.client.releaseConnection(conn);
+      await pool.releaseConnection(conn);
     }
   }
 
@@ -218,7 +221,10 @@ export class IrcArchiveService {
     const lexemeSql = (t: SearchTerm) =>
       t.kind === 'token'
         ? { sql: '?::text', bindings: [t.text] }
-        : { sql: `(select case when cardinality(a) = 1 then a[1] end from (select tsvector_to_array(to_tsvector('simple', irc_fts_text(?))) as a) x)`, bindings: [t.text] };
+        : {
+            sql: `(select case when cardinality(a) = 1 then a[1] end from (select tsvector_to_array(to_tsvector('simple', irc_fts_text(?))) as a) x)`,
+            bindings: [t.text],
+          };
     const term = countable ? lexemeSql(countable.term) : null;
     const excluded = countable?.excluded ? lexemeSql(countable.excluded) : null;
     const [catalog] = await this.rows<{
@@ -650,6 +656,12 @@ function termCountable(
 
 /** A pg connection lent by knex's pool (knex marks one it must destroy instead of lending again). */
 type PooledConnection = { __knex__disposed?: unknown };
+
+/** The part of knex's client (typed `any` there) that lends and takes back pooled connections. */
+interface ConnectionPool {
+  acquireConnection(): Promise<PooledConnection>;
+  releaseConnection(conn: PooledConnection): Promise<unknown>;
+}
 
 interface ScopeChannel {
   id: number;

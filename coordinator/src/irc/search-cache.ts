@@ -26,7 +26,12 @@ export class IrcSearchCache {
   ) {
     this.lru =
       opts.maxBytes > 0
-        ? new LRUCache<string, object>({ maxSize: opts.maxBytes, ttl: opts.ttlMs, updateAgeOnGet: false, sizeCalculation: (v) => JSON.stringify(v).length || 1 })
+        ? new LRUCache<string, object>({
+            maxSize: opts.maxBytes,
+            ttl: opts.ttlMs,
+            updateAgeOnGet: false,
+            sizeCalculation: (v) => JSON.stringify(v).length || 1,
+          })
         : null;
     if (this.lru) {
       const lru = this.lru;
