@@ -398,7 +398,14 @@ async function coordinatorParts(check: (ok: boolean) => void) {
       // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
       // The HTTP read phase's requests come through loopback as a proxy, each with its own client
       // address in X-Forwarded-For (the other phases send none: their address stays 127.0.0.1).
-      { DNS_CACHE_TTL_SECONDS: '86400', DNS_RATE_LIMIT_PER_MINUTE: '1000000', OUTBOUND_ALLOW_RANGES: '203.0.113.0/24', TRUST_PROXY: '127.0.0.1' },
+      // BENCH_IRC_SEARCH_CACHE_MB=0 measures the chat-log search without its answer cache.
+      {
+        DNS_CACHE_TTL_SECONDS: '86400',
+        DNS_RATE_LIMIT_PER_MINUTE: '1000000',
+        OUTBOUND_ALLOW_RANGES: '203.0.113.0/24',
+        TRUST_PROXY: '127.0.0.1',
+        ...(process.env.BENCH_IRC_SEARCH_CACHE_MB ? { IRC_SEARCH_CACHE_MB: process.env.BENCH_IRC_SEARCH_CACHE_MB } : {}),
+      },
     ),
   );
   log('starting the coordinator (migrations run now)');

@@ -426,6 +426,22 @@ export const envSchema = z.object({
     .max(600_000)
     .default(5000)
     .describe('A chat-log search running longer than this (milliseconds) is stopped (`statement_timeout`) and answered 503'),
+  IRC_SEARCH_CACHE_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(4096)
+    .default(32)
+    .describe(
+      'Memory for cached chat-log search answers per coordinator (MB of JSON; least recently used out first); any write to the archive empties it ([Search cache](chat-logs.md#search-cache)); 0: no cache',
+    ),
+  IRC_SEARCH_CACHE_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(300)
+    .describe('A cached chat-log search answer is dropped this long after it was computed, even if no change was announced'),
   IRC_LOGGER_CONFIG: z
     .string()
     .min(1)

@@ -41,4 +41,4 @@ export interface DomainDeps {
 export type AccountsDeps = Pick<DomainDeps, 'config' | 'accounts'>;
 export type SpeechDeps = Pick<DomainDeps, 'config' | 'orm' | 'accounts' | 'workers' | 'speech'>;
 export type DnsDeps = Pick<DomainDeps, 'config' | 'orm' | 'accounts'>;
-export type IrcDeps = Pick<DomainDeps, 'config' | 'orm'>;
+export type IrcDeps = Pick<DomainDeps, 'config' | 'orm' | 'redis'>;

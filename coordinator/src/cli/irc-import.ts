@@ -7,7 +7,7 @@ import { runWith } from './runner.js';
 
 /** `irc:import`, `irc:imports`, `irc:import:revert`, `irc:delete`: putting logs into the archive and taking them out again. */
 export function registerIrcImportCommands(): void {
-  const runIrc = runWith((orm) => new IrcImportService(orm));
+  const runIrc = runWith((orm) => new IrcImportService(orm), { archiveWriter: true });
 
   program
     .command('irc:import <paths...>')
@@ -90,7 +90,7 @@ export function registerIrcImportCommands(): void {
       ),
     );
 
-  const runCorrections = runWith(async (orm) => new (await import('../irc/correction-service.js')).IrcCorrectionService(orm));
+  const runCorrections = runWith(async (orm) => new (await import('../irc/correction-service.js')).IrcCorrectionService(orm), { archiveWriter: true });
 
   program
     .command('irc:imports')

@@ -15,7 +15,7 @@ export function registerIrcCommands(): void {
     )
     .option('--list', 'only list the current common and frequent terms')
     .action(
-      runWith(async (orm) => new (await import('../irc/common-terms.js')).IrcCommonTerms(orm))(async (svc, o: { list?: boolean }) => {
+      runWith(async (orm) => new (await import('../irc/common-terms.js')).IrcCommonTerms(orm), { archiveWriter: true })(async (svc, o: { list?: boolean }) => {
         if (o.list) {
           const l = await svc.list();
           return {
@@ -36,7 +36,7 @@ export function registerIrcCommands(): void {
       }),
     );
 
-  const runAliases = runWith(async (orm) => new (await import('../irc/alias-service.js')).IrcAliasService(orm));
+  const runAliases = runWith(async (orm) => new (await import('../irc/alias-service.js')).IrcAliasService(orm), { archiveWriter: true });
   const aliasSource = () => new Option('--source <source>', 'archive the network belongs to').choices([...IRC_SOURCES]).default('production');
 
   program
@@ -104,7 +104,7 @@ export function registerIrcCommands(): void {
         process.exitCode = EX_CONFIG;
         return;
       }
-      await runWith((orm) => orm)(async (orm) => {
+      await runWith((orm) => orm, { archiveWriter: true })(async (orm) => {
         const level = envSchema.shape.LOG_LEVEL.safeParse(process.env.LOG_LEVEL || undefined);
         // Logs go to stderr; stdout carries only the summary printed at the end.
         const logger = pino({ level: level.success ? level.data : 'info' }, pino.destination(2));

@@ -22,10 +22,46 @@ function quickstartDatabaseUrl(): string | undefined {
 }
 
 /**
+ * A command that writes to the chat-log archive tells the coordinators (their search caches) over
+ * Redis, as they tell each other (irc/archive-changes.ts), when REDIS_URL is set; without it, or
+ * when Redis cannot be reached (a warning on stderr), their cached answers age out
+ * (IRC_SEARCH_CACHE_TTL_SECONDS). Redis is reached only when there is news: a command that writes
+ * nothing never connects. Returns the disconnect, which lets the news already sent go out first.
+ */
+async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
+  const env = envSchema.pick({ REDIS_URL: true, REDIS_KEY_PREFIX: true }).safeParse({
+    REDIS_URL: process.env.REDIS_URL || undefined,
+    REDIS_KEY_PREFIX: process.env.REDIS_KEY_PREFIX || undefined,
+  });
+  if (!env.success) return async () => undefined;
+  const [{ Redis }, { IrcArchiveChanges }] = await Promise.all([import('ioredis'), import('../irc/archive-changes.js')]);
+  const redis = new Redis(env.data.REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
+  redis.on('error', () => undefined); // a failed publish says so below
+  let warned = false;
+  const warn = (obj: object) => {
+    if (warned) return;
+    warned = true;
+    const err = (obj as { err?: unknown }).err;
+    console.error(`warning: chat-log changes were not announced to the coordinators (Redis: ${err instanceof Error ? err.message : String(err)})`);
+  };
+  const unlink = IrcArchiveChanges.of(orm).publishTo(redis, `${env.data.REDIS_KEY_PREFIX}irc:archive-changed`, {
+    warn,
+    info: () => undefined,
+    error: warn,
+  });
+  return async () => {
+    unlink();
+    if (redis.status === 'wait') redis.disconnect();
+    else await redis.quit().catch(() => redis.disconnect());
+  };
+}
+
+/**
  * Wraps a command: open the database, check that its schema is current (or, with
  * `migrate: true`, bring it up to date), run the command through a service, print, always close.
+ * `archiveWriter`: the command writes to the chat-log archive (see announceArchiveChanges).
  */
-export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?: boolean } = {}) {
+export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?: boolean; archiveWriter?: boolean } = {}) {
   return <A extends unknown[]>(fn: (svc: S, ...args: A) => Promise<Result>) =>
     async (...args: A) => {
       // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
@@ -38,6 +74,7 @@ export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?:
         return;
       }
       let orm: Orm | undefined;
+      let unannounce = async (): Promise<void> => undefined;
       try {
         const db = await import('../db/orm.js');
         orm = await db.openOrm({ databaseUrl: env.data.DATABASE_URL, poolMax: 2, migrator: opts.migrate === true });
@@ -51,12 +88,14 @@ export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?:
             );
           }
         }
+        if (opts.archiveWriter) unannounce = await announceArchiveChanges(orm);
         const result = await fn(await make(orm), ...args);
         if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
         else for (const line of result.text) console.log(line);
       } catch (err) {
         process.exitCode = reportError(err, await isDriverError(err));
       } finally {
+        await unannounce();
         await orm?.close(true);
       }
     };

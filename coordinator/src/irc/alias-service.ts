@@ -135,6 +135,7 @@ export class IrcAliasService {
        on conflict (network_id, nick_key, other_key) do update set blocked = false, origin = 'admin'`,
       [id, a, b],
     );
+    this.store.archiveChanged();
   }
 
   /** Unlinks two nicks and keeps them unlinked on re-import; false when they were not linked. */
@@ -147,6 +148,7 @@ export class IrcAliasService {
        returning (xmax <> 0) as existed`,
       [id, a, b],
     );
+    this.store.archiveChanged();
     return Boolean(res.rows[0]?.existed);
   }
 

@@ -3,9 +3,11 @@ import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IrcAliasService, type NickProfile } from './alias-service.js';
+import { IrcArchiveChanges } from './archive-changes.js';
 import { IrcEventStore, type IrcSource } from './event-store.js';
 import { anyTermClause, bothTermsClause, hasTextTerms, isExclusionOnly, isSelective, whereClause, type LogFilter } from './log-query.js';
 import { addDays } from './parsers/common.js';
+import { IrcSearchCache, searchKey, type IrcSearchCacheOptions } from './search-cache.js';
 import type { SearchTerm } from './search-terms.js';
 
 export interface NetworkRow {
@@ -90,13 +92,17 @@ export class IrcArchiveService {
   private readonly store: IrcEventStore;
   readonly aliases: IrcAliasService;
   private readonly queryTimeoutMs: number;
-  /** The transaction of the search running in this async context (its statement_timeout applies). */
-  private readonly current = new AsyncLocalStorage<Knex.Transaction>();
+  /** The connection holding the transaction of the search running in this async context (its statement_timeout applies). */
+  private readonly current = new AsyncLocalStorage<PooledConnection>();
 
-  constructor(orm: Orm, opts: { queryTimeoutMs?: number } = {}) {
+  /** Answers of search(), aggregateDates() and nickProfile(), until the archive changes. */
+  private readonly cache: IrcSearchCache;
+
+  constructor(orm: Orm, opts: { queryTimeoutMs?: number; cache?: IrcSearchCacheOptions } = {}) {
     this.store = new IrcEventStore(orm);
     this.aliases = new IrcAliasService(orm);
     this.queryTimeoutMs = opts.queryTimeoutMs ?? 5000;
+    this.cache = new IrcSearchCache(IrcArchiveChanges.of(orm), opts.cache ?? { maxBytes: 0, ttlMs: 0 });
   }
 
   private knex(): Knex {
@@ -104,26 +110,40 @@ export class IrcArchiveService {
   }
 
   private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    return (await (this.current.getStore() ?? this.knex()).raw<{ rows: T[] }>(sql, bindings as unknown[])).rows;
+    const raw = this.knex().raw<{ rows: T[] }>(sql, bindings as unknown[]);
+    const conn = this.current.getStore();
+    return (await (conn === undefined ? raw : raw.connection(conn))).rows;
   }
 
   /**
    * Runs a search's statements in one read-only transaction with `statement_timeout`, so no
    * request can hold a pooled connection for long; a statement cut off answers 503 with a hint.
+   * The transaction is opened by hand on a pooled connection so that BEGIN and the two settings
+   * go in one simple-protocol message (knex's transaction() sends BEGIN on its own: one round
+   * trip more per search).
    */
   private async bounded<T>(fn: () => Promise<T>): Promise<T> {
+    const knex = this.knex();
+    const pool = knex.client as ConnectionPool;
+    const conn = await pool.acquireConnection();
     try {
-      return await this.knex().transaction(
-        async (trx) => {
-          // Each search runs once with its own values: plan it for them (the pool's connections
-          // default to generic plans for the worker protocol's prepared statements, and a generic
-          // plan cannot tell a rare word or a short date range from a common one).
-          await trx.raw(`set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`);
-          return this.current.run(trx, fn);
-        },
-        { readOnly: true },
-      );
+      // Each search runs once with its own values: plan it for them (the pool's connections
+      // default to generic plans for the worker protocol's prepared statements, and a generic
+      // plan cannot tell a rare word or a short date range from a common one).
+      await knex
+        .raw(`begin transaction read only; set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`)
+        .connection(conn);
+      const out = await this.current.run(conn, fn);
+      await knex.raw('commit').connection(conn);
+      return out;
     } catch (err) {
+      // A connection whose statement timed out on the client is destroyed on release (db/orm.ts);
+      // any other one goes back to the pool outside a transaction.
+      if (!conn.__knex__disposed)
+        await knex
+          .raw('rollback')
+          .connection(conn)
+          .catch(() => (conn.__knex__disposed = 'rollback failed'));
       if ((err as { code?: string }).code === '57014') {
         throw new AppError(
           'service_unavailable',
@@ -131,6 +151,8 @@ export class IrcArchiveService {
         );
       }
       throw err;
+    } finally {
+      await pool.releaseConnection(conn);
     }
   }
 
@@ -181,7 +203,10 @@ export class IrcArchiveService {
     }
   }
 
-  private async buildFilter(s: LogSearch): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[] } | null> {
+  private async buildFilter(
+    s: LogSearch,
+    opts: { order: 'asc' | 'desc'; exclusions: boolean },
+  ): Promise<{ filter: LogFilter; scope: ScopeChannel[]; networkIds: number[]; prefetched: Prefetched | null } | null> {
     await this.checkIds(s);
     const range = IrcArchiveService.timeRange(s);
     if (range.from && range.to && (range.toExclusive ? range.from >= range.to : range.from > range.to)) {
@@ -189,23 +214,65 @@ export class IrcArchiveService {
       throw new AppError('validation_failed', `${to}: the time range ends before it starts (${to} is before ${from})`);
     }
     // The channels in scope, the source's networks and every channel id: one statement (three
-    // round trips were a third of a short search's time).
-    const [catalog] = await this.rows<{ scope: ScopeChannel[]; network_ids: number[]; all_channels: number[] }>(
-      `select coalesce((select json_agg(json_build_object('id', c.id, 'name', c.name, 'network_id', c.network_id, 'event_count', c.event_count::text,
-                                                         'netsplit_count', c.netsplit_count::text, 'netsplit_leader_count', c.netsplit_leader_count::text))
-                          from irc_channels c join irc_networks n on n.id = c.network_id
-                         where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}),
-                       '[]') as scope,
+    // round trips were a third of a short search's time). For a search that may be answered from
+    // the per-term counters (see termCounts), the same statement also finds the term's lexeme (and
+    // that of its one excluded term) and the term's months in scope: two or three round trips fewer.
+    const countable = termCountable(s, range, opts.exclusions);
+    const lexemeSql = (t: SearchTerm) =>
+      t.kind === 'token'
+        ? { sql: '?::text', bindings: [t.text] }
+        : {
+            sql: `(select case when cardinality(a) = 1 then a[1] end from (select tsvector_to_array(to_tsvector('simple', irc_fts_text(?))) as a) x)`,
+            bindings: [t.text],
+          };
+    const term = countable ? lexemeSql(countable.term) : null;
+    const excluded = countable?.excluded ? lexemeSql(countable.excluded) : null;
+    const [catalog] = await this.rows<{
+      scope: ScopeChannel[];
+      network_ids: number[];
+      all_channels: number[];
+      lexeme?: string | null;
+      excluded_lexeme?: string | null;
+      months?: Array<{ month: string; n: string; days: number }>;
+    }>(
+      `with scope as (
+         select c.id, c.name, c.network_id, c.event_count, c.netsplit_count, c.netsplit_leader_count
+           from irc_channels c join irc_networks n on n.id = c.network_id
+          where n.source = ? ${s.networkId !== null ? 'and n.id = ?' : ''} ${s.channelId !== null ? 'and c.id = ?' : ''} ${s.privateOnly ? 'and c.is_private' : ''}
+       )${term ? `, lx as (select ${term.sql} as lexeme${excluded ? `, ${excluded.sql} as excluded_lexeme` : ''})` : ''}
+       select coalesce((select json_agg(json_build_object('id', id, 'name', name, 'network_id', network_id, 'event_count', event_count::text,
+                                                         'netsplit_count', netsplit_count::text, 'netsplit_leader_count', netsplit_leader_count::text))
+                          from scope), '[]') as scope,
               array(select id from irc_networks where source = ? ${s.networkId !== null ? 'and id = ?' : ''}) as network_ids,
-              array(select id from irc_channels) as all_channels`,
+              array(select id from irc_channels) as all_channels${
+                term
+                  ? `,
+              (select lexeme from lx) as lexeme${excluded ? ', (select excluded_lexeme from lx) as excluded_lexeme' : ''},
+              (select coalesce(json_agg(json_build_object('month', to_char(month, 'YYYY-MM-DD'), 'n', n::text, 'days', days) order by month ${opts.order === 'desc' ? 'desc' : 'asc'}), '[]')
+                 from (select month, sum(n) as n, bit_or(days) as days from irc_term_months
+                        where term = (select lexeme from lx) and channel_id = any(array(select id from scope)) group by month) m) as months`
+                  : ''
+              }`,
       [
         s.source,
         ...(s.networkId !== null ? [s.networkId] : []),
         ...(s.channelId !== null ? [s.channelId] : []),
+        ...(term ? term.bindings : []),
+        ...(excluded ? excluded.bindings : []),
         s.source,
         ...(s.networkId !== null ? [s.networkId] : []),
       ],
     );
+    const prefetched: Prefetched | null =
+      term && catalog!.months
+        ? {
+            lexemes: new Map<SearchTerm, string | null>([
+              [countable!.term, catalog!.lexeme ?? null],
+              ...(countable!.excluded ? [[countable!.excluded, catalog!.excluded_lexeme ?? null] as const] : []),
+            ]),
+            months: catalog!.months.map((m) => ({ month: m.month, n: Number(m.n), days: Number(m.days) })),
+          }
+        : null;
     const scope = catalog!.scope;
     if (!scope.length) return null;
     const networkIds = catalog!.network_ids.map(Number);
@@ -235,7 +302,7 @@ export class IrcArchiveService {
       channelsByTerm,
       eventTypes: s.eventTypes,
     };
-    return { filter, scope, networkIds };
+    return { filter, scope, networkIds, prefetched };
   }
 
   /** Networks of the search's source (only the given one, when it belongs to that source). */
@@ -250,25 +317,30 @@ export class IrcArchiveService {
   /** The person the `nick` filter names (within the source, and the network when one is given), or null. */
   async nickProfile(s: LogSearch): Promise<NickProfile | null> {
     if (!s.nick) return null;
+    return (await this.cache.get(searchKey('profile', s), async () => ({ profile: await this.nickProfileNow(s) }))).profile;
+  }
+
+  private async nickProfileNow(s: LogSearch): Promise<NickProfile | null> {
+    if (!s.nick) return null;
     const networkIds = await this.networkIds(s);
     return this.aliases.profile(s.nick, await this.aliases.resolve(s.nick, networkIds), networkIds);
   }
 
   async search(s: LogSearch): Promise<LogPage> {
-    return this.bounded(() => this.searchNow(s));
+    return this.cache.get(searchKey('page', s), () => this.bounded(() => this.searchNow(s)));
   }
 
   private async searchNow(s: LogSearch): Promise<LogPage> {
-    const built = await this.buildFilter(s);
-    const nickProfile = s.nick ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfile(s)) : null;
+    const built = await this.buildFilter(s, { order: s.order, exclusions: true });
+    const nickProfile = s.nick ? (built ? await this.aliases.profile(s.nick, built.filter.nickKeys!, built.networkIds) : await this.nickProfileNow(s)) : null;
     if (!built) return { total: 0, results: [], nickProfile };
-    const { filter, scope } = built;
+    const { filter, scope, prefetched } = built;
     const where = whereClause(filter);
     const dir = s.order === 'desc' ? 'desc' : 'asc';
     let total: number;
-    let ids: number[];
 
-    const counted = await this.termCounts(filter, s.order);
+    let rows: RawLogRow[];
+    const counted = await this.termCounts(filter, s.order, { exclusions: true, prefetched });
     if (counted) {
       // One word (less some excluded terms) and nothing else narrowing: the word's total and the
       // months that hold the page come from irc_term_months; only rows in those months are read.
@@ -277,7 +349,7 @@ export class IrcArchiveService {
       // two meet in the full-text index (a GIN intersection).
       total = counted.total;
       if (filter.exclude.length) {
-        let both = await this.pairCount(filter, counted.lexeme);
+        let both = await this.pairCount(filter, counted.lexeme, prefetched);
         if (both === null) {
           const scope = whereClause({ ...filter, include: [], exclude: [] });
           const clause = bothTermsClause(filter.include[0]!, filter.exclude);
@@ -289,21 +361,21 @@ export class IrcArchiveService {
         }
         total -= both;
       }
-      ids = [];
+      rows = [];
       // With exclusions the word's months hold more rows than the search keeps: ask for as many
       // more as the totals say (with a margin), and four times as many again when that was short.
       let want = Math.ceil((s.offset + s.limit) * (filter.exclude.length ? (1.25 * counted.total) / Math.max(1, total) : 1));
       let bound = total > s.offset ? counted.pageBound(want) : null;
       while (bound) {
         const narrowed = whereClause({ ...filter, ...bound.range });
-        const rows = await this.rows<{ id: string }>(
+        rows = await this.pageRows(
           `with m as materialized (select e.id, e.occurred_at from irc_events e where ${narrowed.sql})
            select id from m order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
           [...narrowed.bindings, s.limit, s.offset],
+          s.order,
         );
-        ids = rows.map((r) => Number(r.id));
         want *= 4;
-        bound = ids.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(want) : null;
+        bound = rows.length < Math.min(s.limit, total - s.offset) && !bound.complete ? counted.pageBound(want) : null;
       }
     } else if (isExclusionOnly(filter)) {
       // Everything in scope less the rows that match an excluded term (found through the index);
@@ -315,20 +387,23 @@ export class IrcArchiveService {
         ...neg.bindings,
       ]);
       total = counterTotal(scope, filter) - Number(row!.n);
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
+      rows = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     } else if (hasTextTerms(filter) || (filter.recipient && !filter.nickKeys)) {
       // Full-text (bitmap) scans and recipient lookups: find the matches once, then count them and
       // cut the page. Materialising also keeps the planner from walking the whole time index in
       // the hope of finding `limit` matches early.
-      const [row] = await this.rows<{ total: string; ids: number[] }>(
-        `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql})
-         select (select count(*) from m) as total,
-                (select coalesce(array_agg(id order by occurred_at ${dir}, id ${dir}), '{}') from
-                   (select id, occurred_at from m order by occurred_at ${dir}, id ${dir} limit ? offset ?) p) as ids`,
+      // The page's rows come with the count: one row carrying only the total when the page is empty.
+      const found = await this.rows<RawLogRow & { total: string; rn: string | null }>(
+        `with m as materialized (select e.id, e.occurred_at from irc_events e where ${where.sql}),
+              p as (select id from m order by occurred_at ${dir}, id ${dir} limit ? offset ?)
+         select t.total, r.* from (select count(*) as total from m) t
+           left join lateral (select ${ROW_COLUMNS}, row_number() over (order by e.occurred_at ${dir}, e.id ${dir}) as rn
+                                from p join irc_events e on e.id = p.id join irc_channels c on c.id = e.channel_id) r on true
+          order by r.rn`,
         [...where.bindings, s.limit, s.offset],
       );
-      total = Number(row!.total);
-      ids = row!.ids.map(Number);
+      total = Number(found[0]!.total);
+      rows = found.filter((r) => r.rn !== null);
     } else {
       // Ordered index scans: the count reads an index alone; the page stops after offset+limit entries.
       if (isSelective(filter)) {
@@ -337,9 +412,9 @@ export class IrcArchiveService {
       } else {
         total = counterTotal(scope, filter);
       }
-      ids = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
+      rows = total > s.offset ? await this.orderedPage(filter, s.limit, s.offset, s.order) : [];
     }
-    return { total, results: await this.rowsByIds(ids, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
+    return { total, results: await this.present(rows, filter.bulkNetsplit && filter.includeNetsplit), nickProfile };
   }
 
   /**
@@ -347,34 +422,47 @@ export class IrcArchiveService {
    * person's nicks is read in order from the nick index and the runs are merged, so the planner
    * cannot choose to walk the whole time index looking for a nick that is rare in it.
    */
-  private async orderedPage(filter: LogFilter, limit: number, offset: number, order: 'asc' | 'desc'): Promise<number[]> {
+  private async orderedPage(filter: LogFilter, limit: number, offset: number, order: 'asc' | 'desc'): Promise<RawLogRow[]> {
     const dir = order === 'desc' ? 'desc' : 'asc';
     if (filter.nickKeys) {
       const branches = filter.nickKeys.map((key) => whereClause({ ...filter, nickKeys: [key] }));
-      const rows = await this.rows<{ id: string }>(
+      return this.pageRows(
         `select id from (${branches.map((b) => `(select e.id, e.occurred_at from irc_events e where ${b.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ?)`).join(' union all ')}) u
           order by occurred_at ${dir}, id ${dir} limit ? offset ?`,
         [...branches.flatMap((b) => [...b.bindings, offset + limit]), limit, offset],
+        order,
       );
-      return rows.map((r) => Number(r.id));
     }
     const where = whereClause(filter);
-    const rows = await this.rows<{ id: string }>(
+    return this.pageRows(
       `select e.id from irc_events e where ${where.sql} order by e.occurred_at ${dir}, e.id ${dir} limit ? offset ?`,
       [...where.bindings, limit, offset],
+      order,
     );
-    return rows.map((r) => Number(r.id));
+  }
+
+  /**
+   * The rows of a page whose ids `idsSql` selects (a column `id`, at most one page): read with
+   * the page in the same statement, in (occurred_at, id) order.
+   */
+  private async pageRows(idsSql: string, bindings: unknown[], order: 'asc' | 'desc'): Promise<RawLogRow[]> {
+    const dir = order === 'desc' ? 'desc' : 'asc';
+    return this.rows<RawLogRow>(
+      `select ${ROW_COLUMNS} from (${idsSql}) p join irc_events e on e.id = p.id join irc_channels c on c.id = e.channel_id
+        order by e.occurred_at ${dir}, e.id ${dir}`,
+      bindings,
+    );
   }
 
   /** `aggregate=dates`: how many distinct UTC days the matching rows fall on, and their span. */
   async aggregateDates(s: LogSearch): Promise<DateAggregate> {
-    return this.bounded(() => this.aggregateDatesNow(s));
+    return this.cache.get(searchKey('dates', s), () => this.bounded(() => this.aggregateDatesNow(s)));
   }
 
   private async aggregateDatesNow(s: LogSearch): Promise<DateAggregate> {
-    const built = await this.buildFilter(s);
+    const built = await this.buildFilter(s, { order: 'asc', exclusions: false });
     if (!built) return { total: 0, date_count: 0, first_date: null, last_date: null, span_days: 0 };
-    const counted = await this.termCounts(built.filter, 'asc', { exclusions: false });
+    const counted = await this.termCounts(built.filter, 'asc', { exclusions: false, prefetched: built.prefetched });
     if (counted) return counted.dates();
     const where = whereClause(built.filter);
     const [row] = await this.rows<{ total: string; date_count: string; first_date: string | null; last_date: string | null }>(
@@ -394,13 +482,14 @@ export class IrcArchiveService {
    * rows hidden: its per-month counts from irc_term_months, or null when the search is not of that
    * kind (or the word is more than one lexeme).
    */
-  private async termCounts(f: LogFilter, order: 'asc' | 'desc', opts: { exclusions?: boolean } = { exclusions: true }): Promise<TermCounts | null> {
+  private async termCounts(f: LogFilter, order: 'asc' | 'desc', opts: { exclusions: boolean; prefetched: Prefetched | null }): Promise<TermCounts | null> {
     if (f.include.length !== 1 || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
     if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || f.channelsByTerm.has(x)))) return null;
     const t = f.include[0]!;
     if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
-    const lexeme = await this.lexemeOf(t);
+    const lexeme = await this.lexemeOf(t, opts.prefetched);
     if (lexeme === null) return null;
+    if (opts.prefetched) return new TermCounts(lexeme, opts.prefetched.months, order);
     const scope = counterScope(f);
     const months = await this.rows<{ month: string; n: string; days: number }>(
       `select to_char(month, 'YYYY-MM-DD') as month, sum(n) as n, bit_or(days) as days
@@ -418,10 +507,10 @@ export class IrcArchiveService {
    * Rows in scope holding both `lexeme` (a frequent term) and the search's one excluded word when
    * that is a common term, from irc_term_pairs; null when the pair is not counted there.
    */
-  private async pairCount(f: LogFilter, lexeme: string): Promise<number | null> {
+  private async pairCount(f: LogFilter, lexeme: string, prefetched: Prefetched | null): Promise<number | null> {
     const x = f.exclude.length === 1 ? f.exclude[0]! : null;
     if (!x || (x.kind !== 'word' && x.kind !== 'token')) return null;
-    const common = await this.lexemeOf(x);
+    const common = await this.lexemeOf(x, prefetched);
     if (common === null || common === lexeme) return null;
     const scope = counterScope(f);
     // The list and the counts are read in one snapshot: a listed pair always has all its counts.
@@ -434,22 +523,17 @@ export class IrcArchiveService {
   }
 
   /** The one lexeme a word or token term matches, or null (a word of several lexemes). */
-  private async lexemeOf(t: SearchTerm): Promise<string | null> {
+  private async lexemeOf(t: SearchTerm, prefetched: Prefetched | null): Promise<string | null> {
     if (t.kind === 'token') return t.text;
+    const known = prefetched?.lexemes.get(t);
+    if (known !== undefined) return known;
     const [v] = await this.rows<{ lexemes: string[] }>(`select tsvector_to_array(to_tsvector('simple', irc_fts_text(?))) as lexemes`, [t.text]);
     return v?.lexemes.length === 1 ? v.lexemes[0]! : null;
   }
 
-  private async rowsByIds(ids: number[], collapse: boolean): Promise<LogRow[]> {
-    if (!ids.length) return [];
-    const rows = await this.rows<LogRow & { netsplit_group: string | null; netsplit_leader: boolean }>(
-      `select e.id, e.event_type, to_char(e.occurred_at, ${STAMP}) as occurred_at, e.nick, e.message_text, e.target, e.to_nick,
-              e.channel_id, c.name as channel_name, c.network_id, e.netsplit_group, e.netsplit_leader
-         from irc_events e join irc_channels c on c.id = e.channel_id
-        where e.id = any(?::bigint[])`,
-      [ids],
-    );
-    const byId = new Map(rows.map((r) => [Number(r.id), r]));
+  /** Rows as the API shows them; with `collapse`, a netsplit burst's leader carries the burst's size and nicks. */
+  private async present(rows: RawLogRow[], collapse: boolean): Promise<LogRow[]> {
+    if (!rows.length) return [];
     const bursts = new Map<string, { n: string; nicks: string[]; last_at: string }>();
     const leaders = rows.filter((r) => collapse && r.netsplit_leader && r.netsplit_group !== null);
     if (leaders.length) {
@@ -461,9 +545,7 @@ export class IrcArchiveService {
       );
       for (const g of groups) bursts.set(String(g.g), g);
     }
-    return ids.flatMap((id) => {
-      const r = byId.get(id);
-      if (!r) return [];
+    return rows.map((r) => {
       const row: LogRow = {
         id: Number(r.id),
         event_type: r.event_type,
@@ -478,7 +560,7 @@ export class IrcArchiveService {
       };
       const burst = r.netsplit_group !== null ? bursts.get(String(r.netsplit_group)) : undefined;
       if (burst) Object.assign(row, { netsplit_count: Number(burst.n), netsplit_nicks: burst.nicks.filter(Boolean), netsplit_last_at: burst.last_at });
-      return [row];
+      return row;
     });
   }
 }
@@ -538,6 +620,47 @@ function addMonth(month: string): string {
   const d = new Date(`${month}T00:00:00Z`);
   d.setUTCMonth(d.getUTCMonth() + 1);
   return d.toISOString().slice(0, 10);
+}
+
+/** A log row as the page statements read it (ROW_COLUMNS). */
+type RawLogRow = LogRow & { netsplit_group: string | null; netsplit_leader: boolean };
+
+/** The columns of a page's rows, over `irc_events e join irc_channels c`. */
+const ROW_COLUMNS = `e.id, e.event_type, to_char(e.occurred_at, ${STAMP}) as occurred_at, e.nick, e.message_text, e.target, e.to_nick,
+       e.channel_id, c.name as channel_name, c.network_id, e.netsplit_group, e.netsplit_leader`;
+
+/** What the catalog statement read ahead for a search the per-term counters may answer (see termCountable). */
+interface Prefetched {
+  /** The one lexeme of the search's term (and of its one excluded term), or null: several lexemes. */
+  lexemes: Map<SearchTerm, string | null>;
+  /** The term's rows per month in scope, in the search's order. */
+  months: Array<{ month: string; n: number; days: number }>;
+}
+
+/**
+ * The search's shape allows an answer from the per-term counters (termCounts checks the rest,
+ * which needs the channels in scope): its term, and its one excluded word or token when it has one.
+ */
+function termCountable(
+  s: LogSearch,
+  range: { from: string | null; to: string | null },
+  exclusions: boolean,
+): { term: SearchTerm; excluded: SearchTerm | null } | null {
+  if (s.include.length !== 1 || s.nick || s.recipient || range.from || range.to || s.eventTypes || s.includeNetsplit) return null;
+  if (s.exclude.length && (!exclusions || s.exclude.some((x) => x.kind === 'substring'))) return null;
+  const term = s.include[0]!;
+  if (term.kind !== 'word' && term.kind !== 'token') return null;
+  const x = s.exclude.length === 1 ? s.exclude[0]! : null;
+  return { term, excluded: x && (x.kind === 'word' || x.kind === 'token') ? x : null };
+}
+
+/** A pg connection lent by knex's pool (knex marks one it must destroy instead of lending again). */
+type PooledConnection = { __knex__disposed?: unknown };
+
+/** The part of knex's client (typed `any` there) that lends and takes back pooled connections. */
+interface ConnectionPool {
+  acquireConnection(): Promise<PooledConnection>;
+  releaseConnection(conn: PooledConnection): Promise<unknown>;
 }
 
 interface ScopeChannel {

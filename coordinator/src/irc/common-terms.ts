@@ -10,6 +10,7 @@
  */
 import type { Knex } from 'knex';
 import { LONG_STATEMENT, type Orm } from '../db/orm.js';
+import { IrcArchiveChanges } from './archive-changes.js';
 import { lexemeQuery } from './search-terms.js';
 
 /** How many of the archive's most frequent lexemes are frequent terms (the searched word of a counted pair). */
@@ -75,10 +76,26 @@ export class IrcCommonTerms {
     const current = await this.places(this.knex());
     const changed = [...new Set([...wanted.keys(), ...current.keys()])].filter((t) => (wanted.get(t) ?? null) !== (current.get(t) ?? null));
     const result = { common: ranked.slice(0, commonCount), frequent: ranked.length, changed: changed.length, rebuilt: false };
+    // The pair counts answer some searches' totals (archive-service.ts): cached answers go too.
     if (changed.length > REBUILD_OVER) {
-      await this.rebuild(wanted);
+      try {
+        await this.rebuild(wanted);
+      } finally {
+        IrcArchiveChanges.of(this.orm).changed();
+      }
       return { ...result, rebuilt: true };
     }
+    // try/finally: the terms recounted before a failure stay committed.
+    try {
+      await this.recount(changed, wanted);
+    } finally {
+      if (changed.length) IrcArchiveChanges.of(this.orm).changed();
+    }
+    return result;
+  }
+
+  /** Moves each of `changed` to its wanted place, one term per transaction. */
+  private async recount(changed: string[], wanted: Map<string, Place>): Promise<void> {
     for (const term of changed) {
       await this.knex().transaction(async (trx) => {
         await trx.raw('set local statement_timeout = 0'); // a recount: not cut at DATABASE_WAIT_TIMEOUT_MS
@@ -109,7 +126,6 @@ export class IrcCommonTerms {
         }
       });
     }
-    return result;
   }
 
   /** Every term's place and every pair count anew, in one transaction and one pass over the rows. */

@@ -189,7 +189,7 @@ export class IrcCorrectionService {
       const r = res.rows[0]!;
       return { deleted: Number(r.n), channels: Number(r.channels), nicks: Number(r.nicks), linksRemoved: Number(r.links), dryRun: true };
     }
-    return this.knex().transaction(async (trx) => {
+    const removed = await this.knex().transaction(async (trx) => {
       const res = await trx.raw<{
         rows: Array<{
           n: string;
@@ -313,6 +313,8 @@ export class IrcCorrectionService {
       await after?.(trx);
       return { deleted: Number(r.n), channels: channels.length, nicks: nicks.length, linksRemoved, dryRun: false };
     });
+    this.store.archiveChanged();
+    return removed;
   }
 }
 

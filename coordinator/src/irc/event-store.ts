@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
+import { IrcArchiveChanges } from './archive-changes.js';
 import { pairsOf } from './common-terms.js';
 import { isChannelName } from './parsers/common.js';
 import type { IrcEventType } from './parsers/types.js';
@@ -48,6 +49,11 @@ interface NickStat {
  * day (irc_channel_days) in step with the rows it actually added, in the same statement. The network-wide rows (per-nick statistics, nick links from NICK events) are written
  * once per `insert` transaction, after its batches, in key order: two channels imported side by
  * side then only wait for each other there, never hold each other's nick rows crosswise.
+ *
+ * Every write that can change what a search answers reports itself once committed through
+ * `archiveChanged()` (the other writers of the archive's tables, corrections, the alias table and
+ * the common-terms refresh, call it too), so cached answers (IrcSearchCache) are dropped here at
+ * once and on the other coordinators over Redis.
  */
 export class IrcEventStore {
   constructor(private readonly orm: Orm) {}
@@ -56,11 +62,17 @@ export class IrcEventStore {
     return this.orm.em.getConnection().getKnex();
   }
 
+  /** A write to the archive committed: cached search answers are out of date (see IrcArchiveChanges). */
+  archiveChanged(): void {
+    IrcArchiveChanges.of(this.orm).changed();
+  }
+
   async ensureNetwork(source: IrcSource, name: string): Promise<number> {
-    const res = await this.knex().raw<{ rows: Array<{ id: number }> }>(
-      `insert into irc_networks (source, name) values (?, ?) on conflict (source, name) do update set name = excluded.name returning id`,
+    const res = await this.knex().raw<{ rows: Array<{ id: number; added: boolean }> }>(
+      `insert into irc_networks (source, name) values (?, ?) on conflict (source, name) do update set name = excluded.name returning id, (xmax = 0) as added`,
       [source, name],
     );
+    if (res.rows[0]!.added) this.archiveChanged();
     return Number(res.rows[0]!.id);
   }
 
@@ -105,15 +117,19 @@ export class IrcEventStore {
   }
 
   async ensureChannel(networkId: number, name: string): Promise<number> {
-    const res = await this.knex().raw<{ rows: Array<{ id: number }> }>(
+    const res = await this.knex().raw<{ rows: Array<{ id: number; added: boolean }> }>(
       `insert into irc_channels (network_id, name, is_private) values (?, ?, ?)
-       on conflict (network_id, name) do update set name = excluded.name returning id`,
+       on conflict (network_id, name) do update set name = excluded.name returning id, (xmax = 0) as added`,
       [networkId, name, !isChannelName(name)],
     );
+    if (res.rows[0]!.added) this.archiveChanged();
     return Number(res.rows[0]!.id);
   }
 
-  /** Writes rows of one channel (skipping keys already stored); returns how many were added. */
+  /**
+   * Writes rows of one channel (skipping keys already stored); returns how many were added. In a
+   * transaction of the caller's (`trx`), the caller reports the change (archiveChanged) once it committed.
+   */
   async insert(
     networkId: number,
     channelId: number,
@@ -138,7 +154,10 @@ export class IrcEventStore {
       await this.upsertNicks(trx, networkId, [...nicks.values()], [...links]);
       return inserted;
     };
-    return opts.trx ? run(opts.trx) : this.knex().transaction(run);
+    if (opts.trx) return run(opts.trx);
+    const inserted = await this.knex().transaction(run);
+    if (inserted > 0) this.archiveChanged();
+    return inserted;
   }
 
   private async insertBatch(

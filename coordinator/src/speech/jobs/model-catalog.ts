@@ -1,6 +1,7 @@
 import { POCKETSPHINX_MODEL } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
+import { sql } from '../../db/sql.js';
 import type { ExecutionTarget } from './entities.js';
 import { LOCAL_MODELS_KEY } from '../local-models.js';
 
@@ -191,6 +192,21 @@ interface CapabilityGroupRow {
   present_ids: string | null;
 }
 
+/**
+ * The catalog's one statement (every job list, status response and job created asks for a
+ * snapshot): a named prepared statement, parsed and planned once per pooled connection; as a
+ * MikroORM `execute` it was sent as text with the values inlined and planned on every request.
+ */
+const CATALOG_SNAPSHOT = sql<{ presence: number; key: string }, { groups: CapabilityGroupRow[] | null; allow: unknown }>(
+  `select (select json_agg(json_build_object('capabilities', capabilities, 'present_ids', present_ids))
+             from (select capabilities,
+                          string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => :presence::float8)) as present_ids
+                     from speech_workers where revoked_at is null and capabilities is not null
+                    group by capabilities) g) as groups,
+          (select value from app_settings where key = :key) as allow`,
+  'model_catalog_snapshot',
+);
+
 /** Reads registered workers' advertised models (speech_workers.capabilities) with the local allowlist applied. */
 export class ModelCatalog {
   constructor(
@@ -209,15 +225,10 @@ export class ModelCatalog {
     // comma-separated text per group (a fleet's thousand ids split at once, not a Postgres array
     // read character by character), and the administrator's allowlist (app_settings, else
     // SPEECH_LOCAL_MODELS).
-    const [snapshot] = await this.orm.em.getConnection().execute<Array<{ groups: CapabilityGroupRow[] | null; allow: unknown }>>(
-      `select (select json_agg(json_build_object('capabilities', capabilities, 'present_ids', present_ids))
-                 from (select capabilities,
-                              string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => ?)) as present_ids
-                         from speech_workers where revoked_at is null and capabilities is not null
-                        group by capabilities) g) as groups,
-              (select value from app_settings where key = ?) as allow`,
-      [this.config.WORKER_PRESENCE_TTL_MS / 1000, LOCAL_MODELS_KEY],
-    );
+    const snapshot = await CATALOG_SNAPSHOT.first(this.orm.em.getConnection().getKnex(), {
+      presence: this.config.WORKER_PRESENCE_TTL_MS / 1000,
+      key: LOCAL_MODELS_KEY,
+    });
     const groups = snapshot?.groups ?? [];
     const stored = snapshot?.allow;
     const allow = new Set(Array.isArray(stored) ? stored.filter((m): m is string => typeof m === 'string') : this.config.SPEECH_LOCAL_MODELS);
