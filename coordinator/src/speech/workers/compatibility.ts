@@ -1,4 +1,5 @@
 import { DIARIZATION_CONTRACT_VERSION } from '@sonar/shared';
+import type { WorkerCapabilities } from './entities.js';
 
 /**
  * The oldest contract whose claims may take any pinned job: contract 3 brought diarization (a
@@ -6,7 +7,6 @@ import { DIARIZATION_CONTRACT_VERSION } from '@sonar/shared';
  * given). Contract 4 (the completion's claim of the next job) changes nothing a pinned job needs.
  */
 const PINNED_TARGET_CONTRACT_VERSION = DIARIZATION_CONTRACT_VERSION;
-import type { WorkerCapabilities } from './entities.js';
 
 /** What the target rules need to know about a worker (WorkerView has it). */
 export interface TargetCandidate {

@@ -13,8 +13,8 @@ export interface CompleteResponse {
   'status'?: (string);
   /**
    * Contract 4, with claim_next: the claim made after the completion (has_job false when nothing
-   * was there, or when the claim could not be made: an unknown session, a database error; the
-   * worker then calls Claim, which reports the cause). Absent when claim_next was not asked for
+   * was found or looked for, or when the claim could not be made: an unknown session, a database
+   * error; the worker then calls Claim, a long poll, which reports the cause). Absent when claim_next was not asked for
    * (or the coordinator predates contract 4): call Claim. A next job whose answer is lost is
    * recovered like any claimed job whose worker never heard of it: its lease expires.
    */
@@ -32,8 +32,8 @@ export interface CompleteResponse__Output {
   'status': (string);
   /**
    * Contract 4, with claim_next: the claim made after the completion (has_job false when nothing
-   * was there, or when the claim could not be made: an unknown session, a database error; the
-   * worker then calls Claim, which reports the cause). Absent when claim_next was not asked for
+   * was found or looked for, or when the claim could not be made: an unknown session, a database
+   * error; the worker then calls Claim, a long poll, which reports the cause). Absent when claim_next was not asked for
    * (or the coordinator predates contract 4): call Claim. A next job whose answer is lost is
    * recovered like any claimed job whose worker never heard of it: its lease expires.
    */

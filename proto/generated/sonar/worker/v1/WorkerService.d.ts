@@ -35,7 +35,7 @@ export interface WorkerServiceClient extends grpc.Client {
   
   /**
    * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
-   * also leases the worker's next job once the completion is stored (one look, as Claim with wait_ms 0).
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   Complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   Complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
@@ -43,7 +43,7 @@ export interface WorkerServiceClient extends grpc.Client {
   Complete(argument: _sonar_worker_v1_CompleteRequest, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   /**
    * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
-   * also leases the worker's next job once the completion is stored (one look, as Claim with wait_ms 0).
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
@@ -139,7 +139,7 @@ export interface WorkerServiceHandlers extends grpc.UntypedServiceImplementation
   
   /**
    * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
-   * also leases the worker's next job once the completion is stored (one look, as Claim with wait_ms 0).
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   Complete: grpc.handleUnaryCall<_sonar_worker_v1_CompleteRequest__Output, _sonar_worker_v1_CompleteResponse>;
   
