@@ -3,7 +3,6 @@
 // It answers commands over the IPC channel: { id, cmd, args } -> { id, result } | { id, error }.
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { CompleteResponse__Output } from '@sonar/proto';
 import { WORKER_CONTRACT_VERSION, type ClaimResponseMsg, type LeaseRefMsg } from '@sonar/shared';
 import { io, type Socket } from 'socket.io-client';
 import { Pool } from 'undici';
@@ -56,8 +55,11 @@ const completeOk = (lease: LeaseRefMsg, segmentCount: number) => ({
 });
 
 /**
- * Phase 1: each worker loops Claim(wait_ms 0) -> Complete until a claim comes back empty.
- * Latencies are client-observed round trips of the unary calls.
+ * Phase 1: each worker claims with Claim(wait_ms 0), then loops Complete with claim_next (contract
+ * 4: the completion also claims the worker's next job); when a Complete brings no job it calls
+ * Claim(wait_ms 0), and it stops when that comes back empty. With
+ * `claimNext` false, the loop of contract 3: Claim(wait_ms 0) -> Complete. Latencies are
+ * client-observed round trips of the unary calls.
  */
 export interface ProtocolArgs {
   /** The coordinator's gRPC address, host:port. */
@@ -73,38 +75,55 @@ export interface ProtocolResult {
   jobs: number;
   distinctJobs: number;
   elapsedMs: number;
+  /** Claim calls that found a job, and their latency. */
   claim: Summary;
+  /** Claim calls in all (the empty ones that ended a worker's loop included). */
+  claimCalls: number;
+  /** Complete calls (with claim_next: each one a completion and the next claim). */
   complete: Summary;
-  anomalies: Array<{ job: number } & CompleteResponse__Output>;
+  /** Jobs that came in a Complete's answer (CompleteResponse.next). */
+  claimedByComplete: number;
+  anomalies: Array<{ job: number; duplicate: boolean; status: string }>;
 }
 
-async function protocol({ address, secrets }: ProtocolArgs): Promise<ProtocolResult> {
+async function protocol({ address, secrets, claimNext }: ProtocolArgs & { claimNext: boolean }): Promise<ProtocolResult> {
   const workers = await Promise.all(secrets.map((s) => connectWorker(address, s)));
   const claimMs: number[] = [];
   const completeMs: number[] = [];
   const jobIds: number[] = [];
   const anomalies: ProtocolResult['anomalies'] = [];
+  let claimCalls = 0;
+  let claimedByComplete = 0;
   let lastComplete = 0;
   const doneAt: number[] = [];
   const cpu0 = cpuSample();
   const t0 = performance.now();
   const ticker = setInterval(() => log(`protocol: ${jobIds.length} jobs claimed+completed`), 2000);
+  const claim = async (w: SimWorker): Promise<ClaimedJob | null> => {
+    const t = performance.now();
+    claimCalls++;
+    const res = await w.client.claim({ session_id: w.sessionId, wait_ms: 0 });
+    if (!res.has_job || !res.job) return null; // the queue is empty
+    claimMs.push(performance.now() - t);
+    return res.job;
+  };
   try {
     await Promise.all(
       workers.map(async (w) => {
-        for (;;) {
-          let t = performance.now();
-          const res = await w.client.claim({ session_id: w.sessionId, wait_ms: 0 });
-          const claimDone = performance.now();
-          if (!res.has_job || !res.job) return; // the queue is empty
-          claimMs.push(claimDone - t);
-          t = performance.now();
-          const c = await w.client.complete(completeOk(res.job.lease, 0));
+        let job = await claim(w);
+        while (job) {
+          const t = performance.now();
+          const c = await w.client.complete({ ...completeOk(job.lease, 0), ...(claimNext ? { claim_next: true, session_id: w.sessionId } : {}) });
           lastComplete = performance.now();
           completeMs.push(lastComplete - t);
-          if (c.duplicate || c.status !== 'completed') anomalies.push({ job: res.job.lease.job_id, ...c });
-          jobIds.push(res.job.lease.job_id);
+          if (c.duplicate || c.status !== 'completed') anomalies.push({ job: job.lease.job_id, duplicate: c.duplicate, status: c.status });
+          jobIds.push(job.lease.job_id);
           doneAt.push(lastComplete - t0);
+          // Nothing in the answer (none found, none looked for within a second of the group's empty
+          // look, or a coordinator that does not claim in Complete): Claim then, as the agent does.
+          job = c.next?.job ?? null;
+          if (job) claimedByComplete++;
+          else job = await claim(w);
         }
       }),
     );
@@ -124,7 +143,9 @@ async function protocol({ address, secrets }: ProtocolArgs): Promise<ProtocolRes
     distinctJobs: new Set(jobIds).size,
     elapsedMs: lastComplete - t0,
     claim: summarize(claimMs),
+    claimCalls,
     complete: summarize(completeMs),
+    claimedByComplete,
     anomalies,
   };
 }
@@ -446,7 +467,7 @@ async function httpMix({ url, routes, connections, seconds, clientNet }: HttpMix
  * Each simulated worker behaves like the agent (worker/src/agent.ts) with nothing to do: Hello, a
  * heartbeat every `heartbeat_interval_ms` (first one at a random point of the interval, as agents
  * started at different times), and a long-poll Claim (`wait_ms`) again and again. A claimed job is
- * completed at once and the worker claims again.
+ * completed at once, the completion claiming the next job (claim_next); Claim again when it brought none.
  */
 export interface FleetStartArgs extends ProtocolArgs {
   waitMs: number;
@@ -508,23 +529,31 @@ async function fleetStart({ address, secrets, waitMs }: FleetStartArgs) {
 }
 
 async function claimLoop(w: FleetWorker, waitMs: number) {
+  // A job the last completion claimed (CompleteResponse.next): run before any Claim, as the agent does.
+  let handed: ClaimedJob | null = null;
   while (!fleet.stopping) {
-    let res;
-    try {
-      res = await w.client.claim({ session_id: w.sessionId, wait_ms: waitMs });
-    } catch (err) {
-      if (fleet.stopping) return;
-      fleet.claimErrors.push(err instanceof Error ? err.message : String(err));
-      await sleep(1000);
-      continue;
+    let job = handed;
+    handed = null;
+    if (!job) {
+      let res;
+      try {
+        res = await w.client.claim({ session_id: w.sessionId, wait_ms: waitMs });
+      } catch (err) {
+        if (fleet.stopping) return;
+        fleet.claimErrors.push(err instanceof Error ? err.message : String(err));
+        await sleep(1000);
+        continue;
+      }
+      if (!res.has_job || !res.job) continue;
+      job = res.job;
     }
-    if (!res.has_job || !res.job) continue;
     const d = fleet.drain;
-    if (d) d.claimedAt[res.job.lease.job_id] = Date.now();
-    const c = await w.client.complete(completeOk(res.job.lease, 0));
+    if (d) d.claimedAt[job.lease.job_id] = Date.now();
+    const c = await w.client.complete({ ...completeOk(job.lease, 0), claim_next: true, session_id: w.sessionId });
+    handed = c.next?.job ?? null;
     if (d) {
       if (c.duplicate || c.status !== 'completed') d.anomalies++;
-      d.jobs.push(res.job.lease.job_id);
+      d.jobs.push(job.lease.job_id);
       if (d.jobs.length >= d.wanted) d.done();
     }
   }

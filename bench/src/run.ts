@@ -9,7 +9,7 @@
 // built once, apart: `npm run bench:irc:generate`).
 //
 // Speech:
-// 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim -> Complete;
+// 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim, then Complete with claim_next (the next claim in the same call);
 // 2. segment latency: jobs whose workers stream segments over ReportProgress, each watched by a
 //    socket.io client (worker send -> browser receive);
 // 3. pipeline overhead: the real worker agent (a child process) on an uploaded WAV, against the bare
@@ -89,6 +89,8 @@ const settings = {
   protocolJobs: int('BENCH_JOBS', 2000),
   protocolWarmupJobs: int('BENCH_WARMUP_JOBS', 500),
   protocolWorkers: int('BENCH_WORKERS', 20),
+  /** BENCH_CLAIM_NEXT=0: the protocol phase's workers claim with Claim after every Complete (contract 3's loop). */
+  protocolClaimNext: process.env.BENCH_CLAIM_NEXT !== '0',
   segmentJobs: int('BENCH_SEGMENT_JOBS', 50),
   segmentsPerJob: int('BENCH_SEGMENTS_PER_JOB', 40),
   segmentSpacingMs: int('BENCH_SEGMENT_SPACING_MS', 50),
@@ -486,7 +488,8 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
     const warmup = settings.protocolWarmupJobs;
     log(`protocol: warm-up with ${warmup} jobs (untimed)`);
     await pool(warmup, 8, async () => (await svc.speech.jobs.create(user, { channel: 'web', source: URL_SOURCE })).id);
-    const warm = await load.call('protocol', { address, secrets });
+    const claimNext = settings.protocolClaimNext;
+    const warm = await load.call('protocol', { address, secrets, claimNext });
     if (warm.jobs !== warmup) throw new Error(`warm-up drained ${warm.jobs} of ${warmup} jobs`);
     log(`protocol: enqueueing ${N} URL jobs`);
     const tEnq = performance.now();
@@ -504,18 +507,27 @@ async function speechPhases(svc: RunningCoordinator, q: Query, accounts: Account
       `${Math.round((N / enqMs) * 1000)} jobs/s (${N} jobs in ${secs(enqMs)}); ${(enq.total / N).toFixed(2)} statements per job (${perUnitText(enq.byName, N)})`,
     );
 
-    log(`protocol: ${W} simulated workers draining the queue (Claim wait_ms 0 -> Complete)`);
+    log(
+      `protocol: ${W} simulated workers draining the queue (${claimNext ? 'Claim wait_ms 0, then Complete with claim_next' : 'Claim wait_ms 0 -> Complete'})`,
+    );
     const cpu0 = cpuSample();
     const statements = countStatements(svc);
-    const r = await profiled(process.env.BENCH_PROTOCOL_PROFILE || null, () => load.call('protocol', { address, secrets }));
+    const r = await profiled(process.env.BENCH_PROTOCOL_PROFILE || null, () => load.call('protocol', { address, secrets, claimNext }));
     const cpu = cpuSince(cpu0);
     const st = statements.stop();
     row(
       `protocol throughput (${W} workers)`,
       `${Math.round((r.jobs / r.elapsedMs) * 1000)} claim+complete/s (${r.jobs} jobs in ${secs(r.elapsedMs)} after ${warmup} untimed warm-up jobs; first half of the jobs ${Math.round(r.halves[0])}/s, second half ${Math.round(r.halves[1])}/s)`,
     );
-    row('claim latency p50 / p99 (job found)', `${ms(r.claim.p50)} / ${ms(r.claim.p99)} (max ${ms(r.claim.max)}, n=${r.claim.n})`);
-    row('complete latency p50 / p99', `${ms(r.complete.p50)} / ${ms(r.complete.p99)} (max ${ms(r.complete.max)}, n=${r.complete.n})`);
+    row(
+      'claims: Claim calls / jobs claimed by a Complete (claim_next)',
+      `${r.claimCalls} Claim calls (${r.claim.n} found a job) / ${r.claimedByComplete} jobs claimed by a Complete${claimNext ? '' : ' (BENCH_CLAIM_NEXT=0)'}`,
+    );
+    row('Claim latency p50 / p99 (job found)', `${ms(r.claim.p50)} / ${ms(r.claim.p99)} (max ${ms(r.claim.max)}, n=${r.claim.n})`);
+    row(
+      claimNext ? 'Complete (with the next claim) latency p50 / p99' : 'complete latency p50 / p99',
+      `${ms(r.complete.p50)} / ${ms(r.complete.p99)} (max ${ms(r.complete.max)}, n=${r.complete.n})`,
+    );
     row('CPU during protocol run', cpuText(cpu, r.loadCpu));
     const perPair = (seconds: number | null) => (seconds === null ? '?' : ((seconds * 1000) / r.jobs).toFixed(2));
     row(

@@ -3,7 +3,7 @@
  * Bump it when a change to the protocol would make an older worker misbehave;
  * the coordinator refuses workers outside [MIN_SUPPORTED, CURRENT].
  */
-export const WORKER_CONTRACT_VERSION = 3;
+export const WORKER_CONTRACT_VERSION = 4;
 /** Contract 2 added HelloRequest.held_leases; a contract-1 worker's Hello never abandons leases. */
 export const HELD_LEASES_CONTRACT_VERSION = 2;
 /**
@@ -12,6 +12,12 @@ export const HELD_LEASES_CONTRACT_VERSION = 2;
  * `Capabilities.diarization` is ignored (they cannot report turns).
  */
 export const DIARIZATION_CONTRACT_VERSION = 3;
+/**
+ * Contract 4 added CompleteRequest.claim_next / session_id and CompleteResponse.next: a completion
+ * that also claims the worker's next job. A worker asks for it only from a coordinator that said
+ * Hello with this version or later; an older worker never asks and claims with Claim as before.
+ */
+export const CLAIM_NEXT_CONTRACT_VERSION = 4;
 export const MIN_SUPPORTED_WORKER_CONTRACT_VERSION = 1;
 
 export function isCompatibleContract(version: number): boolean {

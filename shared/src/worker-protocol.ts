@@ -53,7 +53,8 @@ export type SegmentMsg = SegmentMsg__Output;
 export type ProgressUpdateMsg = Leased<ProgressUpdate__Output>;
 export type ProgressAckMsg = ProgressAck__Output;
 export type CompleteRequestMsg = Leased<CompleteRequest__Output>;
-export type CompleteResponseMsg = CompleteResponse__Output;
+/** `next` (contract 4, with CompleteRequest.claim_next): the claim made after the completion. */
+export type CompleteResponseMsg = Omit<CompleteResponse__Output, 'next'> & { next: ClaimResponseMsg | null };
 export type DiarizationResultMsg = DiarizationResult__Output;
 export type SpeakerTurnMsg = SpeakerTurn__Output;
 /** JobAssignment.task: a transcription attempt (diarized when asked) or a diarization rerun of a completed job. */

@@ -200,6 +200,28 @@ describe('speech pipeline end to end', () => {
     await agent.stop();
   }, 120_000);
 
+  it('runs queued jobs back to back: each completion claims the next job, so two jobs cost one Claim', async () => {
+    await Promise.all(procs.map((p) => p.stop('SIGKILL'))); // no other worker may take a job
+    const jobs = [await submit(speech('pair-1', ['hello world'])), await submit(speech('pair-2', ['good morning everyone']))];
+    const a = await startAgent('pipeline-pair');
+    for (const j of jobs) await expect.poll(async () => (await job(j.id))?.status, { timeout: 60_000, interval: 200 }).toBe('completed');
+    // The agent's log says how each job came: the first from Claim, the second in the first's Complete answer.
+    const claimed = a.lines.flatMap((l) => {
+      const entry = JSON.parse(l) as { msg?: string; job?: number; via?: string };
+      return entry.msg === 'job claimed' ? [{ job: entry.job, via: entry.via }] : [];
+    });
+    expect(claimed).toEqual([
+      { job: jobs[0]!.id, via: 'claim' },
+      { job: jobs[1]!.id, via: 'completion' },
+    ]);
+    for (const j of jobs) {
+      const done = (await job(j.id))!;
+      expect(done).toMatchObject({ status: 'completed', attempt: 1 });
+      expect(done.runtime_log.filter((e: { event: string }) => e.event === 'claimed')).toHaveLength(1);
+    }
+    await a.stop();
+  }, 120_000);
+
   it('recovers a job whose worker was SIGKILLed mid-job and completes it exactly once', async () => {
     const a = await startAgent('doomed');
     const sentences = Array.from({ length: 3 }, () => [

@@ -428,8 +428,8 @@ describe('lease fencing', () => {
     await expectStale(w.client.complete(done(got, { lease: { ...got.lease, attempt: 2 } })));
 
     const first = await w.client.complete(done(got, { segment_count: 2 }));
-    expect(first).toEqual({ duplicate: false, status: 'completed' });
-    expect(await w.client.complete(done(got, { segment_count: 2 }))).toEqual({ duplicate: true, status: 'completed' });
+    expect(first).toEqual({ duplicate: false, status: 'completed', next: null });
+    expect(await w.client.complete(done(got, { segment_count: 2 }))).toEqual({ duplicate: true, status: 'completed', next: null });
     const row = await jobRow(job.id);
     expect(row.status).toBe('completed');
     expect(row.transcript_text).toBe('hello there general');
@@ -445,6 +445,148 @@ describe('lease fencing', () => {
     stream.send({ stage: 'transcribing', stage_detail: '', audio_position_seconds: 0, segments: [], duration_seconds: 0, engine: '', engine_model: '' });
     await expectStale(stream.failed);
     await w.client.complete(done(got));
+  });
+});
+
+describe('a completion that claims the next job (contract 4)', () => {
+  /** A lease row as the database holds it (open: not ended). */
+  async function openLease(jobId: number) {
+    const rows = await svc.orm.em
+      .getConnection()
+      .execute<Array<{ attempt: number; worker_id: number }>>('select attempt, worker_id from speech_leases where job_id = ? and ended_at is null', [jobId]);
+    return rows;
+  }
+  const next = (w: { session: string }) => ({ claim_next: true, session_id: w.session });
+
+  it('stores the completion, then leases the next job to the same worker with a live lease; an empty queue answers has_job false', async () => {
+    const w = await worker('w-next', caps(['small']));
+    const j1 = await urlJob(alice);
+    const j2 = await urlJob(alice);
+    const first = (await claim(w))!;
+    expect(first.lease.job_id).toBe(j1.id);
+
+    const res = await w.client.complete(done(first, next(w)));
+    expect(res).toMatchObject({ duplicate: false, status: 'completed', next: { has_job: true } });
+    expect((await jobRow(j1.id)).status).toBe('completed');
+    const second = res.next!.job!;
+    expect(second.lease).toMatchObject({ job_id: j2.id, attempt: 1 });
+    expect(second.lease.lease_token).not.toBe(first.lease.lease_token);
+    expect(second.lease_expires_unix_ms).toBeGreaterThan(Date.now());
+    expect(second).toMatchObject({ model: 'small', source_type: 'url', forced: false, task: 'transcribe' });
+    const [row] = await svc.orm.em.getConnection().execute<Array<{ id: number }>>('select id from speech_workers where name = ?', ['w-next']);
+    expect(await jobRow(j2.id)).toMatchObject({ status: 'transcribing', attempt: 1, worker_id: row!.id });
+    expect(await openLease(j2.id)).toEqual([{ attempt: 1, worker_id: row!.id }]);
+    // The lease is live: it renews, and it completes (asking again, with nothing left to claim).
+    const hb = await w.client.heartbeat({ session_id: w.session, leases: [second.lease] });
+    expect(hb.lost_job_ids).toEqual([]);
+    const last = await w.client.complete(done(second, next(w)));
+    expect(last).toMatchObject({ duplicate: false, status: 'completed', next: { has_job: false, job: null } });
+    expect((await jobRow(j2.id)).status).toBe('completed');
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('looks like the first look of a long poll: not again within a second of its group finding nothing, unless news came', async () => {
+    const model = 'next-idle-model';
+    const w1 = await worker('w-next-idle-1', caps([model]));
+    const w2 = await worker('w-next-idle-2', caps([model]));
+    await urlJob(alice, { model });
+    await urlJob(alice, { model });
+    const [j1, j2] = [(await claim(w1))!, (await claim(w2))!];
+    const looks = vi.spyOn(svc.speech.leases, 'claim');
+    vi.useFakeTimers({ toFake: ['Date'] }); // the clock stands still: the group's empty look stays fresh
+    try {
+      expect(await claim(w1)).toBeNull(); // a plain poll always looks: the group found nothing
+      expect(looks).toHaveBeenCalledTimes(1);
+      const res = await w1.client.complete(done(j1, next(w1)));
+      expect(res.next).toMatchObject({ has_job: false, job: null });
+      expect(looks).toHaveBeenCalledTimes(1); // no statement for nothing
+      const j3 = await urlJob(alice, { model }); // news: the next completion looks
+      const res2 = await w2.client.complete(done(j2, next(w2)));
+      expect(looks).toHaveBeenCalledTimes(2);
+      expect(res2.next?.job?.lease.job_id).toBe(j3.id);
+      await w2.client.complete(done(res2.next!.job!));
+    } finally {
+      vi.useRealTimers();
+      looks.mockRestore();
+    }
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('a completion under a stale lease is refused with stale_lease and claims nothing', async () => {
+    const w = await worker('w-next-stale', caps(['small']));
+    const held = await urlJob(alice);
+    const got = (await claim(w))!;
+    expect(got.lease.job_id).toBe(held.id);
+    const waiting = await urlJob(alice);
+    const looks = vi.spyOn(svc.speech.leases, 'claim');
+    try {
+      await expectStale(w.client.complete(done(got, { lease: { ...got.lease, lease_token: 'forged' }, ...next(w) })));
+      await expireLease(held.id);
+      await expectStale(w.client.complete(done(got, next(w))));
+      expect(looks).not.toHaveBeenCalled();
+    } finally {
+      looks.mockRestore();
+    }
+    expect(await jobRow(waiting.id)).toMatchObject({ status: 'queued', attempt: 0 });
+    expect(await openLease(waiting.id)).toEqual([]);
+    // The expired attempt is recovered as usual; both jobs drain through plain claims.
+    await svc.speech.leases.sweepExpired();
+    for (let job = await claim(w); job; job = await claim(w)) await w.client.complete(done(job));
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('never hands out a job pinned to another worker; the pinned worker gets it from its own completion', async () => {
+    const w = await worker('w-next-bystander', caps(['small', 'large']));
+    const pinned = await worker('w-next-pinned', caps(['turbo']));
+    const mine = await urlJob(alice, { model: 'small' });
+    const theirs = await urlJob(alice, { model: 'turbo' });
+    const mineJob = (await claim(w))!;
+    const theirsJob = (await claim(pinned))!;
+    expect([mineJob.lease.job_id, theirsJob.lease.job_id]).toEqual([mine.id, theirs.id]);
+    const forced = await urlJob(alice, { model: 'large' });
+    await svc.speech.jobs.setExecutionTarget(admin, forced.id, { mode: 'worker', worker: 'w-next-pinned' });
+
+    const res = await w.client.complete(done(mineJob, next(w)));
+    expect(res.next).toMatchObject({ has_job: false, job: null });
+    expect(await jobRow(forced.id)).toMatchObject({ status: 'queued', attempt: 0 });
+    const res2 = await pinned.client.complete(done(theirsJob, next(pinned)));
+    expect(res2.next?.job).toMatchObject({ lease: { job_id: forced.id }, forced: true, model: 'large' });
+    await pinned.client.complete(done(res2.next!.job!));
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('an unknown session still stores the completion and answers no job (the worker claims, and hears session_unknown there)', async () => {
+    const w = await worker('w-next-nosession', caps(['small']));
+    const j1 = await urlJob(alice);
+    const j2 = await urlJob(alice);
+    const got = (await claim(w))!;
+    const res = await w.client.complete(done(got, { claim_next: true, session_id: 'gone' }));
+    expect(res).toMatchObject({ duplicate: false, status: 'completed', next: { has_job: false, job: null } });
+    expect((await jobRow(j1.id)).status).toBe('completed');
+    expect(await jobRow(j2.id)).toMatchObject({ status: 'queued', attempt: 0 });
+    const err = (await w.client.claim({ session_id: 'gone', wait_ms: 0 }).catch((e: unknown) => e)) as grpc.ServiceError;
+    expect(workerErrorReason(err)).toBe('session_unknown');
+    await w.client.complete(done((await claim(w))!));
+    expect(await queueLeft()).toEqual([]);
+  });
+
+  it('a completion without claim_next (a contract-3 worker) answers as before: no next, nothing claimed', async () => {
+    const { secret } = await svc.workers.createWorker('w-next-old');
+    const client = new CoordinatorClient(`127.0.0.1:${svc.grpcPort}`, secret);
+    clients.push(client);
+    const hello = await client.hello({ contract_version: 3, agent_version: 'old', hostname: 'h', capabilities: caps(['small']), local: false });
+    expect(hello.coordinator_contract_version).toBe(WORKER_CONTRACT_VERSION);
+    const old = { client, session: hello.session_id };
+    const j1 = await urlJob(alice);
+    const j2 = await urlJob(alice);
+    const got = (await claim(old))!;
+    expect(await client.complete(done(got))).toEqual({ duplicate: false, status: 'completed', next: null });
+    expect(await jobRow(j2.id)).toMatchObject({ status: 'queued', attempt: 0 });
+    const second = (await claim(old))!;
+    expect(second.lease.job_id).toBe(j2.id);
+    await client.complete(done(second));
+    expect((await jobRow(j1.id)).status).toBe('completed');
+    expect(await queueLeft()).toEqual([]);
   });
 });
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { parse as parseSubtitles } from '@plussub/srt-vtt-parser';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WORKER_CONTRACT_VERSION } from '@sonar/shared';
+import { DIARIZATION_CONTRACT_VERSION } from '@sonar/shared';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js';
 import { loadConfig } from '../../coordinator/src/config.js';
@@ -340,11 +340,11 @@ describe('web console pages', { timeout: 90_000 }, () => {
   });
 
   it('the target selector shows a fresh incompatible worker with its reason and refuses it (page and API)', async () => {
-    // A fresh worker on an older contract: it cannot claim a pinned job under the current one.
+    // A fresh worker on a contract older than diarization's: it cannot claim every pinned job.
     const { secret } = await svc.workers.createWorker('old-contract');
     const client = new CoordinatorClient(`127.0.0.1:${svc.grpcPort}`, secret);
     await client.hello({
-      contract_version: WORKER_CONTRACT_VERSION - 1,
+      contract_version: DIARIZATION_CONTRACT_VERSION - 1,
       agent_version: 'old',
       hostname: 'old',
       capabilities: { models: ['small'], engines: ['test'], diarization: false, can_fetch_urls: true, device: 'cpu' },

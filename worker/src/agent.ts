@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
+import { CLAIM_NEXT_CONTRACT_VERSION, WORKER_CONTRACT_VERSION, type CapabilitiesMsg, type JobAssignmentMsg } from '@sonar/shared';
 import { workerErrorReason, type CoordinatorClient } from './coordinator-client.js';
-import type { JobOutcome, StopReason } from './job-runner.js';
+import type { JobOutcome, NextClaim, StopReason } from './job-runner.js';
 
 export interface AgentLogger {
   info(obj: object, msg: string): void;
@@ -26,8 +26,11 @@ export interface AgentOptions {
   agentVersion: string;
   local: boolean;
   logger: AgentLogger;
-  /** Runs one claimed job; without it the agent only keeps its presence (no jobs are claimed). */
-  runJob?: (job: JobAssignmentMsg, stop: AbortSignal) => Promise<JobOutcome>;
+  /**
+   * Runs one claimed job; without it the agent only keeps its presence (no jobs are claimed). Its
+   * completion claims the next job through `next` (contract 4) when the agent allows it.
+   */
+  runJob?: (job: JobAssignmentMsg, stop: AbortSignal, next: NextClaim) => Promise<JobOutcome>;
   /** How long a claim long-poll may wait on the coordinator. */
   claimWaitMs?: number;
   /** On shutdown, how long the running job may still finish before it is handed back. */
@@ -44,15 +47,21 @@ interface ActiveJob {
 
 /**
  * The worker agent: Hello (contract check), heartbeats that renew the leases it holds and carry
- * cancellations back, and a claim loop that runs one job at a time. Reconnects with capped
- * exponential backoff and jitter; on stop() it claims nothing more, lets the running job finish
- * within the grace period, then hands it back.
+ * cancellations back, and a claim loop that runs one job at a time. A job's completion claims the
+ * next one in the same call when the coordinator speaks contract 4 (CompleteRequest.claim_next);
+ * Claim is called only when that brought nothing. Reconnects with capped exponential backoff and
+ * jitter; on stop() it claims nothing more, lets the running job finish within the grace period,
+ * then hands it back (and a job its last completion claimed, unstarted).
  */
 export class WorkerAgent {
   private stopping = false;
   private sessionId: string | null = null;
   private heartbeatMs = 15_000;
   private active: ActiveJob | null = null;
+  /** A job the last completion claimed (CompleteResponse.next), not started yet. */
+  private handed: JobAssignmentMsg | null = null;
+  /** The contract version the coordinator said Hello with (claim_next from 4). */
+  private coordinatorContract = 0;
   private readonly wakers = new Set<() => void>();
   private fatal: FatalAgentError | null = null;
   /** Cancels the claim long-poll in flight, so stop() does not wait for it to time out. */
@@ -110,10 +119,12 @@ export class WorkerAgent {
           hostname: hostname(),
           capabilities: this.opts.capabilities,
           local: this.opts.local,
-          // The coordinator ends every other open lease of this worker at once (an earlier process's).
-          held_leases: this.active ? [this.active.job.lease] : [],
+          // The coordinator ends every other open lease of this worker at once (an earlier process's):
+          // the running job's and one its completion claimed are this process's.
+          held_leases: [this.active?.job, this.handed].flatMap((job) => (job ? [job.lease] : [])),
         });
         this.sessionId = hello.session_id;
+        this.coordinatorContract = hello.coordinator_contract_version;
         this.heartbeatMs = hello.heartbeat_interval_ms || this.heartbeatMs;
         logger.info({ worker: hello.worker_name, session: hello.session_id, models: this.opts.capabilities.models }, 'connected to coordinator');
         this.wakeAll(); // restart the heartbeat timer at the interval the coordinator asked for
@@ -148,10 +159,16 @@ export class WorkerAgent {
         await this.sleep(60_000);
         continue;
       }
+      const handed = this.handed;
+      if (handed) {
+        this.handed = null;
+        await this.execute(handed, 'completion');
+        continue;
+      }
       try {
         const res = await this.opts.client.claim({ session_id: this.sessionId ?? '', wait_ms: this.opts.claimWaitMs ?? 20_000 }, this.claimAbort.signal);
         failures = 0;
-        if (res.has_job && res.job) await this.execute(res.job);
+        if (res.has_job && res.job) await this.execute(res.job, 'claim');
       } catch (err) {
         if (this.stopping) break;
         this.checkFatal(err);
@@ -166,12 +183,38 @@ export class WorkerAgent {
       }
     }
     if (this.active) await this.active.done;
+    await this.releaseHanded();
   }
 
-  private async execute(job: JobAssignmentMsg) {
+  /**
+   * The completion's claim of the next job (contract 4): asked while the agent takes work, from a
+   * coordinator that speaks contract 4; what comes back is run next, before any Claim.
+   */
+  private readonly nextClaim: NextClaim = {
+    session: () => (!this.stopping && this.sessionId && this.coordinatorContract >= CLAIM_NEXT_CONTRACT_VERSION ? this.sessionId : null),
+    claimed: (res) => {
+      if (res.has_job && res.job) this.handed = res.job;
+    },
+  };
+
+  /** Stopping with a job the last completion claimed and nobody started: hand it back at once. */
+  private async releaseHanded() {
+    const job = this.handed;
+    if (!job) return;
+    this.handed = null;
+    try {
+      await this.opts.client.release({ lease: job.lease, reason: 'worker shutting down' });
+      this.opts.logger.warn({ job: job.lease.job_id, attempt: job.lease.attempt }, 'claimed job handed back unstarted');
+    } catch (err) {
+      // Its lease expires and the job is queued again.
+      this.opts.logger.warn({ job: job.lease.job_id, details: (err as ServiceError).details ?? String(err) }, 'release failed');
+    }
+  }
+
+  private async execute(job: JobAssignmentMsg, via: 'claim' | 'completion') {
     const stop = new AbortController();
-    this.opts.logger.info({ job: job.lease.job_id, attempt: job.lease.attempt, model: job.model, forced: job.forced }, 'job claimed');
-    const done = this.opts.runJob!(job, stop.signal).catch((err: unknown): JobOutcome => {
+    this.opts.logger.info({ job: job.lease.job_id, attempt: job.lease.attempt, model: job.model, forced: job.forced, via }, 'job claimed');
+    const done = this.opts.runJob!(job, stop.signal, this.nextClaim).catch((err: unknown): JobOutcome => {
       this.opts.logger.error({ job: job.lease.job_id, err: String(err) }, 'job runner crashed');
       return 'failed';
     });

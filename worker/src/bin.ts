@@ -120,7 +120,7 @@ async function main() {
     ...(opts.presenceOnly
       ? {}
       : {
-          runJob: (job, stop) =>
+          runJob: (job, stop, next) =>
             runJob(
               {
                 client,
@@ -135,6 +135,7 @@ async function main() {
               },
               job,
               stop,
+              next,
             ),
         }),
   });

@@ -19,6 +19,7 @@ import {
   WORKER_ERROR_METADATA_KEY,
   hasLease,
   type ClaimResponseMsg,
+  type CompleteResponseMsg,
   type LeaseRefMsg,
   type MediaChunkMsg,
   type ProgressAckMsg,
@@ -35,6 +36,13 @@ export function workerErrorReason(err: unknown): WorkerErrorReason | null {
   const md = (err as grpc.ServiceError | undefined)?.metadata;
   const v = md?.get(WORKER_ERROR_METADATA_KEY)[0];
   return v === 'stale_lease' || v === 'session_unknown' ? v : null;
+}
+
+/** A claim's answer as the code uses it: a job only with its lease. */
+function claimed(res: ClaimResponse__Output): ClaimResponseMsg {
+  const job = res.job && hasLease(res.job) ? res.job : null;
+  if (res.has_job && !job) throw new Error('the coordinator assigned a job without its lease');
+  return { ...res, job };
 }
 
 /** One segment of a progress message; `words` only when the engine gave word times. */
@@ -100,14 +108,17 @@ export class CoordinatorClient {
 
   /** Long poll; `signal` cancels it (the agent does so when it stops). A job comes with its lease. */
   async claim(req: ClaimRequest, signal?: AbortSignal): Promise<ClaimResponseMsg> {
-    const res = await this.call<ClaimResponse__Output>((md, options, cb) => this.client.Claim(req, md, options, cb), (req.wait_ms ?? 0) + 10_000, signal);
-    const job = res.job && hasLease(res.job) ? res.job : null;
-    if (res.has_job && !job) throw new Error('the coordinator assigned a job without its lease');
-    return { ...res, job };
+    return claimed(await this.call<ClaimResponse__Output>((md, options, cb) => this.client.Claim(req, md, options, cb), (req.wait_ms ?? 0) + 10_000, signal));
   }
 
-  complete(req: CompleteRequest, timeoutMs = 30_000) {
-    return this.call<CompleteResponse__Output>((md, options, cb) => this.client.Complete(req, md, options, cb), timeoutMs);
+  /**
+   * Ends an attempt. With `claim_next` and `session_id` (contract 4) the answer's `next` is the
+   * worker's next job, claimed after the completion was stored; null when not asked for or when
+   * the coordinator predates contract 4 (claim with claim() then).
+   */
+  async complete(req: CompleteRequest, timeoutMs = 30_000): Promise<CompleteResponseMsg> {
+    const res = await this.call<CompleteResponse__Output>((md, options, cb) => this.client.Complete(req, md, options, cb), timeoutMs);
+    return { ...res, next: res.next ? claimed(res.next) : null };
   }
 
   release(req: ReleaseRequest, timeoutMs = 10_000) {

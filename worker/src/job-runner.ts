@@ -9,6 +9,7 @@ import {
   fetchDownloadFailure,
   httpDownloadFailure,
   notMediaFailure,
+  type ClaimResponseMsg,
   type DownloadFailure,
   type JobAssignmentMsg,
   type OutboundPolicy,
@@ -22,6 +23,23 @@ export type JobOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'releas
 
 /** Why a running job was stopped from outside: the coordinator asked, the lease is gone, or we shut down. */
 export type StopReason = 'cancel' | 'lost' | 'shutdown';
+
+/**
+ * How the attempt's completion claims the worker's next job in the same call (contract 4,
+ * CompleteRequest.claim_next): the agent decides whether it may, and takes what comes back.
+ */
+export interface NextClaim {
+  /** Read as each Complete is sent: the session to claim under, or null to claim nothing (stopping, or a coordinator older than contract 4). */
+  session(): string | null;
+  /** The claim a completion carried back (CompleteResponse.next; has_job false when nothing was there). */
+  claimed(res: ClaimResponseMsg): void;
+}
+
+/** The claim_next fields of a Complete (none when `next` says not to claim). */
+function claimNextFields(next: NextClaim | undefined): { claim_next?: boolean; session_id?: string } {
+  const session = next?.session() ?? null;
+  return session ? { claim_next: true, session_id: session } : {};
+}
 
 export interface JobRunnerDeps {
   client: CoordinatorClient;
@@ -64,9 +82,10 @@ export const NO_SPEECH_DETAIL = 'No speech detected';
  * Runs one claimed job attempt: get the media (from the URL, or lease-bound from the coordinator
  * with a checksum), decode to 16 kHz mono, stream every completed segment on the attempt's progress
  * stream, then complete. A stop signal ends it as cancelled (Complete), lost (nothing more is sent)
- * or released (handed back for another worker).
+ * or released (handed back for another worker). `next`: the completion also claims the worker's
+ * next job (contract 4) when it says so.
  */
-export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: AbortSignal): Promise<JobOutcome> {
+export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: AbortSignal, next?: NextClaim): Promise<JobOutcome> {
   const { client } = deps;
   const lease = job.lease;
   const dir = await mkdtemp(path.join(deps.workDir ?? tmpdir(), `sonar-job-${lease.job_id}-`));
@@ -161,9 +180,11 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
           engine_model: picked?.model ?? '',
           cancelled: false,
           diarization,
+          ...claimNextFields(next),
         }),
       REPORT_GIVE_UP_MS,
     );
+    if (res.next) next?.claimed(res.next);
     deps.log(
       'info',
       {
@@ -192,7 +213,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     const cancelled = reason === 'cancel';
     const message = cancelled ? 'cancelled on request' : err instanceof Error ? err.message : String(err);
     try {
-      await retryTransient(
+      const res = await retryTransient(
         () =>
           client.complete({
             lease,
@@ -203,9 +224,11 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
             engine: picked?.engine.name ?? '',
             engine_model: picked?.model ?? '',
             cancelled,
+            ...claimNextFields(next),
           }),
         REPORT_GIVE_UP_MS,
       );
+      if (res.next) next?.claimed(res.next);
     } catch (e) {
       if (workerErrorReason(e) === 'stale_lease') return 'lost';
       throw e;

@@ -25,6 +25,7 @@ import {
   WORKER_ERROR_METADATA_KEY,
   isCompatibleContract,
   hasLease,
+  type JobAssignmentMsg,
   type WorkerErrorReason,
 } from '@sonar/shared';
 import type { Logger } from 'pino';
@@ -131,6 +132,86 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
     const session = await registry.session(worker, sessionId);
     if (!session) throw new RpcError(grpc.status.NOT_FOUND, 'unknown or expired session; say Hello again', 'session_unknown');
     return session;
+  }
+
+  /**
+   * One look for this worker's next job: the claim rule of Claim and of Complete's claim_next, in
+   * one place. `group`: claimGroupKey(session). `plain`: a look that always asks the database (a
+   * poll with wait_ms 0: news from another coordinator may still be on its way); otherwise (a long
+   * poll, a completion's claim) it asks when woken by news or when its group's last empty look is
+   * stale, and answers nothing otherwise (the long poll that follows waits for the news). `woken`:
+   * why the long poll woke (null on its first look). Leases the job (LeaseService.claim:
+   * eligibility, pinned targets, the grouped one-statement claim) and keeps the group's signals: an
+   * empty look is remembered, a job found after news other than its own announcement passes the
+   * news on, and URL sources the worker may not fetch are staged while nothing is found.
+   */
+  async function claimFor(
+    worker: SpeechWorker,
+    session: WorkerSession,
+    group: string,
+    look: { plain: boolean; woken: WakeReason | null },
+  ): Promise<JobAssignmentMsg | null> {
+    const { woken } = look;
+    const generation = deps.work.generationOf(group);
+    // A long poll woken by news looks (a new job announced to it is its own to look for).
+    const looked = look.plain || woken === 'job' || woken === 'news' || !emptyClaims.fresh(group);
+    const job = looked
+      ? await leases.claim({
+          id: worker.id,
+          name: worker.name,
+          sessionId: session.sessionId,
+          models: session.capabilities.models,
+          local: session.local,
+          canFetchUrls: session.capabilities.canFetchUrls,
+          diarization: session.capabilities.diarization,
+          diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
+        })
+      : null;
+    if (job) {
+      // Woken by news other than one job's announcement (a new worker, a requeue, the recheck
+      // timer) and got a job: there may be more, so the next waiter of the group looks too. A
+      // waiter woken for one new job does not: every new job wakes a waiter of its own, and
+      // passing it on would make about two claims per job in a burst.
+      if (woken && woken !== 'job') deps.work.found(group);
+      logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
+      return job;
+    }
+    if (looked) emptyClaims.mark(group, generation);
+    // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
+    // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
+    // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
+    // A long poll woken for one new job that it did not get looks at once (that job may need staging).
+    if ((looked && woken === 'job') || !stagingLooks.fresh(group)) {
+      stagingLooks.mark(group);
+      await deps.stager.stageFor({
+        id: worker.id,
+        models: session.capabilities.models,
+        local: session.local,
+        canFetch: session.capabilities.canFetchUrls,
+      });
+    }
+    return null;
+  }
+
+  /**
+   * Complete's claim_next: the next job after a stored completion, looked for as the first look of
+   * the Claim long poll it replaces (so a worker back from a job costs the database no more than
+   * before: within a second of its group's empty look, with no news since, it answers nothing and
+   * the worker's long poll waits for news). The completion stands whatever happens here, so a
+   * claim that cannot be made (unknown session, an unavailable database) answers no job instead of
+   * failing the call: the worker then calls Claim, which says why.
+   */
+  async function claimAfterCompletion(worker: SpeechWorker, sessionId: string): Promise<ClaimResponse> {
+    const none = () => ({ has_job: false, job: null, server_time_unix_ms: Date.now() });
+    try {
+      const session = await registry.session(worker, sessionId);
+      if (!session) return none();
+      const job = await claimFor(worker, session, claimGroupKey(session), { plain: false, woken: null });
+      return job ? { has_job: true, job, server_time_unix_ms: Date.now() } : none();
+    } catch (err) {
+      logger.warn({ err, worker: worker.name }, 'claim after completion failed; the worker claims again');
+      return none();
+    }
   }
 
   function toServiceError(err: unknown, rpc: string): Partial<grpc.StatusObject> {
@@ -240,45 +321,8 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
           const session = await sessionOf(worker, call.request.session_id);
           const group = claimGroupKey(session);
           lastGroup = group;
-          const generation = deps.work.generationOf(group);
-          // A plain poll (wait_ms 0) always looks: news from another coordinator may still be on its way.
-          // A long poll woken by news looks too (a new job announced to it is its own to look for).
-          const looked = call.request.wait_ms <= 0 || woken === 'job' || woken === 'news' || !emptyClaims.fresh(group);
-          const job = looked
-            ? await leases.claim({
-                id: worker.id,
-                name: worker.name,
-                sessionId: session.sessionId,
-                models: session.capabilities.models,
-                local: session.local,
-                canFetchUrls: session.capabilities.canFetchUrls,
-                diarization: session.capabilities.diarization,
-                diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
-              })
-            : null;
-          if (job) {
-            // Woken by news other than one job's announcement (a new worker, a requeue, the recheck
-            // timer) and got a job: there may be more, so the next waiter of the group looks too. A
-            // waiter woken for one new job does not: every new job wakes a waiter of its own, and
-            // passing it on would make about two claims per job in a burst.
-            if (woken && woken !== 'job') deps.work.found(group);
-            logger.info({ worker: worker.name, job: job.lease.job_id, attempt: job.lease.attempt }, 'job claimed');
-            return { has_job: true, job, server_time_unix_ms: Date.now() };
-          }
-          if (looked) emptyClaims.mark(group, generation);
-          // The coordinator downloads the URL sources this worker may not fetch itself (all of them without
-          // can_fetch_urls; those needing the download proxy or yt-dlp otherwise) while the worker waits.
-          // Once a second per capability group while nothing happens: an idle fleet would otherwise ask once per long-poll each.
-          // A long poll woken for one new job that it did not get looks at once (that job may need staging).
-          if ((looked && woken === 'job') || !stagingLooks.fresh(group)) {
-            stagingLooks.mark(group);
-            await deps.stager.stageFor({
-              id: worker.id,
-              models: session.capabilities.models,
-              local: session.local,
-              canFetch: session.capabilities.canFetchUrls,
-            });
-          }
+          const job = await claimFor(worker, session, group, { plain: call.request.wait_ms <= 0, woken });
+          if (job) return { has_job: true, job, server_time_unix_ms: Date.now() };
           const remaining = deadline - Date.now();
           if (remaining <= 0 || gone) return { has_job: false, job: null, server_time_unix_ms: Date.now() };
           waiting = true;
@@ -345,7 +389,9 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
         { worker: worker.name, job: r.lease.job_id, attempt: r.lease.attempt, status: res.status, duplicate: res.duplicate },
         'job attempt completed',
       );
-      return { duplicate: res.duplicate, status: res.status };
+      // Contract 4: the completion is stored; now the worker's next job, by Claim's rule.
+      if (!r.claim_next) return { duplicate: res.duplicate, status: res.status, next: null };
+      return { duplicate: res.duplicate, status: res.status, next: await claimAfterCompletion(worker, r.session_id) };
     }),
 
     Release: unary<ReleaseRequest__Output, ReleaseResponse>('Release', async (call, worker) => {

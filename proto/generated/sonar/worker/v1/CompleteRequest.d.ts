@@ -26,6 +26,19 @@ export interface CompleteRequest {
    * was run; the coordinator records it as unavailable).
    */
   'diarization'?: (_sonar_worker_v1_DiarizationResult | null);
+  /**
+   * Contract 4: after storing this completion, claim the next job for this worker under
+   * `session_id`, by the same rules as Claim, and answer it in CompleteResponse.next. It looks once,
+   * without waiting, as the first look of a Claim long poll (not again within a second of an empty
+   * look by workers of the same capabilities when no news of work came since). Only a stored
+   * completion claims: a refused one (stale_lease) claims nothing. A coordinator older than
+   * contract 4 ignores these fields and answers no `next`.
+   */
+  'claim_next'?: (boolean);
+  /**
+   * Contract 4: the session to claim under (as ClaimRequest.session_id); only with claim_next.
+   */
+  'session_id'?: (string);
 }
 
 export interface CompleteRequest__Output {
@@ -51,4 +64,17 @@ export interface CompleteRequest__Output {
    * was run; the coordinator records it as unavailable).
    */
   'diarization': (_sonar_worker_v1_DiarizationResult__Output | null);
+  /**
+   * Contract 4: after storing this completion, claim the next job for this worker under
+   * `session_id`, by the same rules as Claim, and answer it in CompleteResponse.next. It looks once,
+   * without waiting, as the first look of a Claim long poll (not again within a second of an empty
+   * look by workers of the same capabilities when no news of work came since). Only a stored
+   * completion claims: a refused one (stale_lease) claims nothing. A coordinator older than
+   * contract 4 ignores these fields and answers no `next`.
+   */
+  'claim_next': (boolean);
+  /**
+   * Contract 4: the session to claim under (as ClaimRequest.session_id); only with claim_next.
+   */
+  'session_id': (string);
 }

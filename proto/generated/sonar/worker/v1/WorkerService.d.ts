@@ -34,14 +34,16 @@ export interface WorkerServiceClient extends grpc.Client {
   claim(argument: _sonar_worker_v1_ClaimRequest, callback: grpc.requestCallback<_sonar_worker_v1_ClaimResponse__Output>): grpc.ClientUnaryCall;
   
   /**
-   * Ends an attempt (success or failure). Idempotent per attempt.
+   * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   Complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   Complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   Complete(argument: _sonar_worker_v1_CompleteRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   Complete(argument: _sonar_worker_v1_CompleteRequest, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   /**
-   * Ends an attempt (success or failure). Idempotent per attempt.
+   * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
   complete(argument: _sonar_worker_v1_CompleteRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_sonar_worker_v1_CompleteResponse__Output>): grpc.ClientUnaryCall;
@@ -136,7 +138,8 @@ export interface WorkerServiceHandlers extends grpc.UntypedServiceImplementation
   Claim: grpc.handleUnaryCall<_sonar_worker_v1_ClaimRequest__Output, _sonar_worker_v1_ClaimResponse>;
   
   /**
-   * Ends an attempt (success or failure). Idempotent per attempt.
+   * Ends an attempt (success or failure). Idempotent per attempt. Contract 4: with `claim_next` it
+   * also leases the worker's next job once the completion is stored (the first look of a Claim).
    */
   Complete: grpc.handleUnaryCall<_sonar_worker_v1_CompleteRequest__Output, _sonar_worker_v1_CompleteResponse>;
   
