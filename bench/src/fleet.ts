@@ -115,9 +115,13 @@ export async function fleetPhases(ctx: FleetContext) {
       const leases = svc.speech.leases;
       const realClaim = leases.claim.bind(leases);
       let looks = 0;
-      leases.claim = (worker) => {
+      // When the coordinator had leased each job (Date.now(), as createdAt and the load generator's claimedAt).
+      const leasedAt = new Map<number, number>();
+      leases.claim = async (worker) => {
         looks += 1;
-        return realClaim(worker);
+        const assignment = await realClaim(worker);
+        if (assignment) leasedAt.set(assignment.lease.job_id, Date.now());
+        return assignment;
       };
       const drained = load.call('fleetDrain', { jobs, timeoutMs: 300_000 });
       const t0 = performance.now();
@@ -139,10 +143,16 @@ export async function fleetPhases(ctx: FleetContext) {
       leases.claim = realClaim;
       // How long each new job waited for a worker: claimed (load generator) minus created (here), one machine's clock.
       const waited = summarize(ids.flatMap((id) => (r.claimedAt[id] !== undefined ? [Math.max(0, r.claimedAt[id] - createdAt.get(id)!)] : [])));
+      // The wait in two parts: until the coordinator's claim statement had leased the job, and from there until the simulated worker had the answer.
+      const leasing = summarize(ids.flatMap((id) => (leasedAt.has(id) ? [Math.max(0, leasedAt.get(id)! - createdAt.get(id)!)] : [])));
+      const delivery = summarize(
+        ids.flatMap((id) => (leasedAt.has(id) && r.claimedAt[id] !== undefined ? [Math.max(0, r.claimedAt[id] - leasedAt.get(id)!)] : [])),
+      );
       row(
         `${name}: burst of ${jobs} jobs`,
         `created through JobService.create (8 in flight) in ${secs(createdMs)} (${Math.round((jobs / createdMs) * 1000)} jobs/s); all claimed and completed ${secs(r.elapsedMs)} after the burst began; ` +
-          `a new job's wait for a worker (created → claimed) p50/p99 ${ms(waited.p50)} / ${ms(waited.p99)} (n=${waited.n}); coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}% of one core`,
+          `a new job's wait for a worker (created → claimed) p50/p99 ${ms(waited.p50)} / ${ms(waited.p99)} (n=${waited.n}): created → leased by the coordinator ${ms(leasing.p50)} / ${ms(leasing.p99)}, leased → the answer at the simulated worker ${ms(delivery.p50)} / ${ms(delivery.p99)}; ` +
+          `coordinator ${bcpu.self}%, PostgreSQL ${bcpu.postgres ?? 'n/a'}%, load generator ${r.loadCpu}% of one core`,
       );
       row(
         `${name}: burst, per job`,
