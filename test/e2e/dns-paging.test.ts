@@ -140,7 +140,9 @@ describe('a page of a zone read before: one statement', () => {
         `insert into dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) values (?, ?, 2, ?, 'A', 'IN', 300, '10.8.0.2')`,
         [id, `test.paging.a00`, `a00.${Z}`],
       );
-      await trx.raw(`update dns_zone_cache_state set record_count = record_count + 1, generation = nextval('dns_cache_generation_seq') where zone_id = ?`, [id]);
+      await trx.raw(`update dns_zone_cache_state set record_count = record_count + 1, generation = nextval('dns_cache_generation_seq') where zone_id = ?`, [
+        id,
+      ]);
     });
     all = await ordered();
     const { body, sent } = await statementsOf(`/api/dns/zones/${Z}?page=21&limit=100`);

@@ -16,7 +16,17 @@ import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type
 import { CACHE_COPY_COLUMNS, CacheRowWriter } from './cache-rows.js';
 import { masterUnavailable } from './master-errors.js';
 import { sql } from '../db/sql.js';
-import { cacheEmptied, detachedPartitionOf, loadKey, partitionOf, WITH_STATE_COLUMNS, WITH_STATE_FROM, withStateOfRow, type ZoneRow, type ZoneWithState } from './zone-registry.js';
+import {
+  cacheEmptied,
+  detachedPartitionOf,
+  loadKey,
+  partitionOf,
+  WITH_STATE_COLUMNS,
+  WITH_STATE_FROM,
+  withStateOfRow,
+  type ZoneRow,
+  type ZoneWithState,
+} from './zone-registry.js';
 
 const { escapeLiteral } = pg;
 
@@ -72,7 +82,9 @@ const CACHE_COLUMNS = `id bigint not null default nextval('dns_record_cache_id_s
  */
 const foldedPage = (anchored: boolean, name: string) =>
   sql<
-    { zone: string; zone_id: number; generation: string; limit: number; skip: number } & Partial<Record<'a_key' | 'a_rank' | 'a_type' | 'a_rdata' | 'a_id', unknown>>,
+    { zone: string; zone_id: number; generation: string; limit: number; skip: number } & Partial<
+      Record<'a_key' | 'a_rank' | 'a_type' | 'a_rdata' | 'a_id', unknown>
+    >,
     Record<string, unknown> & { page_rows: Array<[sortKey: string, ttl: number, cls: string, type: string, rdata: string]> | null }
   >(
     `select ${WITH_STATE_COLUMNS},
