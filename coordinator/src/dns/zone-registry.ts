@@ -246,8 +246,14 @@ export interface ZoneWithState {
   mapping: MappingRow | null;
 }
 
-/** The columns and joins of getWithState (zone-cache.ts reads a page in the same statement). */
-export const WITH_STATE_COLUMNS = `z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
+/**
+ * The columns and joins of getWithState (zone-cache.ts reads a page in the same statement). The
+ * zone's columns by name, not `z.*`: a named prepared statement whose result columns changed under
+ * it (a migration adding one while the coordinator runs) would fail.
+ */
+export const WITH_STATE_COLUMNS = `${COLUMNS.split(',')
+  .map((c) => `z.${c.trim()}`)
+  .join(', ')}, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
   ${cacheEmptied('s')} as cache_emptied, m.zone_id as mapping_zone_id, m.provider as mapping_provider,
   m.provider_zone_id as mapping_provider_zone_id, m.token_ref as mapping_token_ref, m.created_at as mapping_created_at,
   m.updated_at as mapping_updated_at`;
