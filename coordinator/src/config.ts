@@ -272,7 +272,7 @@ export const envSchema = z.object({
     .max(60)
     .default(5)
     .describe(
-      'How long a coordinator reuses a user (JWT and session checks) or a DNS API key it looked up; a disable, password or permission change or a key revocation made through this coordinator applies at once, one made elsewhere (the CLI, another coordinator) within this time; 0 reads PostgreSQL on every request',
+      'How long a coordinator reuses a user (JWT and session checks) or a DNS API key it looked up; a disable, password or permission change or a key revocation made through this coordinator applies at once, one made through another coordinator or the admin CLI as soon as its news arrives over Redis pub/sub (`<REDIS_KEY_PREFIX>auth:credentials-changed`), one Redis did not carry (SQL by hand, Redis unreachable) within this time; 0 reads PostgreSQL on every request',
     ),
   LIVE_ACCESS_RECHECK_SECONDS: z.coerce
     .number()

@@ -1,7 +1,10 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AccountRepository } from '../../coordinator/src/accounts/account-repository.js';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
-import { createJwtUser, createTestApp, type TestApp } from '../support/harness.js';
+import { createJwtUser, createTestApp, testEnv, type TestApp } from '../support/harness.js';
 
 /**
  * The coordinator reuses the users and DNS API keys it looked up for AUTH_CACHE_SECONDS (see
@@ -112,5 +115,55 @@ describe('changes made elsewhere apply within the cache time', () => {
     expect(await accounts.verifyDnsApiKey(key)).toMatchObject({ keyId: id });
     await t.orm.em.getConnection().execute('update dns_api_keys set revoked_at = now() where id = ?', [id]);
     expect(await accounts.verifyDnsApiKey(key)).toBeNull();
+  });
+});
+
+describe('changes through another coordinator or the admin CLI arrive over Redis pub/sub', () => {
+  const channel = () => `${t.config.REDIS_KEY_PREFIX}auth:credentials-changed`;
+
+  it('a key revoked elsewhere is refused as soon as the change is announced, long before the cache time', async () => {
+    const { key, id } = await t.accounts.createDnsApiKey({ name: 'announced' });
+    expect((await zones(key)).statusCode).toBe(200);
+    expect((await zones(key)).statusCode).toBe(200); // now cached for 30 s
+    // Another process revokes it (no AccountService of this process sees it) and announces it.
+    await t.orm.em.getConnection().execute('update dns_api_keys set revoked_at = now() where id = ?', [id]);
+    expect((await zones(key)).statusCode).toBe(200); // not announced yet: served from the cache
+    await t.redis.publish(channel(), 'another-coordinator');
+    await expect.poll(async () => (await zones(key)).statusCode).toBe(401);
+  });
+
+  it('a user disabled elsewhere is refused once announced', async () => {
+    const u = await createJwtUser(t, ['speech.use']);
+    expect((await jobs(u.auth)).statusCode).toBe(200);
+    await t.orm.em.getConnection().execute('update users set disabled_at = now(), token_version = token_version + 1 where id = ?', [u.id]);
+    await t.redis.publish(channel(), 'the-admin-cli');
+    await expect.poll(async () => (await jobs(u.auth)).statusCode).toBe(401);
+  });
+
+  it('a key revoked with the admin CLI is refused once its news arrives (compiled CLI; build with tsc -b first)', async () => {
+    const { key, id } = await t.accounts.createDnsApiKey({ name: 'cli-revoked' });
+    expect((await zones(key)).statusCode).toBe(200);
+    expect((await zones(key)).statusCode).toBe(200); // cached for 30 s
+    const run = await promisify(execFile)(process.execPath, ['coordinator/dist/cli.js', 'dnskey:revoke', String(id)], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, ...testEnv(t.db) },
+      timeout: 60_000,
+    });
+    expect(run.stderr).toBe('');
+    await expect.poll(async () => (await zones(key)).statusCode).toBe(401);
+  }, 90_000);
+
+  it('this coordinator announces its own changes (a revocation) for the others', async () => {
+    const listener = t.redis.duplicate();
+    const heard: string[] = [];
+    listener.on('message', (_channel: string, message: string) => heard.push(message));
+    try {
+      await listener.subscribe(channel());
+      const { id } = await t.accounts.createDnsApiKey({ name: 'announcing' });
+      expect(await t.accounts.revokeDnsApiKey(id)).toBe(true);
+      await expect.poll(() => heard.length).toBeGreaterThan(0);
+    } finally {
+      await listener.quit();
+    }
   });
 });

@@ -107,6 +107,55 @@ describe('deep cached pages', () => {
   });
 });
 
+describe('a page of a zone read before: one statement', () => {
+  /** The statements on the zone and its cache one request sends (not the API key's lookup, cached for AUTH_CACHE_SECONDS). */
+  async function statementsOf(url: string) {
+    const sent: string[] = [];
+    const onQuery = (q: { sql: string }) => {
+      if (/dns_(zones|record_cache|zone_cache_state)\b/.test(q.sql)) sent.push(q.sql);
+    };
+    const knex = zones.knex();
+    knex.on('query', onQuery);
+    try {
+      return { body: await get(url), sent };
+    } finally {
+      knex.off('query', onQuery);
+    }
+  }
+
+  it('reads the zone row, its cache state and the page together, deep pages included; a new cache generation is never answered from the old plan', async () => {
+    await get(`/api/dns/zones/${Z}?page=1&limit=100`);
+    await get(`/api/dns/zones/${Z}?page=21&limit=100`); // reads the anchors
+    let all = await ordered();
+    for (const page of [2, 21, 26]) {
+      const { body, sent } = await statementsOf(`/api/dns/zones/${Z}?page=${page}&limit=100`);
+      expect(sent).toHaveLength(1);
+      expect(body.zoneData.map(line)).toEqual(all.slice((page - 1) * 100, page * 100));
+    }
+    // Another coordinator's write: new rows at a new generation, this coordinator's plan is old.
+    await zones.knex().transaction(async (trx) => {
+      const { rows } = await trx.raw<{ rows: Array<{ id: number }> }>('select id from dns_zones where zone = ?', [Z]);
+      const id = rows[0]!.id;
+      await trx.raw(
+        `insert into dns_record_cache (zone_id, sort_key, type_rank, name, type, class, ttl, rdata) values (?, ?, 2, ?, 'A', 'IN', 300, '10.8.0.2')`,
+        [id, `test.paging.a00`, `a00.${Z}`],
+      );
+      await trx.raw(`update dns_zone_cache_state set record_count = record_count + 1, generation = nextval('dns_cache_generation_seq') where zone_id = ?`, [
+        id,
+      ]);
+    });
+    all = await ordered();
+    const { body, sent } = await statementsOf(`/api/dns/zones/${Z}?page=21&limit=100`);
+    expect(body.zoneData.map(line)).toEqual(all.slice(2000, 2100));
+    expect(body.record_count).toBe(all.length);
+    expect(sent.length).toBeGreaterThan(1);
+    // The next one is planned at the new generation again.
+    const next = await statementsOf(`/api/dns/zones/${Z}?page=22&limit=100`);
+    expect(next.body.zoneData.map(line)).toEqual(all.slice(2100, 2200));
+    expect(next.sent.length).toBeLessThanOrEqual(2); // the new generation's anchors may still be read once
+  });
+});
+
 describe('the cache partition (unlogged)', () => {
   it('two zones refreshed at the same time both swap their partitions in (no lock upgrade deadlock on the parent table)', async () => {
     const cache = new ZoneCache(() => zones.knex(), 5000);

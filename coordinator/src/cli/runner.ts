@@ -23,18 +23,24 @@ function quickstartDatabaseUrl(): string | undefined {
 
 /**
  * A command that writes to the chat-log archive tells the coordinators (their search caches) over
- * Redis, as they tell each other (irc/archive-changes.ts), when REDIS_URL is set; without it, or
- * when Redis cannot be reached (a warning on stderr), their cached answers age out
- * (IRC_SEARCH_CACHE_TTL_SECONDS). Redis is reached only when there is news: a command that writes
- * nothing never connects. Returns the disconnect, which lets the news already sent go out first.
+ * Redis, as they tell each other (irc/archive-changes.ts), when REDIS_URL is set; so does one that
+ * changes users, permissions or DNS API keys (their credential caches, accounts/credential-cache.ts).
+ * Without REDIS_URL, or when Redis cannot be reached (a warning on stderr), their cached answers age
+ * out (IRC_SEARCH_CACHE_TTL_SECONDS, AUTH_CACHE_SECONDS). Redis is reached only when there is news: a
+ * command that writes nothing never connects. Returns the disconnect, which lets the news already
+ * sent go out first.
  */
-async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
+async function announceChanges(orm: Orm, what: { archive: boolean; credentials: boolean }): Promise<() => Promise<void>> {
   const env = envSchema.pick({ REDIS_URL: true, REDIS_KEY_PREFIX: true }).safeParse({
     REDIS_URL: process.env.REDIS_URL || undefined,
     REDIS_KEY_PREFIX: process.env.REDIS_KEY_PREFIX || undefined,
   });
   if (!env.success) return async () => undefined;
-  const [{ Redis }, { IrcArchiveChanges }] = await Promise.all([import('ioredis'), import('../irc/archive-changes.js')]);
+  const [{ Redis }, { IrcArchiveChanges }, { publishCredentialChangesTo }] = await Promise.all([
+    import('ioredis'),
+    import('../irc/archive-changes.js'),
+    import('../accounts/credential-cache.js'),
+  ]);
   const redis = new Redis(env.data.REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 5_000, lazyConnect: true });
   redis.on('error', () => undefined); // a failed publish says so below
   let warned = false;
@@ -42,15 +48,15 @@ async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
     if (warned) return;
     warned = true;
     const err = (obj as { err?: unknown }).err;
-    console.error(`warning: chat-log changes were not announced to the coordinators (Redis: ${err instanceof Error ? err.message : String(err)})`);
+    console.error(`warning: the changes were not announced to the coordinators (Redis: ${err instanceof Error ? err.message : String(err)})`);
   };
-  const unlink = IrcArchiveChanges.of(orm).publishTo(redis, `${env.data.REDIS_KEY_PREFIX}irc:archive-changed`, {
-    warn,
-    info: () => undefined,
-    error: warn,
-  });
+  const log = { warn, info: () => undefined, error: warn };
+  const unlinks = [
+    ...(what.archive ? [IrcArchiveChanges.of(orm).publishTo(redis, `${env.data.REDIS_KEY_PREFIX}irc:archive-changed`, log)] : []),
+    ...(what.credentials ? [publishCredentialChangesTo(redis, `${env.data.REDIS_KEY_PREFIX}auth:credentials-changed`, log)] : []),
+  ];
   return async () => {
-    unlink();
+    for (const unlink of unlinks) unlink();
     if (redis.status === 'wait') redis.disconnect();
     else await redis.quit().catch(() => redis.disconnect());
   };
@@ -59,9 +65,10 @@ async function announceArchiveChanges(orm: Orm): Promise<() => Promise<void>> {
 /**
  * Wraps a command: open the database, check that its schema is current (or, with
  * `migrate: true`, bring it up to date), run the command through a service, print, always close.
- * `archiveWriter`: the command writes to the chat-log archive (see announceArchiveChanges).
+ * `archiveWriter`: the command writes to the chat-log archive; `credentialWriter`: to users, permissions
+ * or DNS API keys (see announceChanges).
  */
-export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?: boolean; archiveWriter?: boolean } = {}) {
+export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?: boolean; archiveWriter?: boolean; credentialWriter?: boolean } = {}) {
   return <A extends unknown[]>(fn: (svc: S, ...args: A) => Promise<Result>) =>
     async (...args: A) => {
       // Reuse the coordinator's own rule for DATABASE_URL; nothing else from the environment is needed.
@@ -88,7 +95,9 @@ export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?:
             );
           }
         }
-        if (opts.archiveWriter) unannounce = await announceArchiveChanges(orm);
+        if (opts.archiveWriter || opts.credentialWriter) {
+          unannounce = await announceChanges(orm, { archive: opts.archiveWriter === true, credentials: opts.credentialWriter === true });
+        }
         const result = await fn(await make(orm), ...args);
         if (jsonMode()) console.log(JSON.stringify({ ok: true, ...result.json }, null, 2));
         else for (const line of result.text) console.log(line);
@@ -102,4 +111,4 @@ export function runWith<S>(make: (orm: Orm) => S | Promise<S>, opts: { migrate?:
 }
 
 /** Commands that change accounts go through AccountService, like the HTTP API. */
-export const runAccounts = runWith(async (orm) => new (await import('../accounts/account-service.js')).AccountService(orm));
+export const runAccounts = runWith(async (orm) => new (await import('../accounts/account-service.js')).AccountService(orm), { credentialWriter: true });

@@ -96,13 +96,26 @@ export class DnsService {
     return z.invalidateEnabled && z.invalidateIntervalSeconds > 0 && Date.now() - cachedAt.getTime() > z.invalidateIntervalSeconds * 1000;
   }
 
-  async read(z: ZoneRow, method: 'cache' | 'axfr' | 'file', page: number, perPage: number) {
+  /**
+   * A page of a zone by name (the caller checked read access): zone() and read() in one, where a
+   * cache read of a zone read before takes one statement for the zone row, its cache state and the
+   * page (ZoneCache.foldedRead).
+   */
+  async readZone(name: string, method: 'cache' | 'axfr' | 'file', page: number, perPage: number) {
+    const found = method === 'cache' ? await this.cache.foldedRead(name, page, perPage) : null;
+    // Not registered (maybe a legacy provider zone not yet imported), or another method: as zone() does.
+    if (!found) return this.read(await this.zone(name), method, page, perPage);
+    return this.read(await this.bind(found.zone, found.mapping), method, page, perPage, found);
+  }
+
+  /** `read`: the zone's cache state (and maybe the page) when already read with its row. */
+  async read(z: ZoneRow, method: 'cache' | 'axfr' | 'file', page: number, perPage: number, read?: { state: CacheState | null; page: Page | null }) {
     if (method === 'file' && z.provider) throw validationFailed({ method: [`zone ${z.zone} is a ${z.provider.label} zone: it has no zone file here`] });
     if (method === 'file') {
       const p = await this.cache.fromFile(z, page, perPage);
       return { ok: true as const, method: 'FILE' as const, ...this.pageBody(z, p), cache_ttl_seconds: this.ttlOf(z), cache_policy: cachePolicyOf(z) };
     }
-    const cached = await this.stateOf(z);
+    const cached = read ? read.state : await this.stateOf(z);
     let state: CacheState;
     let used: string = 'CACHE';
     if (method === 'axfr' || !cached || this.meta(z, cached.cachedAt).cache_is_stale || this.expired(z, cached.cachedAt)) {
@@ -110,7 +123,8 @@ export class DnsService {
       state = z.provider ? await this.providers.refresh(z) : (await this.cache.refresh(z)).state;
       used = z.provider ? providerMethod(z.provider) : 'AXFR';
     } else state = cached;
-    const p = await this.cache.page(z.id, state, page, perPage);
+    // The page read with the zone's row was read at this state; after a refresh it is read again.
+    const p = read?.page && state === cached ? read.page : await this.cache.page(z.id, state, page, perPage, z.zone);
     return {
       ok: true as const,
       method: used,

@@ -126,7 +126,11 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
         response: ok(zoneReadResponseSchema),
       },
     },
-    async (req) => dns.read(await readableZone(req, req.params.zone), req.query.method, req.query.page, req.query.limit),
+    async (req) => {
+      // Read access first (403 hides whether a zone exists), then the zone and its page.
+      requireRead(await access(req), req.params.zone);
+      return dns.readZone(req.params.zone, req.query.method, req.query.page, req.query.limit);
+    },
   );
 
   r.get(

@@ -15,7 +15,18 @@ import { AppError } from '../http/errors.js';
 import { DnsError, DnsMasterClient, normalizeName, readZoneFile, recordsAt, type DnsRecord, type QueryResult } from './wire/index.js';
 import { CACHE_COPY_COLUMNS, CacheRowWriter } from './cache-rows.js';
 import { masterUnavailable } from './master-errors.js';
-import { cacheEmptied, detachedPartitionOf, loadKey, partitionOf, type ZoneRow } from './zone-registry.js';
+import { sql } from '../db/sql.js';
+import {
+  cacheEmptied,
+  detachedPartitionOf,
+  loadKey,
+  partitionOf,
+  WITH_STATE_COLUMNS,
+  WITH_STATE_FROM,
+  withStateOfRow,
+  type ZoneRow,
+  type ZoneWithState,
+} from './zone-registry.js';
 
 const { escapeLiteral } = pg;
 
@@ -61,6 +72,42 @@ const ORDER = 'sort_key, type_rank, type, rdata, id';
 const CACHE_COLUMNS = `id bigint not null default nextval('dns_record_cache_id_seq'), zone_id integer not null, sort_key text collate "C" not null,
   type_rank smallint not null, name text not null, type varchar(16) not null, class varchar(8) not null default 'IN', ttl integer not null,
   rdata text collate "C" not null`;
+
+/**
+ * A zone's row, cache state and mapping (ZoneRegistry.getWithState) with one page of its cached
+ * rows, in one statement: the page of a zone read before, planned from what that read saw (zone id,
+ * cache generation, anchor). The rows come only while the zone still has that id and generation
+ * (null otherwise, and the page is read on its own): a page planned for an older generation is
+ * never answered. Named prepared statements, one without an anchor and one from an anchor.
+ */
+const foldedPage = (anchored: boolean, name: string) =>
+  sql<
+    { zone: string; zone_id: number; generation: string; limit: number; skip: number } & Partial<
+      Record<'a_key' | 'a_rank' | 'a_type' | 'a_rdata' | 'a_id', unknown>
+    >,
+    Record<string, unknown> & { page_rows: Array<[sortKey: string, ttl: number, cls: string, type: string, rdata: string]> | null }
+  >(
+    `select ${WITH_STATE_COLUMNS},
+            case when z.id = :zone_id and s.generation::text = :generation then
+              (select coalesce(json_agg(json_build_array(p.sort_key, p.ttl, p.class, p.type, p.rdata) order by ${ORDER}), '[]'::json)
+                 from (select ${ORDER}, ttl, class from dns_record_cache where zone_id = :zone_id${
+                   anchored ? ` and (${ORDER}) > (:a_key::text, :a_rank::smallint, :a_type::varchar, :a_rdata::text, :a_id::bigint)` : ''
+                 }
+                        order by ${ORDER} limit :limit offset :skip) p)
+            end as page_rows
+       ${WITH_STATE_FROM} where z.zone = :zone`,
+    name,
+  );
+const FOLDED_PAGE = foldedPage(false, 'dns_zone_folded_page');
+const FOLDED_PAGE_ANCHORED = foldedPage(true, 'dns_zone_folded_page_anchored');
+
+/** How the next page of a zone read before is read with its zone row (foldedRead). */
+interface FoldPlan {
+  zoneId: number;
+  generation: string;
+  after: RowKey | null;
+  skip: number;
+}
 
 export interface Page {
   rows: DnsRecord[];
@@ -130,7 +177,9 @@ export class ZoneCache {
   ) {}
 
   /** Per zone: the generation the anchors were read at and the keys of rows ANCHOR_STEP-1, 2·ANCHOR_STEP-1, … */
-  private readonly anchors = new Map<number, { generation: string; keys: Promise<RowKey[]> }>();
+  private readonly anchors = new Map<number, { generation: string; keys: Promise<RowKey[]>; settled?: RowKey[] }>();
+  /** Per zone name (normalised): the zone id, cache generation and record count its last page read saw (the most recent ANCHOR_ZONES). */
+  private readonly seen = new Map<string, { zoneId: number; generation: string; recordCount: number }>();
   /** Background drops of replaced partitions (dropDetached). */
   private readonly drops = new Set<Promise<void>>();
 
@@ -375,7 +424,8 @@ export class ZoneCache {
    * costs what page 10 does. Anchors are read once per generation (one index-only scan) and only
    * when a page beyond the first anchor is asked for. `record_count` comes from the cache state (no count).
    */
-  async page(zoneId: number, state: CacheState, page: number, perPage: number): Promise<Page> {
+  async page(zoneId: number, state: CacheState, page: number, perPage: number, zone?: string): Promise<Page> {
+    if (zone !== undefined) this.remember(zone, zoneId, state);
     const recordCount = state.recordCount;
     const offset = (page - 1) * perPage;
     let after: RowKey | null = null;
@@ -399,6 +449,57 @@ export class ZoneCache {
     return { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount };
   }
 
+  private remember(zone: string, zoneId: number, state: CacheState) {
+    const key = normalizeName(zone);
+    const held = this.seen.get(key);
+    if (held?.zoneId === zoneId && held.generation === state.generation) return;
+    this.seen.delete(key);
+    this.seen.set(key, { zoneId, generation: state.generation, recordCount: state.recordCount });
+    while (this.seen.size > ANCHOR_ZONES) this.seen.delete(this.seen.keys().next().value!);
+  }
+
+  /**
+   * How page(zone, …) would read this page if the zone is still what its last page read saw:
+   * null when no page of the zone was read, or when the page needs anchors not yet read.
+   */
+  private foldPlan(zone: string, page: number, perPage: number): FoldPlan | null {
+    const seen = this.seen.get(zone);
+    if (!seen) return null;
+    const offset = (page - 1) * perPage;
+    if (offset < ANCHOR_STEP || offset >= seen.recordCount) return { zoneId: seen.zoneId, generation: seen.generation, after: null, skip: offset };
+    const anchors = this.anchors.get(seen.zoneId);
+    if (anchors?.generation !== seen.generation || !anchors.settled) return null;
+    const i = Math.min(Math.floor(offset / ANCHOR_STEP), anchors.settled.length) - 1;
+    if (i < 0) return { zoneId: seen.zoneId, generation: seen.generation, after: null, skip: offset };
+    return { zoneId: seen.zoneId, generation: seen.generation, after: anchors.settled[i]!, skip: offset - (i + 1) * ANCHOR_STEP };
+  }
+
+  /**
+   * ZoneRegistry.getWithState with, when the zone's last page read tells how, the page's rows
+   * read in the same statement (`page` null otherwise, or when the zone's id or cache generation
+   * changed since: read it with page()). Null when the zone is not registered.
+   */
+  async foldedRead(zone: string, page: number, perPage: number): Promise<(ZoneWithState & { page: Page | null }) | null> {
+    const name = normalizeName(zone);
+    const plan = this.foldPlan(name, page, perPage);
+    if (!plan) {
+      const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${WITH_STATE_COLUMNS} ${WITH_STATE_FROM} where z.zone = ?`, [name]);
+      const r = res.rows[0];
+      return r ? { ...withStateOfRow(r), page: null } : null;
+    }
+    const params = { zone: name, zone_id: plan.zoneId, generation: plan.generation, limit: perPage, skip: plan.skip };
+    const a = plan.after;
+    const r = a
+      ? await FOLDED_PAGE_ANCHORED.first(this.knex(), { ...params, a_key: a[0], a_rank: a[1], a_type: a[2], a_rdata: a[3], a_id: a[4] })
+      : await FOLDED_PAGE.first(this.knex(), params);
+    if (!r) return null;
+    const found = withStateOfRow(r);
+    if (!r.page_rows || !found.state) return { ...found, page: null };
+    const recordCount = found.state.recordCount;
+    const rows = r.page_rows.map(([key, ttl, cls, type, rdata]) => ({ name: sortKey(key), ttl: Number(ttl), class: cls, type, rdata }));
+    return { ...found, page: { rows, recordCount, page, perPage, hasMore: page * perPage < recordCount } };
+  }
+
   private anchorKeys(zoneId: number, generation: string): Promise<RowKey[]> {
     const held = this.anchors.get(zoneId);
     if (held?.generation === generation) {
@@ -414,12 +515,18 @@ export class ZoneCache {
         [zoneId, ANCHOR_STEP],
       )
       .then((res) => res.rows.map((r): RowKey => [r.sort_key, Number(r.type_rank), r.type, r.rdata, String(r.id)]));
+    const entry: { generation: string; keys: Promise<RowKey[]>; settled?: RowKey[] } = { generation, keys };
+    // Read once settled, so that foldPlan can use them without waiting.
+    keys.then(
+      (k) => (entry.settled = k),
+      () => undefined,
+    );
     // A failed read is not kept: the next page read tries again.
     keys.catch(() => {
       if (this.anchors.get(zoneId)?.keys === keys) this.anchors.delete(zoneId);
     });
     this.anchors.delete(zoneId);
-    this.anchors.set(zoneId, { generation, keys });
+    this.anchors.set(zoneId, entry);
     while (this.anchors.size > ANCHOR_ZONES) this.anchors.delete(this.anchors.keys().next().value!);
     return keys;
   }

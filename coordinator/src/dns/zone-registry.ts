@@ -122,28 +122,12 @@ export class ZoneRegistry {
    * get(), the zone's cache state and its provider mapping row together, in one query (what every
    * read and write route needs first).
    */
-  async getWithState(zone: string): Promise<{ zone: ZoneRow; state: CacheState | null; mapping: MappingRow | null } | null> {
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
-      `select z.*, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
-              ${cacheEmptied('s')} as cache_emptied, m.zone_id as mapping_zone_id, m.provider as mapping_provider,
-              m.provider_zone_id as mapping_provider_zone_id, m.token_ref as mapping_token_ref, m.created_at as mapping_created_at,
-              m.updated_at as mapping_updated_at
-         from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id left join dns_provider_zones m on m.zone_id = z.id
-        where z.zone = ?`,
-      [normalizeName(zone)],
-    );
+  async getWithState(zone: string): Promise<ZoneWithState | null> {
+    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${WITH_STATE_COLUMNS} ${WITH_STATE_FROM} where z.zone = ?`, [
+      normalizeName(zone),
+    ]);
     const r = res.rows[0];
-    if (!r) return null;
-    const state =
-      r.cache_serial === null || r.cache_emptied === true
-        ? null
-        : {
-            serial: Number(r.cache_serial),
-            recordCount: Number(r.cache_record_count),
-            cachedAt: new Date(r.cache_cached_at as string),
-            generation: String(r.cache_generation),
-          };
-    return { zone: toRow(r), state, mapping: r.mapping_zone_id === null ? null : mappingOfRow(r, 'mapping_') };
+    return r ? withStateOfRow(r) : null;
   }
 
   /** The registered zone that contains `name` (longest match), or null. */
@@ -254,6 +238,39 @@ export const detachedPartitionOf = (zoneId: number) => `${partitionOf(zoneId)}_r
  * read transfers the zone again. Finding one row is enough, so the scan stops at the first.
  */
 export const cacheEmptied = (s: string) => `(${s}.record_count > 0 and not exists (select 1 from dns_record_cache c where c.zone_id = ${s}.zone_id))`;
+
+/** A zone's row with its cache state (null: never cached, or emptied) and its provider mapping row. */
+export interface ZoneWithState {
+  zone: ZoneRow;
+  state: CacheState | null;
+  mapping: MappingRow | null;
+}
+
+/**
+ * The columns and joins of getWithState (zone-cache.ts reads a page in the same statement). The
+ * zone's columns by name, not `z.*`: a named prepared statement whose result columns changed under
+ * it (a migration adding one while the coordinator runs) would fail.
+ */
+export const WITH_STATE_COLUMNS = `${COLUMNS.split(',')
+  .map((c) => `z.${c.trim()}`)
+  .join(', ')}, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
+  ${cacheEmptied('s')} as cache_emptied, m.zone_id as mapping_zone_id, m.provider as mapping_provider,
+  m.provider_zone_id as mapping_provider_zone_id, m.token_ref as mapping_token_ref, m.created_at as mapping_created_at,
+  m.updated_at as mapping_updated_at`;
+export const WITH_STATE_FROM = 'from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id left join dns_provider_zones m on m.zone_id = z.id';
+
+export function withStateOfRow(r: Record<string, unknown>): ZoneWithState {
+  const state =
+    r.cache_serial === null || r.cache_emptied === true
+      ? null
+      : {
+          serial: Number(r.cache_serial),
+          recordCount: Number(r.cache_record_count),
+          cachedAt: new Date(r.cache_cached_at as string),
+          generation: String(r.cache_generation),
+        };
+  return { zone: toRow(r), state, mapping: r.mapping_zone_id === null ? null : mappingOfRow(r, 'mapping_') };
+}
 
 /** Paths found readable, with when: a busy zone is not checked on every request (an access() costs a system call). */
 const readableAt = new Map<string, number>();

@@ -89,7 +89,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
     },
     handler: async (request) => {
       const all = request.query.all === undefined || request.query.all === '1' || request.query.all === 'true';
-      const [list, availability] = await Promise.all([jobs.list(userOf(request), { limit: request.query.limit, all }), catalog.snapshot()]);
+      const [list, availability] = await Promise.all([jobs.list(userOf(request), { limit: request.query.limit, all }), catalog.concurrent()]);
       const now = new Date();
       return { ok: true as const, jobs: list.map((job) => presentJob(job, { publicBaseUrl, now, availability })) };
     },

@@ -214,6 +214,24 @@ export class ModelCatalog {
     private readonly config: Pick<Config, 'SPEECH_LOCAL_MODELS' | 'WORKER_PRESENCE_TTL_MS'>,
   ) {}
 
+  /** The snapshot read now in flight for `concurrent()` callers (null when none is). */
+  private inFlight: Promise<ModelCatalogSnapshot> | null = null;
+
+  /**
+   * A snapshot for a read that may share one with others asking at the same time: while a read is
+   * in flight, callers get its answer (begun at most one statement's time before they asked)
+   * instead of sending the statement again. Under many concurrent job lists this is one catalog
+   * statement per round trip instead of one per list. Writes (a job created) use snapshot().
+   */
+  concurrent(): Promise<ModelCatalogSnapshot> {
+    if (this.inFlight) return this.inFlight;
+    const read = this.snapshot().finally(() => {
+      if (this.inFlight === read) this.inFlight = null;
+    });
+    this.inFlight = read;
+    return read;
+  }
+
   /**
    * One query, grouped by the advertised capabilities: a fleet is mostly alike, so each distinct set
    * is read and checked once however many workers share it (1,000 workers: one group, not 1,000 JSON
