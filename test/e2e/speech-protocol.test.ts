@@ -262,7 +262,7 @@ describe('claims', () => {
     } finally {
       knex.removeListener('query', onQuery);
     }
-    expect(sent).toEqual(['select', 'speech_queue_url_job']);
+    expect(sent).toEqual(['model_catalog_snapshot', 'speech_queue_url_job']);
     expect(job).toMatchObject({
       status: 'queued',
       queueChannel: 'api',
@@ -316,11 +316,11 @@ describe('claims', () => {
     const jobs = [];
     try {
       jobs.push(await create());
-      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      expect(sent).toEqual(['model_catalog_snapshot', 'speech_queue_url_job']);
       jobs.push(await create());
       expect(sent).toEqual(['speech_queue_url_job']); // reused
       await expect(create('not-served')).rejects.toThrow(/no registered worker serves model "not-served"/);
-      expect(sent).toEqual(['select']); // a refusal is never taken from the cache
+      expect(sent).toEqual(['model_catalog_snapshot']); // a refusal is never taken from the cache
       // The worker goes offline: within the second the cached answer stands ...
       await svc.orm.em.getConnection().execute(`update speech_workers set last_seen_at = now() - interval '1 hour' where name = 'w-catalog'`);
       jobs.push(await create());
@@ -329,11 +329,11 @@ describe('claims', () => {
       // ... after it, the catalog is read again and the job is flagged.
       vi.setSystemTime(Date.now() + 1_001);
       jobs.push(await create());
-      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      expect(sent).toEqual(['model_catalog_snapshot', 'speech_queue_url_job']);
       expect(await events(jobs.at(-1)!.id)).toEqual(['queued', 'no_worker']);
       // An offline answer is not reused either.
       jobs.push(await create());
-      expect(sent).toEqual(['select', 'speech_queue_url_job']);
+      expect(sent).toEqual(['model_catalog_snapshot', 'speech_queue_url_job']);
     } finally {
       vi.useRealTimers();
       for (const j of jobs) await svc.speech.jobs.remove(admin, j.id);
