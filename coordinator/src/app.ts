@@ -4,7 +4,7 @@ import fastifyHelmet from '@fastify/helmet';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { AccountService } from './accounts/account-service.js';
-import { connectCredentialChanges } from './accounts/credential-cache.js';
+import { credentialChanges } from './accounts/credential-cache.js';
 import { authPlugin, enforceRouteAuth } from './accounts/auth-plugin.js';
 import { accountsPlugin } from './accounts/plugin.js';
 import { PgSessionStore } from './accounts/session-store.js';
@@ -68,7 +68,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Credential lookups are reused for AUTH_CACHE_SECONDS (changes through this process apply at once).
   const accounts = new AccountService(orm, { credentialCacheMs: config.AUTH_CACHE_SECONDS * 1000 });
   // Changes through another coordinator or the admin CLI arrive over Redis pub/sub (credential-cache.ts).
-  const disconnectCredentials = await connectCredentialChanges(redis, `${config.REDIS_KEY_PREFIX}auth:credentials-changed`, app.log);
+  const disconnectCredentials = await credentialChanges.connect(redis, `${config.REDIS_KEY_PREFIX}auth:credentials-changed`, app.log);
   app.addHook('onClose', disconnectCredentials);
   const sessionStore = new PgSessionStore(orm, config.SESSION_TTL_SECONDS * 1000);
   const workers = deps.workers ?? new WorkerRegistry(orm, redis, config);

@@ -6,7 +6,7 @@ import { AppError } from '../http/errors.js';
 import { IpRangeSet } from '../http/ip-ranges.js';
 import { canonicalCidr } from '../http/cidr.js';
 import { AccountRepository, type DnsKeyAuthRow } from './account-repository.js';
-import { CredentialCache, credentialsChanged } from './credential-cache.js';
+import { CredentialCache, credentialChanges } from './credential-cache.js';
 import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
 import { dummyPasswordHash, generatePassword, hashPassword, verifyPassword } from './password.js';
 import { DNS_KEY_PREFIX, PERSONAL_TOKEN_PREFIX, newSecret, sha256Hex } from './secrets.js';
@@ -241,7 +241,7 @@ export class AccountService {
         return toAuthUser(user);
       });
     } finally {
-      credentialsChanged();
+      credentialChanges.changed();
     }
   }
 
@@ -362,7 +362,7 @@ export class AccountService {
     try {
       await em.flush();
     } finally {
-      credentialsChanged();
+      credentialChanges.changed();
     }
     return true;
   }
@@ -413,7 +413,7 @@ export class AccountService {
     try {
       await em.flush();
     } finally {
-      credentialsChanged();
+      credentialChanges.changed();
     }
     return true;
   }

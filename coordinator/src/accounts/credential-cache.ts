@@ -1,62 +1,18 @@
-import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { watchRedis, type OutageLog } from '../infra/redis-watch.js';
+import { ChangeNews } from '../infra/change-news.js';
 
 /**
  * Credential lookups reused for a short time (AUTH_CACHE_SECONDS), so that a busy client's requests
  * do not each cost a PostgreSQL round trip for the same user or key.
  *
  * Revocation: every change to users, their permissions or DNS API keys made through an
- * `AccountService` in this process (HTTP admin routes, the CLI's in-process calls, tests) calls
- * `credentialsChanged()`, which empties every cache in the process at once and, where the process
- * linked Redis (`connectCredentialChanges`: every coordinator; `publishCredentialChangesTo`: the
- * admin CLI), tells the other coordinators over Redis pub/sub, which empty theirs as the message
- * arrives (a round trip through Redis). A change Redis did not carry (SQL by hand, a CLI without
- * REDIS_URL, a message lost in a Redis outage) applies when the entry is older than the cache's
- * time, so within AUTH_CACHE_SECONDS; a subscriber that reconnects empties its caches too, since it
- * may have missed news.
+ * `AccountService` (HTTP admin routes, the admin CLI, tests) calls `credentialChanges.changed()`,
+ * which empties every cache of the process at once and tells the other coordinators over Redis
+ * (ChangeNews: `connect` in every coordinator, `publishTo` in the admin CLI), which empty theirs
+ * as the message arrives. A change Redis did not carry (SQL by hand, a CLI without REDIS_URL, a
+ * message lost in an outage) applies when the entry is older than the cache's time, so within
+ * AUTH_CACHE_SECONDS.
  */
-let generation = 0;
-const links = new Set<{ redis: Redis; channel: string; log: OutageLog }>();
-/** This process's mark on the messages it publishes (its own come back and are left out). */
-const origin = randomUUID();
-
-/** A user, a permission or a key changed: every credential cache of this process forgets what it holds, and so do the other coordinators'. */
-export function credentialsChanged(): void {
-  generation++;
-  for (const { redis, channel, log } of links) {
-    redis.publish(channel, origin).catch((err: unknown) => log.warn({ err }, 'credential change publish failed'));
-  }
-}
-
-/** Publishes this process's credential changes on `channel` (the admin CLI: it keeps no cache); returns the unlink. */
-export function publishCredentialChangesTo(redis: Redis, channel: string, log: OutageLog): () => void {
-  const link = { redis, channel, log };
-  links.add(link);
-  return () => links.delete(link);
-}
-
-/**
- * Shares credential changes with the other coordinators over Redis pub/sub on `channel`: publishes
- * this process's and empties the caches on theirs. Returns the disconnect.
- */
-export async function connectCredentialChanges(redis: Redis, channel: string, log: OutageLog): Promise<() => Promise<void>> {
-  const subscriber = watchRedis(redis.duplicate(), log, 'credential-changes');
-  let subscribed = false;
-  subscriber.on('message', (_channel: string, from: string) => {
-    if (from !== origin) generation++;
-  });
-  subscriber.on('ready', () => {
-    if (subscribed) generation++;
-  });
-  await subscriber.subscribe(channel);
-  subscribed = true;
-  const unlink = publishCredentialChangesTo(redis, channel, log);
-  return async () => {
-    unlink();
-    await subscriber.quit().catch(() => undefined);
-  };
-}
+export const credentialChanges = new ChangeNews('credential-changes');
 
 /** The most entries one cache holds; the oldest go first. */
 const MAX_ENTRIES = 10_000;
@@ -78,11 +34,11 @@ export class CredentialCache<K, V> {
     if (this.ttlMs <= 0) return load();
     const now = this.now();
     const hit = this.entries.get(key);
-    if (hit && hit.generation === generation && now - hit.at < this.ttlMs) return hit.value;
-    const seen = generation;
+    if (hit && hit.generation === credentialChanges.generation && now - hit.at < this.ttlMs) return hit.value;
+    const seen = credentialChanges.generation;
     const value = await load();
     // A change while it loaded: what was read may be older than the change, so it is not kept.
-    if (seen === generation && this.keep(value)) {
+    if (seen === credentialChanges.generation && this.keep(value)) {
       this.entries.delete(key);
       if (this.entries.size >= MAX_ENTRIES) {
         const oldest = this.entries.keys().next();

@@ -36,7 +36,7 @@ async function announceChanges(orm: Orm, what: { archive: boolean; credentials: 
     REDIS_KEY_PREFIX: process.env.REDIS_KEY_PREFIX || undefined,
   });
   if (!env.success) return async () => undefined;
-  const [{ Redis }, { IrcArchiveChanges }, { publishCredentialChangesTo }] = await Promise.all([
+  const [{ Redis }, { IrcArchiveChanges }, { credentialChanges }] = await Promise.all([
     import('ioredis'),
     import('../irc/archive-changes.js'),
     import('../accounts/credential-cache.js'),
@@ -53,7 +53,7 @@ async function announceChanges(orm: Orm, what: { archive: boolean; credentials: 
   const log = { warn, info: () => undefined, error: warn };
   const unlinks = [
     ...(what.archive ? [IrcArchiveChanges.of(orm).publishTo(redis, `${env.data.REDIS_KEY_PREFIX}irc:archive-changed`, log)] : []),
-    ...(what.credentials ? [publishCredentialChangesTo(redis, `${env.data.REDIS_KEY_PREFIX}auth:credentials-changed`, log)] : []),
+    ...(what.credentials ? [credentialChanges.publishTo(redis, `${env.data.REDIS_KEY_PREFIX}auth:credentials-changed`, log)] : []),
   ];
   return async () => {
     for (const unlink of unlinks) unlink();
