@@ -104,6 +104,10 @@ async function main() {
   // redis-server rewrites its command line to "redis-server 127.0.0.1:PORT".
   if (redis.pid !== undefined) guard.watch(redis.pid, { name: 'redis', signal: 'SIGTERM', match: ['redis-server', `:${new URL(redis.url).port}`] });
   logger.info({ source: redis.source, url: redis.url }, 'using Redis');
+  // The admin CLI announces its chat-log and credential changes to this coordinator's caches over
+  // this Redis (cli/runner.ts reads the file when neither DATABASE_URL nor REDIS_URL is set).
+  await mkdir(path.join(dataDir, 'run'), { recursive: true });
+  await writeFile(path.join(dataDir, 'run', 'redis-url'), `${redis.url}\n`);
 
   let config;
   try {

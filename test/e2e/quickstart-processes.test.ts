@@ -1,7 +1,8 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { bindInstalled } from '../../coordinator/src/dns/named-runtime.js';
 import { isSameProcess, stopProcess, type ProcessRecord } from '../../coordinator/src/infra/processes.js';
@@ -164,6 +165,33 @@ describe('quick start child processes', () => {
     expect(output).not.toMatch(/^\s+at /m);
     expect(output).not.toMatch(/\b(Error|FATAL|terminating connection)\b/);
     expect(existsSync(stateFile)).toBe(false);
+  }, 300_000);
+
+  it('a chat-log import by the admin CLI reaches the running quick start at once (its Redis, no REDIS_URL or DATABASE_URL given)', async () => {
+    const run = await startQuickstart();
+    await run.waitFor(/Sonar is running at/, 120_000);
+    const base = `http://127.0.0.1:${ports!.http}`;
+    const total = async () => ((await (await fetch(`${base}/irc/api/logs?q=zebrafish`)).json()) as { total: number }).total;
+    expect(await total()).toBe(0); // now cached by the coordinator
+    const logs = mkdtempSync(path.join(tmpdir(), 'sonar-quickstart-irc-'));
+    writeFileSync(path.join(logs, '#example_20260105.log'), '[10:00:00] <alice> zebrafish are great\n');
+    // As the README's command runs it: the CLI finds the quick start's database and Redis in its data folder.
+    const cli = await promisify(execFile)(process.execPath, ['coordinator/dist/cli.js', 'irc:import', '--network', 'example', '--source', 'production', logs], {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? dataDir,
+        SONAR_DATA_DIR: dataDir,
+        EMBEDDED_PG_PORT: String(ports!.pg),
+        REDIS_KEY_PREFIX: `sonar-test:quickstart:${path.basename(dataDir)}:`,
+      },
+      timeout: 60_000,
+    });
+    expect(cli.stderr).not.toMatch(/not announced/);
+    // Polled slowly: the public API allows 60 requests a minute per client.
+    await expect.poll(total, { timeout: 10_000, interval: 500 }).toBe(1);
+    rmSync(logs, { recursive: true, force: true });
+    await run.stop('SIGINT');
   }, 300_000);
 
   it('without ffmpeg and pocketsphinx on PATH: one line with the install command, the same in the banner, on /speech and in the status API', async () => {

@@ -6,13 +6,15 @@ import { fileURLToPath } from 'node:url';
 import { isDriverError, reportError, SchemaNotCurrent } from './errors.js';
 import { EX_CONFIG, jsonMode, type Result } from './program.js';
 
+/** The quick start's data folder (`npm start`). */
+const quickstartDataDir = () => path.resolve(process.env.SONAR_DATA_DIR ?? fileURLToPath(new URL('../../../.data', import.meta.url)));
+
 /**
  * Without DATABASE_URL, a quick start's embedded database is used when its secrets exist
  * (`npm start` must be running for it to answer).
  */
 function quickstartDatabaseUrl(): string | undefined {
-  const dataDir = path.resolve(process.env.SONAR_DATA_DIR ?? fileURLToPath(new URL('../../../.data', import.meta.url)));
-  const file = path.join(dataDir, 'secrets.json');
+  const file = path.join(quickstartDataDir(), 'secrets.json');
   if (!existsSync(file)) return undefined;
   const { EMBEDDED_PG_PASSWORD } = JSON.parse(readFileSync(file, 'utf8')) as { EMBEDDED_PG_PASSWORD?: string };
   if (!EMBEDDED_PG_PASSWORD) return undefined;
@@ -21,18 +23,25 @@ function quickstartDatabaseUrl(): string | undefined {
   return `postgres://postgres:${encodeURIComponent(EMBEDDED_PG_PASSWORD)}@127.0.0.1:${port}/sonar`;
 }
 
+/** The Redis of a running quick start (written by quickstart.ts), for a CLI on its database. */
+function quickstartRedisUrl(): string | undefined {
+  const file = path.join(quickstartDataDir(), 'run', 'redis-url');
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() || undefined : undefined;
+}
+
 /**
  * A command that writes to the chat-log archive tells the coordinators (their search caches) over
  * Redis, as they tell each other (irc/archive-changes.ts), when REDIS_URL is set; so does one that
  * changes users, permissions or DNS API keys (their credential caches, accounts/credential-cache.ts).
- * Without REDIS_URL, or when Redis cannot be reached (a warning on stderr), their cached answers age
- * out (IRC_SEARCH_CACHE_TTL_SECONDS, AUTH_CACHE_SECONDS). Redis is reached only when there is news: a
+ * On a quick start's database (no DATABASE_URL) the quick start's own Redis is used. Without either,
+ * or when Redis cannot be reached (a warning on stderr), their cached answers age out
+ * (IRC_SEARCH_CACHE_TTL_SECONDS, AUTH_CACHE_SECONDS). Redis is reached only when there is news: a
  * command that writes nothing never connects. Returns the disconnect, which lets the news already
  * sent go out first.
  */
 async function announceChanges(orm: Orm, what: { archive: boolean; credentials: boolean }): Promise<() => Promise<void>> {
   const env = envSchema.pick({ REDIS_URL: true, REDIS_KEY_PREFIX: true }).safeParse({
-    REDIS_URL: process.env.REDIS_URL || undefined,
+    REDIS_URL: process.env.REDIS_URL || (process.env.DATABASE_URL ? undefined : quickstartRedisUrl()),
     REDIS_KEY_PREFIX: process.env.REDIS_KEY_PREFIX || undefined,
   });
   if (!env.success) return async () => undefined;
