@@ -49,7 +49,7 @@ async function worker(name: string, capabilities: CapabilitiesMsg, local = false
   return { client, session: hello.session_id, name };
 }
 
-/** Sessions live as long as the presence TTL (3 s here); after a long wait a worker says Hello again. */
+/** A worker says Hello again (a new session), as an agent does after a restart or a long silence. */
 async function rehello(w: { client: CoordinatorClient; session: string }, capabilities: CapabilitiesMsg, local = false) {
   const hello = await w.client.hello({ contract_version: WORKER_CONTRACT_VERSION, agent_version: 't', hostname: 'h', capabilities, local });
   w.session = hello.session_id;
@@ -129,7 +129,9 @@ beforeAll(async () => {
         SPEECH_LEASE_TTL_SECONDS: '5',
         SPEECH_MAX_ATTEMPTS: '2',
         SPEECH_STALE_SWEEP_SECONDS: '3600', // the tests sweep explicitly
-        WORKER_PRESENCE_TTL_MS: '3000',
+        // Long enough that no session expires between a test's steps on a loaded machine (3 s did in
+        // CI); the tests that need stale presence set last_seen_at themselves.
+        WORKER_PRESENCE_TTL_MS: '60000',
         OUTBOUND_ALLOW_RANGES: '127.0.0.0/8', // the staging test serves its source from loopback
       }),
     ),
