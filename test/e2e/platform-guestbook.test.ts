@@ -124,6 +124,8 @@ describe('guestbooks on a real spamd', () => {
     });
     expect((await sign(t, 'strict', { name: 'Per', message: HAM })).json().status).toBe('published');
     expect((await patch(owner, { spam_profile_id: 424242 })).json().errors).toHaveProperty('spam_profile_id');
+    // Beyond PostgreSQL's integer: a 422 too, not a 500.
+    expect((await patch(owner, { spam_profile_id: 2147483649 })).json().errors).toHaveProperty('spam_profile_id');
   });
 
   it('a filled honeypot looks accepted but nothing is stored', async () => {

@@ -153,6 +153,10 @@ describe('POST /api/spam/analyze on a real spamd', () => {
     expect((await analyze(t, tok, { body: 'hi' })).statusCode).toBe(403);
     expect((await analyze(t, owner.token, {})).statusCode).toBe(422);
     expect((await analyze(t, owner.token, { body: 'x', message: 'y' })).statusCode).toBe(422);
+    // A profile id beyond PostgreSQL's integer is the caller's mistake, not a 500 (found by the OpenAPI fuzzer).
+    const huge = await analyze(t, owner.token, { body: ' ', profile_id: 2147483649 });
+    expect(huge.statusCode).toBe(422);
+    expect(huge.json().errors).toHaveProperty('profile_id');
   });
 
   it('spamd down is 503 service_unavailable, never a zero score', async () => {

@@ -53,6 +53,8 @@ describe('status pages', () => {
     // A component cannot join a non-group, a group cannot nest.
     expect((await api('POST', `/api/statuspages/${pageId}/components`, owner, { name: 'x', group_id: web })).json().errors).toHaveProperty('group_id');
     expect((await api('POST', `/api/statuspages/${pageId}/components`, owner, { name: 'x', group: true, group_id: group })).statusCode).toBe(422);
+    // A group id beyond PostgreSQL's integer is a 422, not a 500.
+    expect((await api('POST', `/api/statuspages/${pageId}/components`, owner, { name: 'x', group_id: 2147483649 })).json().errors).toHaveProperty('group_id');
   });
 
   it('other users get 404 on the management API; administrators see and manage every page', async () => {

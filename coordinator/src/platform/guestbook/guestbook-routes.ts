@@ -36,7 +36,7 @@ const bookBody = z.object({
   title: safeString().trim().min(1).max(200),
   description: safeString({ multiline: true }).max(2000).optional(),
   hold_all: z.boolean().optional().describe('Hold every entry for moderation, ham included (default: ham is published at once)'),
-  spam_profile_id: z.number().int().positive().nullish().describe('One of your spam scoring profiles, applied to every entry'),
+  spam_profile_id: z.number().int().positive().max(2_147_483_647).nullish().describe('One of your spam scoring profiles, applied to every entry'),
 });
 
 const bookSchema = z.object({

@@ -43,7 +43,7 @@ const analyzeBody = z
     to: safeString().max(998).optional(),
     subject: safeString().max(998).optional(),
     body: z.string().min(1).optional().describe('Text body, when `message` is not given'),
-    profile_id: z.number().int().positive().optional().describe('One of your scoring profiles'),
+    profile_id: z.number().int().positive().max(2_147_483_647).optional().describe('One of your scoring profiles'),
   })
   .refine((b) => (b.message === undefined) !== (b.body === undefined), {
     message: 'send either `message` (raw) or `body` (with from, to, subject)',

@@ -32,7 +32,7 @@ export const componentBody = z.object({
   description: safeString({ multiline: true }).max(2000).nullish(),
   status: componentStatus.optional(),
   group: z.boolean().optional().describe('Create a component group (its status is the worst of its components)'),
-  group_id: z.number().int().positive().nullish().describe('The group this component belongs to'),
+  group_id: z.number().int().positive().max(2_147_483_647).nullish().describe('The group this component belongs to'),
   position: z.number().int().min(0).max(100_000).optional(),
 });
 
