@@ -17,12 +17,11 @@
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { framesDeltaBic } from '../../worker/dist/diarization/bic.js';
 import { DEFAULT_PARAMS, DefaultDiarizer, type DefaultParams } from '../../worker/dist/diarization/default-engine.js';
-import { mfcc } from '../../worker/dist/diarization/features.js';
 import { loadSileroVad } from '../../worker/dist/diarization/index.js';
 import { scoreDiarization, type DerResult } from './der.js';
-import { conversations, loadUtterances, singles, type Recording, type Utterance } from './diarization-corpus.js';
+import { conversations, loadUtterances, singles, type Utterance } from './diarization-corpus.js';
+import { inseparablePairs, speechBySpeaker } from './diarization-oracle.js';
 import { fitSpaceOn } from './diarization-space.js';
 import { log, rng } from './lib.js';
 
@@ -62,28 +61,14 @@ for (const group of ['A', 'B'] as const) {
   log(`diarization cv: group ${group}: space fitted on ${others.length} other voices; ${voices.length} voices scored`);
 }
 
-/** Seconds of speech of each reference speaker. */
-const speechOf = (rec: Recording) => {
-  const per = new Map<string, number>();
-  for (const t of rec.reference) per.set(t.speaker, (per.get(t.speaker) ?? 0) + t.end - t.start);
-  return per;
-};
-
 // Oracle: the BIC stage's verdict on the true speakers' own frames (a perfect clustering).
 let pairs = 0;
 let inseparable = 0;
 for (const { recordings } of groups) {
   for (const rec of recordings.filter((r) => r.speakers > 1)) {
-    const feats = await mfcc(rec.samples);
-    const frames = [...speechOf(rec).keys()].map((s) =>
-      rec.reference.filter((t) => t.speaker === s).map((t) => [Math.round(t.start * 100), Math.min(feats.n, Math.round(t.end * 100))] as const),
-    );
-    for (let i = 0; i < frames.length; i++) {
-      for (let j = i + 1; j < frames.length; j++) {
-        pairs++;
-        if (framesDeltaBic(feats, frames[i]!, frames[j]!, { lambda: DEFAULT_PARAMS.bicLambda, maxFrames: DEFAULT_PARAMS.bicMaxFrames }) < 0) inseparable++;
-      }
-    }
+    const found = await inseparablePairs(rec);
+    pairs += found.pairs;
+    inseparable += found.inseparable;
   }
 }
 console.log(
@@ -109,7 +94,7 @@ for (const over of configs) {
       if (right) t.right++;
       else if (out.speakerCount < rec.speakers) t.under++;
       else t.over++;
-      if (Math.min(...speechOf(rec).values()) < 4) {
+      if (Math.min(...speechBySpeaker(rec).values()) < 4) {
         t.short++;
         if (right) t.shortRight++;
       }

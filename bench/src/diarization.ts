@@ -10,12 +10,10 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { framesDeltaBic } from '../../worker/dist/diarization/bic.js';
-import { DEFAULT_PARAMS } from '../../worker/dist/diarization/default-engine.js';
-import { mfcc } from '../../worker/dist/diarization/features.js';
 import { createDiarizer, readWav, type DiarizationOutput, type Diarizer } from '../../worker/dist/diarization/index.js';
 import { parseRttm, parseUem, scoreDiarization, type DerResult, type Segment, type UemRange } from './der.js';
 import { conversations, loadUtterances, singles, type Half, type Recording } from './diarization-corpus.js';
+import { inseparablePairs, speechBySpeaker } from './diarization-oracle.js';
 import { scoreLabelledWords } from './diarization-words.js';
 import { log, type Fail, type Row } from './lib.js';
 
@@ -161,7 +159,7 @@ async function evaluateHalf(diarizer: Diarizer, recordings: Recording[], signal:
       r.shortConversations++;
       if (out.speakerCount === rec.speakers) r.shortRight++;
     }
-    const pairs = await inseparablePairs(rec, [...speech.keys()]);
+    const pairs = await inseparablePairs(rec);
     r.speakerPairs += pairs.pairs;
     r.inseparablePairs += pairs.inseparable;
     r.counts.set(rec.speakers, [...(r.counts.get(rec.speakers) ?? []), out.speakerCount]);
@@ -172,30 +170,6 @@ async function evaluateHalf(diarizer: Diarizer, recordings: Recording[], signal:
   r.der = pooled(ders);
   r.sameSexDer = pooled(sameSex);
   return r;
-}
-
-/** Seconds of speech of each reference speaker. */
-function speechBySpeaker(rec: Recording): Map<string, number> {
-  const per = new Map<string, number>();
-  for (const t of rec.reference) per.set(t.speaker, (per.get(t.speaker) ?? 0) + t.end - t.start);
-  return per;
-}
-
-/** The BIC stage's verdict on every pair of true speakers, from their own frames (a perfect clustering). */
-async function inseparablePairs(rec: Recording, speakers: string[]): Promise<{ pairs: number; inseparable: number }> {
-  const feats = await mfcc(rec.samples);
-  const frames = speakers.map((s) =>
-    rec.reference.filter((t) => t.speaker === s).map((t) => [Math.round(t.start * 100), Math.min(feats.n, Math.round(t.end * 100))] as const),
-  );
-  let pairs = 0;
-  let inseparable = 0;
-  for (let i = 0; i < frames.length; i++) {
-    for (let j = i + 1; j < frames.length; j++) {
-      pairs++;
-      if (framesDeltaBic(feats, frames[i]!, frames[j]!, { lambda: DEFAULT_PARAMS.bicLambda, maxFrames: DEFAULT_PARAMS.bicMaxFrames }) < 0) inseparable++;
-    }
-  }
-  return { pairs, inseparable };
 }
 
 /** Runs a 2-hour recording (reporting-half conversations end to end) and reports time and peak memory. */
