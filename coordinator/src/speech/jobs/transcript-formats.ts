@@ -1,5 +1,6 @@
 import type { SpeechJob, SpeechSegment } from './entities.js';
 import { speakerKey, speakerName, type SpeakerLabels, type StoredTurn } from './speakers.js';
+import { DEFAULT_CUE_LIMITS, buildCues, type Cue, type CueLimits } from './subtitle-cues.js';
 
 /** One segment as the downloads read it (seconds; speaker key such as `S1`, or null). */
 export interface DownloadSegment {
@@ -77,19 +78,38 @@ export function transcriptTxt(t: DownloadTranscript): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** SubRip: numbered cues, `00:00:01,500 --> 00:00:03,000`, the speaker as a `Name: ` prefix. */
-export function transcriptSrt(t: DownloadTranscript): string {
-  return cues(t)
-    .map((c, i) => `${i + 1}\n${cueTime(c.start, ',')} --> ${cueTime(c.end, ',')}\n${c.speaker ? `${c.speaker}: ` : ''}${c.text}\n`)
+/** The transcript's subtitle cues (subtitle-cues.ts): word-timed, within the limits, never across a change of speaker. */
+export function subtitleCues(t: DownloadTranscript, limits: CueLimits = DEFAULT_CUE_LIMITS): Cue[] {
+  return buildCues(
+    t.segments.map((s) => ({
+      start: s.start,
+      end: s.end,
+      text: s.text,
+      speakerKey: s.speaker,
+      speakerName: s.speaker ? speakerName(s.speaker, t.speakerLabels) : null,
+      words: s.words ?? null,
+    })),
+    limits,
+  );
+}
+
+/** SubRip: numbered cues, `00:00:01,500 --> 00:00:03,000`, the speaker marked on the first cue of each turn (`Name: `, or `- `). */
+export function transcriptSrt(t: DownloadTranscript, limits: CueLimits = DEFAULT_CUE_LIMITS): string {
+  return subtitleCues(t, limits)
+    .map((c, i) => {
+      const lines = [`${c.prefix}${c.lines[0] ?? ''}`, ...c.lines.slice(1)];
+      return `${i + 1}\n${cueTime(c.start, ',')} --> ${cueTime(c.end, ',')}\n${lines.join('\n')}\n`;
+    })
     .join('\n');
 }
 
-/** WebVTT: the header, then cues with `<v Speaker>` voice spans when speakers are known. */
-export function transcriptVtt(t: DownloadTranscript): string {
+/** WebVTT: the header, then cues with a `<v Speaker>` voice span on every cue that has a speaker. */
+export function transcriptVtt(t: DownloadTranscript, limits: CueLimits = DEFAULT_CUE_LIMITS): string {
   // "-->" may not occur in cue text; "<" and "&" are markup in WebVTT.
   const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-  const body = cues(t).map(
-    (c, i) => `${i + 1}\n${cueTime(c.start, '.')} --> ${cueTime(c.end, '.')}\n${c.speaker ? `<v ${escape(c.speaker)}>` : ''}${escape(c.text)}\n`,
+  const body = subtitleCues(t, limits).map(
+    (c, i) =>
+      `${i + 1}\n${cueTime(c.start, '.')} --> ${cueTime(c.end, '.')}\n${c.speakerName ? `<v ${escape(c.speakerName)}>` : ''}${c.lines.map(escape).join('\n')}\n`,
   );
   return `WEBVTT\n\n${body.join('\n')}`;
 }
@@ -120,14 +140,14 @@ export function transcriptJson(t: DownloadTranscript) {
   };
 }
 
-export function renderTranscript(t: DownloadTranscript, format: TranscriptFormat): string {
+export function renderTranscript(t: DownloadTranscript, format: TranscriptFormat, limits: CueLimits = DEFAULT_CUE_LIMITS): string {
   switch (format) {
     case 'txt':
       return transcriptTxt(t);
     case 'srt':
-      return transcriptSrt(t);
+      return transcriptSrt(t, limits);
     case 'vtt':
-      return transcriptVtt(t);
+      return transcriptVtt(t, limits);
     case 'json':
       return `${JSON.stringify(transcriptJson(t), null, 2)}\n`;
   }

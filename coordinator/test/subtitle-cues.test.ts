@@ -1,0 +1,247 @@
+import { parse as parseSubtitles } from '@plussub/srt-vtt-parser';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_CUE_LIMITS, buildCues, wrapLines, type CueLimits } from '../src/speech/jobs/subtitle-cues.js';
+import { transcriptSrt, transcriptVtt, type DownloadTranscript } from '../src/speech/jobs/transcript-formats.js';
+
+/**
+ * The cue builder against limits this test computes itself from the rendered SRT and WebVTT (read
+ * back by a third-party subtitle parser), not from the module's own figures.
+ */
+
+interface ParsedCue {
+  start: number;
+  end: number;
+  lines: string[];
+}
+
+/** SRT or WebVTT text → cues, by @plussub/srt-vtt-parser (times in ms → seconds). */
+function readBack(text: string): ParsedCue[] {
+  return parseSubtitles(text).entries.map((e: { from: number; to: number; text: string }) => ({
+    start: e.from / 1000,
+    end: e.to / 1000,
+    lines: e.text.split('\n'),
+  }));
+}
+
+const segmenter = new Intl.Segmenter();
+/** Characters as a reader counts them (grapheme clusters). */
+const chars = (s: string) => Array.from(segmenter.segment(s)).length;
+
+/** The limits every cue must keep, measured on the file as written. */
+function violations(cues: ParsedCue[], limits: CueLimits) {
+  const out: string[] = [];
+  cues.forEach((c, i) => {
+    const shown = c.lines.map((l) => l.replace(/<[^>]+>/g, ''));
+    if (shown.length > limits.maxLines) out.push(`cue ${i + 1}: ${shown.length} lines`);
+    for (const l of shown) if (chars(l) > limits.maxChars) out.push(`cue ${i + 1}: line of ${chars(l)} characters`);
+    if (c.end - c.start > limits.maxSeconds + 1e-9) out.push(`cue ${i + 1}: ${(c.end - c.start).toFixed(3)} s`);
+    if (c.end <= c.start) out.push(`cue ${i + 1}: ends before it starts`);
+    const next = cues[i + 1];
+    if (next && next.start - c.end < limits.minGapSeconds - 1e-9) out.push(`cue ${i + 1}: gap ${(next.start - c.end).toFixed(3)} s`);
+    // reading speed and the shortest time on screen hold wherever the silence around the words allows it
+    const count = shown.reduce((n, l) => n + chars(l.replace(/^([^:]{1,40}: |- )/, '')), 0);
+    const roomEnd = next ? next.start - limits.minGapSeconds : Infinity;
+    const limited = c.end >= Math.min(roomEnd, c.start + limits.maxSeconds) - 0.002;
+    if (!limited && count / (c.end - c.start) > limits.maxCps + 1e-6) out.push(`cue ${i + 1}: ${(count / (c.end - c.start)).toFixed(1)} cps`);
+    if (!limited && c.end - c.start < limits.minSeconds - 1e-9) out.push(`cue ${i + 1}: only ${(c.end - c.start).toFixed(3)} s`);
+  });
+  for (let i = 1; i < cues.length; i++) if (cues[i]!.start < cues[i - 1]!.start) out.push(`cue ${i + 1} starts before cue ${i}`);
+  return out;
+}
+
+const transcript = (segments: DownloadTranscript['segments'], speakerLabels: Record<string, string> = {}): DownloadTranscript => ({
+  jobId: 1,
+  title: 'test',
+  language: 'en',
+  model: 'm',
+  pass: 1,
+  status: 'completed',
+  durationSeconds: null,
+  transcriptText: null,
+  segments,
+  speakerLabels,
+});
+
+/** A speaker reading: words of 2–9 letters at ~3 words a second, sentences of 6–14 words, a pause after each. */
+function monologue(seed: number, seconds: number, from = 0) {
+  let x = seed;
+  const rand = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const words: Array<{ start: number; end: number; text: string }> = [];
+  let t = from;
+  let inSentence = 0;
+  let sentence = 6 + Math.floor(rand() * 9);
+  while (t < from + seconds) {
+    const len = 2 + Math.floor(rand() * 8);
+    let text = 'abcdefghijklmnopqrstuvwxyz'.slice(0, len);
+    inSentence++;
+    if (inSentence === sentence) {
+      text += '.';
+      inSentence = 0;
+      sentence = 6 + Math.floor(rand() * 9);
+    } else if (rand() < 0.1) text += ',';
+    const dur = 0.12 + len * 0.035;
+    words.push({ start: t, end: t + dur, text });
+    t += dur + (inSentence === 0 ? 0.4 + rand() * 0.6 : 0.02 + rand() * 0.08);
+  }
+  return words;
+}
+
+describe('subtitle cues', () => {
+  it('wraps into balanced lines at word boundaries and refuses what cannot fit', () => {
+    const words = 'the quick brown fox jumps over the lazy dog and runs far away into the woods'.split(' ');
+    const lines = wrapLines(words, { maxChars: 42, maxLines: 2 })!;
+    expect(lines).toHaveLength(2);
+    expect(lines.join(' ')).toBe(words.join(' '));
+    expect(Math.abs(lines[0]!.length - lines[1]!.length)).toBeLessThanOrEqual(8);
+    expect(wrapLines(['short', 'line'], { maxChars: 42, maxLines: 2 })).toEqual(['short line']);
+    expect(wrapLines(words, { maxChars: 20, maxLines: 2 })).toBeNull();
+    // the speaker prefix takes room on the first line
+    expect(wrapLines(['a'.repeat(30), 'b'.repeat(5)], { maxChars: 42, maxLines: 2 }, 10)).toEqual(['a'.repeat(30), 'b'.repeat(5)]);
+  });
+
+  it('cuts a 68-second monologue into cues within every limit', () => {
+    const words = monologue(7, 68.9);
+    const t = transcript([{ start: 0, end: 68.9, text: words.map((w) => w.text).join(' '), speaker: 'S1', words }], { S1: 'Anna' });
+    for (const text of [transcriptSrt(t), transcriptVtt(t)]) {
+      const cues = readBack(text);
+      expect(cues.length).toBeGreaterThan(10);
+      expect(violations(cues, DEFAULT_CUE_LIMITS)).toEqual([]);
+    }
+    // every word is shown once, in order
+    const shown = readBack(transcriptVtt(t))
+      .flatMap((c) =>
+        c.lines
+          .join(' ')
+          .replace(/<[^>]+>/g, '')
+          .split(' '),
+      )
+      .filter(Boolean);
+    expect(shown).toEqual(words.map((w) => w.text));
+    // the speaker is named once in SRT (one turn), on every cue in WebVTT
+    expect(transcriptSrt(t).match(/Anna: /g)).toHaveLength(1);
+    expect(transcriptVtt(t).match(/<v Anna>/g)).toHaveLength(readBack(transcriptVtt(t)).length);
+  });
+
+  it('breaks at a sentence end before clause punctuation and a pause', () => {
+    const w = (text: string, start: number) => ({ text, start, end: start + 0.25 });
+    const words = [
+      w('one', 0),
+      w('two', 0.3),
+      w('three', 0.6),
+      w('four.', 0.9),
+      w('five', 1.5),
+      w('six,', 1.8),
+      w('seven', 2.1),
+      w('eight', 2.9),
+      w('nine', 3.2),
+      w('ten', 3.5),
+      w('eleven', 3.8),
+      w('twelve', 4.1),
+      w('thirteen', 4.4),
+    ];
+    const cues = buildCues([{ start: 0, end: 4.7, text: '', speakerKey: null, speakerName: null, words }], { ...DEFAULT_CUE_LIMITS, maxChars: 20 });
+    expect(cues[0]!.lines.join(' ')).toBe('one two three four.');
+  });
+
+  it('never lets a cue cross a change of speaker, and marks each change', () => {
+    const a = monologue(1, 9, 0);
+    const b = [{ start: 9.3, end: 9.6, text: 'Yes.' }];
+    const c = monologue(3, 5, 9.7);
+    const segments = [
+      { start: 0, end: 9, text: '', speaker: 'S1', words: a.map((x) => ({ ...x, text: `a${x.text}` })) },
+      { start: 9.3, end: 9.6, text: 'Yes.', speaker: 'S2', words: b },
+      { start: 9.7, end: 15, text: '', speaker: 'S1', words: c.map((x) => ({ ...x, text: `a${x.text}` })) },
+    ];
+    const t = transcript(segments, { S2: 'Bo' });
+    const vtt = readBack(transcriptVtt(t));
+    const spoken = vtt.map((cue) => cue.lines.join(' '));
+    for (const text of spoken) {
+      const body = text.replace(/<[^>]+>/g, '');
+      const speakers = new Set(body.split(' ').map((x) => (x === 'Yes.' ? 'S2' : 'S1')));
+      expect(speakers.size).toBe(1);
+    }
+    const srt = transcriptSrt(t);
+    expect(srt.match(/Speaker 1: /g)).toHaveLength(2);
+    expect(srt.match(/Bo: Yes\./g)).toHaveLength(1);
+    expect(violations(readBack(srt), DEFAULT_CUE_LIMITS)).toEqual([]);
+  });
+
+  it('splits a segment without word times by times proportional to characters', () => {
+    const text =
+      'This is a long segment without any word times, as older passes and whisper without words store them. It goes on for a while longer to fill the time.';
+    const cues = buildCues([{ start: 10, end: 22, text, speakerKey: null, speakerName: null }]);
+    expect(cues.length).toBeGreaterThan(1);
+    expect(cues[0]!.start).toBe(10);
+    expect(cues.map((c) => c.lines.join(' ')).join(' ')).toBe(text);
+    expect(cues.at(-1)!.end).toBeLessThanOrEqual(22 + DEFAULT_CUE_LIMITS.maxSeconds);
+  });
+
+  it('keeps a short cue on screen for a second and readable where the silence allows', () => {
+    const cues = buildCues([
+      { start: 1, end: 1.3, text: 'Hello there friend.', speakerKey: null, speakerName: null },
+      { start: 6, end: 6.4, text: 'Bye.', speakerKey: null, speakerName: null },
+    ]);
+    expect(cues[0]!.end - cues[0]!.start).toBeCloseTo(1, 3);
+    expect(cues[1]!.end - cues[1]!.start).toBeCloseTo(1, 3);
+  });
+
+  it('holds the limits set per download', () => {
+    const words = monologue(11, 40);
+    const limits: CueLimits = { ...DEFAULT_CUE_LIMITS, maxChars: 32, maxLines: 1, maxSeconds: 4 };
+    const t = transcript([{ start: 0, end: 40, text: '', speaker: null, words }]);
+    expect(violations(readBack(transcriptSrt(t, limits)), limits)).toEqual([]);
+  });
+
+  it('holds the limits on any layout of segments, words and speakers (property)', () => {
+    const word = fc.record({
+      gap: fc.double({ min: -0.5, max: 3, noNaN: true }),
+      dur: fc.double({ min: 0, max: 1.5, noNaN: true }),
+      text: fc.stringMatching(/^[a-z]{1,12}[.,?]?$/),
+    });
+    const segment = fc.record({
+      speaker: fc.constantFrom('S1', 'S2', 'S3', null),
+      words: fc.array(word, { minLength: 1, maxLength: 40 }),
+      timed: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(segment, { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 20, max: 60 }),
+        fc.integer({ min: 1, max: 3 }),
+        (segs, maxChars, maxLines) => {
+          let t = 0;
+          const segments = segs.map((s) => {
+            const words = s.words.map((w) => {
+              t = Math.max(0, t + w.gap);
+              const out = { start: t, end: t + w.dur, text: w.text };
+              t += w.dur;
+              return out;
+            });
+            return {
+              start: words[0]!.start,
+              end: words.at(-1)!.end,
+              text: words.map((w) => w.text).join(' '),
+              speaker: s.speaker,
+              words: s.timed ? words : null,
+            };
+          });
+          const limits = { ...DEFAULT_CUE_LIMITS, maxChars, maxLines };
+          const doc = transcript(segments);
+          const cues = readBack(transcriptSrt(doc, limits));
+          expect(violations(cues, limits)).toEqual([]);
+          const shown = cues
+            .flatMap((c) =>
+              c.lines
+                .join(' ')
+                .replace(/^([^:]{1,40}: |- )/, '')
+                .split(' '),
+            )
+            .filter(Boolean);
+          expect(shown.join(' ')).toBe(segments.map((s) => s.text).join(' '));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
