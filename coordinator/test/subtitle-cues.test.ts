@@ -1,54 +1,13 @@
-import { parse as parseSubtitles } from '@plussub/srt-vtt-parser';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CUE_LIMITS, buildCues, wrapLines, type CueLimits } from '../src/speech/jobs/subtitle-cues.js';
 import { transcriptSrt, transcriptVtt, type DownloadTranscript } from '../src/speech/jobs/transcript-formats.js';
+import { cueViolations as violations, cueWords, readCues as readBack, spokenWords as monologue } from '../../test/support/subtitles.js';
 
 /**
- * The cue builder against limits this test computes itself from the rendered SRT and WebVTT (read
- * back by a third-party subtitle parser), not from the module's own figures.
+ * The cue builder against limits computed from the rendered SRT and WebVTT as a third-party parser
+ * reads them back (test/support/subtitles.ts), not from the module's own figures.
  */
-
-interface ParsedCue {
-  start: number;
-  end: number;
-  lines: string[];
-}
-
-/** SRT or WebVTT text → cues, by @plussub/srt-vtt-parser (times in ms → seconds). */
-function readBack(text: string): ParsedCue[] {
-  return parseSubtitles(text).entries.map((e: { from: number; to: number; text: string }) => ({
-    start: e.from / 1000,
-    end: e.to / 1000,
-    lines: e.text.split('\n'),
-  }));
-}
-
-const segmenter = new Intl.Segmenter();
-/** Characters as a reader counts them (grapheme clusters). */
-const chars = (s: string) => Array.from(segmenter.segment(s)).length;
-
-/** The limits every cue must keep, measured on the file as written. */
-function violations(cues: ParsedCue[], limits: CueLimits) {
-  const out: string[] = [];
-  cues.forEach((c, i) => {
-    const shown = c.lines.map((l) => l.replace(/<[^>]+>/g, ''));
-    if (shown.length > limits.maxLines) out.push(`cue ${i + 1}: ${shown.length} lines`);
-    for (const l of shown) if (chars(l) > limits.maxChars) out.push(`cue ${i + 1}: line of ${chars(l)} characters`);
-    if (c.end - c.start > limits.maxSeconds + 1e-9) out.push(`cue ${i + 1}: ${(c.end - c.start).toFixed(3)} s`);
-    if (c.end <= c.start) out.push(`cue ${i + 1}: ends before it starts`);
-    const next = cues[i + 1];
-    if (next && next.start - c.end < limits.minGapSeconds - 1e-9) out.push(`cue ${i + 1}: gap ${(next.start - c.end).toFixed(3)} s`);
-    // reading speed and the shortest time on screen hold wherever the silence around the words allows it
-    const count = shown.reduce((n, l) => n + chars(l.replace(/^([^:]{1,40}: |- )/, '')), 0);
-    const roomEnd = next ? next.start - limits.minGapSeconds : Infinity;
-    const limited = c.end >= Math.min(roomEnd, c.start + limits.maxSeconds) - 0.002;
-    if (!limited && count / (c.end - c.start) > limits.maxCps + 1e-6) out.push(`cue ${i + 1}: ${(count / (c.end - c.start)).toFixed(1)} cps`);
-    if (!limited && c.end - c.start < limits.minSeconds - 1e-9) out.push(`cue ${i + 1}: only ${(c.end - c.start).toFixed(3)} s`);
-  });
-  for (let i = 1; i < cues.length; i++) if (cues[i]!.start < cues[i - 1]!.start) out.push(`cue ${i + 1} starts before cue ${i}`);
-  return out;
-}
 
 const transcript = (segments: DownloadTranscript['segments'], speakerLabels: Record<string, string> = {}): DownloadTranscript => ({
   jobId: 1,
@@ -62,30 +21,6 @@ const transcript = (segments: DownloadTranscript['segments'], speakerLabels: Rec
   segments,
   speakerLabels,
 });
-
-/** A speaker reading: words of 2–9 letters at ~3 words a second, sentences of 6–14 words, a pause after each. */
-function monologue(seed: number, seconds: number, from = 0) {
-  let x = seed;
-  const rand = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
-  const words: Array<{ start: number; end: number; text: string }> = [];
-  let t = from;
-  let inSentence = 0;
-  let sentence = 6 + Math.floor(rand() * 9);
-  while (t < from + seconds) {
-    const len = 2 + Math.floor(rand() * 8);
-    let text = 'abcdefghijklmnopqrstuvwxyz'.slice(0, len);
-    inSentence++;
-    if (inSentence === sentence) {
-      text += '.';
-      inSentence = 0;
-      sentence = 6 + Math.floor(rand() * 9);
-    } else if (rand() < 0.1) text += ',';
-    const dur = 0.12 + len * 0.035;
-    words.push({ start: t, end: t + dur, text });
-    t += dur + (inSentence === 0 ? 0.4 + rand() * 0.6 : 0.02 + rand() * 0.08);
-  }
-  return words;
-}
 
 describe('subtitle cues', () => {
   it('wraps into balanced lines at word boundaries and refuses what cannot fit', () => {
@@ -109,14 +44,7 @@ describe('subtitle cues', () => {
       expect(violations(cues, DEFAULT_CUE_LIMITS)).toEqual([]);
     }
     // every word is shown once, in order
-    const shown = readBack(transcriptVtt(t))
-      .flatMap((c) =>
-        c.lines
-          .join(' ')
-          .replace(/<[^>]+>/g, '')
-          .split(' '),
-      )
-      .filter(Boolean);
+    const shown = readBack(transcriptVtt(t)).flatMap(cueWords);
     expect(shown).toEqual(words.map((w) => w.text));
     // the speaker is named once in SRT (one turn), on every cue in WebVTT
     expect(transcriptSrt(t).match(/Anna: /g)).toHaveLength(1);
@@ -149,16 +77,13 @@ describe('subtitle cues', () => {
     const b = [{ start: 9.3, end: 9.6, text: 'Yes.' }];
     const c = monologue(3, 5, 9.7);
     const segments = [
-      { start: 0, end: 9, text: '', speaker: 'S1', words: a.map((x) => ({ ...x, text: `a${x.text}` })) },
+      { start: 0, end: 9, text: '', speaker: 'S1', words: a },
       { start: 9.3, end: 9.6, text: 'Yes.', speaker: 'S2', words: b },
-      { start: 9.7, end: 15, text: '', speaker: 'S1', words: c.map((x) => ({ ...x, text: `a${x.text}` })) },
+      { start: 9.7, end: 15, text: '', speaker: 'S1', words: c },
     ];
     const t = transcript(segments, { S2: 'Bo' });
-    const vtt = readBack(transcriptVtt(t));
-    const spoken = vtt.map((cue) => cue.lines.join(' '));
-    for (const text of spoken) {
-      const body = text.replace(/<[^>]+>/g, '');
-      const speakers = new Set(body.split(' ').map((x) => (x === 'Yes.' ? 'S2' : 'S1')));
+    for (const cue of readBack(transcriptVtt(t))) {
+      const speakers = new Set(cueWords(cue).map((x) => (x === 'Yes.' ? 'S2' : 'S1')));
       expect(speakers.size).toBe(1);
     }
     const srt = transcriptSrt(t);
@@ -230,14 +155,7 @@ describe('subtitle cues', () => {
           const doc = transcript(segments);
           const cues = readBack(transcriptSrt(doc, limits));
           expect(violations(cues, limits)).toEqual([]);
-          const shown = cues
-            .flatMap((c) =>
-              c.lines
-                .join(' ')
-                .replace(/^([^:]{1,40}: |- )/, '')
-                .split(' '),
-            )
-            .filter(Boolean);
+          const shown = cues.flatMap(cueWords);
           expect(shown.join(' ')).toBe(segments.map((s) => s.text).join(' '));
         },
       ),

@@ -38,26 +38,32 @@ export class SimWorker {
       beforeComplete?: () => Promise<unknown>;
       /** Speaker of each segment (its index): reported as a completed diarization with one turn per segment. */
       speakers?: number[];
+      /** Segments with their own times and words (instead of `segments`' 2 s each). */
+      timed?: Array<{ start: number; end: number; text: string; words?: Array<{ start: number; end: number; text: string }> }>;
+      /** The diarization's turns (instead of `speakers`' one per segment). */
+      turns?: Array<{ start: number; end: number; speaker: number }>;
     } = {},
   ): Promise<void> {
     const res = await this.client.claim({ session_id: this.session, wait_ms: 2000 });
     const job = res.has_job ? res.job : null;
     if (!job) throw new Error(`no job to claim (expected ${jobId})`);
     if (job.lease.job_id !== jobId) throw new Error(`claimed job ${job.lease.job_id}, expected ${jobId}`);
-    const segments = opts.segments ?? [];
+    const segments = opts.timed ?? (opts.segments ?? []).map((text, seq) => ({ start: seq * 2, end: seq * 2 + 2, text }));
+    const duration = segments.at(-1)?.end ?? 0;
     if (segments.length) {
       const stream = this.client.progress(job.lease);
       stream.send({
         stage: 'transcribing',
         stage_detail: '',
-        audio_position_seconds: segments.length * 2,
-        segments: segments.map((text, seq) => ({ seq, start: seq * 2, end: seq * 2 + 2, text })),
-        duration_seconds: segments.length * 2,
+        audio_position_seconds: duration,
+        segments: segments.map((s, seq) => ({ seq, ...s })),
+        duration_seconds: duration,
         engine: 'test',
         engine_model: job.model,
       });
       await stream.end();
     }
+    const turns = opts.turns ?? opts.speakers?.map((speaker, i) => ({ start: i * 2, end: i * 2 + 2, speaker }));
     await opts.beforeComplete?.();
     const success = opts.success ?? true;
     await this.client.complete({
@@ -66,16 +72,16 @@ export class SimWorker {
       error: success ? '' : (opts.error ?? 'simulated failure'),
       cancelled: false,
       segment_count: segments.length,
-      duration_seconds: segments.length * 2,
+      duration_seconds: duration,
       engine: 'test',
       engine_model: job.model,
-      ...(opts.speakers
+      ...(turns
         ? {
             diarization: {
               state: 'completed',
               engine: 'test-diarizer',
-              speaker_count: new Set(opts.speakers).size,
-              turns: opts.speakers.map((speaker, i) => ({ start: i * 2, end: i * 2 + 2, speaker })),
+              speaker_count: new Set(turns.map((t) => t.speaker)).size,
+              turns,
               error: '',
             },
           }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, safeString } from '@sonar/shared';
+import { DEFAULT_CUE_LIMITS, type CueLimits } from './jobs/subtitle-cues.js';
 
 /** Zod schemas of the signed-in speech API (section C): request validation and OpenAPI output. */
 
@@ -323,3 +324,28 @@ export const apiCreateJobFieldsSchema = createJobFieldsObject
       .describe('Required: the terminal-state callback receives one JSON POST when the job completes or fails'),
   })
   .transform((body, ctx) => ({ ...normalizeFields(body, ctx), callback_url: body.callback_url }));
+
+/**
+ * The subtitle limits a download may set (SRT and WebVTT; other formats ignore them): docs/speech.md,
+ * "Subtitles". Out of range or not a number: 422 under the parameter.
+ */
+export const cueLimitsQuery = z.object({
+  max_chars: z.coerce.number().int().min(16).max(100).optional().describe(`Subtitles: characters per line, 16–100 (default ${DEFAULT_CUE_LIMITS.maxChars})`),
+  max_lines: z.coerce.number().int().min(1).max(4).optional().describe(`Subtitles: lines per cue, 1–4 (default ${DEFAULT_CUE_LIMITS.maxLines})`),
+  max_seconds: z.coerce
+    .number()
+    .min(1)
+    .max(60)
+    .optional()
+    .describe(`Subtitles: seconds a cue stays on screen at most, 1–60 (default ${DEFAULT_CUE_LIMITS.maxSeconds})`),
+});
+
+/** The cue limits of a download's query: its parameters over the defaults. */
+export function cueLimitsOf(q: z.infer<typeof cueLimitsQuery>): CueLimits {
+  return {
+    ...DEFAULT_CUE_LIMITS,
+    maxChars: q.max_chars ?? DEFAULT_CUE_LIMITS.maxChars,
+    maxLines: q.max_lines ?? DEFAULT_CUE_LIMITS.maxLines,
+    maxSeconds: q.max_seconds ?? DEFAULT_CUE_LIMITS.maxSeconds,
+  };
+}

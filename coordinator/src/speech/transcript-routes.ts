@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { presentJob } from './jobs/presenter.js';
 import { SPEECH_RATE_LIMIT } from './policy.js';
-import { jobIdParams } from './schemas.js';
+import { cueLimitsOf, cueLimitsQuery, jobIdParams } from './schemas.js';
 import {
   RTTM_MEDIA_TYPE,
   TRANSCRIPT_FORMATS,
@@ -18,6 +18,7 @@ import {
   transcriptRttm,
   type TranscriptFormat,
 } from './jobs/transcript-formats.js';
+import type { CueLimits } from './jobs/subtitle-cues.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
 const security: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];
@@ -26,8 +27,9 @@ const rttmErrors = { ...errors, 409: errorBodySchema };
 const format = z.enum(TRANSCRIPT_FORMATS);
 const description =
   'The current pass of a visible job as a download (`Content-Disposition: attachment`, named after the title): `txt` plain ' +
-  'text (speaker turns when speakers are known), `srt` SubRip and `vtt` WebVTT subtitles (one cue per segment, speaker ' +
-  'names as a prefix or a `<v>` voice span), `json` the segments with start/end seconds and speakers (and, where the engine gave word times, their `words` with ' +
+  'text (speaker turns when speakers are known), `srt` SubRip and `vtt` WebVTT subtitles (cues laid out from word times within ' +
+  'common limits — 2 lines of 42 characters, 7 s, 20 characters/s, 80 ms gaps, never across a change of speaker; `max_chars`, `max_lines` ' +
+  'and `max_seconds` change the limits — with the speaker marked at each change: `Name: ` in SRT, a `<v Name>` voice span on every WebVTT cue), `json` the segments with start/end seconds and speakers (and, where the engine gave word times, their `words` with ' +
   'times and speaker; segments are split where the speaker changes). Available while the ' +
   'job runs too (the segments so far). Add `inline=1` to view it in the browser instead.';
 
@@ -37,11 +39,18 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
   const { jobs } = deps.speech;
   const inline = z.enum(['0', '1']).optional().describe('1: no attachment header (view in the browser)');
 
-  async function send(reply: FastifyReply, userJob: { jobId: number }, request: Parameters<typeof userOf>[0], fmt: TranscriptFormat, asInline: boolean) {
+  async function send(
+    reply: FastifyReply,
+    userJob: { jobId: number },
+    request: Parameters<typeof userOf>[0],
+    fmt: TranscriptFormat,
+    asInline: boolean,
+    limits: CueLimits,
+  ) {
     const job = await jobs.getVisible(userOf(request), userJob.jobId);
     const segments = await jobs.segments(job.id, job.currentPass);
     const title = presentJob(job, { publicBaseUrl: deps.config.PUBLIC_BASE_URL }).source_label;
-    const body = renderTranscript(downloadOfJob(job, segments, title), fmt);
+    const body = renderTranscript(downloadOfJob(job, segments, title), fmt, limits);
     if (!asInline) void reply.header('content-disposition', attachmentDisposition(title, fmt));
     // Never cached by shared caches: the transcript is private and changes while the job runs.
     return reply.header('cache-control', 'private, no-store').type(TRANSCRIPT_MEDIA_TYPES[fmt]).send(body);
@@ -84,11 +93,11 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
       summary: 'Download the transcript as TXT, SRT, WebVTT or JSON',
       description,
       params: jobIdParams.extend({ format }),
-      querystring: z.object({ inline }),
+      querystring: cueLimitsQuery.extend({ inline }),
       produces: Object.values(TRANSCRIPT_MEDIA_TYPES),
       response: { 200: z.string().describe('The transcript in the requested format'), ...errors },
     },
-    handler: (request, reply) => send(reply, request.params, request, request.params.format, request.query.inline === '1'),
+    handler: (request, reply) => send(reply, request.params, request, request.params.format, request.query.inline === '1', cueLimitsOf(request.query)),
   });
 
   r.get('/api/speech/jobs/:jobId/transcript', {
@@ -99,10 +108,10 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
       summary: 'Download the transcript (format as a query parameter)',
       description: `Same as \`/transcript.{format}\`, with \`format\` (default \`txt\`) in the query. ${description}`,
       params: jobIdParams,
-      querystring: z.object({ format: format.default('txt'), inline }),
+      querystring: cueLimitsQuery.extend({ format: format.default('txt'), inline }),
       produces: Object.values(TRANSCRIPT_MEDIA_TYPES),
       response: { 200: z.string().describe('The transcript in the requested format'), ...errors },
     },
-    handler: (request, reply) => send(reply, request.params, request, request.query.format, request.query.inline === '1'),
+    handler: (request, reply) => send(reply, request.params, request, request.query.format, request.query.inline === '1', cueLimitsOf(request.query)),
   });
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { formatStockholm } from '@sonar/shared';
-import { normalizeError } from '../../http/errors.js';
+import { normalizeError, validationFailed, zodFieldErrors } from '../../http/errors.js';
 import { html, SafeHtml } from '../../http/html.js';
 import { sendErrorPage, sendPage } from '../../http/page.js';
 import { humanDuration } from '../jobs/liveness.js';
@@ -14,6 +14,7 @@ import {
   type DownloadTranscript,
 } from '../jobs/transcript-formats.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { cueLimitsOf, cueLimitsQuery } from '../schemas.js';
 import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
@@ -150,12 +151,20 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
         return reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(plainText(t));
       }
       if (download) {
+        const query = cueLimitsQuery.safeParse(request.query);
+        if (!query.success) {
+          const errors = zodFieldErrors(query.error, 'query');
+          return reply
+            .code(422)
+            .header('x-robots-tag', 'noindex')
+            .send({ ok: false, reason: 'validation_failed', message: validationFailed(errors).message, errors });
+        }
         return reply
           .header('x-robots-tag', 'noindex')
           .header('cache-control', 'no-store')
           .header('content-disposition', attachmentDisposition(t.title, download))
           .type(TRANSCRIPT_MEDIA_TYPES[download])
-          .send(renderTranscript(shareDownload(t), download));
+          .send(renderTranscript(shareDownload(t), download, cueLimitsOf(query.data)));
       }
       const full = request.query.full !== undefined;
       return send(reply, t.title, full ? detailed(t, token) : reading(t, token));
