@@ -85,12 +85,12 @@ async function download(format: 'srt' | 'vtt', door: 'api' | 'share', query = ''
   return res.body;
 }
 
-/** ffmpeg reads the file: no warning or error at all, and its SubRip conversion of it. */
+/** ffmpeg reads the file: no warning or error at all, and its SubRip conversion of it (ffmpeg ends a cue's inner lines with CRLF). */
 function ffmpegRead(file: string): string {
   const r = spawnSync('ffmpeg', ['-nostdin', '-hide_banner', '-v', 'warning', '-i', file, '-f', 'srt', '-'], { encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
   expect(r.stderr, `ffmpeg on ${path.basename(file)}`).toBe('');
-  return r.stdout;
+  return r.stdout.replace(/\r\n/g, '\n');
 }
 
 const times = (cues: ReadCue[]) => cues.map((c) => [c.start, c.end]);
