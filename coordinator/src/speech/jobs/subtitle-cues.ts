@@ -245,69 +245,76 @@ export function buildCues(segments: readonly CueSegment[], limits: CueLimits = D
 }
 
 /**
- * Cuts the tokens [from, to) of one speaker into cues: as many words as fit the limits, then back
- * to the best break among them (a sentence end, else clause punctuation, else the longest pause),
- * never leaving a first piece of under 40 % of what fits when a later break exists.
+ * Cuts the tokens [from, to) of one speaker into cues: as many words as the lines and the longest
+ * time allow, then back to the best break among them that can be read at `maxCps` in the time up
+ * to the next word (a sentence end, else clause punctuation, else the longest pause), never
+ * leaving a first piece shorter than half a line or 35 % of what fits when a later break exists.
  */
 function layoutRun(tokens: readonly Token[], from: number, to: number, turnFirst: boolean, limits: CueLimits): Array<{ from: number; to: number }> {
   const out: Array<{ from: number; to: number }> = [];
-  const text = (a: number, b: number) => tokens.slice(a, b).map((t) => t.text);
-  const lengths = tokens.map((t) => textLength(t.text));
-  const chars = (a: number, b: number) => lengths.slice(a, b).reduce((n, l) => n + l, 0) + Math.max(0, b - a - 1);
-  const fits = (a: number, b: number, first: boolean) => {
-    const t = tokens[a]!;
-    if (!wrapLines(text(a, b), limits, textLength(turnPrefix(t, first, limits.maxChars)))) return false;
-    if (tokens[b - 1]!.end - t.start > limits.maxSeconds) return false;
-    // reading speed over the time the cue may stay: up to the next word (less the gap), at most maxSeconds
+  // characters before token i (each token counted with the space after it)
+  const offset = [0];
+  for (let i = from; i < to; i++) offset.push(offset.at(-1)! + textLength(tokens[i]!.text) + 1);
+  const chars = (a: number, b: number) => offset[b - from]! - offset[a - from]! - 1;
+  // lines and the longest time: once a cue is too long for them, every longer one is too
+  const shaped = (a: number, b: number, first: boolean) =>
+    tokens[b - 1]!.end - tokens[a]!.start <= limits.maxSeconds &&
+    wrapLines(
+      tokens.slice(a, b).map((t) => t.text),
+      limits,
+      textLength(turnPrefix(tokens[a]!, first, limits.maxChars)),
+    ) !== null;
+  // reading speed over the time the cue may stay: up to the next word (less the gap), at most maxSeconds
+  const readable = (a: number, b: number) => {
     const next = b < tokens.length ? tokens[b]!.start - limits.minGapSeconds : Infinity;
-    const room = Math.min(limits.maxSeconds, next - t.start);
-    return chars(a, b) <= limits.maxCps * room;
+    return chars(a, b) <= limits.maxCps * Math.min(limits.maxSeconds, next - tokens[a]!.start);
   };
   let a = from;
   while (a < to) {
     const first = turnFirst && a === from;
     let b = a + 1;
-    while (b < to && fits(a, b + 1, first)) b++;
-    if (b === to) {
+    while (b < to && shaped(a, b + 1, first)) b++;
+    if (b === to && readable(a, to)) {
       out.push({ from: a, to });
       break;
     }
-    const k = bestBreak(tokens, a, b, to, (x, y) => fits(x, y, false), chars);
+    const ends: number[] = [];
+    for (let k = a + 1; k <= b; k++) if (readable(a, k)) ends.push(k);
+    const k = bestBreak(tokens, a, ends.length ? ends : [b], to, (x) => shaped(x, to, false) && readable(x, to), chars, limits.maxChars);
     out.push({ from: a, to: k });
     a = k;
   }
   return out;
 }
 
-/** Where to end the cue that starts at `a` and may run to `b` (exclusive): a break k in (a, b]. */
+/** Where to end the cue that starts at `a`: one of `ends` (ascending; each an exclusive end). */
 function bestBreak(
   tokens: readonly Token[],
   a: number,
-  b: number,
+  ends: readonly number[],
   to: number,
-  fitsRest: (x: number, y: number) => boolean,
+  restFits: (k: number) => boolean,
   chars: (x: number, y: number) => number,
+  maxChars: number,
 ): number {
-  const room = chars(a, b);
-  const candidates: number[] = [];
-  for (let k = a + 1; k <= b; k++) if (chars(a, k) >= 0.4 * room) candidates.push(k);
-  if (!candidates.length) return b;
+  const least = Math.min(0.35 * chars(a, ends.at(-1)!), 0.5 * maxChars);
+  const long = ends.filter((k) => chars(a, k) >= least);
+  const candidates = long.length ? long : [...ends];
   const rank = (k: number) => {
     const word = tokens[k - 1]!.text;
     return SENTENCE_END.test(word) ? 2 : CLAUSE_END.test(word) ? 1 : 0;
   };
-  const pause = (k: number) => tokens[k]!.start - tokens[k - 1]!.end;
+  const pause = (k: number) => (k < tokens.length ? tokens[k]!.start - tokens[k - 1]!.end : Infinity);
   // when the rest of the turn fits one more cue, the break that balances the two
-  const closing = candidates.filter((k) => fitsRest(k, to));
+  const closing = candidates.filter((k) => k === to || restFits(k));
   const pool = closing.length ? closing : candidates;
+  const imbalance = (k: number) => Math.abs(chars(a, k) - (k < to ? chars(k, to) : 0));
   let best = pool[0]!;
   for (const k of pool) {
     const better =
       rank(k) > rank(best) ||
       (rank(k) === rank(best) &&
-        (closing.length
-          ? Math.abs(chars(a, k) - chars(k, to)) < Math.abs(chars(a, best) - chars(best, to))
-          : pause(k) > pause(best) + 1e-9 || (Math.abs(pause(k) - pause(best)) <= 1e-9 && k > best)));
+        (closing.length ? imbalance(k) < imbalance(best) : pause(k) > pause(best) + 1e-9 || (Math.abs(pause(k) - pause(best)) <= 1e-9 && k > best)));
     if (better) best = k;
   }
   return best;
