@@ -510,10 +510,10 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename=".*\.rttm"/);
     expect(rttm.headers.get('content-type')).toMatch(/^text\/plain/);
 
-    // Exports keep the speakers of the split segments.
+    // Exports keep the speakers of the split segments; subtitle cues run from the first word to the last.
     const srt = await (await download(`/api/speech/jobs/${id}/transcript.srt`, owner)).text();
-    expect(srt).toContain('00:00:00,000 --> 00:00:01,200\nSpeaker 1: Good morning.');
-    expect(srt).toContain('00:00:01,800 --> 00:00:04,000\nSpeaker 2: Hello there.');
+    expect(srt).toContain('00:00:00,100 --> 00:00:01,200\nSpeaker 1: Good morning.');
+    expect(srt).toContain('00:00:01,800 --> 00:00:03,600\nSpeaker 2: Hello there.');
     const vtt = await (await download(`/api/speech/jobs/${id}/transcript.vtt`, owner)).text();
     expect(vtt).toContain('<v Speaker 2>Hello there.');
     const json = (await (await download(`/api/speech/jobs/${id}/transcript.json`, owner)).json()) as {

@@ -449,9 +449,10 @@ describe('web console pages', { timeout: 90_000 }, () => {
       expect(srt.status).toBe(200);
       expect(srt.disposition).toMatch(/^attachment; filename="Board meeting\.srt"/);
       const cues: Cue[] = parseSubtitles(srt.body).entries;
+      // one cue per segment here (each fits), 80 ms apart
       expect(cues.map((c) => [c.from, c.to])).toEqual([
-        [0, 2000],
-        [2000, 4000],
+        [0, 1920],
+        [2000, 3920],
         [4000, 6000],
       ]);
       expect(cues.map((c) => c.text)).toEqual([

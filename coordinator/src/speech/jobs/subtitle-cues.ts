@@ -122,13 +122,16 @@ function segmentTokens(seg: CueSegment): Token[] {
   }
   const parts = seg.text.trim().split(/\s+/).filter(Boolean);
   if (!parts.length || !finite(seg.start) || !finite(seg.end)) return [];
-  const total = parts.reduce((n, p) => n + p.length + 1, 0);
+  // the words and the spaces between them share the segment's time: the last word ends with it
+  const total = parts.reduce((n, p) => n + p.length + 1, -1);
   const span = Math.max(0, seg.end - seg.start);
   let at = 0;
   return parts.map((text) => {
     const start = seg.start + (span * at) / total;
-    at += text.length + 1;
-    return { text, start, end: seg.start + (span * (at - 1)) / total, key, name };
+    at += text.length;
+    const end = seg.start + (span * at) / total;
+    at += 1;
+    return { text, start, end, key, name };
   });
 }
 
