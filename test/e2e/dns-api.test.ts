@@ -349,11 +349,17 @@ describe('writes', () => {
     expect(badData.json().errors['operations.1.target']).toBeDefined();
   });
 
-  it('a change made with nsupdate is noticed through the SOA serial on refresh', async () => {
+  it('a change made with nsupdate is noticed through the SOA serial on refresh; an unchanged serial transfers nothing (method SOA)', async () => {
+    const before = (await get(`/api/dns/zones/${A}/axfr`)).json<{ serial: number; record_count: number; display_signature: string }>();
+    const unchanged = (await get(`/api/dns/zones/${A}/axfr`)).json();
+    expect(unchanged).toMatchObject({ ok: true, method: 'SOA', serial: before.serial, record_count: before.record_count });
+    expect(unchanged.display_signature).toBe(before.display_signature);
     await ns.nsupdate([`update add ext.${A} 300 IN A 10.0.3.3`]);
     const cached = (await get(`/api/dns/zones/${A}/search?q=10.0.3.3`)).json();
     expect(cached.record_count).toBe(0);
-    await get(`/api/dns/zones/${A}/axfr`);
+    const moved = (await get(`/api/dns/zones/${A}/axfr`)).json();
+    expect(moved).toMatchObject({ method: 'AXFR', record_count: before.record_count + 1 });
+    expect(moved.serial).toBeGreaterThan(before.serial);
     const fresh = (await get(`/api/dns/zones/${A}/search?q=10.0.3.3`)).json();
     expect(fresh.record_count).toBe(1);
   });

@@ -118,10 +118,20 @@ export class DnsService {
     const cached = read ? read.state : await this.stateOf(z);
     let state: CacheState;
     let used: string = 'CACHE';
-    if (method === 'axfr' || !cached || this.meta(z, cached.cachedAt).cache_is_stale || this.expired(z, cached.cachedAt)) {
-      // A provider zone's refresh is a provider fetch (method: the provider's name), not a transfer.
-      state = z.provider ? await this.providers.refresh(z) : (await this.cache.refresh(z)).state;
-      used = z.provider ? providerMethod(z.provider) : 'AXFR';
+    const gone = !cached || this.expired(z, cached.cachedAt);
+    if (method === 'axfr' || gone || this.meta(z, cached.cachedAt).cache_is_stale) {
+      if (z.provider) {
+        // A provider zone's refresh is a provider fetch (method: the provider's name), not a transfer.
+        state = await this.providers.refresh(z);
+        used = providerMethod(z.provider);
+      } else {
+        // A cache that counts as gone (none, or past the zone's invalidation interval) is transferred;
+        // otherwise the master's SOA serial is compared first and the zone transferred only when it
+        // moved (method SOA: nothing transferred, the cache confirmed current as of cached_at).
+        const refreshed = await this.cache.refresh(z, { force: gone });
+        state = refreshed.state;
+        used = refreshed.transferred ? 'AXFR' : 'SOA';
+      }
     } else state = cached;
     // The page read with the zone's row was read at this state; after a refresh it is read again.
     const p = read?.page && state === cached ? read.page : await this.cache.page(z.id, state, page, perPage, z.zone);

@@ -120,7 +120,7 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
       config: { auth: AUTH },
       schema: {
         ...doc,
-        summary: 'A page of the zone: from the cache (transferred again when missing or stale), by AXFR, or from the zone file',
+        summary: 'A page of the zone: from the cache (refreshed when missing or stale), after a refresh (`axfr`), or from the zone file',
         params: zoneParams,
         querystring: paging.extend({ method: z.enum(['cache', 'axfr', 'file']).default('cache') }),
         response: ok(zoneReadResponseSchema),
@@ -148,7 +148,7 @@ export async function dnsRoutes(app: FastifyInstance, deps: { config: Config; ac
       config: { auth: AUTH },
       schema: {
         ...doc,
-        summary: 'Transfer the zone again (a provider zone: fetch it from the provider) and answer a page',
+        summary: 'Refresh the zone from the master (AXFR only when its SOA serial moved; a provider zone: fetch it) and answer a page',
         params: zoneParams,
         querystring: paging,
         response: ok(zoneReadResponseSchema),

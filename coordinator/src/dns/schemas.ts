@@ -82,7 +82,11 @@ const providerFields = {
 export const zoneReadResponseSchema = z.union([
   z.object({
     ok: z.literal(true),
-    method: z.string().describe('`CACHE`, `AXFR` (a transfer from the master), or the upper-cased provider name (`CLOUDFLARE`) for a live provider fetch'),
+    method: z
+      .string()
+      .describe(
+        '`CACHE`, `AXFR` (a transfer from the master), `SOA` (the master’s SOA serial equals the cached one: nothing was transferred, `cached_at` says when the cache was last confirmed current), or the upper-cased provider name (`CLOUDFLARE`) for a live provider fetch',
+      ),
     ...pageFields,
     serial: z.number().describe('SOA serial of the cached zone (0 for provider zones)'),
     ...cacheFields,
