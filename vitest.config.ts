@@ -14,6 +14,7 @@ const UNIT = [
   'coordinator/test/config.test.ts',
   'coordinator/test/dns-wire.test.ts',
   'coordinator/test/irc-formats.test.ts',
+  'coordinator/test/job-page-text.test.ts',
   'coordinator/test/irc-parsers.test.ts',
   'coordinator/test/password.test.ts',
   'coordinator/test/set-map.test.ts',

@@ -50,7 +50,7 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
       ${p.finished_at ? html`<dt>Finished</dt><dd><time datetime="${p.finished_at}">${formatStockholm(p.finished_at)}</time></dd>` : ''}
       <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
         p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
-      }${p.progress.throughput ? ` · ${p.progress.throughput}× real time` : ''}</dd>
+      }${p.progress.throughput ? ` · ${speedText(p.progress.throughput)}` : ''}</dd>
       <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
       <dt>Attempt</dt><dd>${p.attempt} of ${p.max_attempts}</dd>
       ${p.source_url ? html`<dt>Source</dt><dd class="mono">${p.source_url}</dd>` : ''}
@@ -104,6 +104,15 @@ export function workerCard(p: JobView): SafeHtml {
       <dt>Target</dt><dd id="worker-target">${p.execution_target.mode === 'worker' ? `worker ${p.execution_target.worker ?? '?'}` : p.execution_target.mode}</dd>
     </dl>
     <p class="muted" id="worker-refreshed" role="status">As of ${formatStockholm(new Date())}.</p></div>`;
+}
+
+/**
+ * The pace of a transcription (audio seconds per wall-clock second) in words nobody misreads:
+ * "1.9× faster than real time", or "taking 1.9× the recording's length" when slower.
+ */
+export function speedText(throughput: number): string {
+  if (throughput >= 1) return `${throughput.toFixed(1)}× faster than real time`;
+  return `taking ${(1 / throughput).toFixed(1)}× the recording’s length`;
 }
 
 /** Downloads of the current pass (also while it runs: the segments so far); the speaker turns (RTTM) once diarized. */
