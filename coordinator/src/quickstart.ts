@@ -169,6 +169,8 @@ async function main() {
   // The handler goes in before the banner: whoever reads "Sonar is running" may press Ctrl-C at once.
   onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
+    // Readable lines beside the JSON log, as the banner is.
+    process.stdout.write('\nStopping Sonar: the worker agent, the coordinator, then named, Redis and PostgreSQL…\n');
     try {
       await stopAll();
     } catch (err) {
@@ -176,6 +178,7 @@ async function main() {
       console.error(`stopping failed: ${err instanceof Error ? err.message : String(err)}`);
       process.exit(1);
     }
+    process.stdout.write('Sonar stopped.\n');
     process.exit(0);
   });
 

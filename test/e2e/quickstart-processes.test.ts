@@ -161,6 +161,8 @@ describe('quick start child processes', () => {
     const code = await run.exited;
     const output = run.lines.join('\n');
     expect({ code, signal: run.child.signalCode, output }).toMatchObject({ code: 0 });
+    // one readable line says it stopped (the rest is the JSON log)
+    expect(run.lines.at(-1)).toBe('Sonar stopped.');
     expect(running(state.children)).toEqual([]);
     expect(output).not.toMatch(/^\s+at /m);
     expect(output).not.toMatch(/\b(Error|FATAL|terminating connection)\b/);
