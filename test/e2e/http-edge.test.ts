@@ -108,6 +108,64 @@ describe('no secrets in logs', () => {
     expect(redactUrl('/a/sonar_pat_0123456789abcdef0123/x')).toBe('/a/[redacted]/x');
     // Names of this service that are no credentials stay.
     expect(redactUrl('/a?cookie_name=sonar_session&owner=sonar_owner_id')).toBe('/a?cookie_name=sonar_session&owner=sonar_owner_id');
+    // By shape: a Bearer or Basic credential, a URL's password.
+    expect(redactUrl('/a?h=Bearer%20abcdefgh12345&u=https%3A%2F%2Fbob:hunter22@example.org%2Fx')).not.toMatch(/abcdefgh12345|hunter22/);
+    expect(redactUrl('/a?next=https://bob:hunter22@example.org/x')).toBe('/a?next=https://bob:[redacted]@example.org/x');
+  });
+
+  it('redacts every credential-looking parameter name of a generated list, and no ordinary one', () => {
+    const bases = [
+      'pwd',
+      'pass',
+      'passwd',
+      'password',
+      'passphrase',
+      'secret',
+      'client_secret',
+      'token',
+      'access_token',
+      'apikey',
+      'api_key',
+      'api-key',
+      'apiKey',
+      'auth',
+      'authorization',
+      'credentials',
+      'credential',
+      'private_key',
+      'privateKey',
+      'session',
+      'session_id',
+      'sessionid',
+      'sessionId',
+      'sid',
+      'csrf',
+      'xsrf',
+      'jwt',
+      'signature',
+      'otp',
+    ];
+    const names = bases.flatMap((b) => [b, b.toUpperCase(), `x_${b}`, `${b}_2`, `${b}[]`, `user[${b}]`, `X-${b}`, `db.${b}`]);
+    for (const name of names)
+      expect(redactUrl(`/a?${encodeURIComponent(name)}=v4lue-0f-${name.length}&page=2`), name).toBe(`/a?${encodeURIComponent(name)}=[redacted]&page=2`);
+    for (const name of [
+      'q',
+      'page',
+      'limit',
+      'format',
+      'model',
+      'language',
+      'keyword',
+      'monkey',
+      'sort_key',
+      'owner',
+      'passage',
+      'cookie_name',
+      'zone',
+      'inline',
+    ]) {
+      expect(redactUrl(`/a?${name}=plain`), name).toBe(`/a?${name}=plain`);
+    }
   });
 
   it('a dyndns2 update logs no token (pass=sonar_ddns_…), nor do messages and fields that hold one', async () => {

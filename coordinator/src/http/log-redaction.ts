@@ -42,16 +42,63 @@ const SECRET_QUERY_PARAMS = new Set([
   'sid',
 ]);
 
-/** Also a credential: any name ending in `_token` or `-token` (`csrf_token`, `refresh-token`). */
-const isSecretName = (name: string) => SECRET_QUERY_PARAMS.has(name) || /[_-]token$/.test(name);
+/**
+ * Words that make any parameter name a credential's, wherever they stand in it (`user[password]`,
+ * `X-Auth-Token`, `db.pwd`, `sessionId`): the name is split into words at any non-alphanumeric
+ * character and at lower-to-upper case changes.
+ */
+const SECRET_WORDS = new Set([
+  'pass',
+  'passwd',
+  'password',
+  'passphrase',
+  'pwd',
+  'secret',
+  'token',
+  'apikey',
+  'auth',
+  'authorization',
+  'credential',
+  'credentials',
+  'jwt',
+  'session',
+  'sessionid',
+  'sid',
+  'csrf',
+  'xsrf',
+  'signature',
+  'otp',
+  'privatekey',
+]);
+
+/** Two-word credentials: a key qualified as one (`private_key`, `api-key`, `accessKey`), a session or client id. */
+const SECRET_WORD_PAIR = /(?:^|_)(?:api|private|secret|access|signing|encryption|client|master)_key(?:_|$)|(?:^|_)session_id(?:_|$)/;
+
+/** The words of a parameter name: `user[Password]` → user, password; `sessionId` → session, id. */
+const nameWords = (name: string) =>
+  name
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
+
+/** A credential's name: one of the exact names, or any name holding a credential word or pair. */
+function isSecretName(name: string): boolean {
+  const lower = name.toLowerCase();
+  if (SECRET_QUERY_PARAMS.has(lower) || /[_-]token$/.test(lower)) return true;
+  const words = nameWords(name);
+  return words.some((w) => SECRET_WORDS.has(w)) || SECRET_WORD_PAIR.test(words.join('_'));
+}
 
 /**
  * Credentials by the shape of the value, wherever they stand (a query value under any name, a path
  * segment, a log message): this service's secrets (`sonar_pat_…`, `sonar_dns_…`, `sonar_wrk_…`,
- * `sonar_ddns_…`, and any other `sonar_<kind>_` with a long secret part) and JWTs (three base64url
- * parts, the first a JSON header `eyJ…`).
+ * `sonar_ddns_…`, and any other `sonar_<kind>_` with a long secret part), JWTs (three base64url
+ * parts, the first a JSON header `eyJ…`), the credential after `Bearer ` or `Basic `, and the
+ * password of a `//user:password@host` URL.
  */
-const SECRET_VALUE = /\bsonar_(?:pat|dns|wrk|ddns)_[A-Za-z0-9_-]+|\bsonar_[a-z]+_[A-Za-z0-9_-]{16,}|\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g;
+const SECRET_VALUE =
+  /\bsonar_(?:pat|dns|wrk|ddns)_[A-Za-z0-9_-]+|\bsonar_[a-z]+_[A-Za-z0-9_-]{16,}|\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*|(?<=\b(?:Bearer|Basic)(?:\s|%20|\+))[A-Za-z0-9._~+/=-]{8,}|(?<=(?:\/\/|%2[Ff]%2[Ff])[^/@:%\s]{1,64}(?::|%3[Aa]))[^/@%\s]{1,128}(?=@|%40)/g;
 
 /** Text with every credential-shaped value replaced by `[redacted]`. */
 export function redactSecrets(text: string): string {
@@ -91,9 +138,9 @@ const SECRET_PATH_PREFIXES = [SHARE_PATH_PREFIX];
 
 function decodedName(raw: string): string {
   try {
-    return decodeURIComponent(raw.replace(/\+/g, ' ')).toLowerCase();
+    return decodeURIComponent(raw.replace(/\+/g, ' '));
   } catch {
-    return raw.toLowerCase();
+    return raw;
   }
 }
 
