@@ -17,6 +17,7 @@ const UNIT = [
   'coordinator/test/irc-parsers.test.ts',
   'coordinator/test/password.test.ts',
   'coordinator/test/set-map.test.ts',
+  'coordinator/test/timeline.test.ts',
   'coordinator/test/unavailable.test.ts',
   'coordinator/test/word-speakers.test.ts',
   'shared/test/download-failure.test.ts',
