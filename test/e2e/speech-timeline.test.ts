@@ -23,8 +23,8 @@ import { makeTwoVoiceRecording } from '../support/two-voice.js';
  * their segment, resends, a segment arriving before the one it precedes) go through the real write
  * path (JobRepository.writeProgress, PROGRESS, under a live lease) and labelSegments, and what
  * PostgreSQL holds is one timeline. Then a real worker agent (a child process over gRPC) transcribes
- * and diarizes a two-voice espeak-ng recording with pocketsphinx, a rerun re-labels it, and every
- * stored pass is checked after each.
+ * and diarizes a two-voice espeak-ng recording with pocketsphinx, a rerun re-labels it (after its
+ * stored pass was made crossed, as before this check), and every stored pass is checked after each.
  */
 
 type Row = { pass: number; seq: number; start: number; end: number; text: string; speaker: string | null; words: Word[] | null };
@@ -246,7 +246,7 @@ describe('one timeline on real audio, through the real worker agent', () => {
     await svc?.close();
   });
 
-  it('every stored pass is one timeline after transcription with diarization and after a rerun', async () => {
+  it('every stored pass is one timeline after transcription with diarization and after a rerun, even of a pass stored crossed', async () => {
     const { wavPath } = await makeTwoVoiceRecording(dir);
     const bytes = readFileSync(wavPath);
     const temp = path.join(dir, `${randomName('upload')}.part`);
@@ -265,6 +265,23 @@ describe('one timeline on real audio, through the real worker agent', () => {
     const rows = await storedRows(job.id);
     expect(rows.length).toBeGreaterThanOrEqual(4);
     expect(rows.every((r) => r.words?.length && r.speaker)).toBe(true);
+
+    // A pass stored crossed before this check existed: a segment moved to start with the one before
+    // it and its first word to start there too. The rerun re-labels the stored words and fits them.
+    const { rows: labelled } = await repo.knex.raw<{ rows: Array<Row & { source_seq: number }> }>(
+      `select s.seq, s.start_seconds as start, s.words, s.source_seq from speech_segments s join speech_jobs j on j.id = s.job_id and j.current_pass = s.pass
+        where j.id = ? order by s.seq`,
+      [job.id],
+    );
+    const i = labelled.findIndex((r, k) => k > 0 && r.source_seq !== labelled[k - 1]!.source_seq);
+    expect(i).toBeGreaterThan(0);
+    const moved = labelled[i]!;
+    const early = labelled[i - 1]!.start;
+    await repo.knex.raw(
+      `update speech_segments set start_seconds = ?, words = ?::jsonb where job_id = ? and seq = ? and pass = (select current_pass from speech_jobs where id = ?)`,
+      [early, JSON.stringify(moved.words!.map((x, k) => (k === 0 ? { ...x, start: early } : x))), job.id, moved.seq, job.id],
+    );
+    expect((await passFaults(job.id)).faults).not.toEqual([]);
 
     const rerun = await api('POST', `/api/speech/jobs/${job.id}/diarization`);
     expect(rerun.status, JSON.stringify(rerun.body)).toBe(200);
