@@ -19,6 +19,7 @@ const UNIT = [
   'coordinator/test/password.test.ts',
   'coordinator/test/set-map.test.ts',
   'coordinator/test/subtitle-cues.test.ts',
+  'coordinator/test/timeline.test.ts',
   'coordinator/test/unavailable.test.ts',
   'coordinator/test/word-speakers.test.ts',
   'shared/test/download-failure.test.ts',

@@ -1,4 +1,5 @@
 import { speakerForSegment, type StoredTurn } from './speakers.js';
+import { fitWords } from './timeline.js';
 
 /**
  * Word-level speaker labelling: each word of a segment takes the speaker whose turns overlap it
@@ -51,24 +52,30 @@ export function wordsText(words: readonly Word[]): string {
  * segments with words are cut wherever consecutive words change speaker. A segment that stays
  * with one speaker keeps its own text and times; the pieces of a cut segment read their words and
  * run from their first word's start to their last word's end, except that the first piece starts
- * with the segment and the last one ends with it. Turns need not be sorted.
+ * with the segment and the last one ends with it. The words are first fitted inside their segment
+ * in text order (fitWords): a recogniser's word time that goes backwards or lies outside the
+ * segment would otherwise make pieces cross each other or the neighbouring segments. So the pieces
+ * of a segment stay inside it, in order; a pass that is one timeline (fitTimeline) stays one.
+ * Turns need not be sorted.
  */
 export function splitSegmentsBySpeaker(segments: readonly SourceSegment[], turns: readonly StoredTurn[]): SplitSegment[] {
   const sorted = [...turns].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const out: SplitSegment[] = [];
   segments.forEach((seg, source) => {
-    const words = seg.words?.filter((w) => Number.isFinite(w.start) && Number.isFinite(w.end) && w.text.trim()) ?? [];
+    const segEnd = Math.max(seg.start, seg.end);
+    const fitted = seg.words ? fitWords(seg.words, seg.start, segEnd) : null;
+    const words = fitted?.filter((w) => w.text.trim()) ?? [];
     const whole = (speaker: string | null): SplitSegment => ({
       start: seg.start,
-      end: seg.end,
+      end: segEnd,
       text: seg.text,
       speaker,
-      words: seg.words ? [...seg.words] : null,
+      words: fitted,
       source,
       split: false,
     });
     if (!words.length || !sorted.length) {
-      out.push(whole(speakerForSegment(seg.start, seg.end, sorted)));
+      out.push(whole(speakerForSegment(seg.start, segEnd, sorted)));
       return;
     }
     const runs: Array<{ speaker: string | null; words: Word[] }> = [];
@@ -83,11 +90,9 @@ export function splitSegmentsBySpeaker(segments: readonly SourceSegment[], turns
       return;
     }
     runs.forEach((run, i) => {
-      const first = run.words[0]!;
-      const lastWord = run.words.at(-1)!;
-      const start = i === 0 ? Math.min(seg.start, first.start) : first.start;
-      const end = i === runs.length - 1 ? Math.max(seg.end, lastWord.end) : lastWord.end;
-      out.push({ start, end: Math.max(start, end), text: wordsText(run.words), speaker: run.speaker, words: run.words, source, split: true });
+      const start = i === 0 ? seg.start : run.words[0]!.start;
+      const end = i === runs.length - 1 ? segEnd : run.words.at(-1)!.end;
+      out.push({ start, end, text: wordsText(run.words), speaker: run.speaker, words: run.words, source, split: true });
     });
   });
   return out;

@@ -2,6 +2,7 @@ import type { DiarizationState, LeaseRefMsg } from '@sonar/shared';
 import { sql } from '../../../db/sql.js';
 import { AI_TRANSITIONS, DIARIZATION_TRANSITIONS } from '../job-transitions.js';
 import type { SpeakerLabels, StoredTurn } from '../speakers.js';
+import { fitTimeline } from '../timeline.js';
 import { splitSegmentsBySpeaker, type SourceSegment, type Word } from '../word-speakers.js';
 import type { DiarizationOutcome } from './finish.js';
 import { storedWords } from './progress.js';
@@ -203,9 +204,10 @@ const RENAME_SPEAKERS = sql<{ id: number; labels: string; message: string }, { s
  * Labels the lease's pass from a diarization's turns, under the lease fence: segments with words
  * are labelled word by word and split where the speaker changes (splitSegmentsBySpeaker), the
  * others take the turn that overlaps them most (else the nearest). The pass's rows are replaced
- * by the labelled ones, renumbered in order; every row keeps the worker's seq (source_seq) and a
- * split piece the reported text (source_text), so a rerun joins the pieces back and splits them
- * again with its own turns. Runs before the attempt completes, so the transcript is labelled by
+ * by the labelled ones, renumbered in order and made one timeline (fitTimeline, see timeline.ts:
+ * the pass before the split too, as a pass stored before that existed may be crossed); every row
+ * keeps the worker's seq (source_seq) and a split piece the reported text (source_text), so a
+ * rerun joins the pieces back and splits them again with its own turns. Runs before the attempt completes, so the transcript is labelled by
  * the time anyone is notified. Returns the labelled segments and how many speakers own speech;
  * null when the lease is not live (the completion that follows answers duplicate or stale).
  */
@@ -215,8 +217,8 @@ export function labelSegments(store: JobStore, workerId: number, ref: LeaseRefMs
     if (!rows.length) return null;
     const pass = rows[0]!.pass;
     const stored = rows.filter((r) => r.seq !== null);
-    const sources = reportedSegments(stored);
-    const split = splitSegmentsBySpeaker(sources, turns);
+    const sources = fitTimeline(reportedSegments(stored));
+    const split = fitTimeline(splitSegmentsBySpeaker(sources, turns));
     const segments = split.map((p, seq) => ({ seq, start: p.start, end: p.end, text: p.text, speaker: p.speaker }));
     if (stored.length) {
       await DELETE_PASS.rows(trx, { job: ref.job_id, pass });

@@ -1,6 +1,7 @@
 import { JOB_STATUS_LABELS, type JobStatus, type LeaseRefMsg } from '@sonar/shared';
 import { sql } from '../../../db/sql.js';
 import { DIARIZATION_TRANSITIONS, fromStatuses, toStatus } from '../job-transitions.js';
+import { fitTimeline } from '../timeline.js';
 import type { Word } from '../word-speakers.js';
 import { LIVE_LEASE, STATUS_COLUMNS, fence, hashLeaseToken, type FenceParams, type JobStore, type StatusRow } from './store.js';
 
@@ -91,6 +92,9 @@ interface ProgressParams extends FenceParams {
  * PROGRESS — a batch of progress under the lease fence: new segments (deduplicated by job, pass
  * and seq), stage (:status, one of JOB_TRANSITIONS.stage.to), position and the running text; the
  * pass's diarization starts (DIARIZATION_TRANSITIONS.start, :diarFrom → :diarTo) when the worker says so.
+ * The batch comes fitted as one timeline (fitTimeline); each new segment's times, and its words'
+ * when it moves, are clamped between its stored neighbours (`b`: the previous seq's end, the next
+ * seq's start), so what is stored stays one timeline whatever the worker resends (see timeline.ts).
  * Parameters: the fence; parallel segment arrays :seqs, :starts, :ends, :texts, :words; :from, :status, :label,
  * :detail, :pos, :duration, :engine, :engineModel, :diarizing, :diarFrom, :diarTo.
  * Guard: LIVE_LEASE; the job's status in :from (JOB_TRANSITIONS.stage.from).
@@ -104,8 +108,17 @@ const PROGRESS = sql<
      select l.id, j.current_pass from speech_leases l join speech_jobs j on j.id = l.job_id where ${LIVE_LEASE}
    ), seg as (
      insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, words)
-     select :job, l.current_pass, s.seq, s.st, s.en, s.tx, s.wd::jsonb
-       from l, unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[], :words::text[]) as s(seq, st, en, tx, wd)
+     select :job, l.current_pass, s.seq, greatest(least(s.st, b.ceiling), b.floor), greatest(least(s.en, b.ceiling), b.floor), s.tx,
+            case when s.wd is null or (s.st >= b.floor and s.en <= b.ceiling) then s.wd::jsonb
+              else (select jsonb_agg(jsonb_build_object('start', greatest(least((w->>'start')::float8, b.ceiling), b.floor),
+                                                        'end', greatest(least((w->>'end')::float8, b.ceiling), b.floor), 'text', w->'text') order by i)
+                      from jsonb_array_elements(s.wd::jsonb) with ordinality as x(w, i)) end
+       from l, unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[], :words::text[]) as s(seq, st, en, tx, wd),
+            lateral (select
+              coalesce((select p.end_seconds from speech_segments p where p.job_id = :job and p.pass = l.current_pass and p.seq < s.seq
+                         order by p.seq desc limit 1), 0) as floor,
+              coalesce((select n.start_seconds from speech_segments n where n.job_id = :job and n.pass = l.current_pass and n.seq > s.seq
+                         order by n.seq limit 1), 'Infinity'::float8) as ceiling) b
      on conflict (job_id, pass, seq) do nothing
      returning seq, text
    ), added as (
@@ -189,10 +202,14 @@ export async function renew(
 
 /**
  * Writes a batch of progress under the lease fence in one statement (PROGRESS). StaleLeaseError
- * when the lease is no longer live. Returns the seqs that were new.
+ * when the lease is no longer live. Returns the seqs that were new. The batch's segments are made
+ * one timeline first, in seq order, a repeated seq counting once (the first; PROGRESS keeps only
+ * that one too); PROGRESS fits them to what is stored.
  */
 export async function writeProgress(store: JobStore, batch: ProgressBatch): Promise<number[]> {
-  const segs = batch.segments;
+  const seen = new Set<number>();
+  const unique = batch.segments.filter((s) => !seen.has(s.seq) && seen.add(s.seq));
+  const segs = fitTimeline(unique.sort((a, b) => a.seq - b.seq));
   const r = (await PROGRESS.first(store.knex, {
     ...fence(batch.workerId, batch.ref),
     seqs: segs.map((s) => s.seq),
