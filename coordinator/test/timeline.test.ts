@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { StoredTurn } from '../src/speech/jobs/speakers.js';
 import { fitTimeline, fitWords, timelineFaults } from '../src/speech/jobs/timeline.js';
+import { ProgressWriter } from '../src/speech/protocol/progress-writer.js';
 import { splitSegmentsBySpeaker, type SourceSegment, type Word } from '../src/speech/jobs/word-speakers.js';
 
 const w = (text: string, start: number, end: number): Word => ({ text, start, end });
@@ -144,5 +145,20 @@ describe('one timeline (fitTimeline)', () => {
       { start: 5, end: 5.5 },
       { start: 5.5, end: 5.5 },
     ]);
+  });
+});
+
+describe('live segments (ProgressWriter.fitShown)', () => {
+  it('shows browsers each batch fitted after the segments shown before it, as the stored pass is fitted', () => {
+    const ref = { job_id: 1, attempt: 1, lease_token: 't' };
+    fc.assert(
+      fc.property(fc.array(fc.array(fc.record({ start: time, end: time }), { maxLength: 5 }), { maxLength: 6 }), (batches) => {
+        const writer = new ProgressWriter(null as never, null as never);
+        const shown = batches.flatMap((b) => writer.fitShown(ref, b));
+        expect(shown.map((s) => [s.start, s.end])).toEqual(fitTimeline(batches.flat()).map((s) => [s.start, s.end]));
+        expect(timelineFaults(shown)).toEqual([]);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

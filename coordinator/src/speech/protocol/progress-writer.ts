@@ -2,6 +2,7 @@ import type { JobStatus, LeaseRefMsg, ProgressUpdateMsg } from '@sonar/shared';
 import type { JobEventSink } from '../jobs/job-events.js';
 import type { JobRepository, ProgressBatch } from '../jobs/job-repository.js';
 import { isProcessing } from '../jobs/job-transitions.js';
+import { fitTimeline } from '../jobs/timeline.js';
 
 /** A stream's accepted but unwritten progress is written after this long, or at this many segments. */
 export const PROGRESS_FLUSH_MS = 250;
@@ -46,8 +47,11 @@ export class ProgressSession {
       throw new Error('a progress stream carries one lease');
     }
     const segments = (update.segments ?? []).filter((s) => Number.isFinite(s.start) && Number.isFinite(s.end) && s.end >= s.start);
-    const fresh = segments.filter((s) => this.writer.firstSighting(ref, s.seq));
-    for (const s of fresh) this.writer.sink.segment(ref.job_id, this.pass, { seq: s.seq, start: s.start, end: s.end, text: s.text, speaker: null });
+    // Browsers see each segment as it will be stored: fitted after what this attempt showed before (timeline.ts).
+    const fresh = [...segments].sort((a, b) => a.seq - b.seq).filter((s) => this.writer.firstSighting(ref, s.seq));
+    for (const s of this.writer.fitShown(ref, fresh)) {
+      this.writer.sink.segment(ref.job_id, this.pass, { seq: s.seq, start: s.start, end: s.end, text: s.text, speaker: null });
+    }
     const stage: JobStatus = isProcessing(update.stage as JobStatus) ? (update.stage as JobStatus) : 'transcribing';
     const p = (this.pending ??= {
       ref,
@@ -131,6 +135,8 @@ export class ProgressWriter {
   private readonly sessions = new Map<string, Set<ProgressSession>>();
   /** Seqs fanned out per attempt on this coordinator: a resent segment is not shown twice. */
   private readonly fannedOut = new Map<string, Set<number>>();
+  /** The end of the last segment fanned out per attempt: where the next one may start. */
+  private readonly shownEnd = new Map<string, number>();
 
   constructor(
     readonly repo: JobRepository,
@@ -160,12 +166,25 @@ export class ProgressWriter {
     let seen = this.fannedOut.get(key);
     if (!seen) {
       // Attempts that ended on another coordinator are never forgotten here: keep the map bounded.
-      if (this.fannedOut.size >= 10_000) this.fannedOut.delete(this.fannedOut.keys().next().value!);
+      if (this.fannedOut.size >= 10_000) {
+        const oldest = this.fannedOut.keys().next().value!;
+        this.fannedOut.delete(oldest);
+        this.shownEnd.delete(oldest);
+      }
       this.fannedOut.set(key, (seen = new Set()));
     }
     if (seen.has(seq)) return false;
     seen.add(seq);
     return true;
+  }
+
+  /** New segments (in seq order) fitted after the ones this attempt showed, as PROGRESS stores them. */
+  fitShown<S extends { start: number; end: number }>(ref: LeaseRefMsg, segments: readonly S[]): S[] {
+    if (!segments.length) return [];
+    const key = leaseKey(ref);
+    const fitted = fitTimeline(segments, { floor: this.shownEnd.get(key) ?? 0 });
+    this.shownEnd.set(key, fitted.at(-1)!.end);
+    return fitted;
   }
 
   /** Writes the pending progress of an attempt's open streams on this coordinator (before its completion). */
