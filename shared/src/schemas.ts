@@ -31,6 +31,14 @@ export function safeString(opts: { multiline?: boolean; error?: StringError } = 
     : base.regex(NO_CONTROL, { error: CONTROL_CHARACTERS_MESSAGE });
 }
 
+/**
+ * A database id in a path or query: decimal digits only, 1 to 2,147,483,647 (PostgreSQL's integer).
+ * `z.coerce.number()` alone would take " 1", "1 ", "0x10" and "1e3" as well; those are 422 here.
+ */
+export function idParam(max = 2_147_483_647) {
+  return z.preprocess((v) => (typeof v === 'string' && /^[1-9][0-9]{0,15}$/.test(v) ? Number(v) : v), z.number().int().positive().max(max));
+}
+
 export const errorBodySchema = z.object({
   ok: z.literal(false),
   reason: z.string(),

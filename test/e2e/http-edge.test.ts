@@ -3,7 +3,7 @@ import pino from 'pino';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loggerOptions, redactUrl, stripSqlValues } from '../../coordinator/src/http/log-redaction.js';
-import { browserLogin, CookieJar, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
+import { browserLogin, CookieJar, createJwtUser, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
 
 /**
  * The HTTP edge: no credentials or query values in the logs, shared rate-limit budgets, the
@@ -355,5 +355,25 @@ describe('socket.io handshakes', () => {
     expect(await handshake({ transport: 'websocket', token: jwt })).toBe('connected');
     await t.accounts.setPassword(name, 'second-password-2');
     expect(await handshake({ transport: 'websocket', token: jwt })).toBe('refused: unauthenticated');
+  });
+});
+
+describe('ids in paths', () => {
+  it('take decimal digits only: " 1", "1 ", "0x10", "1e3", "+1" and "01" are 422 under the parameter, "1" is not', async () => {
+    const admin = await createJwtUser(t, [], { isAdmin: true });
+    for (const raw of [' 1', '1 ', '0x10', '1e3', '+1', '01', '1.0', '2147483648']) {
+      for (const [url, field] of [
+        [`/api/speech/jobs/${encodeURIComponent(raw)}`, 'jobId'],
+        [`/api/spam/profiles/${encodeURIComponent(raw)}`, 'id'],
+      ] as const) {
+        const res = await t.app.inject({ method: 'GET', url, headers: admin.auth });
+        expect(res.statusCode, url).toBe(422);
+        expect(Object.keys(res.json<{ errors: Record<string, string[]> }>().errors), url).toEqual([field]);
+      }
+    }
+    // the account's token routes (a tighter rate limit): one case
+    const token = await t.app.inject({ method: 'DELETE', url: '/api/account/tokens/0x10', headers: admin.auth });
+    expect(token.statusCode).toBe(422);
+    expect((await t.app.inject({ method: 'GET', url: '/api/speech/jobs/1', headers: admin.auth })).statusCode).toBe(404);
   });
 });

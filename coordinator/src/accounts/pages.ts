@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formBody from '@fastify/formbody';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { TOKEN_SCOPES, safeString } from '@sonar/shared';
+import { TOKEN_SCOPES, safeString, idParam } from '@sonar/shared';
 import type { Config } from '../config.js';
 import { AppError, normalizeError } from '../http/errors.js';
 import { html } from '../http/html.js';
@@ -201,7 +201,7 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
     },
   );
 
-  const revokeParams = z.object({ tokenId: z.coerce.number().int().positive() });
+  const revokeParams = z.object({ tokenId: idParam() });
   app.post(
     '/account/tokens/:tokenId/revoke',
     { schema: { ...hidden, params: revokeParams, body: z.object(csrfField).optional() }, config: { auth: sessionOnly }, onRequest: tokenLimit },

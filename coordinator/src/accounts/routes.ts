@@ -1,7 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { createTokenRequestSchema, errorBodySchema, loginRequestSchema, loginResponseSchema, tokenSummarySchema, userSummarySchema } from '@sonar/shared';
+import {
+  createTokenRequestSchema,
+  errorBodySchema,
+  loginRequestSchema,
+  loginResponseSchema,
+  tokenSummarySchema,
+  userSummarySchema,
+  idParam,
+} from '@sonar/shared';
 import type { Config } from '../config.js';
 import { notFound } from '../http/errors.js';
 import { sharedRateLimit } from '../http/rate-limits.js';
@@ -177,7 +185,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
       tags: ['accounts'],
       summary: 'Rotate the callback signing secret of one of your tokens; the new value is shown only here',
       security: [{ session: [] }, { bearerJwt: [] }],
-      params: z.object({ tokenId: z.coerce.number().int().positive() }),
+      params: z.object({ tokenId: idParam() }),
       response: { 200: z.object({ ok: z.literal(true), callback_secret: z.string() }), 404: errorBodySchema, ...errors },
     },
     handler: async (request) => {
@@ -194,7 +202,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
       tags: ['accounts'],
       summary: 'Revoke one of your personal access tokens',
       security: [{ session: [] }, { bearerJwt: [] }],
-      params: z.object({ tokenId: z.coerce.number().int().positive() }),
+      params: z.object({ tokenId: idParam() }),
       response: { 200: z.object({ ok: z.literal(true), revoked: z.literal(true) }), 404: errorBodySchema, ...errors },
     },
     handler: async (request) => {

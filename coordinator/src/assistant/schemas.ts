@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { errorBodySchema, safeString } from '@sonar/shared';
+import { errorBodySchema, safeString, idParam } from '@sonar/shared';
 
 const text = (max: number) => safeString({ multiline: true }).max(max);
 
@@ -83,8 +83,8 @@ export const assistantErrorSchema = errorBodySchema.extend({
 export const auditQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
   action: z.enum(['setup_save', 'delegate', 'connect_start', 'connect', 'refresh', 'validation', 'request', 'prompt_test']).optional(),
-  user_id: z.coerce.number().int().positive().max(2_147_483_647).optional(),
-  before_id: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  user_id: idParam().optional(),
+  before_id: idParam(Number.MAX_SAFE_INTEGER).optional(),
 });
 
 export const auditRowSchema = z.object({

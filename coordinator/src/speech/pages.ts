@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { JOB_PAGE_CARDS, SWAPPABLE_JOB_PAGE_CARDS, formatStockholm, type JobPageCard } from '@sonar/shared';
+import { JOB_PAGE_CARDS, SWAPPABLE_JOB_PAGE_CARDS, formatStockholm, type JobPageCard, idParam } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import { hasPermission, type AuthRequirement, type AuthUser } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
@@ -41,7 +41,7 @@ import {
 const speechUser: AuthRequirement = { accept: ['session'], permissions: ['speech.use'] };
 const speechAdmin: AuthRequirement = { accept: ['session'], adminOnly: true };
 const hidden = { hide: true } as const;
-const jobParams = z.object({ jobId: z.coerce.number().int().positive().max(2_147_483_647) });
+const jobParams = z.object({ jobId: idParam() });
 const csrfOnly = z.object({ _csrf: z.string().max(200).optional() }).optional();
 
 /** A request that asks for JSON rather than a page (a script's fetch with `Accept: application/json`). */

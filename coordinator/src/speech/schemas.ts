@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, safeString } from '@sonar/shared';
+import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, safeString, idParam } from '@sonar/shared';
 import { DEFAULT_CUE_LIMITS, type CueLimits } from './jobs/subtitle-cues.js';
 
 /** Zod schemas of the signed-in speech API (section C): request validation and OpenAPI output. */
@@ -7,7 +7,7 @@ import { DEFAULT_CUE_LIMITS, type CueLimits } from './jobs/subtitle-cues.js';
 const timestamp = z.string().describe('ISO 8601 timestamp');
 
 export const jobIdParams = z.object({
-  jobId: z.coerce.number().int().positive().max(2_147_483_647).describe('Job id (integer)'),
+  jobId: idParam().describe('Job id (integer)'),
 });
 
 /** The job's `callback` object (delivery state of its terminal callback; mainly API-queue jobs). */

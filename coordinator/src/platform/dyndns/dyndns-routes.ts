@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formBody from '@fastify/formbody';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { errorBodySchema, formatStockholm, safeString } from '@sonar/shared';
+import { errorBodySchema, formatStockholm, safeString, idParam } from '@sonar/shared';
 import { principalOf, userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
@@ -66,7 +66,7 @@ const present = (t: DyndnsToken) => ({
   last_used_at: t.lastUsedAt ? t.lastUsedAt.toISOString() : null,
 });
 
-const idParams = z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) });
+const idParams = z.object({ id: idParam() });
 
 /**
  * The dyndns2 area's one error path: plain text as dyndns2 clients read it. 401/403 `badauth`

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import formBody from '@fastify/formbody';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { formatStockholm, safeString } from '@sonar/shared';
+import { formatStockholm, safeString, idParam } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import { normalizeError } from '../../http/errors.js';
@@ -15,7 +15,7 @@ const signedIn: AuthRequirement = { accept: ['session'] };
 const hidden = { hide: true } as const;
 const LIMIT = { max: 120, timeWindow: '1 minute' };
 const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
-const maxId = z.coerce.number().int().positive().max(2_147_483_647);
+const maxId = idParam();
 
 interface PublicList {
   guestbook: { slug: string; title: string; description: string };

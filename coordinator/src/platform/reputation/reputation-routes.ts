@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { errorBodySchema, safeString } from '@sonar/shared';
+import { errorBodySchema, safeString, idParam } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import { CATEGORIES, PERSON_TYPES, TARGET_TYPES, parseTarget, type ReputationService } from './reputation-service.js';
@@ -129,7 +129,7 @@ export async function reputationRoutes(app: FastifyInstance, reputation: Reputat
       tags,
       security,
       summary: 'Withdraw your report',
-      params: z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) }),
+      params: z.object({ id: idParam() }),
       response: { 200: z.object({ ok: z.literal(true) }), ...errors },
     },
     handler: async (request) => {

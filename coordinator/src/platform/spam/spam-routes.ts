@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { errorBodySchema, safeString } from '@sonar/shared';
+import { errorBodySchema, safeString, idParam } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpamService } from './spam-service.js';
@@ -62,7 +62,7 @@ const analysisSchema = z.object({
   spamassassin: z.object({ score: z.number(), required_score: z.number() }),
 });
 
-const idParams = z.object({ id: z.coerce.number().int().positive().max(2_147_483_647) });
+const idParams = z.object({ id: idParam() });
 
 /** POST /api/spam/analyze and the scoring profiles (a platform endpoint). */
 export async function spamRoutes(app: FastifyInstance, spam: SpamService) {

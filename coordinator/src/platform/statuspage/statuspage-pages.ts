@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import formBody from '@fastify/formbody';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { safeString } from '@sonar/shared';
+import { safeString, idParam } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import { normalizeError } from '../../http/errors.js';
@@ -249,7 +249,7 @@ export async function statusPageConsole(base: FastifyInstance, pages: StatusPage
         body: z.object({
           _csrf: z.string().max(200).optional(),
           name: safeString().trim().min(1).max(200),
-          group_id: z.union([z.literal(''), z.coerce.number().int().positive().max(2_147_483_647)]).optional(),
+          group_id: z.union([z.literal(''), idParam()]).optional(),
           group: checkbox,
         }),
       },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { safeString } from '@sonar/shared';
+import { safeString, idParam } from '@sonar/shared';
 import { COMPONENT_STATUSES, EVENT_STATUSES, IMPACTS } from './statuspage-model.js';
 
 export const slugSchema = z
@@ -8,7 +8,7 @@ export const slugSchema = z
   .max(64)
   .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, 'lower-case letters, digits and inner hyphens');
 
-const maxId = z.coerce.number().int().positive().max(2_147_483_647);
+const maxId = idParam();
 export const pageParams = z.object({ id: maxId });
 export const componentParams = z.object({ id: maxId, componentId: maxId });
 export const incidentParams = z.object({ id: maxId, incidentId: maxId });
