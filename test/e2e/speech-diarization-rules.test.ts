@@ -501,13 +501,14 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
 
     const turns = await expectWordsAgreeWithRttm(id);
     expect(turns).toEqual([
-      { file: `job-${id}`, start: 0, end: 2, speaker: 'S1' },
-      { file: `job-${id}`, start: 2, end: 4, speaker: 'S2' },
-      { file: `job-${id}`, start: 4, end: 8, speaker: 'S1' },
-      { file: `job-${id}`, start: 8.2, end: expect.closeTo(8.6, 6), speaker: 'S3' },
+      // the file id is the download's name (the upload talk.wav), the same at the share page
+      { file: 'talk', start: 0, end: 2, speaker: 'S1' },
+      { file: 'talk', start: 2, end: 4, speaker: 'S2' },
+      { file: 'talk', start: 4, end: 8, speaker: 'S1' },
+      { file: 'talk', start: 8.2, end: expect.closeTo(8.6, 6), speaker: 'S3' },
     ]);
     const rttm = await download(`/api/speech/jobs/${id}/transcript.rttm`, owner);
-    expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename=".*\.rttm"/);
+    expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename="talk\.rttm"/);
     expect(rttm.headers.get('content-type')).toMatch(/^text\/plain/);
 
     // Exports keep the speakers of the split segments.
@@ -535,7 +536,7 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
         ['thanks.', 'S1'],
       ],
     ]);
-    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2' });
+    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2', speaker_name: 'Speaker 2' });
     expect(json.segments.map((s) => [s.text, s.speaker])).toEqual([
       ['Good morning.', 'S1'],
       ['Hello there.', 'S2'],
@@ -550,13 +551,13 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     const page = await svc.app.inject({ method: 'GET', url: `/speech/jobs/${id}`, headers: { cookie: jar.header() } });
     expect(page.body).toContain(`href="/api/speech/jobs/${id}/transcript.rttm"`);
 
-    // The share page: the same turns, without the job's id; its full view shows the split segments.
+    // The share page: the same turns, the same file; its full view shows the split segments.
     const share = await api('POST', `/api/speech/jobs/${id}/share`, owner);
     expect(share.status).toBe(200);
     const sharePath = new URL(share.body.share.url as string).pathname;
     const shared = await fetch(`${svc.url}${sharePath}.rttm`);
     expect(shared.status).toBe(200);
-    expect(parseRttm(await shared.text()).map((t) => ({ ...t, file: `job-${id}` }))).toEqual(turns);
+    expect(await shared.text()).toBe(await (await download(`/api/speech/jobs/${id}/transcript.rttm`, owner)).text());
     expect(await (await fetch(`${svc.url}${sharePath}`)).text()).toContain(`href="${sharePath.split('/').at(-1)}.rttm"`);
     const sharedSrt = await (await fetch(`${svc.url}${sharePath}.srt`)).text();
     expect(sharedSrt).toContain('Speaker 2: Hello there.');

@@ -264,16 +264,21 @@ describe('public transcript page', () => {
     expect(reading.body).not.toContain('class="speaker"');
   });
 
-  it('serves plain text at {token}.txt', async () => {
-    const res = await page(`${pathOf(url)}.txt`);
+  it('serves plain text at {token}.txt, the same file as the signed-in API’s', async () => {
+    const res = await page(`${pathOf(url)}.txt?inline=1`);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(res.headers['content-disposition']).toBeUndefined();
     expect(res.body).toBe(
-      'Board meeting 15 January\n\n' +
-        'SPEAKER_00: Good morning and welcome to the meeting. Today we discuss the <budget> & the plan.\n\n' +
-        'SPEAKER_01: Thank you. I have three points.\n\n' +
-        'SPEAKER_01: First, the schedule. Second, the venue is booked.\n',
+      'SPEAKER_00:\nGood morning and welcome to the meeting.\nToday we discuss the <budget> & the plan.\n\n' +
+        'SPEAKER_01:\nThank you. I have three points.\nFirst, the schedule.\nSecond, the venue is booked.\n',
     );
+    const download = await page(`${pathOf(url)}.txt`);
+    expect(download.headers['content-disposition']).toBe(
+      `attachment; filename="Board meeting 15 January.txt"; filename*=UTF-8''Board%20meeting%2015%20January.txt`,
+    );
+    expect((await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}/transcript.txt`, headers: alice.auth })).body).toBe(download.body);
+    expect((await page(`${pathOf(url)}.txt?inline=2`)).statusCode).toBe(422);
   });
 
   it('answers unknown and malformed tokens with a 404 page, in the browser too', async () => {
