@@ -487,8 +487,13 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
       [3, 6, 8, 'Fine thanks.', 'S1'],
     ]);
     const d = await detail(id);
-    // three segments were reported; the split does not make it look like a mismatch
-    expect(d).toMatchObject({ status: 'completed', stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+    // three segments were reported, four are shown (the first was split at a change of speaker): the count is what shows
+    expect(d).toMatchObject({
+      status: 'completed',
+      stage_detail: '4 segments',
+      segment_count: 4,
+      transcript_text: 'Good morning. Hello there. No words here. Fine thanks.',
+    });
     expect(d.speaker_aware_transcript).toBe(
       '[00:00:00] Speaker 1: Good morning.\n\n[00:00:01] Speaker 2: Hello there.\n\n[00:00:04] Speaker 1: No words here. Fine thanks.',
     );
@@ -614,7 +619,8 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     expect(d.speaker_aware_transcript).toBe(
       '[00:00:00] Speaker 2: Good morning.\n\n[00:00:01] Speaker 1: Hello there. No words here. Fine\n\n[00:00:06] Speaker 2: thanks.',
     );
-    expect(d).toMatchObject({ stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+    // the rerun split the segments anew: the count follows what the transcript shows
+    expect(d).toMatchObject({ stage_detail: '5 segments', segment_count: 5, transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
   });
 
   it('RTTM downloads: 401 without sign-in, 403 without speech.use, 404 for jobs one cannot see, 409 without a completed diarization', async () => {
