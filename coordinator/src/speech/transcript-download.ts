@@ -20,7 +20,11 @@ import {
  * `downloadQuery`, read here, and so reaches both doors at once.
  */
 
-/** The query of every download, at both doors. */
+/**
+ * The query of every download, at both doors (the API's routes use it as their querystring schema,
+ * the share page parses it, 422 on nonsense). A new download option is a field here, handed on to
+ * the renderer in sendDownload → downloadBody, and so reaches both doors at once.
+ */
 export const downloadQuery = z.object({
   inline: z.enum(['0', '1']).optional().describe('1: no attachment header (view in the browser)'),
 });
