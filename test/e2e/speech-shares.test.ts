@@ -281,6 +281,28 @@ describe('public transcript page', () => {
     expect((await page(`${pathOf(url)}.txt?inline=2`)).statusCode).toBe(422);
   });
 
+  it('a URL job without a title downloads as "Transcript" at both doors, never showing the source URL', async () => {
+    const untitled = await completedJob(alice, 'Untitled');
+    await sql(`update speech_jobs set source_label = null, diarization_turns = '[[0, 8, 0], [8.4, 75, 1]]'::jsonb where id = ?`, [untitled]);
+    const link = (await share(alice, untitled)).json().share.url as string;
+    for (const f of ['txt', 'srt', 'vtt', 'json', 'docx', 'rttm']) {
+      const fromApi = await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${untitled}/transcript.${f}`, headers: alice.auth });
+      const fromShare = await page(`${pathOf(link)}.${f}`);
+      expect([fromApi.statusCode, fromShare.statusCode], f).toEqual([200, 200]);
+      for (const res of [fromApi, fromShare]) {
+        expect(res.headers['content-disposition'], f).toBe(`attachment; filename="Transcript.${f}"; filename*=UTF-8''Transcript.${f}`);
+        expect(res.rawPayload.toString('latin1'), f).not.toContain('private-media');
+      }
+      if (f === 'json') {
+        expect(fromApi.json()).toMatchObject({ job_id: untitled, title: 'Transcript' });
+        expect(fromShare.json()).toMatchObject({ job_id: null, title: 'Transcript' });
+        expect(fromShare.body).toBe(fromApi.body.replace(`"job_id": ${untitled},`, '"job_id": null,'));
+      } else {
+        expect(fromShare.rawPayload.equals(fromApi.rawPayload), f).toBe(true);
+      }
+    }
+  });
+
   it('answers unknown and malformed tokens with a 404 page, in the browser too', async () => {
     for (const p of ['/shared/speech/transcript/NoSuchTokenNoSuchTokenNoSuchToken', '/shared/speech/transcript/x', "/shared/speech/transcript/'%3Cscript%3E"]) {
       const res = await page(p);
