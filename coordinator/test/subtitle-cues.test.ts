@@ -17,9 +17,11 @@ const transcript = (segments: DownloadTranscript['segments'], speakerLabels: Rec
   pass: 1,
   status: 'completed',
   durationSeconds: null,
+  transcribedAt: null,
   transcriptText: null,
   segments,
   speakerLabels,
+  turns: null,
 });
 
 describe('subtitle cues', () => {

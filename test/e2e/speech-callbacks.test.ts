@@ -210,6 +210,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
         job_url: `https://speech.example.org/speech/jobs/${id}`,
         share_url: shareUrl,
         transcript_text: 'Good morning everyone.',
+        segment_count: 2,
         analysis_text: null,
         translations: [],
         share: { url: shareUrl },
@@ -252,6 +253,7 @@ describe('delivery with retries (OUTBOUND_ALLOW_RANGES=127.0.0.0/8)', () => {
       share: null,
       share_url: null,
       transcript_text: null,
+      segment_count: null,
     });
     expect(body.job.job_url).toBe(`https://speech.example.org/speech/jobs/${id}`);
   });

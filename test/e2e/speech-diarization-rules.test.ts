@@ -487,8 +487,13 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
       [3, 6, 8, 'Fine thanks.', 'S1'],
     ]);
     const d = await detail(id);
-    // three segments were reported; the split does not make it look like a mismatch
-    expect(d).toMatchObject({ status: 'completed', stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+    // three segments were reported, four are shown (the first was split at a change of speaker): the count is what shows
+    expect(d).toMatchObject({
+      status: 'completed',
+      stage_detail: '4 segments',
+      segment_count: 4,
+      transcript_text: 'Good morning. Hello there. No words here. Fine thanks.',
+    });
     expect(d.speaker_aware_transcript).toBe(
       '[00:00:00] Speaker 1: Good morning.\n\n[00:00:01] Speaker 2: Hello there.\n\n[00:00:04] Speaker 1: No words here. Fine thanks.',
     );
@@ -501,13 +506,14 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
 
     const turns = await expectWordsAgreeWithRttm(id);
     expect(turns).toEqual([
-      { file: `job-${id}`, start: 0, end: 2, speaker: 'S1' },
-      { file: `job-${id}`, start: 2, end: 4, speaker: 'S2' },
-      { file: `job-${id}`, start: 4, end: 8, speaker: 'S1' },
-      { file: `job-${id}`, start: 8.2, end: expect.closeTo(8.6, 6), speaker: 'S3' },
+      // the file id is the download's name (the upload talk.wav), the same at the share page
+      { file: 'talk', start: 0, end: 2, speaker: 'S1' },
+      { file: 'talk', start: 2, end: 4, speaker: 'S2' },
+      { file: 'talk', start: 4, end: 8, speaker: 'S1' },
+      { file: 'talk', start: 8.2, end: expect.closeTo(8.6, 6), speaker: 'S3' },
     ]);
     const rttm = await download(`/api/speech/jobs/${id}/transcript.rttm`, owner);
-    expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename=".*\.rttm"/);
+    expect(rttm.headers.get('content-disposition')).toMatch(/^attachment; filename="talk\.rttm"/);
     expect(rttm.headers.get('content-type')).toMatch(/^text\/plain/);
 
     // Exports keep the speakers of the split segments; subtitle cues run from the first word to the last.
@@ -535,7 +541,7 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
         ['thanks.', 'S1'],
       ],
     ]);
-    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2' });
+    expect(json.segments[1]!.words![0]).toEqual({ start: 1.8, end: 2.4, text: 'Hello', speaker: 'S2', speaker_name: 'Speaker 2' });
     expect(json.segments.map((s) => [s.text, s.speaker])).toEqual([
       ['Good morning.', 'S1'],
       ['Hello there.', 'S2'],
@@ -550,13 +556,13 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     const page = await svc.app.inject({ method: 'GET', url: `/speech/jobs/${id}`, headers: { cookie: jar.header() } });
     expect(page.body).toContain(`href="/api/speech/jobs/${id}/transcript.rttm"`);
 
-    // The share page: the same turns, without the job's id; its full view shows the split segments.
+    // The share page: the same turns, the same file; its full view shows the split segments.
     const share = await api('POST', `/api/speech/jobs/${id}/share`, owner);
     expect(share.status).toBe(200);
     const sharePath = new URL(share.body.share.url as string).pathname;
     const shared = await fetch(`${svc.url}${sharePath}.rttm`);
     expect(shared.status).toBe(200);
-    expect(parseRttm(await shared.text()).map((t) => ({ ...t, file: `job-${id}` }))).toEqual(turns);
+    expect(await shared.text()).toBe(await (await download(`/api/speech/jobs/${id}/transcript.rttm`, owner)).text());
     expect(await (await fetch(`${svc.url}${sharePath}`)).text()).toContain(`href="${sharePath.split('/').at(-1)}.rttm"`);
     const sharedSrt = await (await fetch(`${svc.url}${sharePath}.srt`)).text();
     expect(sharedSrt).toContain('Speaker 2: Hello there.');
@@ -613,7 +619,8 @@ describe('word-level speakers: segments split at speaker changes, RTTM downloads
     expect(d.speaker_aware_transcript).toBe(
       '[00:00:00] Speaker 2: Good morning.\n\n[00:00:01] Speaker 1: Hello there. No words here. Fine\n\n[00:00:06] Speaker 2: thanks.',
     );
-    expect(d).toMatchObject({ stage_detail: '3 segments', transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
+    // the rerun split the segments anew: the count follows what the transcript shows
+    expect(d).toMatchObject({ stage_detail: '5 segments', segment_count: 5, transcript_text: 'Good morning. Hello there. No words here. Fine thanks.' });
   });
 
   it('RTTM downloads: 401 without sign-in, 403 without speech.use, 404 for jobs one cannot see, 409 without a completed diarization', async () => {

@@ -202,6 +202,7 @@ describe('completion reports', () => {
         `Shared transcript: https://speech.example.org/shared/speech/transcript/${share_token}`,
         'Duration: 8 s',
         'Model: turbo',
+        'Segments: 4',
         'Diarization: requested',
         'Diarization status: completed',
         'Diarization provider: test-diarizer',

@@ -264,16 +264,43 @@ describe('public transcript page', () => {
     expect(reading.body).not.toContain('class="speaker"');
   });
 
-  it('serves plain text at {token}.txt', async () => {
-    const res = await page(`${pathOf(url)}.txt`);
+  it('serves plain text at {token}.txt, the same file as the signed-in API’s', async () => {
+    const res = await page(`${pathOf(url)}.txt?inline=1`);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(res.headers['content-disposition']).toBeUndefined();
     expect(res.body).toBe(
-      'Board meeting 15 January\n\n' +
-        'SPEAKER_00: Good morning and welcome to the meeting. Today we discuss the <budget> & the plan.\n\n' +
-        'SPEAKER_01: Thank you. I have three points.\n\n' +
-        'SPEAKER_01: First, the schedule. Second, the venue is booked.\n',
+      'SPEAKER_00:\nGood morning and welcome to the meeting.\nToday we discuss the <budget> & the plan.\n\n' +
+        'SPEAKER_01:\nThank you. I have three points.\nFirst, the schedule.\nSecond, the venue is booked.\n',
     );
+    const download = await page(`${pathOf(url)}.txt`);
+    expect(download.headers['content-disposition']).toBe(
+      `attachment; filename="Board meeting 15 January.txt"; filename*=UTF-8''Board%20meeting%2015%20January.txt`,
+    );
+    expect((await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}/transcript.txt`, headers: alice.auth })).body).toBe(download.body);
+    expect((await page(`${pathOf(url)}.txt?inline=2`)).statusCode).toBe(422);
+  });
+
+  it('a URL job without a title downloads as "Transcript" at both doors, never showing the source URL', async () => {
+    const untitled = await completedJob(alice, 'Untitled');
+    await sql(`update speech_jobs set source_label = null, diarization_turns = '[[0, 8, 0], [8.4, 75, 1]]'::jsonb where id = ?`, [untitled]);
+    const link = (await share(alice, untitled)).json().share.url as string;
+    for (const f of ['txt', 'srt', 'vtt', 'json', 'docx', 'rttm']) {
+      const fromApi = await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${untitled}/transcript.${f}`, headers: alice.auth });
+      const fromShare = await page(`${pathOf(link)}.${f}`);
+      expect([fromApi.statusCode, fromShare.statusCode], f).toEqual([200, 200]);
+      for (const res of [fromApi, fromShare]) {
+        expect(res.headers['content-disposition'], f).toBe(`attachment; filename="Transcript.${f}"; filename*=UTF-8''Transcript.${f}`);
+        expect(res.rawPayload.toString('latin1'), f).not.toContain('private-media');
+      }
+      if (f === 'json') {
+        expect(fromApi.json()).toMatchObject({ job_id: untitled, title: 'Transcript' });
+        expect(fromShare.json()).toMatchObject({ job_id: null, title: 'Transcript' });
+        expect(fromShare.body).toBe(fromApi.body.replace(`"job_id": ${untitled},`, '"job_id": null,'));
+      } else {
+        expect(fromShare.rawPayload.equals(fromApi.rawPayload), f).toBe(true);
+      }
+    }
   });
 
   it('answers unknown and malformed tokens with a 404 page, in the browser too', async () => {

@@ -428,13 +428,13 @@ describe('web console pages', { timeout: 90_000 }, () => {
     await context.close();
   });
 
-  it('offers TXT, SRT, WebVTT and JSON downloads (API, job page, share page) that a subtitle parser reads', async () => {
+  it('offers TXT, SRT, WebVTT, JSON and DOCX downloads (API, job page, share page); a subtitle parser reads them', async () => {
     const { context } = await signedIn(names.alice);
     const page = await context.newPage();
     await page.goto(`${svc.url}/speech/jobs/${ids.completed}`);
     const links = await page.$$eval('#downloads a', (as) => as.map((a) => (a as HTMLAnchorElement).getAttribute('href')));
     // The job is diarized, so the speaker turns (RTTM) are offered too.
-    expect(links).toEqual(['txt', 'srt', 'vtt', 'json', 'rttm'].map((f) => `/api/speech/jobs/${ids.completed}/transcript.${f}`));
+    expect(links).toEqual(['txt', 'srt', 'vtt', 'json', 'docx', 'rttm'].map((f) => `/api/speech/jobs/${ids.completed}/transcript.${f}`));
     const get = async (url: string) => {
       const res = await page.request.get(`${svc.url}${url}`);
       return {

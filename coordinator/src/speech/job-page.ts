@@ -117,8 +117,14 @@ export function speedText(throughput: number): string {
 
 /** Downloads of the current pass (also while it runs: the segments so far); the speaker turns (RTTM) once diarized. */
 export function downloadsCard(p: JobView): SafeHtml {
-  const names: Record<string, string> = { txt: 'Text (TXT)', srt: 'Subtitles (SRT)', vtt: 'Subtitles (WebVTT)', json: 'Segments (JSON)' };
-  return html`<div class="card" id="downloads"><h2>Download</h2><p class="downloads">${TRANSCRIPT_FORMATS.map(
+  const names: Record<string, string> = {
+    txt: 'Text (TXT)',
+    srt: 'Subtitles (SRT)',
+    vtt: 'Subtitles (WebVTT)',
+    json: 'Segments (JSON)',
+    docx: 'Word document (DOCX)',
+  };
+  return html`<div class="card" id="downloads"><h2>Download</h2><p class="downloads">${[...TRANSCRIPT_FORMATS, 'docx'].map(
     (f) => html`<a href="/api/speech/jobs/${p.id}/transcript.${f}" download data-format="${f}">${names[f]}</a>`,
   )}${
     p.diarization.state === 'completed' ? html`<a href="/api/speech/jobs/${p.id}/transcript.rttm" download data-format="rttm">Speaker turns (RTTM)</a>` : ''

@@ -28,7 +28,7 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechJobRoutes(app, deps); // signed-in API: /api/speech/status, /api/speech/jobs*
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
-  await transcriptRoutes(app, deps); // /api/speech/jobs/{jobId}/transcript.{txt,srt,vtt,json}
+  await transcriptRoutes(app, deps); // /api/speech/jobs/{jobId}/transcript.{txt,srt,vtt,json,docx,rttm}
   await runNowRoute(app, deps);
   await diarizationRoutes(app, deps);
   await aiRoutes(app, deps, new AiService(deps.speech.jobs, deps.speech.repo, deps.speech.ai));

@@ -45,7 +45,7 @@ export const revisionSchema = z.object({
   duration_seconds: z.number().nullable(),
   completed_at: timestamp.nullable().describe('When that pass completed'),
   archived_at: timestamp.describe('When a re-transcription archived it'),
-  segment_count: z.number().int(),
+  segment_count: z.number().int().describe('The segments that pass shows (those that hold text), counted as the job’s `segment_count`'),
   segments: z
     .array(
       z.object({

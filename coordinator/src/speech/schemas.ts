@@ -52,7 +52,10 @@ export const jobSchema = z.object({
   analysis_language: z.string().nullable(),
   translation_target_languages: z.array(z.string()),
   stage_label: z.string().nullable(),
-  stage_detail: z.string().nullable(),
+  stage_detail: z
+    .string()
+    .nullable()
+    .describe('The stage in words; for a completed job the segment count ("6 segments", as `segment_count`) or "No speech detected"'),
   progress: z.object({
     audio_position_seconds: z.number(),
     percent: z.number().nullable(),
@@ -150,7 +153,12 @@ const autoTitleSchema = z
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
 export const jobDetailSchema = jobSchema.extend({
   transcript_text: z.string().nullable(),
-  segment_count: z.number().int(),
+  segment_count: z
+    .number()
+    .int()
+    .describe(
+      'The segments the transcript shows: the stored segments of the current pass that hold text (a segment split where the speaker changes counts as its pieces). The same count as a completed job’s `stage_detail`, the callback’s `segment_count` and the completion report, also after a diarization rerun',
+    ),
   runtime_log: z.array(z.object({ at: timestamp, level: z.enum(['info', 'warn', 'error']), event: z.string(), message: z.string() })),
   liveness: z.object({
     state: z.enum(LIVENESS_STATES),

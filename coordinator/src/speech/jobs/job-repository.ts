@@ -13,6 +13,7 @@ import * as diarization from './transitions/diarization.js';
 import * as expire from './transitions/expire.js';
 import * as finish from './transitions/finish.js';
 import * as progress from './transitions/progress.js';
+import * as segmentCount from './transitions/segment-count.js';
 import * as staging from './transitions/staging.js';
 import { JobStore, type AiAvailability, type EventLevel } from './transitions/store.js';
 
@@ -93,6 +94,8 @@ export class JobRepository {
   labelSegments = (workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]) => diarization.labelSegments(this.store, workerId, ref, turns);
   finishDiarization = (workerId: number, ref: LeaseRefMsg, result: Parameters<typeof diarization.finishDiarization>[3]) =>
     diarization.finishDiarization(this.store, workerId, ref, result);
+  /** After a rerun relabelled (and so re-split) a completed pass's segments: its count (transitions/segment-count.ts). */
+  recountSegments = (jobId: number) => segmentCount.recountSegments(this.store, jobId);
   requestDiarization = (jobId: number, by: string) => diarization.requestDiarization(this.store, jobId, by);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
 

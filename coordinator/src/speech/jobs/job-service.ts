@@ -19,6 +19,7 @@ import { probeMedia } from './probe.js';
 import { callbackBaseUrlProblem } from '../public-base-url.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
 import { speakerAwareTranscript, speakerStats, type StoredTurn, type TranscriptSegment } from './speakers.js';
+import { downloadOfJob, type DownloadTranscript } from './transcript-formats.js';
 
 export interface CreateJobInput {
   channel: QueueChannel;
@@ -274,7 +275,8 @@ export class JobService {
     const em = this.em();
     const lease = await em.findOne(SpeechLease, { job: job.id, attempt: job.attempt }, { populate: ['worker'] });
     const events = await em.find(SpeechJobEvent, { job: job.id }, { orderBy: { id: 'asc' }, limit: 500 });
-    const segmentCount = await em.count(SpeechSegment, { job: job.id, pass: job.currentPass });
+    // The one segment count (transitions/segment-count.ts): the stored segments of the pass that hold text.
+    const segmentCount = await em.count(SpeechSegment, { job: job.id, pass: job.currentPass, text: { $re: '\\S' } });
     // Speakers exist once a diarization labelled the pass (a failed rerun keeps the earlier labels).
     const labelled = job.diarizationTurns !== null ? await this.transcriptSegments(job.id, job.currentPass) : [];
     return {
@@ -310,13 +312,15 @@ export class JobService {
   }
 
   /**
-   * The diarizer's speaker turns of a visible job's current pass (sorted), for the RTTM download.
-   * 404 when the job is not visible; 409 while it has no completed diarization (never requested,
-   * skipped, still pending or running, failed, or unavailable).
+   * A visible job's current pass as the downloads read it (downloadOfJob; the share page builds
+   * its own with the same function). 404 when the job is not visible; with `turns` (the RTTM
+   * download) 409 while it has no completed diarization (never requested, skipped, still pending
+   * or running, failed, or unavailable).
    */
-  async speakerTurns(user: AuthUser, jobId: number): Promise<{ job: SpeechJob; turns: StoredTurn[] }> {
+  async download(user: AuthUser, jobId: number, opts: { turns: boolean }): Promise<DownloadTranscript> {
     const job = await this.getVisible(user, jobId);
-    return { job, turns: completedTurns(job) };
+    if (opts.turns) completedTurns(job);
+    return downloadOfJob(job, await this.segments(job.id, job.currentPass), { shared: false });
   }
 
   async segments(jobId: number, pass: number) {

@@ -19,7 +19,8 @@ export function presentRevision(revision: RevisionRow, segments: RevisionSegment
     duration_seconds: revision.durationSeconds,
     completed_at: iso(revision.completedAt),
     archived_at: revision.archivedAt.toISOString(),
-    segment_count: segments.length,
+    // The one segment count (transitions/segment-count.ts): the segments that hold text.
+    segment_count: segments.filter((s) => /\S/.test(s.text)).length,
     ...(includeSegments
       ? {
           segments: segments.map((s) => ({

@@ -117,7 +117,8 @@ export interface SpeakerStat {
 export function speakerStats(segments: readonly TranscriptSegment[]): SpeakerStat[] {
   const stats = new Map<string, SpeakerStat>();
   for (const s of segments) {
-    if (!s.speaker) continue;
+    // as the transcript shows them: a segment of only whitespace is no segment (transitions/segment-count.ts)
+    if (!s.speaker || !/\S/.test(s.text)) continue;
     const st = stats.get(s.speaker) ?? { speaker: s.speaker, segments: 0, seconds: 0 };
     st.segments += 1;
     st.seconds += Math.max(0, s.end - s.start);

@@ -12,6 +12,7 @@ import type { JobRepository } from '../jobs/job-repository.js';
 import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 import { speakerAwareTranscript, type SpeakerLabels, type TranscriptSegment } from '../jobs/speakers.js';
 import type { AnalysisRecord } from '../jobs/entities.js';
+import { SEGMENT_COUNT } from '../jobs/transitions/segment-count.js';
 import { analysisText } from '../ai/work.js';
 import { callbackBaseUrlProblem, isLocalBaseUrl } from '../public-base-url.js';
 
@@ -47,6 +48,8 @@ export interface CallbackEnvelope {
     job_url: string;
     share_url: string | null;
     transcript_text: string | null;
+    /** The number of segments the transcript shows (the job's `segment_count`); null for a failed job. */
+    segment_count: number | null;
     /** The completed analysis as text (summary, key points, action items, topics); null when there is none. */
     analysis_text: string | null;
     translations: CallbackTranslation[];
@@ -132,6 +135,7 @@ interface JobRow {
   model: string;
   language: string | null;
   transcript_text: string | null;
+  segment_count: number;
   failure_error: string | null;
   share_token: string | null;
   share_disabled_at: Date | string | null;
@@ -225,6 +229,7 @@ export class CallbackService {
     const { rows } = await this.knex.raw<{ rows: JobRow[] }>(
       `select id, status, queue_channel, source_label, source_filename, source_url, model, language, transcript_text,
               failure_error, share_token, share_disabled_at, callback_url, callback_status, callback_cycle, api_token_id, speaker_labels,
+              ${SEGMENT_COUNT('j')} as segment_count,
               (select json_agg(json_build_object('start', s.start_seconds, 'end', s.end_seconds, 'text', s.text, 'speaker', s.speaker) order by s.seq)
                  from speech_segments s where s.job_id = j.id and s.pass = j.current_pass
                   and exists (select 1 from speech_segments x where x.job_id = j.id and x.pass = j.current_pass and x.speaker is not null)) as segments,
@@ -254,6 +259,7 @@ export class CallbackService {
       job_url: jobPageUrl(config, row.id),
       share_url: shareUrl,
       transcript_text: completed ? (row.transcript_text ?? '') : null,
+      segment_count: completed ? Number(row.segment_count) : null,
       analysis_text: completed && analysis?.state === 'completed' ? analysisText(analysis.result) : null,
       translations: completed
         ? (parsed<NonNullable<Exclude<JobRow['translations'], string>>>(row.translations) ?? []).map((t) => ({

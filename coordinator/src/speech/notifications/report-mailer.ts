@@ -12,6 +12,7 @@ import { shareUrl as sharePageUrl } from '../shares/share-links.js';
 import { deliveryJobId, jobPageUrl, type TerminalStatus } from './callback-service.js';
 import type { AnalysisRecord, AutoTitleRecord } from '../jobs/entities.js';
 import { closeWorker } from '../../queue/workers.js';
+import { SEGMENT_COUNT, SHOWN_SEGMENT } from '../jobs/transitions/segment-count.js';
 
 export const REPORT_QUEUE = 'speech-reports';
 const REPORT_ATTEMPTS = 6;
@@ -59,6 +60,8 @@ interface ReportRow {
   email: string | null;
   speakers: string | number;
   labelled: string | number;
+  /** The one segment count (transitions/segment-count.ts). */
+  segments: string | number;
   diarization_note: string | null;
   diarization_engine: string | null;
   diarization_error: string | null;
@@ -134,6 +137,7 @@ export function buildReport(
     ...(shareUrl ? ([['Shared transcript', shareUrl]] as Array<[string, string]>) : []),
     ['Duration', humanDuration(row.source_duration_seconds) ?? 'unknown'],
     ['Model', row.model],
+    ...(failed ? [] : ([['Segments', String(Number(row.segments))]] as Array<[string, string]>)),
     ...(failed ? ([['Failure reason', safeText(row.failure_error) ?? 'not recorded']] as Array<[string, string]>) : []),
   ];
   const diarization: Array<[string, string]> = [
@@ -239,7 +243,8 @@ export class ReportMailer {
               j.share_token, j.share_disabled_at, j.diarization_requested, j.diarization_state, j.diarization_engine, j.diarization_error, j.current_pass, j.callback_cycle,
               j.report_sent_at, u.email,
               (select count(distinct s.speaker) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as speakers,
-              (select count(*) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null) as labelled,
+              (select count(*) from speech_segments s where s.job_id = j.id and s.pass = j.current_pass and s.speaker is not null and ${SHOWN_SEGMENT}) as labelled,
+              ${SEGMENT_COUNT('j')} as segments,
               (select e.message from speech_job_events e where e.job_id = j.id and e.event like 'diarization%' and e.level in ('warn', 'error')
                 order by e.at desc, e.id desc limit 1) as diarization_note,
               j.analysis, j.auto_title,

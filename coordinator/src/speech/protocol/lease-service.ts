@@ -139,6 +139,8 @@ export class LeaseService {
       outcome: ownedSpeakers(diarization, labels),
     });
     this.progressWriter.forget(req.lease);
+    // The new labels split the segments anew: the count the header shows follows them.
+    if (labels && !result.duplicate) await this.repo.recountSegments(req.lease.job_id);
     if (!result.duplicate) {
       this.sink.diarization(req.lease.job_id, {
         state: result.state,

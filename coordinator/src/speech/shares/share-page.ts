@@ -4,27 +4,19 @@ import { normalizeError, validationFailed, zodFieldErrors } from '../../http/err
 import { html, SafeHtml } from '../../http/html.js';
 import { sendErrorPage, sendPage } from '../../http/page.js';
 import { humanDuration } from '../jobs/liveness.js';
-import {
-  RTTM_MEDIA_TYPE,
-  TRANSCRIPT_FORMATS,
-  TRANSCRIPT_MEDIA_TYPES,
-  attachmentDisposition,
-  renderTranscript,
-  transcriptRttm,
-  type DownloadTranscript,
-} from '../jobs/transcript-formats.js';
+import { DOWNLOAD_FORMATS, paragraphsOf } from '../jobs/transcript-formats.js';
+import { downloadQuery, sendDownload } from '../transcript-download.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { cueLimitsOf, cueLimitsQuery } from '../schemas.js';
 import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
 /**
  * Public transcript page `GET /shared/speech/transcript/{token}` (no sign-in): a reading-first
  * layout (title, duration, paragraphs grouped from the segments) that needs no JavaScript; `?full`
- * opens the detailed layout (every segment with start–end times and speaker labels),
- * `{token}.txt` is the same transcript as plain text, and `{token}.srt`, `.vtt` and `.json` are
- * subtitle and JSON downloads, `{token}.rttm` the speaker turns (409 without a completed
- * diarization). Unknown and disabled tokens answer 404.
+ * opens the detailed layout (every segment with start–end times and speaker labels), and
+ * `{token}.txt`, `.srt`, `.vtt`, `.json`, `.docx` and `.rttm` are the downloads: the same files as
+ * the signed-in API's (transcript-download.ts sends both), except that the JSON's `job_id` is null.
+ * `.rttm` answers 409 without a completed diarization. Unknown and disabled tokens answer 404.
  * Nothing identifies the owner or the job beyond the title they gave it.
  */
 
@@ -37,64 +29,6 @@ export function clock(seconds: number): string {
   const m = Math.floor((total % 3600) / 60);
   const s = String(total % 60).padStart(2, '0');
   return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${s}` : `${m}:${s}`;
-}
-
-export interface Paragraph {
-  speaker: string | null;
-  text: string;
-}
-
-const SENTENCE_END = /[.!?…]["'”’)\]]?$/;
-
-/**
- * Reading paragraphs from timestamped segments: a new paragraph when the speaker changes, after a
- * pause of 2.5 seconds or more, or once a paragraph is long and a sentence ends. Without segments
- * the stored transcript text is split the same way by length.
- */
-export function paragraphsOf(t: Pick<PublicTranscript, 'segments' | 'transcriptText'>): Paragraph[] {
-  const out: Paragraph[] = [];
-  if (t.segments.length > 0) {
-    let current: Paragraph | null = null;
-    let previousEnd: number | null = null;
-    for (const s of t.segments) {
-      const text = s.text.trim().replace(/\s+/g, ' ');
-      if (!text) continue;
-      const pause = previousEnd !== null && s.start - previousEnd >= 2.5;
-      const long = current !== null && current.text.length >= 600 && SENTENCE_END.test(current.text);
-      if (!current || current.speaker !== s.speaker || pause || long) {
-        current = { speaker: s.speaker, text };
-        out.push(current);
-      } else {
-        current.text += ` ${text}`;
-      }
-      previousEnd = s.end;
-    }
-    return out;
-  }
-  for (const block of (t.transcriptText ?? '').split(/\n\s*\n/)) {
-    const sentences = block
-      .trim()
-      .replace(/\s+/g, ' ')
-      .split(/(?<=[.!?…])\s+/)
-      .filter(Boolean);
-    let text = '';
-    for (const sentence of sentences) {
-      text = text ? `${text} ${sentence}` : sentence;
-      if (text.length >= 600) {
-        out.push({ speaker: null, text });
-        text = '';
-      }
-    }
-    if (text) out.push({ speaker: null, text });
-  }
-  return out;
-}
-
-/** The transcript as plain text: title, then paragraphs (with speaker labels) separated by blank lines. */
-export function plainText(t: PublicTranscript): string {
-  const lines = [t.title, ''];
-  for (const p of paragraphsOf(t)) lines.push(p.speaker ? `${p.speaker}: ${p.text}` : p.text, '');
-  return `${lines.join('\n').trimEnd()}\n`;
 }
 
 export async function sharePage(app: FastifyInstance, shares: ShareService) {
@@ -123,48 +57,29 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
     { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
-      const download = [...TRANSCRIPT_FORMATS, 'rttm' as const].find((f) => raw.endsWith(`.${f}`));
+      const download = DOWNLOAD_FORMATS.find((f) => raw.endsWith(`.${f}`));
       const token = download ? raw.slice(0, -(download.length + 1)) : raw;
       const t = await shares.findPublic(token);
       if (!t) {
         if (download) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Transcript not found.\n');
         return notFound(request, reply);
       }
-      if (download === 'rttm') {
-        // The speaker turns; 409 while the transcript has none (no completed diarization).
-        if (!t.turns) {
-          return reply
-            .code(409)
-            .header('x-robots-tag', 'noindex')
-            .header('cache-control', 'no-store')
-            .type('text/plain; charset=utf-8')
-            .send('This transcript has no speaker turns.\n');
-        }
-        return reply
-          .header('x-robots-tag', 'noindex')
-          .header('cache-control', 'no-store')
-          .header('content-disposition', attachmentDisposition(t.title, 'rttm'))
-          .type(RTTM_MEDIA_TYPE)
-          .send(transcriptRttm('shared-transcript', t.turns));
-      }
-      if (download === 'txt') {
-        return reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(plainText(t));
-      }
       if (download) {
-        const query = cueLimitsQuery.safeParse(request.query);
+        const text = (code: number, message: string) =>
+          reply.code(code).header('x-robots-tag', 'noindex').header('cache-control', 'no-store').type('text/plain; charset=utf-8').send(message);
+        const query = downloadQuery.safeParse(request.query);
         if (!query.success) {
+          // The API's error shape, as the signed-in door answers the same nonsense.
           const errors = zodFieldErrors(query.error, 'query');
           return reply
             .code(422)
             .header('x-robots-tag', 'noindex')
+            .header('cache-control', 'no-store')
             .send({ ok: false, reason: 'validation_failed', message: validationFailed(errors).message, errors });
         }
-        return reply
-          .header('x-robots-tag', 'noindex')
-          .header('cache-control', 'no-store')
-          .header('content-disposition', attachmentDisposition(t.title, download))
-          .type(TRANSCRIPT_MEDIA_TYPES[download])
-          .send(renderTranscript(shareDownload(t), download, cueLimitsOf(query.data)));
+        // The speaker turns; 409 while the transcript has none (no completed diarization).
+        if (download === 'rttm' && !t.download.turns) return text(409, 'This transcript has no speaker turns.\n');
+        return sendDownload(reply, t.download, download, query.data, { 'x-robots-tag': 'noindex', 'cache-control': 'no-store' });
       }
       const full = request.query.full !== undefined;
       return send(reply, t.title, full ? detailed(t, token) : reading(t, token));
@@ -172,25 +87,9 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
   );
 }
 
-/** The shared transcript for the subtitle and JSON downloads: speakers are already named, no job id. */
-function shareDownload(t: PublicTranscript): DownloadTranscript {
-  return {
-    jobId: null,
-    title: t.title,
-    language: t.language,
-    model: null,
-    pass: 1,
-    status: t.status,
-    durationSeconds: t.durationSeconds,
-    transcriptText: t.transcriptText,
-    segments: t.segments,
-    speakerLabels: {},
-  };
-}
-
 /** Links to the other views and the downloads. */
 function views(token: string, current: 'reading' | 'full', turns: boolean): SafeHtml {
-  return html`<nav class="views muted" aria-label="Views and downloads">${current === 'full' ? html`<a href="${token}">Reading view</a>` : html`<a href="?full">Show timestamps and speakers</a>`}<a href="${token}.txt">Plain text</a><a href="${token}.srt" download>SRT subtitles</a><a href="${token}.vtt" download>WebVTT subtitles</a><a href="${token}.json" download>JSON</a>${turns ? html`<a href="${token}.rttm" download>Speaker turns (RTTM)</a>` : ''}</nav>`;
+  return html`<nav class="views muted" aria-label="Views and downloads">${current === 'full' ? html`<a href="${token}">Reading view</a>` : html`<a href="?full">Show timestamps and speakers</a>`}<a href="${token}.txt?inline=1">Plain text</a><a href="${token}.srt" download>SRT subtitles</a><a href="${token}.vtt" download>WebVTT subtitles</a><a href="${token}.json" download>JSON</a><a href="${token}.docx" download>Word document (DOCX)</a>${turns ? html`<a href="${token}.rttm" download>Speaker turns (RTTM)</a>` : ''}</nav>`;
 }
 
 function facts(t: PublicTranscript): SafeHtml {
@@ -209,11 +108,11 @@ function notice(t: PublicTranscript): SafeHtml | '' {
 }
 
 function reading(t: PublicTranscript, token: string): SafeHtml {
-  const paragraphs = paragraphsOf(t);
+  const paragraphs = paragraphsOf(t.download);
   return html`<article class="card transcript reading" data-layout="reading">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    ${views(token, 'reading', t.turns !== null)}
+    ${views(token, 'reading', t.download.turns !== null)}
     <hr>
     <div class="text" data-testid="transcript">${
       paragraphs.length
@@ -232,11 +131,11 @@ function detailed(t: PublicTranscript, token: string): SafeHtml {
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
-    ${views(token, 'full', t.turns !== null)}
+    ${views(token, 'full', t.download.turns !== null)}
     ${
       rows.length
         ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`
-        : html`<hr><div class="text" data-testid="transcript">${paragraphsOf(t).map((p) => html`<p>${p.text}</p>`)}</div>`
+        : html`<hr><div class="text" data-testid="transcript">${paragraphsOf(t.download).map((p) => html`<p>${p.text}</p>`)}</div>`
     }
   </article>`;
 }

@@ -32,7 +32,9 @@ export async function shareRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, '
         'The owner or a queue manager may act; other callers get 404. The job must be completed (422 under ' +
         '`errors.status` otherwise). An active share is returned unchanged; after a DELETE a new share gets a NEW ' +
         'token, so the disabled link stays dead. The page at `share.url` needs no sign-in, is not indexed, and shows ' +
-        'the title, duration and transcript; `?full` adds timestamps and speaker labels, `.txt` gives plain text. ' +
+        'the title, duration and transcript; `?full` adds timestamps and speaker labels, and `.txt`, `.srt`, `.vtt`, ' +
+        '`.json`, `.docx` and `.rttm` are the downloads: the same files as `/api/speech/jobs/{jobId}/transcript.{format}`, ' +
+        'except that the share page hides the job’s id (its JSON has `job_id: null`). ' +
         csrfNote,
       params: jobIdParams,
       response: { 200: z.object({ ok: z.literal(true), message: z.string(), share: shareSchema }), ...errors },

@@ -1,10 +1,11 @@
 import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
 import { AppError } from '../../http/errors.js';
-import { SpeechJob, SpeechSegment } from '../jobs/entities.js';
-import { completedTurns, type JobService } from '../jobs/job-service.js';
-import { speakerName, type StoredTurn } from '../jobs/speakers.js';
+import { SpeechJob } from '../jobs/entities.js';
+import type { JobService } from '../jobs/job-service.js';
+import { speakerName } from '../jobs/speakers.js';
 import { presentSegment } from '../jobs/presenter.js';
+import { downloadOfJob, downloadTitle, type DownloadTranscript } from '../jobs/transcript-formats.js';
 import { newShareToken, SHARE_TOKEN_PATTERN } from './share-links.js';
 
 /** What the public page may show: the transcript, never the owner or internal references. */
@@ -14,10 +15,13 @@ export interface PublicTranscript {
   language: string | null;
   durationSeconds: number | null;
   finishedAt: Date | null;
-  transcriptText: string | null;
-  segments: Array<{ start: number; end: number; text: string; speaker: string | null; words?: SpeechSegment['words'] }>;
-  /** The diarizer's speaker turns (sorted) when the pass has a completed diarization; null otherwise. */
-  turns: StoredTurn[] | null;
+  /** The segments with the speakers' names (the detailed view). */
+  segments: Array<{ start: number; end: number; text: string; speaker: string | null }>;
+  /**
+   * The transcript as the downloads read it: the same as the signed-in API's (downloadOfJob), less
+   * the job's id. Its `turns` are the diarizer's speaker turns (null without a completed diarization).
+   */
+  download: DownloadTranscript;
 }
 
 /**
@@ -70,22 +74,18 @@ export class ShareService {
     const em = this.orm.em.fork();
     const job = await em.findOne(SpeechJob, { shareToken: token, shareDisabledAt: null });
     if (!job) return null;
-    const segments = await em.find(SpeechSegment, { job: job.id, pass: job.currentPass }, { orderBy: { seq: 'asc' } });
+    const segments = await this.jobs.segments(job.id, job.currentPass);
+    const download = downloadOfJob(job, segments, { shared: true });
     return {
       // The title the owner chose (or the uploaded file's name); never the source URL, which may be private.
-      title: job.sourceLabel ?? job.sourceFilename ?? 'Transcript',
+      title: downloadTitle(job),
       status: job.status,
       language: job.language,
-      durationSeconds: job.sourceDurationSeconds ?? (segments.length ? segments[segments.length - 1]!.endSeconds : null),
+      durationSeconds: download.durationSeconds,
       finishedAt: job.finishedAt,
-      transcriptText: job.transcriptText,
       // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
-      segments: segments.map((seg) => ({
-        ...presentSegment(seg),
-        speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null,
-        words: seg.words,
-      })),
-      turns: job.diarizationState === 'completed' && job.diarizationTurns ? completedTurns(job) : null,
+      segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
+      download,
     };
   }
 }

@@ -4,6 +4,7 @@ import { AI_TRANSITIONS, DIARIZATION_TRANSITIONS, fromStatuses, toStatus, type A
 import type { StoredTurn } from '../speakers.js';
 import { LANGUAGE_WORDS, TITLE_ELIGIBLE, aiRecord, titleRecord } from './ai.js';
 import { DIARIZATION_EVENT_MESSAGE } from './diarization.js';
+import { COUNT_DETAIL, SHOWN_SEGMENT } from './segment-count.js';
 import { STATUS_COLUMNS, StaleLeaseError, WANTS_NOTIFICATION, hashLeaseToken, type AiParams, type JobStore, type StatusRow } from './store.js';
 
 /**
@@ -117,8 +118,8 @@ const FINISH = sql<FinishParams, FinishRow>(
                            when not (u.is_admin or 'provider_openai' = any(u.permissions)) then :noAccess::text end as block
        from l join speech_jobs jj on jj.id = l.job_id join users u on u.id = jj.owner_id
    ), segs as (
-     -- the segments the worker reported: the pieces of a segment split at speaker changes count once
-     select l.job_id, count(distinct coalesce(s.source_seq, s.seq))::int as n,
+     -- the one segment count (segment-count.ts): the stored segments that hold text, as the transcript shows them
+     select l.job_id, (count(*) filter (where ${SHOWN_SEGMENT}))::int as n,
             coalesce(string_agg(btrim(s.text), ' ' order by s.seq) filter (where btrim(s.text) <> ''), '') as text
        from l join speech_jobs j on j.id = l.job_id
        left join speech_segments s on s.job_id = j.id and s.pass = j.current_pass
@@ -128,10 +129,7 @@ const FINISH = sql<FinishParams, FinishRow>(
         status = case when r.success then :completed::text else :failed::text end,
         outcome = case when r.success then 'completed' when r.cancelled or j.cancel_requested_at is not null then 'cancelled' else 'failed' end,
         stage_label = case when r.success then 'Completed' when r.cancelled or j.cancel_requested_at is not null then 'Cancelled' else 'Failed' end,
-        stage_detail = case when not r.success then null
-          when segs.n = 0 then 'No speech detected'
-          when segs.n = r.reported then segs.n || case when segs.n = 1 then ' segment' else ' segments' end
-          else segs.n || case when segs.n = 1 then ' segment' else ' segments' end || ' stored, worker reported ' || r.reported end,
+        stage_detail = case when not r.success then null else ${COUNT_DETAIL('segs.n')} end,
         transcript_text = case when r.success then segs.text else j.transcript_text end,
         failure_error = case when r.success then null when r.cancelled or j.cancel_requested_at is not null then 'Cancelled on request.'
           else left(coalesce(nullif(r.error, ''), 'The worker reported a failure.'), 2000) end,
@@ -167,7 +165,7 @@ const FINISH = sql<FinishParams, FinishRow>(
         finished_at = now(), updated_at = now()
        from l join r on r.job_id = l.job_id join segs on segs.job_id = l.job_id join acc on acc.job_id = l.job_id
       where j.id = l.job_id and j.attempt = l.attempt and j.status = any(case when r.success then :completeFrom::text[] else :failFrom::text[] end)
-     returning ${STATUS_COLUMNS}, j.outcome, j.callback_cycle, segs.n,
+     returning ${STATUS_COLUMNS}, j.outcome, j.callback_cycle, segs.n, r.reported,
                j.queue_channel, j.callback_url, j.owner_id, r.error, r.success, j.diarization_requested, j.diarization_state,
                j.diarization_speaker_count, j.diarization_engine, j.diarization_error, j.current_pass, j.translation_target_languages,
                j.analysis->>'state' as analysis_state, j.analysis->>'language' as analysis_language, j.auto_title->>'state' as title_state, acc.block
@@ -214,7 +212,9 @@ const FINISH = sql<FinishParams, FinishRow>(
      insert into speech_job_events (job_id, event, message, level)
      select id, outcome,
             case when outcome = 'completed' and n = 0 then 'Attempt ' || attempt || ' completed: no speech detected.'
-                 when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || case when n = 1 then ' segment.' else ' segments.' end
+                 when outcome = 'completed' then 'Attempt ' || attempt || ' completed with ' || n || case when n = 1 then ' segment' else ' segments' end
+                   -- the worker's own count, where it differs (split at speaker changes, empty segments): a diagnostic, not the count
+                   || case when reported <> n then ' (the worker sent ' || reported || ')' else '' end || '.'
                  when outcome = 'cancelled' then 'Attempt ' || attempt || ': cancelled on request.'
                  else 'Attempt ' || attempt || ': ' || left(coalesce(nullif(error, ''), 'The worker reported a failure.'), 2000) end,
             case when outcome = 'completed' then 'info' when outcome = 'cancelled' then 'warn' else 'error' end
