@@ -268,8 +268,19 @@ interface Stats {
   overLines: ReadCue[];
   fast: Array<{ cue: ReadCue; cps: number }>;
   short: ReadCue[];
+  /** Cues over the reading speed, or under the shortest time, that had no room to run longer (excused). */
+  fastExcused: number;
+  shortExcused: number;
   gaps: Array<{ cue: ReadCue; gap: number }>;
   crossSpeaker: Array<{ cue: ReadCue; speakers: string[] }>;
+  /**
+   * A stricter reading of "where the audio allows" (not a target): excused cues under 1 s or over 20
+   * characters/s whose room was taken by the next cue of the same turn, where the two together would
+   * fit every limit (≤ 7 s, 2 lines of 42 by a greedy wrap, ≤ 20 characters/s).
+   */
+  mergeable: Array<{ cue: ReadCue; merged: string }>;
+  /** Cues of one word under 0.5 s. */
+  flashes: number;
 }
 
 /** A labelled word (or a segment without words) with its speaker, placed at its midpoint. */
@@ -279,7 +290,22 @@ interface Spoken {
 }
 
 function measure(cues: ReadCue[], spoken: Spoken[], duration: number): Stats {
-  const s: Stats = { cues: cues.length, over7: [], longest: 0, longLines: [], longestLine: 0, overLines: [], fast: [], short: [], gaps: [], crossSpeaker: [] };
+  const s: Stats = {
+    cues: cues.length,
+    over7: [],
+    longest: 0,
+    longLines: [],
+    longestLine: 0,
+    overLines: [],
+    fast: [],
+    short: [],
+    fastExcused: 0,
+    shortExcused: 0,
+    gaps: [],
+    crossSpeaker: [],
+    mergeable: [],
+    flashes: 0,
+  };
   cues.forEach((c, i) => {
     const len = c.end - c.start;
     s.longest = Math.max(s.longest, len);
@@ -297,12 +323,47 @@ function measure(cues: ReadCue[], spoken: Spoken[], duration: number): Stats {
     const limited = c.end >= room - EPS;
     const read = c.lines.reduce((n, l, j) => n + chars(j === 0 ? l.replace(MARK, '') : l), 0);
     const cps = len > 0 ? read / len : Infinity;
-    if (!limited && cps > LIMITS.maxCps + 1e-6) s.fast.push({ cue: c, cps });
-    if (!limited && len < LIMITS.minSeconds - EPS) s.short.push(c);
+    if (cps > LIMITS.maxCps + 1e-6) {
+      if (limited) s.fastExcused++;
+      else s.fast.push({ cue: c, cps });
+    }
+    if (len < LIMITS.minSeconds - EPS) {
+      if (limited) s.shortExcused++;
+      else s.short.push(c);
+    }
+    const shownWords = c.lines.flatMap((l, j) => (j === 0 ? l.replace(MARK, '') : l).split(' ')).filter(Boolean);
+    if (shownWords.length === 1 && len < 0.5) s.flashes++;
+    if (limited && next && !MARK.test(next.lines[0] ?? '') && (cps > LIMITS.maxCps + 1e-6 || len < LIMITS.minSeconds - EPS)) {
+      const mark = MARK.exec(c.lines[0] ?? '')?.[0] ?? '';
+      const words = [...shownWords, ...next.lines.join(' ').split(' ').filter(Boolean)];
+      const mergedLen = next.end - c.start;
+      const mergedRead = words.reduce((n, w) => n + chars(w), 0) + words.length - 1;
+      if (mergedLen <= LIMITS.maxSeconds + EPS && mergedRead / mergedLen <= LIMITS.maxCps + 1e-6 && greedyLines(mark, words) <= LIMITS.maxLines)
+        s.mergeable.push({ cue: c, merged: `${mark}${words.join(' ')}`.slice(0, 90) });
+    }
     const speakers = new Set(spoken.filter((w) => w.at >= c.start && w.at <= c.end).map((w) => w.speaker ?? '(none)'));
     if (speakers.size > 1) s.crossSpeaker.push({ cue: c, speakers: [...speakers] });
   });
   return s;
+}
+
+/** Lines a greedy wrap at word boundaries needs (the turn's mark on the first line); Infinity when a word is longer than a line. */
+function greedyLines(mark: string, words: readonly string[]): number {
+  let lines = 1;
+  let used = chars(mark);
+  let first = true;
+  for (const w of words) {
+    const n = chars(w);
+    if (n > LIMITS.maxChars) return Infinity;
+    if (first) used += n;
+    else if (used + 1 + n <= LIMITS.maxChars) used += 1 + n;
+    else {
+      lines++;
+      used = n;
+    }
+    first = false;
+  }
+  return used > LIMITS.maxChars ? Infinity : lines;
 }
 
 const violations = (s: Stats) => s.over7.length + s.longLines.length + s.overLines.length + s.fast.length + s.short.length + s.gaps.length;
@@ -313,8 +374,8 @@ function statsText(s: Stats): string {
     `over 7 s: ${s.over7.length} (longest ${s.longest.toFixed(1)} s)`,
     `lines over 42 characters: ${s.longLines.length} (longest line ${s.longestLine})`,
     `cues over 2 lines: ${s.overLines.length}`,
-    `over 20 characters/s where the audio allows: ${s.fast.length}`,
-    `under 1 s where the audio allows: ${s.short.length}`,
+    `over 20 characters/s where the audio allows: ${s.fast.length} (${s.fastExcused} more with no room)`,
+    `under 1 s where the audio allows: ${s.short.length} (${s.shortExcused} more with no room)`,
     `gaps under 80 ms: ${s.gaps.length}`,
     `across a change of speaker: ${s.crossSpeaker.length}`,
   ].join('; ');
@@ -419,6 +480,17 @@ async function recordingPart(ctx: SubtitleBenchContext, rec: Recording, engine: 
     s.words?.length ? s.words.map((w) => ({ at: (w.start + w.end) / 2, speaker: s.speaker })) : [{ at: (s.start + s.end) / 2, speaker: s.speaker }],
   );
 
+  // The speaker test's own check: one cue per pocketsphinx segment, before the split at speaker
+  // changes, must show the cues that cross a change of speaker.
+  const unsplit = measure(
+    readSrt(oneCuePerSegment({ ...transcript, segments: tr.segments.map((x) => ({ start: x.start, end: x.end, text: x.text, speaker: null })) })),
+    spoken,
+    rec.duration,
+  );
+  ctx.row(
+    `${name}: check of the speaker test`,
+    `one cue per pocketsphinx segment, before the split at speaker changes: ${unsplit.crossSpeaker.length} of ${unsplit.cues} cues across a change of speaker`,
+  );
   const before = measure(readSrt(oneCuePerSegment(transcript)), spoken, rec.duration);
   ctx.row(`${name}: BEFORE (one cue per segment)`, statsText(before));
 
@@ -455,5 +527,17 @@ async function recordingPart(ctx: SubtitleBenchContext, rec: Recording, engine: 
   ctx.target(`${name}: stored segments and words strictly in time order`, stored.length === 0, stored.length ? `${stored.length} faults` : 'in order');
   const examples = offenders(after);
   examples.forEach((e, i) => ctx.row(`${name}: AFTER offending cue ${i + 1}`, e));
+  ctx.row(
+    `${name}: AFTER, a stricter reading of "where the audio allows" (not a target)`,
+    `${after.mergeable.length} of the ${after.fastExcused + after.shortExcused} excused cues (under 1 s or over 20 characters/s) had their room taken by the next cue of the same turn, and the two as one cue would fit 7 s, 2 lines of 42 characters and 20 characters/s; ${after.flashes} one-word cues under 0.5 s (BEFORE: ${before.mergeable.length}; ${before.flashes})`,
+  );
+  after.mergeable
+    .slice(0, 5)
+    .forEach((x, i) =>
+      ctx.row(
+        `${name}: AFTER short or fast cue ${i + 1} with room in its turn`,
+        `${cueText(x.cue)} (${(x.cue.end - x.cue.start).toFixed(2)} s); with the next cue: "${x.merged}"`,
+      ),
+    );
   if (examples.length) log(`${name}: AFTER cues outside the limits:\n  ${examples.join('\n  ')}`);
 }
