@@ -529,7 +529,7 @@ async function recordingPart(ctx: SubtitleBenchContext, rec: Recording, engine: 
   examples.forEach((e, i) => ctx.row(`${name}: AFTER offending cue ${i + 1}`, e));
   ctx.row(
     `${name}: AFTER, a stricter reading of "where the audio allows" (not a target)`,
-    `${after.mergeable.length} of the ${after.fastExcused + after.shortExcused} excused cues (under 1 s or over 20 characters/s) had their room taken by the next cue of the same turn, and the two as one cue would fit 7 s, 2 lines of 42 characters and 20 characters/s; ${after.flashes} one-word cues under 0.5 s (BEFORE: ${before.mergeable.length}; ${before.flashes})`,
+    `${after.mergeable.length} of the ${after.fastExcused + after.shortExcused} excused cues (under 1 s or over 20 characters/s) had their room taken by the next cue of the same turn, and the two as one cue would fit 7 s, 2 lines of 42 characters and 20 characters/s; ${after.flashes} one-word cues under 0.5 s (BEFORE: ${before.mergeable.length} such excused cues, ${before.flashes} one-word cues under 0.5 s)`,
   );
   after.mergeable
     .slice(0, 5)
