@@ -7,10 +7,11 @@
 //   seeded, with exact reference turns;
 // - the meeting excerpts dev00, dev01, trn01…trn09 one after another (about 5.5 minutes, real meetings).
 // Each is transcribed by the worker's pocketsphinx engine and diarized by the default diarizer; the
-// segments are labelled as the coordinator stores them (splitSegmentsBySpeaker). SRT is rendered
-// twice: BEFORE, one cue per labelled segment on one line (the format before subtitle-cues.ts), and
-// AFTER, the coordinator's transcriptSrt. Both files are read back with @plussub/srt-vtt-parser and
-// measured here, with this file's own arithmetic (not the product module's figures).
+// segments are labelled as the coordinator stores them (labelSegments: fitTimeline,
+// splitSegmentsBySpeaker, fitTimeline again). SRT is rendered twice: BEFORE, one cue per labelled
+// segment on one line (the format before subtitle-cues.ts), and AFTER, the coordinator's
+// transcriptSrt. Both files are read back with @plussub/srt-vtt-parser and measured here, with this
+// file's own arithmetic (not the product module's figures).
 //
 // pocketsphinx runs at about real time on a loaded 2-core machine, so the transcript and the turns of
 // each recording are cached beside the built WAVs (keyed by the WAV's hash) in
@@ -24,6 +25,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { parse } from '@plussub/srt-vtt-parser';
 import { transcriptSrt, type DownloadTranscript } from '../../coordinator/dist/speech/jobs/transcript-formats.js';
+import { fitTimeline } from '../../coordinator/dist/speech/jobs/timeline.js';
 import { splitSegmentsBySpeaker, type SourceSegment } from '../../coordinator/dist/speech/jobs/word-speakers.js';
 import { createDiarizer, readWav, type Diarizer } from '../../worker/dist/diarization/index.js';
 import { POCKETSPHINX_MODEL, createEngines, engineForModel, type TranscriptionEngine } from '../../worker/dist/engines/index.js';
@@ -453,7 +455,9 @@ export async function subtitlesPhase(ctx: SubtitleBenchContext): Promise<void> {
 async function recordingPart(ctx: SubtitleBenchContext, rec: Recording, engine: TranscriptionEngine, diarizer: Diarizer) {
   const name = `subtitles, ${rec.name}`;
   const tr = await transcribe(rec, engine, diarizer, ctx.signal);
-  const labelled = splitSegmentsBySpeaker(tr.segments, tr.turns);
+  // As the coordinator stores a diarized pass (labelSegments): the reported segments as PROGRESS
+  // stored them, one timeline, then labelled and split at speaker changes, made one timeline again.
+  const labelled = fitTimeline(splitSegmentsBySpeaker(fitTimeline(tr.segments), tr.turns));
   const words = tr.segments.reduce((n, s) => n + (s.words?.length ?? 0), 0);
   const found = new Set(tr.turns.map((t) => t[2])).size;
   ctx.row(
