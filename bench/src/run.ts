@@ -2,11 +2,14 @@
 // progress goes to stderr. Needs the compiled packages (coordinator/dist, worker/dist), PostgreSQL
 // and Redis (BENCH_PG_ADMIN_URL, BENCH_REDIS_URL), and for the speech part ffmpeg, sox, espeak-ng,
 // pocketsphinx + en-us; for the DNS part (bench/src/dns.ts) BIND: named, dig, nsupdate, tsig-keygen.
-// BENCH_ONLY=speech, dns, irc, diarization, fleet (bench/src/fleet.ts: 100 and 1,000 connected workers) or http
+// BENCH_ONLY=speech, dns, irc, diarization, subtitles (bench/src/subtitles.ts: the SRT cues of two long recordings,
+// before and after the cue builder), fleet (bench/src/fleet.ts: 100 and 1,000 connected workers) or http
 // (bench/src/http.ts: mixed HTTP reads from 64 connections) runs one part; the default
 // is speech, DNS, the fleet, HTTP reads and diarization (bench/src/diarization.ts: DER of the worker's diarizer on meeting
 // excerpts), plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is
-// built once, apart: `npm run bench:irc:generate`).
+// built once, apart: `npm run bench:irc:generate`). The subtitle part runs only when asked for
+// (`BENCH_ONLY=subtitles`: about 20 minutes of pocketsphinx the first time; it needs neither
+// PostgreSQL nor Redis).
 //
 // Speech:
 // 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim, then Complete with claim_next (the next claim in the same call);
@@ -38,6 +41,7 @@ import { diarizationPhase } from './diarization.js';
 import { dnsPhases } from './dns.js';
 import { fleetPhases } from './fleet.js';
 import { httpPhases } from './http.js';
+import { subtitlesPhase } from './subtitles.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import {
   coordinatorEnv,
@@ -97,8 +101,10 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && !['speech', 'dns', 'irc', 'diarization', 'fleet', 'http'].includes(only)) {
-  process.stderr.write(`BENCH_ONLY must be "speech", "dns", "irc", "diarization", "fleet" or "http" (or unset for all), not "${only}"\n`);
+if (only && !['speech', 'dns', 'irc', 'diarization', 'subtitles', 'fleet', 'http'].includes(only)) {
+  process.stderr.write(
+    `BENCH_ONLY must be "speech", "dns", "irc", "diarization", "subtitles", "fleet" or "http" (or unset for all but subtitles), not "${only}"\n`,
+  );
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
@@ -351,6 +357,12 @@ async function main() {
   if (only === 'diarization') {
     row('software', `Node ${process.version}`);
     await diarizationPhase({ root, row, fail, target, signal: interrupt.signal });
+    return;
+  }
+  // So does the subtitle part, which runs only when asked for.
+  if (only === 'subtitles') {
+    row('software', `Node ${process.version}`);
+    await subtitlesPhase({ root, row, fail, target, signal: interrupt.signal });
     return;
   }
   const pgVersion = (await adminQuery<{ server_version: string }>('show server_version')).rows[0]!.server_version;
