@@ -1,7 +1,8 @@
 /**
  * Issue 41, chat-log archive: the rules that need no database. Leap seconds stay on their day,
  * years 0001–0099 are not read as 1900–1999 (Date.UTC's two-digit-year rule), one range of days
- * for the whole archive, and control characters removed (and reported) before rows are stored. The importer and API checks are in
+ * for the whole archive, control characters removed (and reported) before rows are stored, and
+ * tokens with punctuation searched by their parts. The importer and API checks are in
  * irc-archive-defects.test.ts (this folder) and test/e2e/irc-archive-defects.test.ts.
  */
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import { toRows, type RowNotes } from '../src/irc/import-service.js';
 import { stripControls } from '../src/irc/parsers/common.js';
 import { limnoriaFormat } from '../src/irc/parsers/limnoria.js';
 import { parseZncLine, parseZncLog } from '../src/irc/parsers/znc.js';
+import { classifyTerm, isPartsToken, parseQuery, tokenParts } from '../src/irc/search-terms.js';
 import { localToUtcMs } from '../src/irc/time-zone.js';
 
 const notes = (): RowNotes => ({ outOfRange: [], controls: [] });
@@ -66,5 +68,18 @@ describe('control characters', () => {
     const rows = toRows('#c', parsed.events, 'UTC', new Map(), n);
     expect(rows.map((r) => r.messageText)).toEqual(['nulhere', 'ok', 'bell and esc']);
     expect(n.controls.map((e) => e.lineNo)).toEqual([1, 3]);
+  });
+});
+
+describe('tokens with punctuation', () => {
+  it('are searched by their letter and digit parts', () => {
+    expect(classifyTerm("don't")).toMatchObject({ kind: 'token', text: "don't" });
+    expect(tokenParts("don't")).toEqual(['don', 't']);
+    expect(tokenParts('gpii-3544')).toEqual(['gpii', '3544']);
+    expect(tokenParts('pull-request')).toEqual(['pull', 'request']);
+    expect(tokenParts('node.js')).toEqual(['node', 'js']);
+    expect(parseQuery('node.js').include.every(isPartsToken)).toBe(true);
+    // No letters or digits: the whole lexeme only.
+    expect(isPartsToken(classifyTerm('😀😀😀')!)).toBe(false);
   });
 });
