@@ -13,6 +13,7 @@ const UNIT = [
   'coordinator/test/cidr.test.ts',
   'coordinator/test/config.test.ts',
   'coordinator/test/dns-wire.test.ts',
+  'coordinator/test/irc-archive-rules.test.ts',
   'coordinator/test/irc-formats.test.ts',
   'coordinator/test/job-page-text.test.ts',
   'coordinator/test/irc-parsers.test.ts',

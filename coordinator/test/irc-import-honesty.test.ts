@@ -153,7 +153,7 @@ describe('importing into PostgreSQL', () => {
     const rejoins = Array.from({ length: 60 }, (_, i) => `[00:00:${String(i).padStart(2, '0')}] *** Joins: n${i} (~n@h.example)`);
     day(3, [...rejoins, ...Array.from({ length: 5 }, (_, i) => `[12:00:0${i}] *** Quits: q${i} (Quit: reason ${i})`)]);
     const c = await svc.importPaths([path.join(tmp, 'mech')], { network: 'n3', source: 'production' });
-    expect(c.channels).toEqual([{ channel: '#mech', format: 'energymech', files: 3, detected: { energymech: 2, znc: 1 } }]);
+    expect(c.channels).toEqual([{ channel: '#mech', kind: 'channel', format: 'energymech', files: 3, detected: { energymech: 2, znc: 1 } }]);
     expect(c.warnings).toEqual([expect.stringMatching(/#mech: files alone look like different formats \(energymech 2, znc 1\); read as energymech/)]);
     expect(c.formats).toEqual({ energymech: 3 });
     const reasons = await sql<{ message_text: string | null }>(

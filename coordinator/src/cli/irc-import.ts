@@ -63,15 +63,27 @@ export function registerIrcImportCommands(): void {
           return {
             json: { ...c },
             text: [
-              `${c.dryRun ? 'dry run (nothing written): ' : ''}files ${c.files}, lines ${c.lines}, ${c.dryRun ? 'would insert' : 'inserted'} ${c.inserted}, skipped ${c.skipped} (unparsed ${c.unparsed})` +
+              `${c.dryRun ? 'dry run (nothing written): ' : ''}files ${c.files}, lines ${c.lines}, ${c.dryRun ? 'would insert' : 'inserted'} ${c.inserted}, skipped ${c.skipped} (${skippedParts(c)})` +
                 (c.batchId !== null ? `, batch ${c.batchId}` : ''),
               ...Object.entries(c.formats).map(([f, n]) => `format ${f}: ${n} file(s)`),
               ...c.channels.map(
                 (ch) =>
-                  `channel ${ch.channel}: ${ch.files} file(s) read as ${ch.format ?? '(none)'}; alone detected as ${Object.entries(ch.detected)
+                  `${ch.kind === 'folder' ? 'folder (its paths name no channel)' : 'channel'} ${ch.channel}: ${ch.files} file(s) ${ch.format ? `read as ${ch.format}` : 'in no known format'}; alone detected as ${Object.entries(
+                    ch.detected,
+                  )
                     .map(([f, n]) => `${f} ${n}`)
                     .join(', ')}`,
               ),
+              ...c.controlFiles.flatMap((f) => [
+                `control characters removed: ${f.path}: ${f.count} line(s)`,
+                ...f.lines.map((l) => `  line ${l.lineNo}: ${l.text}`),
+                ...(f.count > f.lines.length ? [`  … ${f.count - f.lines.length} more`] : []),
+              ]),
+              ...c.outOfRangeFiles.flatMap((f) => [
+                `out of range (not imported): ${f.path}: ${f.count} line(s)`,
+                ...f.lines.map((l) => `  line ${l.lineNo}: ${l.text}`),
+                ...(f.count > f.lines.length ? [`  … ${f.count - f.lines.length} more`] : []),
+              ]),
               ...c.warnings.map((w) => `warning: ${w}`),
               ...(c.commonTerms?.changed
                 ? [`common terms: ${c.commonTerms.changed} term(s) changed place${c.commonTerms.rebuilt ? '; every pair count recounted' : ''}`]
@@ -169,4 +181,15 @@ export function registerIrcImportCommands(): void {
         };
       }),
     );
+}
+
+/** What `skipped` is made of: `3 unparsed, 5 already imported` (and lines dated out of range, and non-event lines such as day markers). */
+function skippedParts(c: { skipped: number; unparsed: number; duplicates: number; outOfRange: number }): string {
+  const other = c.skipped - c.unparsed - c.duplicates - c.outOfRange;
+  return [
+    `${c.unparsed} unparsed`,
+    `${c.duplicates} duplicates (already imported)`,
+    ...(c.outOfRange ? [`${c.outOfRange} dated out of range`] : []),
+    ...(other > 0 ? [`${other} not events (day markers, log headers)`] : []),
+  ].join(', ');
 }

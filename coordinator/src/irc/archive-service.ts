@@ -8,7 +8,7 @@ import { IrcEventStore, type IrcSource } from './event-store.js';
 import { anyTermClause, bothTermsClause, hasTextTerms, isExclusionOnly, isSelective, whereClause, type LogFilter } from './log-query.js';
 import { addDays } from './parsers/common.js';
 import { IrcSearchCache, searchKey, type IrcSearchCacheOptions } from './search-cache.js';
-import type { SearchTerm } from './search-terms.js';
+import { isPartsToken, type SearchTerm } from './search-terms.js';
 
 export interface NetworkRow {
   id: number;
@@ -484,9 +484,9 @@ export class IrcArchiveService {
    */
   private async termCounts(f: LogFilter, order: 'asc' | 'desc', opts: { exclusions: boolean; prefetched: Prefetched | null }): Promise<TermCounts | null> {
     if (f.include.length !== 1 || f.nickKeys || f.recipient || f.from || f.to || f.eventTypes || f.includeNetsplit) return null;
-    if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || f.channelsByTerm.has(x)))) return null;
+    if (f.exclude.length && (!opts.exclusions || f.exclude.some((x) => x.kind === 'substring' || isPartsToken(x) || f.channelsByTerm.has(x)))) return null;
     const t = f.include[0]!;
-    if ((t.kind !== 'word' && t.kind !== 'token') || f.channelsByTerm.has(t)) return null;
+    if ((t.kind !== 'word' && t.kind !== 'token') || isPartsToken(t) || f.channelsByTerm.has(t)) return null;
     const lexeme = await this.lexemeOf(t, opts.prefetched);
     if (lexeme === null) return null;
     if (opts.prefetched) return new TermCounts(lexeme, opts.prefetched.months, order);
@@ -647,9 +647,10 @@ function termCountable(
   exclusions: boolean,
 ): { term: SearchTerm; excluded: SearchTerm | null } | null {
   if (s.include.length !== 1 || s.nick || s.recipient || range.from || range.to || s.eventTypes || s.includeNetsplit) return null;
-  if (s.exclude.length && (!exclusions || s.exclude.some((x) => x.kind === 'substring'))) return null;
+  // A token matched by its parts (search-terms.ts) is no one lexeme: the counters do not count it.
+  if (s.exclude.length && (!exclusions || s.exclude.some((x) => x.kind === 'substring' || isPartsToken(x)))) return null;
   const term = s.include[0]!;
-  if (term.kind !== 'word' && term.kind !== 'token') return null;
+  if ((term.kind !== 'word' && term.kind !== 'token') || isPartsToken(term)) return null;
   const x = s.exclude.length === 1 ? s.exclude[0]! : null;
   return { term, excluded: x && (x.kind === 'word' || x.kind === 'token') ? x : null };
 }

@@ -5,7 +5,8 @@ import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import { IrcCommonTerms } from './common-terms.js';
 import { IRC_SOURCES, IrcEventStore, type IrcSource, type NewIrcEvent } from './event-store.js';
-import { isChannelName, isValidDate, sampleLines } from './parsers/common.js';
+import { ARCHIVE_RANGE_TEXT, isArchiveInstant } from './archive-dates.js';
+import { decodeLine, isChannelName, isValidDate, sampleLines, stripControls } from './parsers/common.js';
 import { DETECT_THRESHOLD, detectFormat, detectFormatFromLines, formatByName, LOG_FORMAT_NAMES, type LogFormat } from './parsers/index.js';
 import { compilePathPattern, matchCommonLayout, type PathPattern } from './path-layout.js';
 import { ParseError, type FileNameInfo, type ParsedEvent, type ParsedFile } from './parsers/types.js';
@@ -51,7 +52,9 @@ export interface UnparsedFile {
 
 /** How a channel's files were read: the format chosen once for the channel, and what each file alone looked like. */
 export interface ChannelDetection {
+  /** The channel the paths name; for files whose path names none, the folder they lie in (`kind: 'folder'`). */
   channel: string;
+  kind: 'channel' | 'folder';
   format: string | null;
   files: number;
   /** Per-file detection (first lines of each file alone), per format name; `none` for files no format fits. */
@@ -68,6 +71,12 @@ export interface IrcImportCounts {
   skipped: number;
   /** Of `skipped`, lines that did not parse. */
   unparsed: number;
+  /** Of `skipped`, lines already stored (same key) or repeated in this run: nothing lost. */
+  duplicates: number;
+  /** Of `skipped`, lines dated outside the archive's days (see archive-dates.ts): not stored, listed in outOfRangeFiles. */
+  outOfRange: number;
+  /** Lines stored without the control characters they held (NUL, BEL, ESC, …; see stripControls), listed in controlFiles. */
+  controlLines: number;
   /** Files read, per format. */
   formats: Record<string, number>;
   /** Files passed over, with why. */
@@ -80,6 +89,10 @@ export interface IrcImportCounts {
   channels: ChannelDetection[];
   /** Files with lines no parser understood, with line numbers. */
   unparsedFiles: UnparsedFile[];
+  /** Files with lines dated outside the archive's days, with line numbers. */
+  outOfRangeFiles: UnparsedFile[];
+  /** Files with lines whose control characters were removed, with line numbers. */
+  controlFiles: UnparsedFile[];
   /** Things worth knowing that did not lose data (mixed detections). */
   warnings: string[];
   /** Frequent and common terms (irc:common-terms) that changed place after the import; null when it added no rows. */
@@ -163,13 +176,18 @@ export class IrcImportService {
       inserted: 0,
       skipped: 0,
       unparsed: 0,
+      duplicates: 0,
+      outOfRange: 0,
+      controlLines: 0,
       formats: {},
       ignoredFiles: [...skipped],
-      notLogs: 0,
+      notLogs: skipped.filter((f) => f.notLog).length,
       batchId: null,
       dryRun,
       channels: [],
       unparsedFiles: [],
+      outOfRangeFiles: [],
+      controlFiles: [],
       warnings: [],
       commonTerms: null,
       problems: [],
@@ -204,7 +222,9 @@ export class IrcImportService {
     await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.concurrency ?? IMPORT_CONCURRENCY, queue.length)) }, lane));
     // Lanes finish files in any order; reports list them by path.
     counts.ignoredFiles.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    counts.unparsedFiles.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    for (const list of [counts.unparsedFiles, counts.outOfRangeFiles, counts.controlFiles])
+      list.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    counts.ignoredFiles = counts.ignoredFiles.map((f) => ({ path: f.path, reason: f.reason }));
     if (counts.batchId !== null) await this.store.finishBatch(counts.batchId, counts);
     // New rows may have changed which words are the archive's most common ones.
     if (counts.inserted > 0 && !dryRun) {
@@ -217,6 +237,11 @@ export class IrcImportService {
     const lost = counts.ignoredFiles.length - counts.notLogs;
     if (lost) counts.problems.push(`${lost} log file(s) not imported (see ignoredFiles)`);
     else if (files.length && !counts.files) counts.problems.push(`none of the ${files.length} file(s) is a chat log this importer reads`);
+    if (counts.outOfRange) {
+      counts.problems.push(
+        `${counts.outOfRange} line(s) in ${counts.outOfRangeFiles.length} file(s) are dated outside the archive's days (${ARCHIVE_RANGE_TEXT}) and were not imported; they are listed per file`,
+      );
+    }
     const maxUnparsed = opts.maxUnparsed ?? 0;
     if (counts.unparsed > maxUnparsed && !opts.allowUnparsed) {
       counts.problems.push(
@@ -270,8 +295,9 @@ export class IrcImportService {
           if (p.format) p.named = pathInfo(p.file, p.format, c.pattern);
         }
       }
-      const label = key.startsWith('folder:') ? key.slice(7) : (group[0]!.named?.channel ?? c.opts.channel ?? key);
-      c.counts.channels.push({ channel: label, format: chosen?.name ?? null, files: group.length, detected });
+      const folder = key.startsWith('folder:');
+      const label = folder ? path.dirname(group[0]!.file) : (group[0]!.named?.channel ?? c.opts.channel ?? key);
+      c.counts.channels.push({ channel: label, kind: folder ? 'folder' : 'channel', format: chosen?.name ?? null, files: group.length, detected });
       const names = Object.keys(detected).filter((n) => n !== 'none');
       if (!c.forced && names.length > 1) {
         const parts = Object.entries(detected)
@@ -359,14 +385,28 @@ export class IrcImportService {
         counts.formats[format.name] = (counts.formats[format.name] ?? 0) + 1;
         first = false;
       }
-      const rows = toRows(channel!, parsed.events, c.zone, seen);
-      const inserted = opts.dryRun
-        ? await this.countNew(channelId, channel!.toLowerCase(), rows, c.dryRunKeys)
-        : await this.store.insert(c.networkId!, channelId!, rows, { batchSize: opts.batchSize ?? 1000, importBatchId: counts.batchId });
+      const notes: RowNotes = { outOfRange: [], controls: [] };
+      const rows = toRows(channel!, parsed.events, c.zone, seen, notes);
+      let inserted: number;
+      try {
+        inserted = opts.dryRun
+          ? await this.countNew(channelId, channel!.toLowerCase(), rows, c.dryRunKeys)
+          : await this.store.insert(c.networkId!, channelId!, rows, { batchSize: opts.batchSize ?? 1000, importBatchId: counts.batchId });
+      } catch (err) {
+        // Name the file and its lines: a database error alone does not say where to look.
+        const at = parsed.events.length ? ` lines ${parsed.events[0]!.lineNo + lineBase}–${parsed.events.at(-1)!.lineNo + lineBase}` : '';
+        (err as Error).message = `${file}${at}: ${(err as Error).message}`;
+        throw err;
+      }
       counts.lines += parsed.lines;
       counts.inserted += inserted;
       counts.unparsed += parsed.unparsed.length;
       counts.skipped += parsed.lines - inserted;
+      counts.duplicates += rows.length - inserted;
+      counts.outOfRange += notes.outOfRange.length;
+      counts.controlLines += notes.controls.length;
+      listLines(counts.outOfRangeFiles, file, notes.outOfRange, lineBase);
+      listLines(counts.controlFiles, file, notes.controls, lineBase);
       if (parsed.unparsed.length) {
         if (!unparsedEntry) {
           unparsedEntry = { path: file, count: 0, lines: [] };
@@ -375,7 +415,7 @@ export class IrcImportService {
         unparsedEntry.count += parsed.unparsed.length;
         for (const u of parsed.unparsed) {
           if (unparsedEntry.lines.length >= UNPARSED_LISTED) break;
-          unparsedEntry.lines.push({ lineNo: u.lineNo + lineBase, text: u.text.length > 200 ? `${u.text.slice(0, 200)}…` : u.text });
+          unparsedEntry.lines.push({ lineNo: u.lineNo + lineBase, text: shown(u.text) });
         }
       }
       for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) lineBase += 1;
@@ -431,32 +471,74 @@ export function pathInfo(file: string, format: LogFormat | null, pattern: PathPa
  * and how many identical (time, bytes) lines came before it in the file: the same line imported
  * again, from the same file or from a copy or a longer version of it, gets the same key.
  */
-export function toRows(channel: string, events: ParsedEvent[], zone: string, seen = new Map<string, number>()): NewIrcEvent[] {
+export function toRows(channel: string, events: ParsedEvent[], zone: string, seen = new Map<string, number>(), notes?: RowNotes): NewIrcEvent[] {
   const channelKey = channel.toLowerCase();
   const isPrivate = !isChannelName(channel);
   const leaders = new Map<number, ParsedEvent>();
   for (const e of events) if (e.netsplitBurst !== null && e.netsplitBurst === e.lineNo) leaders.set(e.lineNo, e);
-  return events.map((e) => {
+  const rows: NewIrcEvent[] = [];
+  for (const e of events) {
     const stamp = stampOf(e);
     const dupKey = `${stamp}\n${e.raw.toString('latin1')}`;
     const occurrence = seen.get(dupKey) ?? 0;
     seen.set(dupKey, occurrence + 1);
     const utcMs = e.utcOffsetMinutes === null ? localToUtcMs(e.localTime, zone) : wallMs(e.localTime) - e.utcOffsetMinutes * 60_000;
+    if (!isArchiveInstant(utcMs)) {
+      notes?.outOfRange.push(e);
+      continue;
+    }
     const leader = e.netsplitBurst === null ? undefined : leaders.get(e.netsplitBurst);
-    let target = e.target;
-    if (isPrivate && !target && e.nick?.toLowerCase() !== channelKey) target = channel;
-    return {
+    let removed = 0;
+    const clean = (v: string | null) => {
+      if (v === null) return null;
+      const r = stripControls(v);
+      removed += r.removed;
+      return r.text;
+    };
+    const nick = clean(e.nick);
+    const messageText = clean(e.messageText);
+    let target = clean(e.target);
+    const toNick = clean(e.toNick);
+    if (removed) notes?.controls.push(e);
+    if (isPrivate && !target && nick?.toLowerCase() !== channelKey) target = channel;
+    rows.push({
       eventType: e.eventType,
       occurredAt: formatUtc(utcMs),
-      nick: e.nick,
-      messageText: e.messageText,
+      nick,
+      messageText,
       target,
-      toNick: e.toNick,
+      toNick,
       netsplitGroup: leader ? netsplitGroupId(channelKey, leader.localTime, leader.raw) : null,
       netsplitLeader: leader !== undefined && leader === e,
       lineHash: lineHash(channelKey, stamp, occurrence, e.raw),
-    };
-  });
+    });
+  }
+  return rows;
+}
+
+/** What toRows left out or changed, per parsed line: dated outside the archive's days, control characters removed. */
+export interface RowNotes {
+  outOfRange: ParsedEvent[];
+  controls: ParsedEvent[];
+}
+
+/** Report text of a line: at most 200 characters, control characters shown as `\xNN` (a report is JSON in PostgreSQL, which holds no NUL). */
+function shown(text: string): string {
+  // eslint-disable-next-line no-control-regex -- the control characters are what is made visible
+  const t = text.replace(/[\x00-\x08\x0a-\x1f\x7f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
+}
+
+/** Adds lines of `file` to its entry of `list` (made when missing), listing at most UNPARSED_LISTED. */
+function listLines(list: UnparsedFile[], file: string, events: ParsedEvent[], lineBase: number): void {
+  if (!events.length) return;
+  let entry = list.find((f) => f.path === file);
+  if (!entry) list.push((entry = { path: file, count: 0, lines: [] }));
+  entry.count += events.length;
+  for (const e of events) {
+    if (entry.lines.length >= UNPARSED_LISTED) break;
+    entry.lines.push({ lineNo: e.lineNo + lineBase, text: shown(decodeLine(e.raw)) });
+  }
 }
 
 const wallMs = (local: string) => Date.parse(`${local.replace(' ', 'T')}Z`);
@@ -517,23 +599,25 @@ async function readHead(file: string, size: number): Promise<Buffer> {
 }
 
 /**
- * Files under `paths` in name order. Hidden entries and Markdown notes are passed over silently;
- * compressed files are reported (they may be logs: decompress them first).
+ * Files under `paths` in name order. Hidden entries are passed over silently; Markdown notes
+ * (`README.md`) are listed as not logs; compressed files are reported (they may be logs:
+ * decompress them first).
  */
-async function collectFiles(paths: string[]): Promise<{ files: string[]; skipped: Array<{ path: string; reason: string }> }> {
+async function collectFiles(paths: string[]): Promise<{ files: string[]; skipped: Array<{ path: string; reason: string; notLog?: boolean }> }> {
   const files: string[] = [];
-  const skipped: Array<{ path: string; reason: string }> = [];
+  const skipped: Array<{ path: string; reason: string; notLog?: boolean }> = [];
   const walk = async (list: string[]) => {
     for (const p of list) {
       const info = await stat(p).catch(() => null);
       if (!info) throw new AppError('not_found', `no such file or folder: ${p}`);
       if (info.isDirectory()) {
         const entries = (await readdir(p, { withFileTypes: true }))
-          .filter((e) => (e.isDirectory() || e.isFile()) && !e.name.startsWith('.') && !/\.md$/i.test(e.name))
+          .filter((e) => (e.isDirectory() || e.isFile()) && !e.name.startsWith('.'))
           .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
         for (const e of entries) {
           const full = path.join(p, e.name);
-          if (e.isFile() && /\.(gz|zip|bz2|xz|zst|7z)$/i.test(e.name)) skipped.push({ path: full, reason: 'compressed; decompress it first' });
+          if (e.isFile() && /\.md$/i.test(e.name)) skipped.push({ path: full, reason: 'Markdown notes, not a chat log', notLog: true });
+          else if (e.isFile() && /\.(gz|zip|bz2|xz|zst|7z)$/i.test(e.name)) skipped.push({ path: full, reason: 'compressed; decompress it first' });
           else await walk([full]);
         }
       } else if (info.isFile()) files.push(p);

@@ -3,7 +3,7 @@
  * Everything user-supplied is a binding; fragments are fixed text.
  */
 import { escapeLike } from '../db/like.js';
-import { lexemeQuery, type SearchTerm } from './search-terms.js';
+import { isPartsToken, lexemeQuery, tokenParts, type SearchTerm } from './search-terms.js';
 
 export interface Fragment {
   sql: string;
@@ -43,6 +43,16 @@ function tsQuery(t: SearchTerm): Fragment {
       // are spaces, so `"a <style> element"` is three adjacent words, not a tag.
       return { sql: `phraseto_tsquery('simple', irc_fts_text(?))`, bindings: [t.text] };
     case 'token':
+      // A token with letters or digits: all its parts (the text check is `recheck`).
+      if (isPartsToken(t))
+        return {
+          sql: `?::tsquery`,
+          bindings: [
+            tokenParts(t.text)
+              .map((p) => lexemeQuery(p))
+              .join(' & '),
+          ],
+        };
       return { sql: `?::tsquery`, bindings: [lexemeQuery(t.text)] };
     case 'prefix':
       return { sql: `?::tsquery`, bindings: [lexemeQuery(t.text, true)] };
@@ -51,14 +61,34 @@ function tsQuery(t: SearchTerm): Fragment {
   }
 }
 
+/**
+ * For a token matched by its parts: the row's text holds the token as written (lower case), checked
+ * on the rows the index found (a filter, not an index condition). Null for every other term.
+ */
+function recheck(t: SearchTerm): Fragment | null {
+  if (!isPartsToken(t)) return null;
+  return { sql: `lower(concat_ws(' ', e.nick, e.message_text, e.target, e.to_nick)) like ?`, bindings: [`%${escapeLike(t.text)}%`] };
+}
+
+/** The whole condition of one non-substring term: its tsquery, and its recheck when it has one. */
+function termMatch(t: SearchTerm): Fragment {
+  const q = tsQuery(t);
+  const r = recheck(t);
+  return r
+    ? { sql: `(e.search_vector @@ ${q.sql} and ${r.sql})`, bindings: [...q.bindings, ...r.bindings] }
+    : { sql: `e.search_vector @@ ${q.sql}`, bindings: q.bindings };
+}
+
 function join(parts: Fragment[], op: string): Fragment {
   return { sql: parts.map((p) => p.sql).join(op), bindings: parts.flatMap((p) => p.bindings) };
 }
 
-/** `search_vector @@ (t1 || t2 …)`: rows matching any of these (non-substring) terms. */
+/** `search_vector @@ (t1 || t2 …)`: rows matching any of these (non-substring) terms (tokens matched by parts each on their own). */
 export function anyTermClause(terms: SearchTerm[]): Fragment {
-  const q = join(terms.map(tsQuery), ' || ');
-  return { sql: `e.search_vector @@ (${q.sql})`, bindings: q.bindings };
+  const plain = terms.filter((t) => !isPartsToken(t));
+  const q = join(plain.map(tsQuery), ' || ');
+  const any = [...(plain.length ? [{ sql: `e.search_vector @@ (${q.sql})`, bindings: q.bindings }] : []), ...terms.filter(isPartsToken).map(termMatch)];
+  return any.length === 1 ? any[0]! : { sql: `(${join(any, ' or ').sql})`, bindings: any.flatMap((p) => p.bindings) };
 }
 
 /**
@@ -67,6 +97,11 @@ export function anyTermClause(terms: SearchTerm[]): Fragment {
  * the rarer one's entries) instead of reading each whole list into a bitmap of its own.
  */
 export function bothTermsClause(term: SearchTerm, others: SearchTerm[]): Fragment {
+  if (isPartsToken(term) || others.some(isPartsToken)) {
+    const any = anyTermClause(others);
+    const t = termMatch(term);
+    return { sql: `${t.sql} and ${any.sql}`, bindings: [...t.bindings, ...any.bindings] };
+  }
   const t = tsQuery(term);
   const q = join(others.map(tsQuery), ' || ');
   return { sql: `e.search_vector @@ ((${t.sql}) && (${q.sql}))`, bindings: [...t.bindings, ...q.bindings] };
@@ -121,10 +156,15 @@ export function whereClause(f: LogFilter): Fragment {
       continue;
     }
     const channels = f.channelsByTerm.get(t);
-    const q = tsQuery(t);
     if (channels?.length) {
-      conds.push({ sql: `(e.search_vector @@ ${q.sql} or e.channel_id = any(?::int[]))`, bindings: [...q.bindings, channels] });
-    } else merged.push(q);
+      const m = termMatch(t);
+      conds.push({ sql: `(${m.sql} or e.channel_id = any(?::int[]))`, bindings: [...m.bindings, channels] });
+    } else {
+      // The parts join the one tsquery (one GIN scan); the token itself is checked on what it finds.
+      merged.push(tsQuery(t));
+      const r = recheck(t);
+      if (r) conds.push(r);
+    }
   }
   const negatives: Fragment[] = [];
   for (const t of f.exclude) {
@@ -132,7 +172,8 @@ export function whereClause(f: LogFilter): Fragment {
       conds.push({ sql: `coalesce(e.message_text, '') not ilike ?`, bindings: [`%${escapeLike(t.text)}%`] });
       continue;
     }
-    negatives.push(tsQuery(t));
+    if (isPartsToken(t)) conds.push({ sql: `not ${termMatch(t).sql}`, bindings: termMatch(t).bindings });
+    else negatives.push(tsQuery(t));
     const channels = f.channelsByTerm.get(t);
     if (channels?.length) conds.push({ sql: 'e.channel_id <> all(?::int[])', bindings: [channels] });
   }

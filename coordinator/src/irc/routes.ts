@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { safeString } from '@sonar/shared';
+import { ARCHIVE_FIRST_DAY, ARCHIVE_LAST_DAY } from './archive-dates.js';
 import { DEFAULT_IRC_SOURCE, IRC_SOURCES } from './event-store.js';
 import type { IrcArchiveService, LogSearch } from './archive-service.js';
 import { isValidDate } from './parsers/common.js';
@@ -25,12 +26,9 @@ const idParam = (name: string) => intParam(name, 1, 2_147_483_647);
 
 const boolParam = (name: string) => one(name, '1/0 or true/false').regex(/^(1|0|true|false|yes|no|on|off)$/i, { error: 'must be 1/0 or true/false' });
 
-/**
- * The days a time filter may name: PostgreSQL's timestamps have no year 0, and a whole day's range
- * ends at the next midnight, which must be a date too (so 9999-12-31 is past the end).
- */
-const FIRST_DAY = '0001-01-01';
-const LAST_DAY = '9999-12-30';
+/** The days a time filter may name: the archive's days (archive-dates.ts), the importer's and the live logger's rule too. */
+const FIRST_DAY = ARCHIVE_FIRST_DAY;
+const LAST_DAY = ARCHIVE_LAST_DAY;
 const dateParam = (name: string) =>
   one(name, 'a date YYYY-MM-DD')
     .refine(isValidDate, { error: 'must be a date YYYY-MM-DD' })

@@ -6,8 +6,10 @@
  * Bare and `+` terms must all match; `-` terms exclude. How each term matches the stored search
  * vector (see migration 0007) decides its kind:
  *  - word:   letters/digits only → the lexeme itself (no stemming: `running` does not find `run`);
- *  - token:  a nick, URL or code token with punctuation (`f10__`, `rysiek|pl`, `foo_bar()`, `c++`)
- *            → that whole token, as written (case-insensitive);
+ *  - token:  a nick, URL or code token with punctuation (`f10__`, `rysiek|pl`, `don't`, `node.js`)
+ *            → the token as written (case-insensitive), also inside a longer token: `don't` finds
+ *            `*don't*` and `fine...don't`, `gpii-3544` finds `stegru/windows#GPII-3544+e1f2767`,
+ *            `node.js` finds `pouchdb-node.js` (see tokenParts);
  *  - phrase: quoted words → the words adjacent and in order;
  *  - prefix: `qto*` → any word starting with `qto`;
  *  - substring: `*tox` (or a term with no letters or digits, like `->`) → the message contains it
@@ -98,6 +100,20 @@ export function parseTermList(value: string): SearchTerm[] {
   }
   return out;
 }
+
+/**
+ * The letter-and-digit runs of a token term (`gpii-3544` → `gpii`, `3544`), as the search vector
+ * stores the parts of every token with punctuation (migration 0025). A token is found where the
+ * index holds all its parts and the row's text then holds the token itself: one GIN scan, then a
+ * check of the rows it found. Empty for a token of no letters or digits (emoji, `->`): that one
+ * matches its whole lexeme only.
+ */
+export function tokenParts(text: string): string[] {
+  return text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+}
+
+/** A token term matched by its parts and the text (see tokenParts), not by one lexeme: the per-term counters cannot count it. */
+export const isPartsToken = (t: SearchTerm) => t.kind === 'token' && tokenParts(t.text).length > 0;
 
 /** A tsquery literal for one lexeme (quotes doubled, backslashes escaped), optionally as a prefix. */
 export function lexemeQuery(lexeme: string, prefix = false): string {

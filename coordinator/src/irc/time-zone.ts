@@ -32,11 +32,22 @@ export function assertTimeZone(zone: string): void {
   }
 }
 
+/**
+ * `Date.UTC` without its two-digit-year rule: `Date.UTC(5, 0, 1)` is 1905-01-01, but a log line of
+ * 0005-01-01 means year 5 (months 0-based, as Date.UTC).
+ */
+export function utcFromParts(year: number, month: number, day: number, hour: number, minute: number, second: number): number {
+  const d = new Date(0);
+  d.setUTCFullYear(year, month, day);
+  d.setUTCHours(hour, minute, second, 0);
+  return d.getTime();
+}
+
 /** The zone's offset from UTC at instant `utcMs`, in milliseconds (east positive). */
 export function zoneOffsetMs(zone: string, utcMs: number): number {
   const parts: Record<string, number> = {};
   for (const p of formatter(zone).formatToParts(new Date(utcMs))) if (p.type !== 'literal') parts[p.type] = Number(p.value);
-  const asUtc = Date.UTC(parts.year!, parts.month! - 1, parts.day, parts.hour, parts.minute, parts.second);
+  const asUtc = utcFromParts(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!);
   return asUtc - Math.floor(utcMs / 1000) * 1000;
 }
 
@@ -50,7 +61,7 @@ const LOCAL = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
 export function localToUtcMs(local: string, zone: string): number {
   const m = LOCAL.exec(local);
   if (!m) throw new RangeError(`not a local date-time: "${local}"`);
-  const wall = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
+  const wall = utcFromParts(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
   if (zone === 'UTC' || zone === 'Etc/UTC') return wall;
   // Imports convert millions of lines, and Intl lookups are slow: remember the offset of each
   // local hour whose first and last second have the same one (every hour without a clock change).

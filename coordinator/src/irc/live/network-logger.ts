@@ -14,7 +14,8 @@ import {
 } from 'irc-framework';
 import type { Logger } from 'pino';
 import type { IrcEventStore, IrcSource, NewIrcEvent } from '../event-store.js';
-import { isChannelName, stripFormatting } from '../parsers/common.js';
+import { ARCHIVE_RANGE_TEXT, isArchiveInstant } from '../archive-dates.js';
+import { isChannelName, stripControls, stripFormatting } from '../parsers/common.js';
 import type { IrcEventType } from '../parsers/types.js';
 import type { IrcLoggerConfig, IrcLoggerNetworkConfig } from './config.js';
 import { liveNetsplitTracker, type NetsplitTracker } from './netsplit-tracker.js';
@@ -517,13 +518,20 @@ export class NetworkLogger {
   // ---- writing ---------------------------------------------------------------------------------
 
   private record(channel: string, atMs: number, f: RowFields) {
+    // The archive's days are one rule (archive-dates.ts): a server-time tag or a clock outside
+    // them would store a row no page can show (or that PostgreSQL refuses).
+    if (!isArchiveInstant(atMs)) {
+      this.log.warn({ channel, at: atMs }, `irc logger: a ${f.eventType} row dated outside ${ARCHIVE_RANGE_TEXT} was not stored`);
+      return;
+    }
     const row: NewIrcEvent = {
       eventType: f.eventType,
       occurredAt: utcStamp(atMs),
-      nick: f.nick,
-      messageText: f.messageText ?? null,
-      target: f.target ?? null,
-      toNick: f.toNick ?? null,
+      // Control characters as the importer removes them (NUL cannot be stored; BEL, ESC, … are shown by no reader).
+      nick: f.nick === null ? null : stripControls(f.nick).text,
+      messageText: f.messageText == null ? null : stripControls(f.messageText).text,
+      target: f.target == null ? null : stripControls(f.target).text,
+      toNick: f.toNick == null ? null : stripControls(f.toNick).text,
       netsplitGroup: f.netsplitGroup ?? null,
       netsplitLeader: f.netsplitLeader ?? false,
       // Random per row: live rows have no file line to be idempotent on, but a retried write of

@@ -98,10 +98,32 @@ export function isValidDate(date: string): boolean {
   return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === date;
 }
 
-/** `HH:MM[:SS]` → `HH:MM:SS`, or null when out of range. */
+/**
+ * `HH:MM[:SS]` → `HH:MM:SS`, or null when out of range. Second 60 (a leap second, `23:59:60`) is
+ * kept in its minute and day as second 59: rows are stored to the second, and reading it as the
+ * next minute would move a line stamped 23:59:60 to the next day.
+ */
 export function normalizeTime(hh: string, mm: string, ss: string | undefined): string | null {
   if (+hh > 23 || +mm > 59 || (ss !== undefined && +ss > 60)) return null;
-  return `${hh.padStart(2, '0')}:${mm}:${ss ?? '00'}`;
+  return `${hh.padStart(2, '0')}:${mm}:${ss === undefined ? '00' : +ss === 60 ? '59' : ss}`;
+}
+
+// eslint-disable-next-line no-control-regex -- the control characters are what is removed
+const CONTROLS = /\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0a-\x1f\x7f]/g;
+
+/**
+ * Text as the archive stores it: without C0 control characters (NUL, BEL, ESC, …; an ANSI escape
+ * sequence `ESC [ … m` goes whole) and DEL. PostgreSQL text cannot hold NUL, and the reader shows
+ * none of the others (mIRC formatting codes are removed by the parsers, see stripFormatting). Tab
+ * stays. `removed`: how many characters went.
+ */
+export function stripControls(text: string): { text: string; removed: number } {
+  let removed = 0;
+  const out = text.replace(CONTROLS, (m) => {
+    removed += m.length;
+    return '';
+  });
+  return { text: out, removed };
 }
 
 export const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];

@@ -7,6 +7,7 @@ import type { SafeHtml } from '../../http/html.js';
 import { sendErrorPage, sendPage } from '../../http/page.js';
 import { sharedRateLimit } from '../../http/rate-limits.js';
 import type { IrcArchiveService, LogRow, LogSearch } from '../archive-service.js';
+import { ARCHIVE_RANGE_TEXT, isArchiveDay, isArchiveYear } from '../archive-dates.js';
 import { DEFAULT_IRC_SOURCE } from '../event-store.js';
 import { isValidDate } from '../parsers/common.js';
 import { IRC_EVENT_TYPES } from '../parsers/types.js';
@@ -90,18 +91,24 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
       schema: {
         ...hidden,
         params: z.object({ network: name, channel: name }),
-        querystring: z.object({ year: optional(z.string().regex(/^\d{4}$/, { error: 'must be a year YYYY' })) }),
+        querystring: z.object({
+          year: optional(
+            z
+              .string()
+              .regex(/^\d{4}$/, { error: 'must be a year YYYY' })
+              .refine((y) => isArchiveYear(Number(y)), { error: `must be a year of the archive's days, ${ARCHIVE_RANGE_TEXT}` }),
+          ),
+        }),
       },
       config,
       onRequest: limiter,
     },
     async (request, reply) => {
       const { network, channel } = await channelNamed(request.params.network, request.params.channel);
-      const firstYear = Number((channel.first_date ?? channel.last_date ?? '').slice(0, 4)) || null;
-      const lastYear = Number((channel.last_date ?? '').slice(0, 4)) || firstYear;
-      const year = request.query.year ? Number(request.query.year) : (lastYear ?? new Date().getUTCFullYear());
+      const years = await store.channelYears(channel.id);
+      const year = request.query.year ? Number(request.query.year) : (years.at(-1) ?? new Date().getUTCFullYear());
       const days = await store.channelDays(channel.id, year);
-      return page(request, reply, `${channel.name} ${year} · ${network.name}`, calendarView({ network, channel, year, firstYear, lastYear, days }));
+      return page(request, reply, `${channel.name} ${year} · ${network.name}`, calendarView({ network, channel, year, years, days }));
     },
   );
 
@@ -123,6 +130,7 @@ export async function ircReaderPages(app: FastifyInstance, opts: IrcReaderOption
     async (request, reply) => {
       const { day } = request.params;
       if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || !isValidDate(day)) throw notFound(`“${day}” is not a day (YYYY-MM-DD).`);
+      if (!isArchiveDay(day)) throw notFound(`The archive holds days from ${ARCHIVE_RANGE_TEXT}; “${day}” is not one of them.`);
       const { network, channel } = await channelNamed(request.params.network, request.params.channel);
       const all = request.query.all === '1';
       const types = all ? null : IRC_EVENT_TYPES.filter((t) => !PRESENCE.has(t));

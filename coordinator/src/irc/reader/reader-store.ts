@@ -101,12 +101,21 @@ export class IrcReaderStore {
       : null;
   }
 
+  /** The years (UTC) in which the channel has rows, in order (irc_channel_days, kept at write time). */
+  async channelYears(channelId: number): Promise<number[]> {
+    const rows = await this.rows<{ y: number }>(
+      `select distinct extract(year from day)::int as y from irc_channel_days where channel_id = ? and events > 0 order by 1`,
+      [channelId],
+    );
+    return rows.map((r) => Number(r.y));
+  }
+
   /** Days of `year` (UTC) on which the channel has rows, with their counts (irc_channel_days, kept at write time). */
   async channelDays(channelId: number, year: number): Promise<ActivityCount[]> {
     const rows = await this.rows<{ key: string; events: string; messages: string }>(
       `select to_char(day, 'YYYY-MM-DD') as key, events, messages from irc_channel_days
         where channel_id = ? and day >= ?::date and day < ?::date and events > 0 order by day`,
-      [channelId, `${year}-01-01`, `${year + 1}-01-01`],
+      [channelId, `${String(year).padStart(4, '0')}-01-01`, `${String(year + 1).padStart(4, '0')}-01-01`],
     );
     return rows.map((r) => ({ key: r.key, events: Number(r.events), messages: Number(r.messages) }));
   }

@@ -2,12 +2,14 @@ import { html, plural, type SafeHtml } from '../../http/html.js';
 import type { NickProfile } from '../alias-service.js';
 import type { ChannelRow, LogRow, LogSearch, NetworkRow } from '../archive-service.js';
 import type { ActivityCount, DayNeighbours, NetworkSummary, ReaderChannel } from './reader-store.js';
+import { utcFromParts } from '../time-zone.js';
 import { highlighter, markedText, messageHtml, nickClass } from './render.js';
 import type { SearchForm } from './pages.js';
 
 const enc = encodeURIComponent;
 export const networkUrl = (network: string) => `/irc/net/${enc(network)}`;
-export const channelUrl = (network: string, channel: string, year?: number) => `${networkUrl(network)}/${enc(channel)}${year ? `?year=${year}` : ''}`;
+export const channelUrl = (network: string, channel: string, year?: number) =>
+  `${networkUrl(network)}/${enc(channel)}${year ? `?year=${String(year).padStart(4, '0')}` : ''}`;
 /** A day's page; `at` names a line whose page the server finds (links from outside the day), `line` the anchor. */
 export function dayUrl(network: string, channel: string, day: string, opts: { all?: boolean; page?: number; line?: number; at?: number } = {}): string {
   const qs = new URLSearchParams();
@@ -69,23 +71,21 @@ export function calendarView(v: {
   network: NetworkRow;
   channel: ReaderChannel;
   year: number;
-  firstYear: number | null;
-  lastYear: number | null;
+  /** The years that have rows, in order: only those are linked (a stray row in 9999 must not list 8,000 empty years). */
+  years: number[];
   days: ActivityCount[];
 }): SafeHtml {
-  const { network, channel, year } = v;
+  const { network, channel, year, years } = v;
   const byDay = new Map(v.days.map((d) => [d.key, d]));
-  const years: number[] = [];
-  if (v.firstYear && v.lastYear) for (let y = v.firstYear; y <= v.lastYear; y += 1) years.push(y);
   const months = Array.from({ length: 12 }, (_, m) => m).filter((m) => v.days.some((d) => Number(d.key.slice(5, 7)) === m + 1));
   const month = (m: number) => {
-    const first = new Date(Date.UTC(year, m, 1));
-    const length = new Date(Date.UTC(year, m + 1, 0)).getUTCDate();
+    const first = new Date(utcFromParts(year, m, 1, 0, 0, 0));
+    const length = new Date(utcFromParts(year, m + 1, 0, 0, 0, 0)).getUTCDate();
     const lead = (first.getUTCDay() + 6) % 7; // Monday first
     const cells: SafeHtml[] = Array.from({ length: lead }, () => html`<td></td>`);
     let messages = 0;
     for (let d = 1; d <= length; d += 1) {
-      const key = `${year}-${String(m + 1).padStart(2, '0')}-${String(d).padStart(2, '0')}`;
+      const key = `${String(year).padStart(4, '0')}-${String(m + 1).padStart(2, '0')}-${String(d).padStart(2, '0')}`;
       const a = byDay.get(key);
       if (a) messages += a.messages;
       cells.push(
