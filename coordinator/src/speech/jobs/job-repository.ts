@@ -5,6 +5,7 @@ import type { JobEventSink } from './job-events.js';
 import type { ListedJob } from './presenter.js';
 import { sql } from '../../db/sql.js';
 import type { StoredTurn } from './speakers.js';
+import type { StatedSpeakers } from './entities.js';
 import * as admin from './transitions/admin.js';
 import * as ai from './transitions/ai.js';
 import * as claim from './transitions/claim.js';
@@ -93,7 +94,7 @@ export class JobRepository {
   labelSegments = (workerId: number, ref: LeaseRefMsg, turns: StoredTurn[]) => diarization.labelSegments(this.store, workerId, ref, turns);
   finishDiarization = (workerId: number, ref: LeaseRefMsg, result: Parameters<typeof diarization.finishDiarization>[3]) =>
     diarization.finishDiarization(this.store, workerId, ref, result);
-  requestDiarization = (jobId: number, by: string) => diarization.requestDiarization(this.store, jobId, by);
+  requestDiarization = (jobId: number, by: string, speakers: StatedSpeakers | null = null) => diarization.requestDiarization(this.store, jobId, by, speakers);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
 
   // ---- analysis, translations and automatic titles (transitions/ai.ts) ----
