@@ -402,10 +402,36 @@ export const apiCreateJobFieldsSchema = createJobFieldsObject
 // --- POST /api/speech/jobs/{jobId}/diarization -------------------------------------------------
 
 /**
- * The body of a diarization rerun (optional): the speaker count to state for it (replacing the
+ * The body of a diarization rerun (optional: none at all is null to Fastify): the speaker count to state for it (replacing the
  * job's), validated like a submission's; none stated: the diarizer counts by itself.
  */
 export const diarizationRerunSchema = z
   .object(speakerCountFields)
   .transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) }))
-  .optional();
+  .nullish();
+
+// --- The web pages' speaker control ("Speakers: detect / exactly N / between A and B") -----------
+
+/**
+ * The pages' forms send `speakers` (detect, exact or between) next to all three count inputs:
+ * only the inputs of the chosen mode count (a form without `speakers`, like the API, sends what it means).
+ */
+function chosenSpeakerInputs(raw: unknown): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const { speakers: mode, ...rest } = raw as Record<string, unknown>;
+  if (mode === undefined) return raw;
+  const drop: readonly string[] = mode === 'exact' ? ['min_speakers', 'max_speakers'] : mode === 'between' ? ['num_speakers'] : SPEAKER_FIELDS;
+  return Object.fromEntries(Object.entries(rest).filter(([k]) => !drop.includes(k)));
+}
+
+/** The /speech form's submission: createJobFieldsSchema after the speaker mode is applied. */
+export const pageJobFieldsSchema = z.preprocess(chosenSpeakerInputs, createJobFieldsSchema);
+
+/** The job page's rerun form: its CSRF field and the speaker control. */
+export const pageRerunSchema = z.preprocess(
+  chosenSpeakerInputs,
+  z
+    .object({ _csrf: z.string().max(200).optional(), ...speakerCountFields })
+    .transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) }))
+    .nullish(),
+);
