@@ -405,10 +405,10 @@ export const apiCreateJobFieldsSchema = createJobFieldsObject
  * The body of a diarization rerun (optional: none at all is null to Fastify): the speaker count to state for it (replacing the
  * job's), validated like a submission's; none stated: the diarizer counts by itself.
  */
-export const diarizationRerunSchema = z
-  .object(speakerCountFields)
-  .transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) }))
-  .nullish();
+export const diarizationRerunSchema = z.preprocess(
+  (body) => body ?? {},
+  z.object(speakerCountFields).transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) })),
+);
 
 // --- The web pages' speaker control ("Speakers: detect / exactly N / between A and B") -----------
 

@@ -46,7 +46,7 @@ export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechD
       response: { 200: response, ...errors },
     },
     handler: async (request) => {
-      const job = await diarization.rerun(userOf(request), request.params.jobId, request.body?.speakers ?? null);
+      const job = await diarization.rerun(userOf(request), request.params.jobId, request.body.speakers);
       return { ok: true as const, message: 'Speaker diarization requested.', job: await detail(job) };
     },
   });
