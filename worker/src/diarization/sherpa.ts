@@ -11,7 +11,7 @@ interface SherpaDiarizationConfig {
   minDurationOn: number;
   minDurationOff: number;
 }
-interface SherpaDiarization {
+export interface SherpaDiarization {
   readonly sampleRate: number;
   process(samples: Float32Array): { start: number; end: number; speaker: number }[];
   setConfig(config: Partial<SherpaDiarizationConfig>): void;
@@ -97,7 +97,7 @@ export async function createSherpaDiarizer(opts: SherpaOptions): Promise<Diarize
   return new SherpaDiarizer(engine);
 }
 
-class SherpaDiarizer implements Diarizer {
+export class SherpaDiarizer implements Diarizer {
   readonly name = 'sherpa-onnx';
 
   constructor(private readonly engine: SherpaDiarization) {}
