@@ -276,14 +276,15 @@ const DIARIZATION_TEXT: Record<string, (d: PresentedDiarization) => string> = {
  */
 export function speakerCountControl(prefix: string, current: StatedSpeakers | null = null): SafeHtml {
   const mode = !current ? 'detect' : current.num_speakers !== undefined ? 'exact' : 'between';
-  const opt = (value: string, label: string) => html`<option value="${value}" ${mode === value ? new SafeHtml('selected') : ''}>${label}</option>`;
+  const radio = (value: string) =>
+    html`<input type="radio" id="${prefix}-speakers-${value}" name="speakers" value="${value}" ${mode === value ? new SafeHtml('checked') : ''}>`;
   const num = (name: string, label: string, value: number | undefined) =>
     html`<input type="number" id="${prefix}-${name}" name="${name}" min="1" max="${MAX_STATED_SPEAKERS}" step="1" inputmode="numeric" class="speaker-count" aria-label="${label}" value="${value ?? ''}">`;
-  return html`<div class="speaker-counts" id="${prefix}-speakers-control"><label for="${prefix}-speakers">Speakers</label>
-    <select id="${prefix}-speakers" name="speakers">${opt('detect', 'detect')}${opt('exact', 'exactly N')}${opt('between', 'between A and B')}</select>
-    <span>exactly ${num('num_speakers', 'Exact number of speakers', current?.num_speakers)}</span>
-    <span>or between ${num('min_speakers', 'Fewest speakers', current?.min_speakers)} and ${num('max_speakers', 'Most speakers', current?.max_speakers)}</span>
-    <p class="hint">When you know how many people speak: exactly N, or a range (1 to ${MAX_STATED_SPEAKERS}).</p></div>`;
+  return html`<fieldset class="speaker-counts" id="${prefix}-speakers"><legend>Speakers</legend>
+    <label>${radio('detect')} detect</label>
+    <label>${radio('exact')} exactly</label> ${num('num_speakers', 'Exact number of speakers', current?.num_speakers)}
+    <label>${radio('between')} between</label> ${num('min_speakers', 'Fewest speakers', current?.min_speakers)} and ${num('max_speakers', 'Most speakers', current?.max_speakers)}
+    <p class="hint">When you know how many people speak: exactly N, or a range (1 to ${MAX_STATED_SPEAKERS}).</p></fieldset>`;
 }
 
 /**
