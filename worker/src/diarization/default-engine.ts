@@ -179,8 +179,7 @@ export class DefaultDiarizer implements Diarizer {
     // A stated minimum (num_speakers, min_speakers) binds the result, not only the clustering: when
     // the resegmentation let a cluster's voice be absorbed by the others, the clustering's own
     // labels stand (they honour the bound whenever there were enough windows to).
-    const minSpeakers = opts.minSpeakers ?? 1;
-    if (speakers > 1 && countSpeakers(turns) < Math.min(minSpeakers, speakers)) {
+    if (opts.minSpeakers !== undefined && speakers > 1 && countSpeakers(turns) < Math.min(opts.minSpeakers, speakers)) {
       const clustered = toTurns(absorbShortRuns(framesFromWindows(windows, labels, speechFrames), speechFrames, minRun), speechFrames, p.joinGap);
       if (countSpeakers(clustered) > countSpeakers(turns)) turns = clustered;
     }
