@@ -247,6 +247,11 @@ describe('a stated count is stored, shown and sent to the worker; older workers 
     const d = await detail(token.body.job.id);
     expect(d.diarization.requested_speakers).toEqual({ min_speakers: 2, max_speakers: 4 });
     expect(d.runtime_log.map((e: { message: string }) => e.message)).toContainEqual(expect.stringMatching(/speakers stated: 2 to 4/));
+    // null (as JSON clients send for "not set") and blank are not stated.
+    const unset = await call('POST', '/api/speech/jobs', { json: { source_url: SOURCE, num_speakers: null, min_speakers: '', max_speakers: null } });
+    expect(unset.status).toBe(201);
+    expect((await detail(unset.body.job.id)).diarization.requested_speakers).toBeNull();
+    await svc.speech.jobs.remove(owner, unset.body.job.id);
     // Neither is a job for the workers of the next test: removed.
     await svc.speech.jobs.remove(owner, api.body.job.id);
     await svc.speech.jobs.remove(owner, token.body.job.id);

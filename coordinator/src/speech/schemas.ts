@@ -271,11 +271,11 @@ function truthy(value: string | number | boolean | undefined): boolean {
 export const MAX_STATED_SPEAKERS = 32;
 const SPEAKER_FIELDS = ['num_speakers', 'min_speakers', 'max_speakers'] as const;
 
-/** A stated speaker count as sent: a JSON number, or the text of a form field (blank: not stated). */
+/** A stated speaker count as sent: a JSON number, or the text of a form field (blank or null: not stated). */
 const speakerCount = (description: string) =>
   z
     .union([z.number(), z.string().max(10)])
-    .optional()
+    .nullish()
     .describe(`${description}; an integer from 1 to ${MAX_STATED_SPEAKERS}, only with speaker diarization`);
 
 /**
@@ -284,7 +284,7 @@ const speakerCount = (description: string) =>
  * together with num_speakers, or any of them when diarization is off. Null: none stated.
  */
 export function readStatedSpeakers(
-  body: Partial<Record<(typeof SPEAKER_FIELDS)[number], string | number | undefined>>,
+  body: Partial<Record<(typeof SPEAKER_FIELDS)[number], string | number | null | undefined>>,
   diarization: boolean,
   ctx: z.RefinementCtx,
 ): StatedSpeakers | null {
@@ -292,7 +292,7 @@ export function readStatedSpeakers(
   for (const field of SPEAKER_FIELDS) {
     const raw = body[field];
     const text = typeof raw === 'string' ? raw.trim() : raw;
-    if (text === undefined || text === '') continue;
+    if (text === undefined || text === null || text === '') continue;
     const value = typeof text === 'number' ? text : /^[+-]?\d+$/.test(text) ? Number(text) : Number.NaN;
     if (!Number.isInteger(value)) {
       ctx.addIssue({ code: 'custom', path: [field], message: 'must be a whole number of speakers' });
