@@ -247,7 +247,7 @@ export class ModelCatalog {
    */
   async snapshot(): Promise<ModelCatalogSnapshot> {
     // One statement (every job list, status response and job created asks for a snapshot): the
-    // workers grouped by their advertised capabilities, with the ids of those present as one
+    // workers grouped by their advertised capabilities (and whether they speak contract 5), with the ids of those present as one
     // comma-separated text per group (a fleet's thousand ids split at once, not a Postgres array
     // read character by character), and the administrator's allowlist (app_settings, else
     // SPEECH_LOCAL_MODELS).

@@ -48,7 +48,7 @@ type QueueParams = Omit<NewUrlJob, 'translationTargetLanguages' | 'diarizationSp
 
 /**
  * QUEUE_URL_JOB — inserts a queued URL job and its runtime-log entries (parallel arrays :events,
- * :levels, :messages). Guard: none (the service checked the rules). Returns: the job's row, every
+ * :levels, :messages); :speakers is the stated speaker count as JSON text, or null. Guard: none (the service checked the rules). Returns: the job's row, every
  * column (the service maps it to its entity).
  */
 const QUEUE_URL_JOB = sql<QueueParams, Record<string, unknown>>(
