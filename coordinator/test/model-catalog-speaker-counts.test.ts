@@ -30,4 +30,12 @@ describe('ModelCatalogSnapshot.explain and stated speaker counts', () => {
     const current = new ModelCatalogSnapshot([group(false, [1]), group(true, [2])]);
     expect(current.explain(job({ max_speakers: 2 }))).toBeNull();
   });
+
+  it('a job pinned to a connected worker below contract 5 says it cannot honour the count', () => {
+    const snapshot = new ModelCatalogSnapshot([group(false, [1]), group(true, [2])]);
+    const pinned = (id: number) => ({ ...job({ num_speakers: 2 }), executionTarget: 'worker' as const, targetWorker: { id, name: `w${id}` } });
+    expect(snapshot.explain(pinned(1))).toMatch(/pinned worker "w1" speaks a worker contract older than 5/);
+    expect(snapshot.explain(pinned(2))).toBeNull();
+    expect(snapshot.explain({ ...pinned(1), diarizationSpeakers: null })).toBeNull();
+  });
 });

@@ -168,7 +168,11 @@ export class ModelCatalogSnapshot implements JobAvailability {
     if (job.status !== 'queued') return null;
     if (job.executionTarget === 'worker') {
       const target = job.targetWorker ?? null;
-      return target && this.isPresent(target.id) ? null : `The pinned worker "${target?.name ?? '?'}" is not connected`;
+      if (!target || !this.isPresent(target.id)) return `The pinned worker "${target?.name ?? '?'}" is not connected`;
+      if (job.diarizationSpeakers && !this.groups.some((g) => g.speakerCounts && g.presentIds.includes(target.id))) {
+        return `The pinned worker "${target.name}" speaks a worker contract older than ${SPEAKER_COUNT_CONTRACT_VERSION} and cannot honour the stated speaker count; upgrade it or choose another target`;
+      }
+      return null;
     }
     if (job.executionTarget === 'local') {
       return this.present().some((g) => g.local) ? null : 'No local runner is connected';
