@@ -476,9 +476,11 @@ async function recordingPart(ctx: SubtitleBenchContext, rec: Recording, engine: 
     pass: 1,
     status: 'completed',
     durationSeconds: rec.duration,
+    transcribedAt: null,
     transcriptText: null,
     segments: labelled.map((s) => ({ start: s.start, end: s.end, text: s.text, speaker: s.speaker, words: s.words })),
     speakerLabels: {},
+    turns: null,
   };
   const spoken: Spoken[] = labelled.flatMap((s) =>
     s.words?.length ? s.words.map((w) => ({ at: (w.start + w.end) / 2, speaker: s.speaker })) : [{ at: (s.start + s.end) / 2, speaker: s.speaker }],

@@ -41,7 +41,17 @@ function request(workerIndex: number): ClaimRequest {
   const id = workers[workerIndex]!;
   token += 1;
   return {
-    worker: { id, name: `w${workerIndex}`, sessionId: null, models: ['tiny'], local: false, canFetchUrls: false, diarization: false, diarizeTasks: false },
+    worker: {
+      id,
+      name: `w${workerIndex}`,
+      sessionId: null,
+      models: ['tiny'],
+      local: false,
+      canFetchUrls: false,
+      diarization: false,
+      diarizeTasks: false,
+      speakerCounts: false,
+    },
     tokenHash: hashLeaseToken(`t${token}`),
     diarizeTokenHash: hashLeaseToken(`d.t${token}`),
   };

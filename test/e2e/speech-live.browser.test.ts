@@ -106,6 +106,31 @@ describe('speech pages in a browser', () => {
     await plain.close();
   }, 120_000);
 
+  it('states a speaker count on /speech: the script’s upload sends only the chosen mode’s inputs', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${svc.url}/speech`);
+    await page.fill('#username', user.name);
+    await page.fill('#password', user.password);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${svc.url}/speech`);
+    const short = path.join(dir, 'short.wav');
+    execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', short, 'trim', '0', '1.0']);
+    await page.setInputFiles('#media_file', short);
+    await page.check('#submit-speakers-between');
+    await page.fill('#submit-num_speakers', '5');
+    await page.fill('#submit-min_speakers', '2');
+    await page.fill('#submit-max_speakers', '3');
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForURL(/\/speech\/jobs\/\d+$/);
+    const jobId = Number(new URL(page.url()).pathname.split('/').pop());
+    const rows = await svc.orm.em
+      .fork()
+      .getConnection()
+      .execute<Array<{ s: unknown }>>('select diarization_speakers as s from speech_jobs where id = ?', [jobId]);
+    expect(rows[0]!.s).toEqual({ min_speakers: 2, max_speakers: 3 });
+    expect(await page.textContent('#requested-speakers')).toBe('Speakers stated: 2 to 3.');
+  });
+
   it('sends anonymous visitors to sign in and hides other people’s jobs', async () => {
     const page = await browser.newPage();
     await page.goto(`${svc.url}/speech/jobs/1`);

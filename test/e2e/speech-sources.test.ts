@@ -368,6 +368,7 @@ describe('download proxy (SPEECH_DOWNLOAD_PROXY)', () => {
         canFetchUrls: true,
         diarization: true,
         diarizeTasks: true,
+        speakerCounts: true,
       };
       expect(await a.speech.leases.claim(fetcher)).toBeNull();
 
@@ -424,7 +425,17 @@ describe.skipIf(!ytdlp)('page URLs through yt-dlp', () => {
     const pageJob = await urlJob(a, `${site.base}/episode`, { model: 'turbo' });
     const directJob = await urlJob(a, `${site.base}/clip.wav`, { model: 'turbo' });
     const w = await a.t.app.deps.workers.createWorker(randomName('w'));
-    const fetcher = { id: w.id, name: 'fetcher', sessionId: null, local: false, models: ['turbo'], canFetchUrls: true, diarization: true, diarizeTasks: true };
+    const fetcher = {
+      id: w.id,
+      name: 'fetcher',
+      sessionId: null,
+      local: false,
+      models: ['turbo'],
+      canFetchUrls: true,
+      diarization: true,
+      diarizeTasks: true,
+      speakerCounts: true,
+    };
     // The direct file may be fetched by the worker; the page may not.
     const first = await a.speech.leases.claim(fetcher);
     expect(first?.lease.job_id).toBe(directJob);

@@ -83,7 +83,17 @@ const DRIVERS: Record<JobTransition, { seed?: Partial<Seed>; run: (id: number) =
       repo.claimMany(
         [
           {
-            worker: { id: worker, name: 'w1', sessionId: null, models: ['tiny'], local: false, canFetchUrls: false, diarization: false, diarizeTasks: false },
+            worker: {
+              id: worker,
+              name: 'w1',
+              sessionId: null,
+              models: ['tiny'],
+              local: false,
+              canFetchUrls: false,
+              diarization: false,
+              diarizeTasks: false,
+              speakerCounts: false,
+            },
             tokenHash: hashLeaseToken('claim'),
             diarizeTokenHash: hashLeaseToken('d.claim'),
           },

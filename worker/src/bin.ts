@@ -50,9 +50,9 @@ async function loadDiarizer(): Promise<{ diarizer: JobDiarizer; engine: string }
     const engine = await createDiarizer(config);
     const diarizer: JobDiarizer = {
       name: engine.name,
-      async diarize(wavPath, signal) {
+      async diarize(wavPath, signal, speakers) {
         const { samples, sampleRate } = await readWav(wavPath);
-        return engine.diarize(samples, sampleRate, { signal });
+        return engine.diarize(samples, sampleRate, { signal, ...speakers });
       },
     };
     return { diarizer, engine: engine.name };

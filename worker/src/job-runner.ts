@@ -61,10 +61,33 @@ export interface JobDiarizer {
   diarize(
     wavPath: string,
     signal: AbortSignal,
+    speakers?: SpeakerBounds,
   ): Promise<{ engine: string; speakerCount: number; turns: Array<{ start: number; end: number; speaker: number }> }>;
 }
 
 type DiarizationReport = NonNullable<Parameters<CoordinatorClient['complete']>[0]['diarization']>;
+
+/** The speaker count stated for a job's diarization (contract 5), as the engines take it; empty: the engine counts. */
+export interface SpeakerBounds {
+  minSpeakers?: number;
+  maxSpeakers?: number;
+}
+
+/**
+ * The assignment's stated speaker count: num_speakers is both bounds; 0 means not stated. A
+ * contract-5 coordinator never sends num_speakers with a bound, nor min above max; were it to,
+ * num_speakers wins and crossed bounds collapse to max_speakers.
+ */
+export function speakerBounds(job: Pick<JobAssignmentMsg, 'num_speakers' | 'min_speakers' | 'max_speakers'>): SpeakerBounds {
+  const n = job.num_speakers ?? 0;
+  if (n > 0) return { minSpeakers: n, maxSpeakers: n };
+  const min = job.min_speakers ?? 0;
+  const max = job.max_speakers ?? 0;
+  return {
+    ...(min > 0 ? { minSpeakers: max > 0 ? Math.min(min, max) : min } : {}),
+    ...(max > 0 ? { maxSpeakers: max } : {}),
+  };
+}
 
 /** Stage detail while the diarizer runs. */
 const DIARIZING_DETAIL = 'Identifying speakers';
@@ -163,7 +186,7 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
     }
     if (job.diarization || rerun) {
       send('finalizing', DIARIZING_DETAIL, duration || lastEnd, [], 'running');
-      diarization = await diarize(deps, wav, engineAbort.signal);
+      diarization = await diarize(deps, wav, engineAbort.signal, speakerBounds(job));
     }
     // A silent or empty recording: say so rather than finishing with an empty transcript.
     if (transcribe) send('finalizing', seq === 0 ? NO_SPEECH_DETAIL : 'saving the transcript', duration || lastEnd);
@@ -246,11 +269,11 @@ export async function runJob(deps: JobRunnerDeps, job: JobAssignmentMsg, stop: A
  * diarizer's error (the transcript is not affected), or unavailable when this worker has no
  * diarizer. A stop (cancel, lost lease, shutdown) is not a diarization failure: it propagates.
  */
-async function diarize(deps: JobRunnerDeps, wav: string, signal: AbortSignal): Promise<DiarizationReport> {
+async function diarize(deps: JobRunnerDeps, wav: string, signal: AbortSignal, speakers: SpeakerBounds): Promise<DiarizationReport> {
   const none = { engine: '', speaker_count: 0, turns: [], error: '' };
   if (!deps.diarizer) return { ...none, state: 'unavailable', error: deps.diarizerUnavailable ?? 'this worker has no speaker diarizer' };
   try {
-    const out = await deps.diarizer.diarize(wav, signal);
+    const out = await deps.diarizer.diarize(wav, signal, speakers);
     return { state: 'completed', engine: out.engine, speaker_count: out.speakerCount, turns: out.turns, error: '' };
   } catch (err) {
     if (signal.aborted) throw err;

@@ -1,9 +1,10 @@
 import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, mediaClock } from '@sonar/shared';
 import { html, SafeHtml } from '../http/html.js';
-import type { SpeechJob, SpeechSegment } from './jobs/entities.js';
+import type { SpeechJob, SpeechSegment, StatedSpeakers } from './jobs/entities.js';
 import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
-import { speakerAwareTranscript, speakerName, type presentDiarization } from './jobs/speakers.js';
+import { speakerAwareTranscript, speakerName, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
+import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
 import { isProcessing } from './jobs/job-transitions.js';
 import { languageName } from './ai/work.js';
@@ -284,6 +285,24 @@ const DIARIZATION_TEXT: Record<string, (d: PresentedDiarization) => string> = {
 };
 
 /**
+ * The speaker count control of the submission form and the rerun form: "Speakers: detect / exactly
+ * N / between A and B" (`speakers` picks which inputs count, see pageJobFieldsSchema). `prefix`
+ * keeps the ids unique; `current` preselects a stated count.
+ */
+export function speakerCountControl(prefix: string, current: StatedSpeakers | null = null): SafeHtml {
+  const mode = !current ? 'detect' : current.num_speakers !== undefined ? 'exact' : 'between';
+  const radio = (value: string) =>
+    html`<input type="radio" id="${prefix}-speakers-${value}" name="speakers" value="${value}" ${mode === value ? new SafeHtml('checked') : ''}>`;
+  const num = (name: string, label: string, value: number | undefined) =>
+    html`<input type="number" id="${prefix}-${name}" name="${name}" min="1" max="${MAX_STATED_SPEAKERS}" step="1" inputmode="numeric" class="speaker-count" aria-label="${label}" value="${value ?? ''}">`;
+  return html`<fieldset class="speaker-counts" id="${prefix}-speakers"><legend>Speakers</legend>
+    <label>${radio('detect')} detect</label>
+    <label>${radio('exact')} exactly</label> ${num('num_speakers', 'Exact number of speakers', current?.num_speakers)}
+    <label>${radio('between')} between</label> ${num('min_speakers', 'Fewest speakers', current?.min_speakers)} and ${num('max_speakers', 'Most speakers', current?.max_speakers)}
+    <p class="hint">When you know how many people speak: exactly N, or a range (1 to ${MAX_STATED_SPEAKERS}).</p></fieldset>`;
+}
+
+/**
  * "Speakers": the diarization state, the speakers with their share of the talk, the speaker editor
  * (names, saved with the form) and the run / run-again action, for the owner. Works without script.
  */
@@ -293,6 +312,7 @@ export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boo
   return html`<div class="card" id="speakers"><h2>Speakers</h2>
     ${error ? html`<p class="error" role="alert" id="speakers-error">${error}</p>` : ''}
     <p id="diarization-state" data-state="${d.state}">${DIARIZATION_TEXT[d.state]?.(d) ?? d.state}</p>
+    ${d.requested_speakers ? html`<p class="muted" id="requested-speakers">Speakers stated: ${statedSpeakersText(d.requested_speakers)}.</p>` : ''}
     ${
       d.speakers.length
         ? owner && !busy
@@ -315,6 +335,7 @@ export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boo
       rerunnable
         ? html`<form method="post" action="/speech/jobs/${job.id}/diarization" id="diarization-rerun">
         ${csrfField(csrf)}
+        ${speakerCountControl('rerun', d.requested_speakers)}
         <button type="submit">${d.state === 'completed' ? 'Identify speakers again' : 'Identify speakers'}</button>
         <span class="muted">The transcript stays as it is${d.state === 'completed' ? '; the new speakers replace these and their names' : ''}.</span>
       </form>`

@@ -15,7 +15,7 @@ import { diarizationRecord, presentJob, presentJobDetail } from './jobs/presente
 import { presentDiarization } from './jobs/speakers.js';
 import { SPEECH_RATE_LIMIT } from './policy.js';
 import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
-import { createJobFieldsSchema } from './schemas.js';
+import { pageJobFieldsSchema, pageRerunSchema } from './schemas.js';
 import type { ShareService } from './shares/share-service.js';
 import { createSubmittedJob, emptyBodyForMultipart, jobSettings, readSubmission } from './submission.js';
 import { targetIncompatibility, targetMismatches } from './workers/compatibility.js';
@@ -28,6 +28,7 @@ import {
   revisionsCard,
   runtimeLogCard,
   speakersCard,
+  speakerCountControl,
   summaryCard,
   targetCard,
   transcriptCard,
@@ -122,6 +123,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
           <div><label for="translation_target_languages">Translate into</label><input id="translation_target_languages" name="translation_target_languages" maxlength="400" placeholder="comma-separated, e.g. sv, de"></div>
         </div>
         <div class="checks"><label><input type="checkbox" id="disable_diarization" name="disable_diarization" value="1"> Skip speaker labels</label></div>
+        ${speakerCountControl('submit')}
         <button type="submit">Queue</button> <span id="submit-status" role="status"></span>
         <ul id="submit-results" class="muted"></ul>
       </form></div>
@@ -147,7 +149,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
   r.post(
     '/speech',
     {
-      schema: { ...hidden, body: createJobFieldsSchema },
+      schema: { ...hidden, body: pageJobFieldsSchema },
       attachValidation: true,
       preValidation: emptyBodyForMultipart,
       config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
@@ -159,7 +161,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         const { fields, source, upload } = await readSubmission(request, reply, {
           media: deps.speech.media,
           limits: uploadLimits(deps.config),
-          schema: createJobFieldsSchema,
+          schema: pageJobFieldsSchema,
         });
         id = (await createSubmittedJob(jobs, deps.speech.media, caller, upload, { channel: 'web', source, ...jobSettings(fields) })).id;
       } catch (err) {
@@ -332,6 +334,8 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     ) =>
     async (request: FastifyRequest<{ Params: { jobId: number }; Body: B }>, reply: FastifyReply) => {
       const { jobId } = request.params;
+      // A form whose fields the route's schema refused (routes with attachValidation): the message on the page.
+      if (request.validationError) return jobPage(request, reply.code(422), jobId, { [card]: normalizeError(request.validationError, request).message });
       try {
         await action(userOf(request), jobId, request.body as B);
       } catch (err) {
@@ -345,8 +349,10 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
 
   r.post(
     '/speech/jobs/:jobId/diarization',
-    { schema: { ...hidden, params: jobParams, body: speakerForm }, ...action },
-    formAction('speakersError', 'diarization-requested', (user, jobId) => deps.speech.diarization.rerun(user, jobId)),
+    { schema: { ...hidden, params: jobParams, body: pageRerunSchema }, attachValidation: true, ...action },
+    formAction('speakersError', 'diarization-requested', (user, jobId, body: z.output<typeof pageRerunSchema>) =>
+      deps.speech.diarization.rerun(user, jobId, body?.speakers ?? null),
+    ),
   );
 
   r.post(

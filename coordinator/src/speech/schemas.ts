@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, safeString, idParam } from '@sonar/shared';
+import { DIARIZATION_STATES, JOB_STATUSES, LIVENESS_STATES, QUEUE_CHANNELS, idParam, safeString } from '@sonar/shared';
+import type { StatedSpeakers } from './jobs/entities.js';
 import { DEFAULT_CUE_LIMITS, type CueLimits } from './jobs/subtitle-cues.js';
 
 /** Zod schemas of the signed-in speech API (section C): request validation and OpenAPI output. */
@@ -81,6 +82,17 @@ export const jobSchema = z.object({
 export const diarizationSchema = z
   .object({
     requested: z.boolean().describe('Speaker labels were asked for (the default; `disable_diarization` turns them off)'),
+    requested_speakers: z
+      .object({
+        num_speakers: z.number().int().optional().describe('Exactly this many speakers'),
+        min_speakers: z.number().int().optional().describe('At least this many'),
+        max_speakers: z.number().int().optional().describe('At most this many'),
+      })
+      .nullable()
+      .describe(
+        'Additive: the speaker count stated at submission (or by the latest diarization rerun, which replaces it): `num_speakers`, ' +
+          'or `min_speakers` and/or `max_speakers`; null when none was stated and the diarizer counts by itself',
+      ),
     state: z.enum(DIARIZATION_STATES),
     engine: z.string().nullable().describe('The worker diarizer that produced the speakers'),
     speaker_count: z.number().int().nullable().describe('Speakers found (completed only)'),
@@ -264,6 +276,65 @@ function truthy(value: string | number | boolean | undefined): boolean {
   return !['', '0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
 }
 
+/** The most speakers a submitter may state (num_speakers, min_speakers, max_speakers: 1 to this). */
+export const MAX_STATED_SPEAKERS = 32;
+const SPEAKER_FIELDS = ['num_speakers', 'min_speakers', 'max_speakers'] as const;
+
+/** A stated speaker count as sent: a JSON number, or the text of a form field (blank or null: not stated). */
+const speakerCount = (description: string) =>
+  z
+    .union([z.number(), z.string().max(10)])
+    .nullish()
+    .describe(`${description}; an integer from 1 to ${MAX_STATED_SPEAKERS}, only with speaker diarization`);
+
+/**
+ * Reads num_speakers / min_speakers / max_speakers (JSON numbers or form text), adding an issue
+ * under the field for a non-integer or out-of-range value, min_speakers above max_speakers, a bound
+ * together with num_speakers, or any of them when diarization is off. Null: none stated.
+ */
+export function readStatedSpeakers(
+  body: Partial<Record<(typeof SPEAKER_FIELDS)[number], string | number | null | undefined>>,
+  diarization: boolean,
+  ctx: z.RefinementCtx,
+): StatedSpeakers | null {
+  const out: StatedSpeakers = {};
+  for (const field of SPEAKER_FIELDS) {
+    const raw = body[field];
+    const text = typeof raw === 'string' ? raw.trim() : raw;
+    if (text === undefined || text === null || text === '') continue;
+    const value = typeof text === 'number' ? text : /^[+-]?\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isInteger(value)) {
+      ctx.addIssue({ code: 'custom', path: [field], message: 'must be a whole number of speakers' });
+    } else if (value < 1 || value > MAX_STATED_SPEAKERS) {
+      ctx.addIssue({ code: 'custom', path: [field], message: `must be from 1 to ${MAX_STATED_SPEAKERS}` });
+    } else {
+      out[field] = value;
+    }
+  }
+  const stated = (Object.keys(out) as Array<keyof StatedSpeakers>).filter((k) => out[k] !== undefined);
+  if (!stated.length) return null;
+  if (!diarization) {
+    for (const field of stated)
+      ctx.addIssue({ code: 'custom', path: [field], message: 'a speaker count needs speaker diarization, which disable_diarization turns off' });
+    return null;
+  }
+  if (out.num_speakers !== undefined) {
+    for (const field of stated.filter((f) => f !== 'num_speakers')) {
+      ctx.addIssue({ code: 'custom', path: [field], message: 'send either num_speakers (an exact count) or min_speakers / max_speakers (bounds), not both' });
+    }
+  }
+  if (out.min_speakers !== undefined && out.max_speakers !== undefined && out.min_speakers > out.max_speakers) {
+    ctx.addIssue({ code: 'custom', path: ['min_speakers'], message: `must not be greater than max_speakers (${out.max_speakers})` });
+  }
+  return out;
+}
+
+const speakerCountFields = {
+  num_speakers: speakerCount('The exact number of speakers, when known (speaker diarization then finds exactly this many)'),
+  min_speakers: speakerCount('The fewest speakers diarization may find (not with num_speakers)'),
+  max_speakers: speakerCount('The most speakers diarization may find (not with num_speakers)'),
+};
+
 /** The submission fields as sent (before normalization). */
 const createJobFieldsObject = z.object({
   source_url: text(2048)
@@ -281,6 +352,7 @@ const createJobFieldsObject = z.object({
     .union([z.boolean(), z.number(), z.string().max(10)])
     .optional()
     .describe('Absent or false keeps speaker diarization (the default); a truthy value skips it'),
+  ...speakerCountFields,
 });
 
 /** Trims, merges the language lists and reads disable_diarization (shared by the web and token APIs). */
@@ -300,6 +372,8 @@ function normalizeFields(body: z.output<typeof createJobFieldsObject>, ctx: z.Re
   } else if (languages.length > 20) {
     ctx.addIssue({ code: 'custom', path: ['translation_target_languages'], message: 'at most 20 languages' });
   }
+  const disableDiarization = truthy(body.disable_diarization);
+  const speakers = readStatedSpeakers(body, !disableDiarization, ctx);
   return {
     source_url: body.source_url,
     media_file: body.media_file,
@@ -309,7 +383,8 @@ function normalizeFields(body: z.output<typeof createJobFieldsObject>, ctx: z.Re
     language: body.language,
     analysis_language: body.analysis_language,
     translation_target_languages: languages,
-    disable_diarization: truthy(body.disable_diarization),
+    disable_diarization: disableDiarization,
+    speakers,
   };
 }
 
@@ -357,3 +432,40 @@ export function cueLimitsOf(q: z.infer<typeof cueLimitsQuery>): CueLimits {
     maxSeconds: q.max_seconds ?? DEFAULT_CUE_LIMITS.maxSeconds,
   };
 }
+
+// --- POST /api/speech/jobs/{jobId}/diarization -------------------------------------------------
+
+/**
+ * The body of a diarization rerun (optional: none at all is null to Fastify): the speaker count to state for it (replacing the
+ * job's), validated like a submission's; none stated: the diarizer counts by itself.
+ */
+export const diarizationRerunSchema = z.preprocess(
+  (body) => body ?? {},
+  z.object(speakerCountFields).transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) })),
+);
+
+// --- The web pages' speaker control ("Speakers: detect / exactly N / between A and B") -----------
+
+/**
+ * The pages' forms send `speakers` (detect, exact or between) next to all three count inputs:
+ * only the inputs of the chosen mode count (a form without `speakers`, like the API, sends what it means).
+ */
+function chosenSpeakerInputs(raw: unknown): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const { speakers: mode, ...rest } = raw as Record<string, unknown>;
+  if (mode === undefined) return raw;
+  const drop: readonly string[] = mode === 'exact' ? ['min_speakers', 'max_speakers'] : mode === 'between' ? ['num_speakers'] : SPEAKER_FIELDS;
+  return Object.fromEntries(Object.entries(rest).filter(([k]) => !drop.includes(k)));
+}
+
+/** The /speech form's submission: createJobFieldsSchema after the speaker mode is applied. */
+export const pageJobFieldsSchema = z.preprocess(chosenSpeakerInputs, createJobFieldsSchema);
+
+/** The job page's rerun form: its CSRF field and the speaker control. */
+export const pageRerunSchema = z.preprocess(
+  chosenSpeakerInputs,
+  z
+    .object({ _csrf: z.string().max(200).optional(), ...speakerCountFields })
+    .transform((body, ctx) => ({ speakers: readStatedSpeakers(body, true, ctx) }))
+    .nullish(),
+);

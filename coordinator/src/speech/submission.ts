@@ -47,6 +47,7 @@ export function jobSettings(fields: CreateJobFields) {
     analysisLanguage: fields.analysis_language,
     translationTargetLanguages: fields.translation_target_languages,
     diarization: !fields.disable_diarization,
+    speakers: fields.speakers,
   };
 }
 

@@ -80,6 +80,13 @@ function settings(): Record<string, string> {
     if (typeof value === 'string' && value.trim()) common[key] = value.trim();
   }
   if (data.get('disable_diarization')) common.disable_diarization = '1';
+  // "Speakers": only the inputs of the chosen mode are sent (as the no-script form's are read).
+  const mode = data.get('speakers');
+  const counts = mode === 'exact' ? ['num_speakers'] : mode === 'between' ? ['min_speakers', 'max_speakers'] : [];
+  for (const key of counts) {
+    const value = data.get(key);
+    if (typeof value === 'string' && value.trim()) common[key] = value.trim();
+  }
   return common;
 }
 

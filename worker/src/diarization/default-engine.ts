@@ -174,15 +174,25 @@ export class DefaultDiarizer implements Diarizer {
         progress(0.75 + (0.25 * (round + 1)) / p.resegRounds);
       }
     }
-    const turns = toTurns(absorbShortRuns(frameLabels, speechFrames, Math.round(p.minTurn / FRAME_SECONDS)), speechFrames, p.joinGap);
+    const minRun = Math.round(p.minTurn / FRAME_SECONDS);
+    let turns = toTurns(absorbShortRuns(frameLabels, speechFrames, minRun), speechFrames, p.joinGap);
+    // A stated minimum (num_speakers, min_speakers) binds the result, not only the clustering: when
+    // the resegmentation let a cluster's voice be absorbed by the others, the clustering's own
+    // labels stand (they honour the bound whenever there were enough windows to).
+    if (opts.minSpeakers !== undefined && speakers > 1 && countSpeakers(turns) < Math.min(opts.minSpeakers, speakers)) {
+      const clustered = toTurns(absorbShortRuns(framesFromWindows(windows, labels, speechFrames), speechFrames, minRun), speechFrames, p.joinGap);
+      if (countSpeakers(clustered) > countSpeakers(turns)) turns = clustered;
+    }
     progress(1);
-    return { engine: this.name, speakerCount: new Set(turns.map((t) => t.speaker)).size, turns };
+    return { engine: this.name, speakerCount: countSpeakers(turns), turns };
   }
 
   async close(): Promise<void> {
     await this.vad.close();
   }
 }
+
+const countSpeakers = (turns: SpeakerTurn[]) => new Set(turns.map((t) => t.speaker)).size;
 
 /** Frame indices whose centre lies inside a speech region, in increasing order. */
 function framesIn(regions: Region[], frames: number): Int32Array {

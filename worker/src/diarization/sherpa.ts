@@ -11,7 +11,7 @@ interface SherpaDiarizationConfig {
   minDurationOn: number;
   minDurationOff: number;
 }
-interface SherpaDiarization {
+export interface SherpaDiarization {
   readonly sampleRate: number;
   process(samples: Float32Array): { start: number; end: number; speaker: number }[];
   setConfig(config: Partial<SherpaDiarizationConfig>): void;
@@ -97,19 +97,39 @@ export async function createSherpaDiarizer(opts: SherpaOptions): Promise<Diarize
   return new SherpaDiarizer(engine);
 }
 
-class SherpaDiarizer implements Diarizer {
+export class SherpaDiarizer implements Diarizer {
   readonly name = 'sherpa-onnx';
 
   constructor(private readonly engine: SherpaDiarization) {}
 
-  /** sherpa-onnx runs in one synchronous native call: the signal is checked before and after it. */
+  /**
+   * sherpa-onnx runs in one synchronous native call: the signal is checked before and after it.
+   * A stated count: an exact one (min = max) is sherpa-onnx's `numClusters`. Bounds have no
+   * counterpart in sherpa-onnx, whose clustering either cuts at a threshold or at a fixed number: it
+   * runs with the threshold, and when the count it finds lies outside the bounds it runs again with
+   * `numClusters` at the nearest bound (so a bounded result costs up to two runs). The count then
+   * lies within the bounds unless the audio has fewer speech segments than the lower bound.
+   */
   async diarize(samples: Float32Array, sampleRate: number, opts: DiarizeOptions = {}): Promise<DiarizationOutput> {
     if (sampleRate !== this.engine.sampleRate) throw new Error(`sherpa-onnx diarization expects ${this.engine.sampleRate} Hz audio, got ${sampleRate} Hz`);
     opts.signal?.throwIfAborted();
-    const fixed = opts.minSpeakers !== undefined && opts.minSpeakers === opts.maxSpeakers ? opts.minSpeakers : -1;
-    this.engine.setConfig({ clustering: { numClusters: fixed, threshold: CLUSTER_THRESHOLD } });
+    const { minSpeakers: min, maxSpeakers: max } = opts;
+    const fixed = min !== undefined && min === max ? min : -1;
+    const run = (numClusters: number) => {
+      this.engine.setConfig({ clustering: { numClusters, threshold: CLUSTER_THRESHOLD } });
+      return samples.length ? this.engine.process(samples) : [];
+    };
     opts.onProgress?.(0);
-    const segments = samples.length ? this.engine.process(samples) : [];
+    let segments = run(fixed);
+    if (fixed === -1 && segments.length) {
+      const count = new Set(segments.map((s) => s.speaker)).size;
+      const bound = min !== undefined && count < min ? min : max !== undefined && count > max ? max : null;
+      if (bound !== null) {
+        opts.signal?.throwIfAborted();
+        opts.onProgress?.(0.5);
+        segments = run(bound);
+      }
+    }
     opts.signal?.throwIfAborted();
     opts.onProgress?.(1);
     const ids = new Map<number, number>();

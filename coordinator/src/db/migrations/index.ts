@@ -23,6 +23,7 @@ import { Migration20261125002200DnsCachePartitions } from './20261125-0022-dns-c
 import { Migration20261125002300IrcTermPairs } from './20261125-0023-irc-term-pairs.js';
 import { Migration20261127002400SegmentWords } from './20261127-0024-segment-words.js';
 import { Migration20261127002500IrcSearchText } from './20261127-0025-irc-search-text.js';
+import { Migration20261207002600DiarizationSpeakers } from './20261207-0026-diarization-speakers.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -51,6 +52,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125002300IrcTermPairs', class: Migration20261125002300IrcTermPairs },
   { name: 'Migration20261127002400SegmentWords', class: Migration20261127002400SegmentWords },
   { name: 'Migration20261127002500IrcSearchText', class: Migration20261127002500IrcSearchText },
+  { name: 'Migration20261207002600DiarizationSpeakers', class: Migration20261207002600DiarizationSpeakers },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -28,4 +28,5 @@ export const MIGRATION_NAMES = [
   'Migration20261125002300IrcTermPairs',
   'Migration20261127002400SegmentWords',
   'Migration20261127002500IrcSearchText',
+  'Migration20261207002600DiarizationSpeakers',
 ] as const;

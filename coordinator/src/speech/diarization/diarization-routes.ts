@@ -6,7 +6,7 @@ import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { jobDetailSchema, jobIdParams } from '../schemas.js';
+import { diarizationRerunSchema, jobDetailSchema, jobIdParams } from '../schemas.js';
 import { jobDetailPresenter } from '../job-detail.js';
 
 const speechUser: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.use'] };
@@ -35,14 +35,18 @@ export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechD
         'still retained and diarization is completed, failed, unavailable or skipped: it becomes `pending` and a worker with a ' +
         'diarizer runs it; the transcript, analysis and translations stay as they are and transcription is not run again ' +
         '(unless the pass lost its timestamped segments: they are regenerated from the retained media first). The ' +
-        'preference to diarize is saved on the job. 422 while diarization is pending or running (`errors.diarization`), when the transcript ' +
+        'preference to diarize is saved on the job. The optional body states the speaker count for this run: `num_speakers` ' +
+        '(exactly that many) or `min_speakers` / `max_speakers` (bounds), integers from 1 to 32; it replaces the count stated ' +
+        'before (`diarization.requested_speakers`), and without one the diarizer counts by itself. 422 under the field for ' +
+        'a non-integer or out-of-range count, `min_speakers` above `max_speakers`, or `num_speakers` with a bound; 422 while diarization is pending or running (`errors.diarization`), when the transcript ' +
         'is not completed (`errors.status`) or the media was released (`errors.media`). A rerun replaces the speakers, so their ' +
         `names start afresh. ${csrfNote}`,
       params: jobIdParams,
+      body: diarizationRerunSchema,
       response: { 200: response, ...errors },
     },
     handler: async (request) => {
-      const job = await diarization.rerun(userOf(request), request.params.jobId);
+      const job = await diarization.rerun(userOf(request), request.params.jobId, request.body.speakers);
       return { ok: true as const, message: 'Speaker diarization requested.', job: await detail(job) };
     },
   });

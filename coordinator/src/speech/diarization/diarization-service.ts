@@ -1,6 +1,6 @@
 import type { AuthUser } from '../../accounts/types.js';
 import { AppError, forbidden } from '../../http/errors.js';
-import type { SpeechJob } from '../jobs/entities.js';
+import type { SpeechJob, StatedSpeakers } from '../jobs/entities.js';
 import type { WorkAvailable } from '../jobs/job-events.js';
 import type { JobRepository } from '../jobs/job-repository.js';
 import type { JobService } from '../jobs/job-service.js';
@@ -33,11 +33,12 @@ export class DiarizationService {
    * Run or re-run diarization: completed | failed | unavailable | skipped → pending on a job whose
    * transcript is completed and whose media is retained. Refused while one is pending or running
    * (422 under `errors.diarization`), without a completed transcript or after the media was released (422).
+   * `speakers` (validated by the route's schema) replaces the job's stated speaker count; null: the diarizer counts.
    */
-  async rerun(user: AuthUser, jobId: number): Promise<SpeechJob> {
+  async rerun(user: AuthUser, jobId: number, speakers: StatedSpeakers | null = null): Promise<SpeechJob> {
     const job = await this.ownJob(user, jobId, 'run speaker diarization');
     this.assertRerunnable(job);
-    if (!(await this.repo.requestDiarization(job.id, user.username))) {
+    if (!(await this.repo.requestDiarization(job.id, user.username, speakers))) {
       // Someone else moved it in between: say why from the row as it is now.
       this.assertRerunnable(await this.jobs.getVisible(user, jobId));
       throw busy('Speaker diarization could not be requested because its state changed meanwhile; try again.');

@@ -4,6 +4,16 @@ import { PersonalAccessToken, User } from '../../accounts/entities.js';
 import { SpeechWorker } from '../workers/entities.js';
 import type { SpeakerLabels, StoredTurn } from './speakers.js';
 
+/**
+ * The speaker count a submitter stated for a job's diarization: exactly `num_speakers`, or within
+ * `min_speakers` / `max_speakers` (either may be absent), each 1..32 (column diarization_speakers).
+ */
+export interface StatedSpeakers {
+  num_speakers?: number;
+  min_speakers?: number;
+  max_speakers?: number;
+}
+
 export type ExecutionTarget = 'auto' | 'local' | 'worker';
 
 type AiRecordState = 'pending' | 'running' | 'completed' | 'failed' | 'unavailable';
@@ -71,6 +81,7 @@ export class SpeechJob {
     | 'diarizationUpdatedAt'
     | 'diarizationRerunRequestedAt'
     | 'diarizationAttempts'
+    | 'diarizationSpeakers'
     | 'speakerLabels'
     | 'analysis'
     | 'autoTitle'
@@ -139,6 +150,8 @@ export class SpeechJob {
   /** Set by a rerun request, cleared by any terminal diarization result. */
   diarizationRerunRequestedAt: Date | null = null;
   diarizationAttempts = 0;
+  /** The speaker count the submitter stated (or a rerun's request replaced it with); null: the diarizer counts. */
+  diarizationSpeakers: StatedSpeakers | null = null;
   /** Speaker editor state of the current pass: speaker key → name. */
   speakerLabels: SpeakerLabels = {};
   /** The current pass's analysis record (AI_TRANSITIONS); null when none was asked for. */
@@ -267,6 +280,7 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     diarizationUpdatedAt: ts('diarization_updated_at', true),
     diarizationRerunRequestedAt: ts('diarization_rerun_requested_at', true),
     diarizationAttempts: { type: 'integer', fieldName: 'diarization_attempts' },
+    diarizationSpeakers: { type: 'json', columnType: 'jsonb', fieldName: 'diarization_speakers', nullable: true },
     speakerLabels: { type: 'json', fieldName: 'speaker_labels' },
     analysis: { type: 'json', columnType: 'jsonb', fieldName: 'analysis', nullable: true },
     autoTitle: { type: 'json', columnType: 'jsonb', fieldName: 'auto_title', nullable: true },

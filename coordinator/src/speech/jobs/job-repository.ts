@@ -5,6 +5,7 @@ import type { JobEventSink } from './job-events.js';
 import type { ListedJob } from './presenter.js';
 import { sql } from '../../db/sql.js';
 import type { StoredTurn } from './speakers.js';
+import type { StatedSpeakers } from './entities.js';
 import * as admin from './transitions/admin.js';
 import * as ai from './transitions/ai.js';
 import * as claim from './transitions/claim.js';
@@ -96,7 +97,7 @@ export class JobRepository {
     diarization.finishDiarization(this.store, workerId, ref, result);
   /** After a rerun relabelled (and so re-split) a completed pass's segments: its count (transitions/segment-count.ts). */
   recountSegments = (jobId: number) => segmentCount.recountSegments(this.store, jobId);
-  requestDiarization = (jobId: number, by: string) => diarization.requestDiarization(this.store, jobId, by);
+  requestDiarization = (jobId: number, by: string, speakers: StatedSpeakers | null = null) => diarization.requestDiarization(this.store, jobId, by, speakers);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
 
   // ---- analysis, translations and automatic titles (transitions/ai.ts) ----

@@ -8,7 +8,7 @@ import type { Orm } from '../../db/orm.js';
 import { AppError, forbidden, notFound } from '../../http/errors.js';
 import { SpeechWorker } from '../workers/entities.js';
 import { targetIncompatibility } from '../workers/compatibility.js';
-import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget, type TranslationRow } from './entities.js';
+import { SpeechJob, SpeechJobEvent, SpeechLease, SpeechSegment, type ExecutionTarget, type StatedSpeakers, type TranslationRow } from './entities.js';
 import type { WorkAvailable } from './job-events.js';
 import type { JobRepository, NewJobEvent } from './job-repository.js';
 import { PROCESSING_STATUSES, isProcessing } from './job-transitions.js';
@@ -18,7 +18,7 @@ import type { JobDetail, ListedJob } from './presenter.js';
 import { probeMedia } from './probe.js';
 import { callbackBaseUrlProblem } from '../public-base-url.js';
 import { sourceRouting, workerMayFetch } from './url-sources.js';
-import { speakerAwareTranscript, speakerStats, type StoredTurn, type TranscriptSegment } from './speakers.js';
+import { speakerAwareTranscript, speakerStats, statedSpeakersText, type StoredTurn, type TranscriptSegment } from './speakers.js';
 import { downloadOfJob, type DownloadTranscript } from './transcript-formats.js';
 
 export interface CreateJobInput {
@@ -31,6 +31,8 @@ export interface CreateJobInput {
   analysisLanguage?: string | undefined;
   translationTargetLanguages?: string[] | undefined;
   diarization?: boolean | undefined;
+  /** The speaker count stated for the diarization (validated by the submission schema); null or absent: none. */
+  speakers?: StatedSpeakers | null | undefined;
   /** Token API: the terminal callback target (the job starts with callback status `pending`, cycle 1). */
   callbackUrl?: string | undefined;
   /** Token API: the personal token that submitted the job. */
@@ -146,10 +148,12 @@ export class JobService {
       translationTargetLanguages: input.translationTargetLanguages ?? [],
       diarizationRequested: input.diarization ?? true,
       diarizationState: input.diarization === false ? ('skipped' as const) : ('pending' as const),
+      diarizationSpeakers: input.diarization === false ? null : (input.speakers ?? null),
       maxAttempts: this.config.SPEECH_MAX_ATTEMPTS,
       stageLabel: 'Waiting for a worker',
     };
-    const events: NewJobEvent[] = [{ event: 'queued', level: 'info', message: `Queued on the ${input.channel} channel with model ${model}.` }];
+    const stated = settings.diarizationSpeakers ? `; speakers stated: ${statedSpeakersText(settings.diarizationSpeakers)}` : '';
+    const events: NewJobEvent[] = [{ event: 'queued', level: 'info', message: `Queued on the ${input.channel} channel with model ${model}${stated}.` }];
     if (offline) events.push({ event: 'no_worker', level: 'warn', message: `${offline}; the job waits until one connects.` });
     if (source.type === 'url') {
       // One statement (the row and its runtime log), mapped to its entity: a burst of submissions

@@ -1,8 +1,8 @@
-import { POCKETSPHINX_MODEL } from '@sonar/shared';
+import { POCKETSPHINX_MODEL, SPEAKER_COUNT_CONTRACT_VERSION } from '@sonar/shared';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
 import { sql } from '../../db/sql.js';
-import type { ExecutionTarget } from './entities.js';
+import type { ExecutionTarget, StatedSpeakers } from './entities.js';
 import { LOCAL_MODELS_KEY } from '../local-models.js';
 
 /**
@@ -27,6 +27,8 @@ export interface CatalogGroup {
   languages: Record<string, readonly string[]>;
   /** It has a working diarizer (takes `auto` jobs that ask for speaker labels). */
   diarization: boolean;
+  /** Its workers speak contract 5 or later: they may take jobs with a stated speaker count. */
+  speakerCounts: boolean;
   /** Ids of the group's workers seen within WORKER_PRESENCE_TTL_MS (by the database clock). */
   presentIds: number[];
 }
@@ -45,6 +47,8 @@ export interface WaitingJob {
   targetWorker?: { id: number; name: string } | null;
   /** The job asks for speaker labels: an `auto` job waits for a worker with a diarizer. */
   diarizationRequested?: boolean;
+  /** A stated speaker count: only workers of contract 5 or later may take the job. */
+  diarizationSpeakers?: StatedSpeakers | null;
 }
 
 /** Whether a queued job can be taken by a connected worker; `explain` says why not (null: it can). */
@@ -164,7 +168,11 @@ export class ModelCatalogSnapshot implements JobAvailability {
     if (job.status !== 'queued') return null;
     if (job.executionTarget === 'worker') {
       const target = job.targetWorker ?? null;
-      return target && this.isPresent(target.id) ? null : `The pinned worker "${target?.name ?? '?'}" is not connected`;
+      if (!target || !this.isPresent(target.id)) return `The pinned worker "${target?.name ?? '?'}" is not connected`;
+      if (job.diarizationSpeakers && !this.groups.some((g) => g.speakerCounts && g.presentIds.includes(target.id))) {
+        return `The pinned worker "${target.name}" speaks a worker contract older than ${SPEAKER_COUNT_CONTRACT_VERSION} and cannot honour the stated speaker count; upgrade it or choose another target`;
+      }
+      return null;
     }
     if (job.executionTarget === 'local') {
       return this.present().some((g) => g.local) ? null : 'No local runner is connected';
@@ -173,6 +181,9 @@ export class ModelCatalogSnapshot implements JobAvailability {
     if (!serving.length) return this.noTakerReason(job.model);
     if (job.diarizationRequested && !serving.some((g) => g.diarization)) {
       return `No connected worker that serves model "${job.model}" can label speakers (diarization); turn speaker labels off or connect a worker with a diarizer`;
+    }
+    if (job.diarizationRequested && job.diarizationSpeakers && !serving.some((g) => g.diarization && g.speakerCounts)) {
+      return `No connected worker that serves model "${job.model}" can honour a stated speaker count (it needs a worker agent of contract ${SPEAKER_COUNT_CONTRACT_VERSION} or later); upgrade the worker agents`;
     }
     return null;
   }
@@ -189,6 +200,7 @@ interface WorkerCapabilities {
 /** Registered workers that advertise the same capabilities; the ids of those present, comma-separated. */
 interface CapabilityGroupRow {
   capabilities: WorkerCapabilities | string | null;
+  speaker_counts: boolean;
   present_ids: string | null;
 }
 
@@ -197,12 +209,12 @@ interface CapabilityGroupRow {
  * snapshot): a named prepared statement, parsed and planned once per pooled connection; as a
  * MikroORM `execute` it was sent as text with the values inlined and planned on every request.
  */
-const CATALOG_SNAPSHOT = sql<{ presence: number; key: string }, { groups: CapabilityGroupRow[] | null; allow: unknown }>(
-  `select (select json_agg(json_build_object('capabilities', capabilities, 'present_ids', present_ids))
-             from (select capabilities,
+const CATALOG_SNAPSHOT = sql<{ presence: number; key: string; counts: number }, { groups: CapabilityGroupRow[] | null; allow: unknown }>(
+  `select (select json_agg(json_build_object('capabilities', capabilities, 'speaker_counts', speaker_counts, 'present_ids', present_ids))
+             from (select capabilities, coalesce(contract_version, 0) >= :counts::int as speaker_counts,
                           string_agg(id::text, ',') filter (where last_seen_at > now() - make_interval(secs => :presence::float8)) as present_ids
                      from speech_workers where revoked_at is null and capabilities is not null
-                    group by capabilities) g) as groups,
+                    group by 1, 2) g) as groups,
           (select value from app_settings where key = :key) as allow`,
   'model_catalog_snapshot',
 );
@@ -239,13 +251,14 @@ export class ModelCatalog {
    */
   async snapshot(): Promise<ModelCatalogSnapshot> {
     // One statement (every job list, status response and job created asks for a snapshot): the
-    // workers grouped by their advertised capabilities, with the ids of those present as one
+    // workers grouped by their advertised capabilities (and whether they speak contract 5), with the ids of those present as one
     // comma-separated text per group (a fleet's thousand ids split at once, not a Postgres array
     // read character by character), and the administrator's allowlist (app_settings, else
     // SPEECH_LOCAL_MODELS).
     const snapshot = await CATALOG_SNAPSHOT.first(this.orm.em.getConnection().getKnex(), {
       presence: this.config.WORKER_PRESENCE_TTL_MS / 1000,
       key: LOCAL_MODELS_KEY,
+      counts: SPEAKER_COUNT_CONTRACT_VERSION,
     });
     const groups = snapshot?.groups ?? [];
     const stored = snapshot?.allow;
@@ -267,6 +280,7 @@ export class ModelCatalog {
           models: local ? advertised.filter((m) => allow.has(m)) : advertised,
           languages,
           diarization: caps.diarization === true,
+          speakerCounts: group.speaker_counts,
           presentIds: group.present_ids ? group.present_ids.split(',').map(Number) : [],
         };
       }),

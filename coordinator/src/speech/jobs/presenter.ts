@@ -21,6 +21,7 @@ export interface JobDetail {
 export function diarizationRecord(job: SpeechJob): DiarizationRecord {
   return {
     requested: job.diarizationRequested,
+    requested_speakers: job.diarizationSpeakers,
     state: job.diarizationState,
     engine: job.diarizationEngine,
     speaker_count: job.diarizationSpeakerCount,

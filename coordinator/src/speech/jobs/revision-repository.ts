@@ -1,5 +1,6 @@
 import type { Knex } from '@mikro-orm/postgresql';
 import type { Orm } from '../../db/orm.js';
+import type { StatedSpeakers } from './entities.js';
 import type { DiarizationRecord, SpeakerLabels, TranscriptSegment } from './speakers.js';
 
 /** One archived pass as stored in speech_revisions (read-only history of a re-transcribed job). */
@@ -52,6 +53,7 @@ function diarizationOf(raw: unknown): DiarizationRecord {
     : null;
   return {
     requested: o.requested === true,
+    requested_speakers: statedSpeakersOf(o.requested_speakers),
     state: (str(o.state) ?? 'skipped') as DiarizationRecord['state'],
     engine: str(o.engine),
     speaker_count: typeof o.speaker_count === 'number' ? o.speaker_count : null,
@@ -60,6 +62,17 @@ function diarizationOf(raw: unknown): DiarizationRecord {
     rerun_requested_at: str(o.rerun_requested_at),
     turns,
   };
+}
+
+/** A revision's stated speaker count (absent in revisions archived before it existed). */
+function statedSpeakersOf(raw: unknown): StatedSpeakers | null {
+  if (!isObject(raw)) return null;
+  const out: StatedSpeakers = {};
+  for (const key of ['num_speakers', 'min_speakers', 'max_speakers'] as const) {
+    const v = raw[key];
+    if (typeof v === 'number' && Number.isInteger(v)) out[key] = v;
+  }
+  return Object.keys(out).length ? out : null;
 }
 
 function labelsOf(raw: unknown): SpeakerLabels {

@@ -1,4 +1,5 @@
 import type { DiarizationState } from '@sonar/shared';
+import type { StatedSpeakers } from './entities.js';
 
 /**
  * Speakers of one transcription pass: how a worker's turns become segment labels, how speakers are
@@ -98,6 +99,8 @@ const clock = (seconds: number) => {
 /** The diarization of a pass as stored (speech_jobs columns, or a revision's `diarization` JSON). */
 export interface DiarizationRecord {
   requested: boolean;
+  /** The speaker count stated for it; null or absent: none (the diarizer counted by itself). */
+  requested_speakers?: StatedSpeakers | null;
   state: DiarizationState;
   engine: string | null;
   speaker_count: number | null;
@@ -145,6 +148,7 @@ export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, 
     }));
   return {
     requested: d.requested,
+    requested_speakers: d.requested_speakers ?? null,
     state: d.state,
     engine: d.engine,
     speaker_count: d.state === 'completed' ? speakers.length : null,
@@ -154,4 +158,12 @@ export function presentDiarization(d: DiarizationRecord, labels: SpeakerLabels, 
     updated_at: d.updated_at,
     rerun_pending: d.rerun_requested_at !== null && (d.state === 'pending' || d.state === 'running'),
   };
+}
+
+/** A stated speaker count in words: "exactly 3", "2 to 4", "at least 2", "at most 3". */
+export function statedSpeakersText(s: StatedSpeakers): string {
+  if (s.num_speakers !== undefined) return `exactly ${s.num_speakers}`;
+  if (s.min_speakers !== undefined && s.max_speakers !== undefined) return `${s.min_speakers} to ${s.max_speakers}`;
+  if (s.min_speakers !== undefined) return `at least ${s.min_speakers}`;
+  return `at most ${s.max_speakers ?? '?'}`;
 }

@@ -81,6 +81,10 @@ export class LeaseService {
       forced: job.forced,
       task: job.task,
       regenerate_segments: job.regenerateSegments,
+      // Contract 5 (only workers of 5+ claim such a job): 0 means not stated.
+      num_speakers: job.speakers?.num_speakers ?? 0,
+      min_speakers: job.speakers?.min_speakers ?? 0,
+      max_speakers: job.speakers?.max_speakers ?? 0,
     };
   }
 

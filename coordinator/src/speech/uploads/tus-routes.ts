@@ -26,7 +26,8 @@ const uploadIdParams = z.object({
 const tusNote =
   'tus 1.0 resumable upload protocol (creation, termination and expiration extensions; `Tus-Resumable: 1.0.0`). ' +
   'Upload-Metadata carries `filename` and the job settings of a multipart submission: `source_label`, `source_note`, ' +
-  '`model`, `language`, `analysis_language`, `translation_target_languages` (comma-separated), `disable_diarization`. ' +
+  '`model`, `language`, `analysis_language`, `translation_target_languages` (comma-separated), `disable_diarization`, ' +
+  '`num_speakers` or `min_speakers` / `max_speakers` (validated when the upload is created: 422 under the field). ' +
   'Upload-Length is required and limited to the effective upload limit (413 above it). When the last chunk arrives the ' +
   `job is queued exactly like a multipart upload and its id is answered in \`${JOB_ID_HEADER}\` (422 with ` +
   '`errors.media_file` when the file is not usable audio or video). An upload belongs to its creator; other users get 404. ' +

@@ -24,7 +24,18 @@ const OWNER_KEY = 'sonar_owner_id';
 /** How long a finished upload remembers its job (for `GET /api/speech/uploads/{id}/job` and a resuming HEAD). */
 const FINISHED_TTL_SECONDS = 7 * 86400;
 /** Metadata entries that carry job settings, as in a multipart submission. */
-const SETTING_KEYS = ['source_label', 'source_note', 'model', 'language', 'analysis_language', 'translation_target_languages', 'disable_diarization'] as const;
+const SETTING_KEYS = [
+  'source_label',
+  'source_note',
+  'model',
+  'language',
+  'analysis_language',
+  'translation_target_languages',
+  'disable_diarization',
+  'num_speakers',
+  'min_speakers',
+  'max_speakers',
+] as const;
 
 export interface FinishedUpload {
   jobId: number;
@@ -53,7 +64,8 @@ function validation(errors: Record<string, string[]>) {
 /**
  * Resumable uploads (tus 1.0, @tus/server with a FileStore under SPEECH_MEDIA_DIR/tus). The upload
  * metadata carries the settings of a multipart job (filename, source_label, source_note, model,
- * language, analysis_language, translation_target_languages, disable_diarization), validated when
+ * language, analysis_language, translation_target_languages, disable_diarization, num_speakers,
+ * min_speakers, max_speakers), validated when
  * the upload is created; the creator's user id is added server-side. A finished upload becomes a
  * job exactly like a multipart one: JobService.create with the finished file as the temporary file,
  * which is moved into the job's folder (no copy). The job id is answered in `X-Sonar-Job-Id` and kept

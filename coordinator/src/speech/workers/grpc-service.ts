@@ -21,6 +21,7 @@ import {
   DIARIZATION_CONTRACT_VERSION,
   HELD_LEASES_CONTRACT_VERSION,
   MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
+  SPEAKER_COUNT_CONTRACT_VERSION,
   WORKER_CONTRACT_VERSION,
   WORKER_ERROR_METADATA_KEY,
   isCompatibleContract,
@@ -54,7 +55,8 @@ class RpcError extends Error {
 function claimGroupKey(session: WorkerSession): string {
   const c = session.capabilities;
   const diarizeTasks = (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION;
-  return [session.local, c.canFetchUrls, c.diarization, diarizeTasks, [...c.models].sort().join(',')].join('|');
+  const speakerCounts = (session.contractVersion ?? 0) >= SPEAKER_COUNT_CONTRACT_VERSION;
+  return [session.local, c.canFetchUrls, c.diarization, diarizeTasks, speakerCounts, [...c.models].sort().join(',')].join('|');
 }
 
 /** How often waiting long-polls of one capability group look for URL sources to download for them when no news came. */
@@ -165,6 +167,7 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
           canFetchUrls: session.capabilities.canFetchUrls,
           diarization: session.capabilities.diarization,
           diarizeTasks: (session.contractVersion ?? 0) >= DIARIZATION_CONTRACT_VERSION,
+          speakerCounts: (session.contractVersion ?? 0) >= SPEAKER_COUNT_CONTRACT_VERSION,
         })
       : null;
     if (job) {

@@ -121,7 +121,7 @@ const RETRANSCRIBE = sql<RetranscribeParams, StatusRow & { current_pass: number;
             jsonb_build_object('requested', diarization_requested, 'state', diarization_state, 'engine', diarization_engine,
               'speaker_count', diarization_speaker_count, 'error', diarization_error,
               'updated_at', ${iso('diarization_updated_at')}, 'rerun_requested_at', ${iso('diarization_rerun_requested_at')},
-              'turns', diarization_turns),
+              'turns', diarization_turns, 'requested_speakers', diarization_speakers),
             speaker_labels, analysis,
             (select coalesce(jsonb_agg(jsonb_build_object('language', t.language, 'state', t.state, 'status', t.state,
                       'text', case when t.state = 'completed' then t.text end,

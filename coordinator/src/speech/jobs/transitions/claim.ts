@@ -2,6 +2,7 @@ import type { Knex } from '@mikro-orm/postgresql';
 import { LOCAL_ALLOWLIST_SQL } from '../../local-models.js';
 import { sql } from '../../../db/sql.js';
 import { DIARIZATION_TRANSITIONS, JOB_TRANSITIONS, sqlStates, toStatus } from '../job-transitions.js';
+import type { StatedSpeakers } from '../entities.js';
 import type { JobStore, StatusRow } from './store.js';
 
 /**
@@ -20,6 +21,8 @@ export interface ClaimingWorker {
   diarization: boolean;
   /** Speaks contract 3+ (understands JobAssignment.task): may be given diarization reruns at all (pinned ones even without a diarizer). */
   diarizeTasks: boolean;
+  /** Speaks contract 5+ (honours JobAssignment.num_speakers / min_speakers / max_speakers): may be given jobs and reruns with a stated speaker count. */
+  speakerCounts: boolean;
 }
 
 export interface ClaimedJob {
@@ -42,6 +45,8 @@ export interface ClaimedJob {
   task: 'transcribe' | 'diarize';
   /** A rerun whose pass has no timestamped segments: transcribe first, then diarize. */
   regenerateSegments: boolean;
+  /** The speaker count stated for the diarization (only ever claimed by a worker with `speakerCounts`). */
+  speakers: StatedSpeakers | null;
 }
 
 export interface ClaimRequest {
@@ -76,6 +81,8 @@ interface EligibilityParams {
   presence: number;
   canFetch: boolean;
   diarize: boolean;
+  /** ClaimingWorker.speakerCounts: false keeps jobs with a stated speaker count away from the worker. */
+  counts: boolean;
 }
 
 const eligibility = (w: ClaimingWorker, opts: ClaimOptions): EligibilityParams => ({
@@ -85,12 +92,19 @@ const eligibility = (w: ClaimingWorker, opts: ClaimOptions): EligibilityParams =
   presence: opts.presenceTtlSeconds,
   canFetch: w.canFetchUrls,
   diarize: w.diarization,
+  counts: w.speakerCounts,
 });
 
 /** A remote worker (not the local runner) has fresh presence: local execution of `auto` work stands by. */
 const REMOTE_PRESENT = `select 1 from speech_workers w
    where w.revoked_at is null and w.last_seen_at > now() - make_interval(secs => :presence)
      and coalesce((w.capabilities->>'local')::boolean, false) = false`;
+
+/**
+ * A worker below contract 5 (:counts false) would ignore a stated speaker count: it is never handed
+ * a job that has one, whatever the target (a pinned job waits for its worker to be upgraded).
+ */
+const HONOURS_COUNT = '(:counts or j.diarization_speakers is null)';
 
 /**
  * Jobs a worker may claim; `pinned` says which pinned (execution_target 'worker') jobs are its own.
@@ -105,7 +119,8 @@ const CLAIMABLE = (pinned: string) => `j.status in (${sqlStates(JOB_TRANSITIONS.
         and (not j.diarization_requested or :diarize)
         and (not :isLocal or (j.model = any(${LOCAL_ALLOWLIST_SQL}) and not exists (${REMOTE_PRESENT}))))
   )
-  and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))`;
+  and (j.source_type = 'upload' or j.media_path is not null or (:canFetch and j.worker_fetchable))
+  and ${HONOURS_COUNT}`;
 
 /** The columns of a claimed job (CTEs `job` and `lease`), named and typed as ClaimedRow. */
 const CLAIMED_COLUMNS = (task: 'transcribe' | 'diarize', regenerate: string) => `job.id, job.status, job.stage_label, job.stage_detail,
@@ -114,7 +129,7 @@ const CLAIMED_COLUMNS = (task: 'transcribe' | 'diarize', regenerate: string) => 
     job.source_url as "sourceUrl", job.media_path as "mediaPath", job.media_sha256 as "mediaSha256",
     coalesce(job.source_size_bytes, 0)::float8 as "sizeBytes", job.source_filename as filename,
     coalesce(job.source_duration_seconds, 0)::float8 as "durationSeconds", job.diarization_requested as diarization,
-    '${task}'::text as task, ${regenerate} as "regenerateSegments"`;
+    job.diarization_speakers as speakers, '${task}'::text as task, ${regenerate} as "regenerateSegments"`;
 
 /** The parameters of LEASE_CTES. */
 interface LeaseParams {
@@ -135,7 +150,7 @@ const LEASE_CTES = `job as (
        stage_label = 'Claimed by ' || a.name, stage_detail = null, audio_position_seconds = 0, transcript_text = null, updated_at = now()
       from a where j.id = a.id
     returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
-              j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested,
+              j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested, j.diarization_speakers,
               j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, a.forced, a.wid, a.name, a.session, a.hash
   ), lease as (
     insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at)
@@ -236,7 +251,8 @@ const DIARIZATION_WAITING = sql<Record<string, never>, { waiting: boolean }>(
  * targets apply as for transcription; an `auto` rerun needs a worker with a diarizer, and one
  * that has the job's model when the pass's segments must be regenerated first.
  * Parameters: the worker's eligibility, :wid, :name, :session, :hash (the diarize token's hash), :ttl, :running.
- * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx).
+ * Guard: completed, diarization pending with the rerun marker, media retained (literals: the partial index speech_jobs_diarize_idx),
+ * and no stated speaker count unless the worker honours one (:counts).
  * Returns: the claimed rerun (0 or 1 rows).
  */
 const CLAIM_DIARIZATION = sql<
@@ -248,7 +264,7 @@ const CLAIM_DIARIZATION = sql<
             not exists (select 1 from speech_segments s where s.job_id = j.id and s.pass = j.current_pass) as regenerate
        from speech_jobs j
       where j.status = 'completed' and j.diarization_state in (${sqlStates(DIARIZATION_TRANSITIONS.start.from)}) and j.diarization_rerun_requested_at is not null
-        and j.media_path is not null
+        and j.media_path is not null and ${HONOURS_COUNT}
         and ((j.execution_target = 'worker' and j.target_worker_id = :wid)
           or (j.execution_target = 'local' and :isLocal)
           or (j.execution_target = 'auto' and :diarize and (not :isLocal or not exists (${REMOTE_PRESENT}))
@@ -262,7 +278,7 @@ const CLAIM_DIARIZATION = sql<
             diarization_error = null, diarization_updated_at = now(), updated_at = now()
        from picked where j.id = picked.id
      returning j.id, j.attempt, j.current_pass, j.model, j.language, j.source_type, j.source_url, j.media_path, j.media_sha256,
-               j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested, j.diarization_attempts,
+               j.source_size_bytes, j.source_filename, j.source_duration_seconds, j.diarization_requested, j.diarization_speakers, j.diarization_attempts,
                j.status, j.stage_label, j.stage_detail, j.audio_position_seconds, picked.forced, picked.regenerate
    ), lease as (
      insert into speech_leases (job_id, attempt, worker_id, session_id, token_hash, expires_at, kind)
@@ -298,7 +314,7 @@ export async function claimMany(store: JobStore, requests: ClaimRequest[], opts:
   const groups = new Map<string, number[]>();
   requests.forEach((r, i) => {
     const w = r.worker;
-    const key = `${w.local}|${w.canFetchUrls}|${w.diarization}|${[...w.models].sort().join(',')}`;
+    const key = `${w.local}|${w.canFetchUrls}|${w.diarization}|${w.speakerCounts}|${[...w.models].sort().join(',')}`;
     groups.set(key, [...(groups.get(key) ?? []), i]);
   });
   for (const indexes of groups.values()) {

@@ -1,5 +1,6 @@
 import type { QueueChannel } from '@sonar/shared';
 import { sql } from '../../../db/sql.js';
+import type { StatedSpeakers } from '../entities.js';
 import type { EventLevel, JobStore } from './store.js';
 
 /**
@@ -22,6 +23,7 @@ export interface NewUrlJob {
   translationTargetLanguages: string[];
   diarizationRequested: boolean;
   diarizationState: 'pending' | 'skipped';
+  diarizationSpeakers: StatedSpeakers | null;
   maxAttempts: number;
   stageLabel: string;
   apiTokenId: number | null;
@@ -35,8 +37,10 @@ export interface NewJobEvent {
   message: string;
 }
 
-type QueueParams = Omit<NewUrlJob, 'translationTargetLanguages'> & {
+type QueueParams = Omit<NewUrlJob, 'translationTargetLanguages' | 'diarizationSpeakers'> & {
   languages: string[];
+  /** NewUrlJob.diarizationSpeakers as JSON text, or null. */
+  speakers: string | null;
   events: string[];
   levels: string[];
   messages: string[];
@@ -44,17 +48,17 @@ type QueueParams = Omit<NewUrlJob, 'translationTargetLanguages'> & {
 
 /**
  * QUEUE_URL_JOB — inserts a queued URL job and its runtime-log entries (parallel arrays :events,
- * :levels, :messages). Guard: none (the service checked the rules). Returns: the job's row, every
+ * :levels, :messages); :speakers is the stated speaker count as JSON text, or null. Guard: none (the service checked the rules). Returns: the job's row, every
  * column (the service maps it to its entity).
  */
 const QUEUE_URL_JOB = sql<QueueParams, Record<string, unknown>>(
   `with job as (
      insert into speech_jobs (status, owner_id, owner_is_admin, worker_fetchable, queue_channel, source_type, source_url, source_label, source_note,
                               model, language, analysis_language, translation_target_languages, diarization_requested, diarization_state,
-                              max_attempts, stage_label, api_token_id, callback_url, callback_status)
+                              diarization_speakers, max_attempts, stage_label, api_token_id, callback_url, callback_status)
      values ('queued', :ownerId, :ownerIsAdmin, :workerFetchable, :channel, 'url', :sourceUrl, :label, :note,
              :model, :language, :analysisLanguage, :languages::text[], :diarizationRequested, :diarizationState,
-             :maxAttempts, :stageLabel, :apiTokenId, :callbackUrl, :callbackStatus)
+             :speakers::jsonb, :maxAttempts, :stageLabel, :apiTokenId, :callbackUrl, :callbackStatus)
      returning *
    ), ev as (
      insert into speech_job_events (job_id, event, level, message)
@@ -66,10 +70,11 @@ const QUEUE_URL_JOB = sql<QueueParams, Record<string, unknown>>(
 
 /** Queues a URL job (QUEUE_URL_JOB): one round trip. Returns the new row. */
 export async function queueUrlJob(store: JobStore, job: NewUrlJob, events: NewJobEvent[]): Promise<Record<string, unknown>> {
-  const { translationTargetLanguages, ...rest } = job;
+  const { translationTargetLanguages, diarizationSpeakers, ...rest } = job;
   const row = await QUEUE_URL_JOB.first(store.knex, {
     ...rest,
     languages: translationTargetLanguages,
+    speakers: diarizationSpeakers ? JSON.stringify(diarizationSpeakers) : null,
     events: events.map((e) => e.event),
     levels: events.map((e) => e.level),
     messages: events.map((e) => e.message),

@@ -1,7 +1,8 @@
 import type { DiarizationState, LeaseRefMsg } from '@sonar/shared';
 import { sql } from '../../../db/sql.js';
 import { AI_TRANSITIONS, DIARIZATION_TRANSITIONS } from '../job-transitions.js';
-import type { SpeakerLabels, StoredTurn } from '../speakers.js';
+import type { StatedSpeakers } from '../entities.js';
+import { statedSpeakersText, type SpeakerLabels, type StoredTurn } from '../speakers.js';
 import { fitTimeline } from '../timeline.js';
 import { splitSegmentsBySpeaker, type SourceSegment, type Word } from '../word-speakers.js';
 import type { DiarizationOutcome } from './finish.js';
@@ -170,12 +171,14 @@ const DIARIZATION_OF = sql<{ id: number }, { diarization_state: DiarizationState
 
 /**
  * REQUEST_RERUN — DIARIZATION_TRANSITIONS.rerun: :from → :to on a completed job whose media is
- * retained, with the rerun marker set and the preference to diarize persisted.
- * Parameters: :id, :from, :to, :message. Guard: completed, media retained, diarization in :from. Returns: the job's id (0 or 1 rows).
+ * retained, with the rerun marker set, the preference to diarize persisted and the stated speaker
+ * count replaced by the rerun's (null: none, the diarizer counts).
+ * Parameters: :id, :from, :to, :speakers (JSON text or null), :message. Guard: completed, media retained, diarization in :from. Returns: the job's id (0 or 1 rows).
  */
-const REQUEST_RERUN = sql<{ id: number; from: string[]; to: string; message: string }, { id: number }>(
+const REQUEST_RERUN = sql<{ id: number; from: string[]; to: string; speakers: string | null; message: string }, { id: number }>(
   `with j as (
      update speech_jobs set diarization_state = :to, diarization_requested = true, diarization_rerun_requested_at = now(),
+            diarization_speakers = :speakers::jsonb,
             diarization_attempts = 0, diarization_error = null, diarization_updated_at = now(), updated_at = now()
       where id = :id and status = 'completed' and media_path is not null and diarization_state = any(:from::text[])
      returning id
@@ -284,12 +287,13 @@ export async function finishDiarization(
  * A rerun request (REQUEST_RERUN). Null when the row no longer qualifies (the caller re-reads it
  * to say why).
  */
-export async function requestDiarization(store: JobStore, jobId: number, by: string): Promise<{ id: number } | null> {
+export async function requestDiarization(store: JobStore, jobId: number, by: string, speakers: StatedSpeakers | null = null): Promise<{ id: number } | null> {
   const r = await REQUEST_RERUN.first(store.knex, {
     id: jobId,
     from: [...DIARIZATION_TRANSITIONS.rerun.from],
     to: DIARIZATION_TRANSITIONS.rerun.to[0],
-    message: `Speaker diarization requested by ${by}.`,
+    speakers: speakers ? JSON.stringify(speakers) : null,
+    message: `Speaker diarization requested by ${by}${speakers ? ` (speakers stated: ${statedSpeakersText(speakers)})` : ''}.`,
   });
   if (r) store.sink.diarization(jobId, { state: 'pending', speaker_count: null });
   return r;

@@ -45,6 +45,17 @@ export interface JobAssignment {
    * with `model` (stream the segments as in a transcription), then diarize.
    */
   'regenerate_segments'?: (boolean);
+  /**
+   * Contract 5: the speaker count the submitter stated, for the diarization of this assignment
+   * (a transcription with `diarization`, or a "diarize" rerun); 0 means not stated. Either
+   * `num_speakers` (exactly that many speakers) or the bounds `min_speakers` / `max_speakers`
+   * (either may be 0: no bound on that side), each 1..32. The diarizer must honour them: its
+   * speaker_count lies within what was stated. Jobs with a stated count are never handed to a
+   * worker of an older contract (it would ignore these fields).
+   */
+  'num_speakers'?: (number);
+  'min_speakers'?: (number);
+  'max_speakers'?: (number);
 }
 
 export interface JobAssignment__Output {
@@ -89,4 +100,15 @@ export interface JobAssignment__Output {
    * with `model` (stream the segments as in a transcription), then diarize.
    */
   'regenerate_segments': (boolean);
+  /**
+   * Contract 5: the speaker count the submitter stated, for the diarization of this assignment
+   * (a transcription with `diarization`, or a "diarize" rerun); 0 means not stated. Either
+   * `num_speakers` (exactly that many speakers) or the bounds `min_speakers` / `max_speakers`
+   * (either may be 0: no bound on that side), each 1..32. The diarizer must honour them: its
+   * speaker_count lies within what was stated. Jobs with a stated count are never handed to a
+   * worker of an older contract (it would ignore these fields).
+   */
+  'num_speakers': (number);
+  'min_speakers': (number);
+  'max_speakers': (number);
 }
