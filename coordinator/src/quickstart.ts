@@ -144,33 +144,15 @@ async function main() {
   if (missing) console.error(missing);
 
   const svc = await startCoordinator(config, { logger });
-  const admin = await ensureAdmin(new AccountService(svc.orm));
-  const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
-  const worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), config.OUTBOUND_ALLOW_RANGES, guard, logger);
-  const dns = await startLocalDns(svc, guard, logger);
-
-  const url = config.PUBLIC_BASE_URL;
-  const lines = [
-    '',
-    `  Sonar is running at ${url}`,
-    `  Sign in:      ${url}/login`,
-    `  Transcribe:   ${url}/speech (default model ${config.SPEECH_DEFAULT_MODEL})`,
-    `  API docs:     ${url}/docs`,
-    ...(missing ? [`  Local worker: ${missing}`] : []),
-    `  Worker gRPC:  ${grpcHost ? `${grpcHost}:${svc.grpcPort}` : `port ${svc.grpcPort} on all interfaces (GRPC_HOST=${config.GRPC_HOST})`} (local worker agent "local" started)`,
-    admin.password
-      ? `  Admin:        username "${admin.username}", password "${admin.password}" (shown only now; store it)`
-      : `  Admin:        username "${admin.username}" (its password was shown on the first run; set a new one with npm run cli -- user:password ${admin.username})`,
-    `  ${dns.banner}`,
-    `  Chat logs:    ${url}/irc (API ${url}/irc/api/networks; load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
-    `  Data folder:  ${dataDir}`,
-    '',
-  ];
-  // The handler goes in before the banner: whoever reads "Sonar is running" may press Ctrl-C at once.
+  // What has started so far, for the shutdown handler installed next.
+  const started: { worker?: ReturnType<typeof startLocalWorker>; dns?: Awaited<ReturnType<typeof startLocalDns>> } = {};
+  // The handler goes in as soon as the coordinator answers (before the local worker, named and the
+  // banner): a Ctrl-C or SIGTERM at any moment after that stops whatever has started.
   onShutdownSignal(async (signal) => {
     logger.info({ signal }, 'stopping');
     // Readable lines beside the JSON log, as the banner is.
-    process.stdout.write('\nStopping Sonar: the worker agent, the coordinator, then named, Redis and PostgreSQL…\n');
+    const daemons = ['named', redis.pid !== undefined ? 'Redis' : null, embedded ? 'PostgreSQL' : null].filter(Boolean).join(', ');
+    process.stdout.write(`\nStopping Sonar: the worker agent, the coordinator${daemons ? `, then ${daemons}` : ''}…\n`);
     try {
       await stopAll();
     } catch (err) {
@@ -182,21 +164,61 @@ async function main() {
     process.exit(0);
   });
 
+  const admin = await ensureAdmin(new AccountService(svc.orm));
+  const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
+  started.worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), config.OUTBOUND_ALLOW_RANGES, guard, logger);
+  const dns = (started.dns = await startLocalDns(svc, guard, logger));
+  // "Sonar is running" means a file can be transcribed at once: the banner waits (a minute at most)
+  // for the local worker to register the default model, else the submission would be refused.
+  const notReady = missing ? null : await localWorkerReady(svc, config.SPEECH_DEFAULT_MODEL, 60_000);
+  if (notReady) console.error(notReady);
+
+  const url = config.PUBLIC_BASE_URL;
+  const lines = [
+    '',
+    `  Sonar is running at ${url}`,
+    `  Sign in:      ${url}/login`,
+    `  Transcribe:   ${url}/speech (default model ${config.SPEECH_DEFAULT_MODEL})`,
+    `  API docs:     ${url}/docs`,
+    ...(missing ? [`  Local worker: ${missing}`] : notReady ? [`  Local worker: ${notReady}`] : []),
+    `  Worker gRPC:  ${grpcHost ? `${grpcHost}:${svc.grpcPort}` : `port ${svc.grpcPort} on all interfaces (GRPC_HOST=${config.GRPC_HOST})`} (local worker agent "local" started)`,
+    admin.password
+      ? `  Admin:        username "${admin.username}", password "${admin.password}" (shown only now; store it)`
+      : `  Admin:        username "${admin.username}" (its password was shown on the first run; set a new one with npm run cli -- user:password ${admin.username})`,
+    `  ${dns.banner}`,
+    `  Chat logs:    ${url}/irc (API ${url}/irc/api/networks; load logs with npm run cli -- irc:import --network NAME --source production PATH)`,
+    `  Data folder:  ${dataDir}`,
+    '',
+  ];
   process.stdout.write(lines.join('\n') + '\n');
 
   async function stopAll() {
     // The children run in sessions of their own, so a Ctrl-C reaches only this process: the worker
     // agent stops first, the coordinator drains and closes, then named, Redis and PostgreSQL stop.
     // From now on named's exit is expected, not restarted.
-    dns.release();
-    await worker.stop();
+    started.dns?.release();
+    await started.worker?.stop();
     await svc.close();
-    await dns.stop();
+    await started.dns?.stop();
     await redis.stop();
     guard.forget(redis.pid);
     await embedded?.stop();
     guard.forget(embedded?.pid);
     guard.close();
+  }
+}
+
+/**
+ * Waits until a connected worker serves `model` (the local worker's Hello registered it); the
+ * sentence to print when it did not within `ms`, null once it does.
+ */
+async function localWorkerReady(svc: RunningCoordinator, model: string, ms: number): Promise<string | null> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const refusal = (await svc.speech.models.snapshot()).refusal(model);
+    if (!refusal) return null;
+    if (Date.now() > deadline) return `not connected after ${Math.round(ms / 1000)} s (${refusal.message}); see the log above`;
+    await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
 

@@ -104,6 +104,19 @@ describe('quick start child processes', () => {
     expect(banner).toMatch(/Admin: +username "admin", password "[^"]+"/);
     expect(banner).toMatch(/Worker gRPC: +127\.0\.0\.1:\d+ /);
     expect(existsSync(path.join(dataDir, 'initial-admin.json'))).toBe(false);
+    // The README's transcription commands, as written (its password and port are this run's).
+    const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    const block = /To transcribe:[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)![1]!;
+    const password = /password "([^"]+)"/.exec(banner)![1]!;
+    const script = block.replaceAll('"password":"…"', `"password":"${password}"`).replaceAll('http://localhost:8080', `http://127.0.0.1:${ports!.http}`);
+    const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, timeout: 120_000 }).catch((e: unknown) => {
+      const { stdout: out = '', stderr = '' } = e as { stdout?: string; stderr?: string };
+      throw new Error(`README commands failed: ${out} ${stderr.slice(-500)}`);
+    });
+    expect(stdout).toMatch(/"message":"Job queued\."/);
+    // After the job's JSON: the transcript (TXT) with a recognised word, then the subtitles (SRT) from their first cue.
+    const [, txt] = /"message":"Job queued\."[^\n]*\}([\s\S]*?)\n1\n00:00:\d\d,\d{3} --> 00:00:\d\d,\d{3}\n\S/.exec(stdout) ?? [];
+    expect(txt?.replace(/Speaker \d+:/g, ''), stdout).toMatch(/[a-z]{2,}/i);
     const state = await fullState();
     expect(running(state.children)).toEqual(expected);
 
