@@ -144,16 +144,24 @@ async function main() {
   if (missing) console.error(missing);
 
   const svc = await startCoordinator(config, { logger });
-  // What has started so far, for the shutdown handler installed next.
+  // What has started so far, for the shutdown handler installed next, and the start-up step in
+  // flight: a stop waits for it (a named being started is stopped too), then no further step runs.
   const started: { worker?: ReturnType<typeof startLocalWorker>; dns?: Awaited<ReturnType<typeof startLocalDns>> } = {};
+  let step: Promise<unknown> = Promise.resolve();
+  const next = <T>(p: Promise<T>): Promise<T> => {
+    step = p.catch(() => undefined);
+    return p;
+  };
   // The handler goes in as soon as the coordinator answers (before the local worker, named and the
   // banner): a Ctrl-C or SIGTERM at any moment after that stops whatever has started.
   onShutdownSignal(async (signal) => {
+    stopping = true;
     logger.info({ signal }, 'stopping');
     // Readable lines beside the JSON log, as the banner is.
     const daemons = ['named', redis.pid !== undefined ? 'Redis' : null, embedded ? 'PostgreSQL' : null].filter(Boolean).join(', ');
     process.stdout.write(`\nStopping Sonar: the worker agent, the coordinator${daemons ? `, then ${daemons}` : ''}…\n`);
     try {
+      await step;
       await stopAll();
     } catch (err) {
       // One line, not a stack trace: the watchdog stops whatever is left.
@@ -164,13 +172,16 @@ async function main() {
     process.exit(0);
   });
 
-  const admin = await ensureAdmin(new AccountService(svc.orm));
+  const admin = await next(ensureAdmin(new AccountService(svc.orm)));
   const grpcHost = ['0.0.0.0', '::'].includes(config.GRPC_HOST) ? null : config.GRPC_HOST;
-  started.worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', await ensureLocalWorkerSecret(svc, secrets), config.OUTBOUND_ALLOW_RANGES, guard, logger);
-  const dns = (started.dns = await startLocalDns(svc, guard, logger));
+  const workerSecret = await next(ensureLocalWorkerSecret(svc, secrets));
+  if (stopping) return;
+  started.worker = startLocalWorker(svc, grpcHost ?? '127.0.0.1', workerSecret, config.OUTBOUND_ALLOW_RANGES, guard, logger);
+  const dns = (started.dns = await next(startLocalDns(svc, guard, logger)));
   // "Sonar is running" means a file can be transcribed at once: the banner waits (a minute at most)
   // for the local worker to register the default model, else the submission would be refused.
-  const notReady = missing ? null : await localWorkerReady(svc, config.SPEECH_DEFAULT_MODEL, 60_000);
+  const notReady = missing || stopping ? null : await next(localWorkerReady(svc, config.SPEECH_DEFAULT_MODEL, 60_000));
+  if (stopping) return;
   if (notReady) console.error(notReady);
 
   const url = config.PUBLIC_BASE_URL;
@@ -216,11 +227,14 @@ async function localWorkerReady(svc: RunningCoordinator, model: string, ms: numb
   const deadline = Date.now() + ms;
   for (;;) {
     const refusal = (await svc.speech.models.snapshot()).refusal(model);
-    if (!refusal) return null;
+    if (!refusal || stopping) return null;
     if (Date.now() > deadline) return `not connected after ${Math.round(ms / 1000)} s (${refusal.message}); see the log above`;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/** A SIGINT or SIGTERM arrived: start-up takes no further step. */
+let stopping = false;
 
 const SAMPLE_ZONE = 'example.test';
 const SAMPLE_KEY = 'sonar-quickstart-key';
@@ -421,6 +435,8 @@ async function ensureAdmin(accounts: AccountService): Promise<{ username: string
 }
 
 main().catch((err: unknown) => {
+  // A start-up step that failed because a stop closed what it used: the shutdown handler ends the process.
+  if (stopping) return;
   console.error(err instanceof Error ? err.message : err);
   process.exit(1);
 });

@@ -182,6 +182,27 @@ describe('quick start child processes', () => {
     expect(existsSync(stateFile)).toBe(false);
   }, 300_000);
 
+  it('a SIGTERM as soon as the HTTP port answers (before the banner) still stops everything it started', async () => {
+    const run = await startQuickstart();
+    const url = `http://127.0.0.1:${ports!.http}/api/platform`;
+    await expect
+      .poll(
+        () =>
+          fetch(url).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        { timeout: 120_000, interval: 20 },
+      )
+      .toBe(200);
+    run.child.kill('SIGTERM');
+    expect(await run.exited, run.lines.join('\n')).toBe(0);
+    expect(run.lines.join('\n')).not.toContain('Sonar is running at');
+    // Nothing of this data folder runs on: no PostgreSQL, named or worker.
+    const left = async () => (await promisify(execFile)('ps', ['-eo', 'args'])).stdout.split('\n').filter((l) => l.includes(dataDir));
+    await expect.poll(left, { timeout: 30_000 }).toEqual([]);
+  }, 300_000);
+
   it('a chat-log import by the admin CLI reaches the running quick start at once (its Redis, no REDIS_URL or DATABASE_URL given)', async () => {
     const run = await startQuickstart();
     await run.waitFor(/Sonar is running at/, 120_000);
