@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { browserLogin, createTestDatabase, extractCsrf, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { registerModelWorker } from '../support/model-workers.js';
 
 /**
@@ -84,6 +84,40 @@ describe('live sockets of users who lost access', () => {
     for (const w of all) b.speech.live.status(w.jobId, status('after'));
     await expect.poll(() => kept.statuses, { timeout: 5_000 }).toEqual(['before', 'after']);
     for (const w of revoked) expect(w.statuses).toEqual(['before']);
+    expect(kept.socket.connected).toBe(true);
+    expect(kept.disconnects).toEqual([]);
+  });
+});
+
+describe('live sockets of a session that signed out', () => {
+  it('are disconnected at once on every coordinator; another session of the same user stays', async () => {
+    const accounts = new AccountService(a.orm);
+    const created = await accounts.createUser({ username: randomName('out'), permissions: ['speech.use'] });
+    const job = await a.speech.jobs.create(created.user, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/talk.mp3' } });
+    // Two sessions of one user, signed in on coordinator b; their sockets on coordinator a.
+    const leaving = await browserLogin(b.app, created.user.username, created.password);
+    const staying = await browserLogin(b.app, created.user.username, created.password);
+    const open = async (cookie: string) => {
+      const socket = io(a.url, { transports: ['websocket'], extraHeaders: { cookie }, reconnection: false });
+      sockets.push(socket);
+      const disconnects: string[] = [];
+      socket.on('disconnect', (reason) => disconnects.push(reason));
+      expect(await socket.timeout(5_000).emitWithAck('subscribe', { jobId: job.id })).toEqual({ ok: true });
+      return { socket, disconnects };
+    };
+    const gone = await open(leaving.jar.header());
+    const kept = await open(staying.jar.header());
+
+    const page = await b.app.inject({ method: 'GET', url: '/account', headers: { cookie: leaving.jar.header() } });
+    const out = await b.app.inject({
+      method: 'POST',
+      url: '/logout',
+      headers: { cookie: leaving.jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ _csrf: extractCsrf(page.body) }).toString(),
+    });
+    expect(out.statusCode).toBe(303);
+    // Not left to the periodic access check (LIVE_ACCESS_RECHECK_SECONDS): the user kept access.
+    await expect.poll(() => gone.disconnects, { timeout: 5_000 }).toEqual(['io server disconnect']);
     expect(kept.socket.connected).toBe(true);
     expect(kept.disconnects).toEqual([]);
   });

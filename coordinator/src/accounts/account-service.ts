@@ -77,6 +77,7 @@ export class AccountService {
   private readonly repo = new AccountRepository();
   private readonly users: CredentialCache<number, UserAuthState | null>;
   private readonly dnsKeys: CredentialCache<string, DnsKeyAuthRow | null>;
+  private readonly sessionEndListeners: Array<(sessionId: string) => void> = [];
 
   constructor(
     private readonly orm: Orm,
@@ -85,6 +86,16 @@ export class AccountService {
     const ttl = opts.credentialCacheMs ?? 0;
     this.users = new CredentialCache(ttl, opts.now);
     this.dnsKeys = new CredentialCache(ttl, opts.now, (row) => row !== null);
+  }
+
+  /** Called when a signed-in session ends by signing out (the live hub closes its sockets). */
+  onSessionEnd(listener: (sessionId: string) => void) {
+    this.sessionEndListeners.push(listener);
+  }
+
+  /** A session signed out: whoever holds something of it lets go (its row is destroyed by the session store). */
+  sessionEnded(sessionId: string) {
+    for (const l of this.sessionEndListeners) l(sessionId);
   }
 
   /** The user's authentication state, from the cache when it is fresh. */

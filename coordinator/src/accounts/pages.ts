@@ -100,7 +100,9 @@ export async function accountPages(base: FastifyInstance, opts: { config: Config
   });
 
   app.post('/logout', { schema: { ...hidden, body: z.object(csrfField).optional() }, config: { auth: sessionOnly } }, async (request, reply) => {
+    const sessionId = request.session.sessionId;
     await request.session.destroy();
+    opts.accounts.sessionEnded(sessionId);
     return reply.redirect('/login', 303);
   });
 

@@ -32,13 +32,14 @@ export function originAllowed(headers: Record<string, string | string[] | undefi
 export function attachLiveHub(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'accounts' | 'speech'>) {
   const { accounts, speech, config } = deps;
 
-  async function userFromSession(cookieHeader: string | undefined): Promise<AuthUser | null> {
+  async function userFromSession(cookieHeader: string | undefined): Promise<{ user: AuthUser; sessionId: string } | null> {
     if (!cookieHeader) return null;
     const raw = app.parseCookie(cookieHeader)[SESSION_COOKIE];
     if (!raw) return null;
-    const holder = {} as { session?: { userId?: number } };
+    const holder = {} as { session?: { userId?: number; sessionId?: string } };
     await new Promise<void>((resolve) => app.decryptSession(raw, holder, () => resolve()));
-    return sessionUserOf(accounts, holder.session);
+    const user = await sessionUserOf(accounts, holder.session);
+    return user && holder.session?.sessionId ? { user, sessionId: holder.session.sessionId } : null;
   }
 
   async function userFromJwt(token: unknown): Promise<AuthUser | null> {
@@ -51,15 +52,19 @@ export function attachLiveHub(app: FastifyInstance, deps: Pick<SpeechDeps, 'conf
     jobs: () => speech.jobs,
     allowHandshake: (headers) => originAllowed(headers, config.PUBLIC_BASE_URL),
     authenticate: async (headers, auth) => {
-      const user = (await userFromJwt(auth.token)) ?? (await userFromSession(typeof headers.cookie === 'string' ? headers.cookie : undefined));
+      const jwt = await userFromJwt(auth.token);
+      const session = jwt ? null : await userFromSession(typeof headers.cookie === 'string' ? headers.cookie : undefined);
+      const user = jwt ?? session?.user;
       if (!user || !hasPermission(user, 'speech.use')) return null;
       // Read after the credentials were checked: a version that moved in between is older than the
       // user's, so the next check drops the socket.
       const current = await accounts.activeUsersWithVersion([user.id]);
       const found = current.get(user.id);
-      return found ? { user, tokenVersion: found.tokenVersion } : null;
+      return found ? { user, tokenVersion: found.tokenVersion, ...(session ? { sessionId: session.sessionId } : {}) } : null;
     },
   });
+  // A sign-out ends the session's sockets at once, on every coordinator.
+  accounts.onSessionEnd((sessionId) => speech.live.endSession(sessionId));
 
   // An open socket outlives the checks of its handshake: every coordinator looks again at its own
   // sockets' users (in PostgreSQL, where the CLI disables users and changes passwords) and

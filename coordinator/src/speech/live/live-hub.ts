@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -16,7 +17,12 @@ interface LiveSocketData {
   user?: AuthUser;
   /** The user's token version at the handshake: a later disable or password change moves it. */
   tokenVersion?: number;
+  /** The room of the signed-in session it came with (a cookie): its sign-out ends the socket. */
+  sessionRoom?: string;
 }
+
+/** A session's room: a hash of its id (the id itself is a bearer secret and never reaches Redis). */
+const sessionRoom = (sessionId: string) => `session:${createHash('sha256').update(sessionId).digest('hex')}`;
 /** The wire contract (shared/src/live-events.ts); no events between coordinators (the Redis adapter only fans out). */
 type LiveServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, LiveSocketData>;
 type LiveSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, LiveSocketData>;
@@ -51,7 +57,7 @@ export class LiveHub implements JobEventSink {
       authenticate: (
         headers: Record<string, string | string[] | undefined>,
         auth: Record<string, unknown>,
-      ) => Promise<{ user: AuthUser; tokenVersion: number } | null>;
+      ) => Promise<{ user: AuthUser; tokenVersion: number; sessionId?: string } | null>;
       /** Whether a handshake request (polling or WebSocket upgrade) may proceed, from its headers (the Origin check). */
       allowHandshake?: (headers: Record<string, string | string[] | undefined>) => boolean;
     },
@@ -83,11 +89,13 @@ export class LiveHub implements JobEventSink {
         }
         socket.data.user = found.user;
         socket.data.tokenVersion = found.tokenVersion;
+        if (found.sessionId) socket.data.sessionRoom = sessionRoom(found.sessionId);
         next();
       }, next);
     });
 
     io.on('connection', (socket: LiveSocket) => {
+      if (socket.data.sessionRoom) void socket.join(socket.data.sessionRoom);
       // Payloads are typed by the contract but come from any client: they are checked here as well.
       socket.on('subscribe', async (payload: unknown, ack?: (reply: LiveSubscribeReply) => void) => {
         const jobId = Number((payload as { jobId?: unknown })?.jobId);
@@ -147,6 +155,11 @@ export class LiveHub implements JobEventSink {
       dropped += 1;
     });
     return dropped;
+  }
+
+  /** A session signed out: its sockets are disconnected on every coordinator (through the Redis adapter). */
+  endSession(sessionId: string) {
+    this.io?.in(sessionRoom(sessionId)).disconnectSockets(true);
   }
 
   segment(jobId: number, pass: number, segment: LiveSegment) {
