@@ -124,8 +124,13 @@ export class SpamService {
         `user${ownerId}`,
       );
     } catch (err) {
-      if (err instanceof SpamdUnavailable) throw new AppError('service_unavailable', `Spam scoring is unavailable: ${err.message}.`);
-      throw new AppError('service_unavailable', `Spam scoring is unavailable: spamd answered unusably (${(err as Error).message}).`);
+      // The caller learns what failed, not where spamd runs or how it failed (its address and the
+      // socket's error code stay in the server's log, as the error's cause).
+      const message =
+        err instanceof SpamdUnavailable
+          ? 'Spam scoring is unavailable: the scoring service cannot be reached or did not answer in time. Try again later.'
+          : 'Spam scoring is unavailable: the scoring service gave an answer that cannot be used. Try again later.';
+      throw Object.assign(new AppError('service_unavailable', message), { cause: err });
     }
     const warnings: string[] = [];
     if (!this.config.SPAMD_NETWORK_TESTS) warnings.push('network tests are off (DNS blocklists, URIBL, Razor, Pyzor, DCC): local rules only');
