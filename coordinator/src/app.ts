@@ -129,7 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       );
   });
 
-  await app.register(platformPlugin, { version, outbound: speech.outbound, orm, config, accounts, dyndnsTokens });
+  await app.register(platformPlugin, { version, outbound: speech.outbound, orm, redis, config, accounts, dyndnsTokens });
   await app.register(accountsPlugin, domainDeps);
   await app.register(speechPlugin, domainDeps);
   await app.register(dnsPlugin, domainDeps);

@@ -579,7 +579,7 @@ describe('every real route of the application', () => {
     const allowed = [
       /^\/login$/,
       /^\/api\/account\/login$/,
-      /^\/api\/platform$/,
+      /^\/api\/platform(\/ready)?$/,
       // Reputation lookups of public things (and the older lookup path); reports need a user.
       /^\/api\/reputation(\/lookup)?$/,
       /^\/(irc\/api|api\/irclog)\/(networks|networks\/:networkId\/channels|logs)$/,

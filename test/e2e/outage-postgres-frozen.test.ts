@@ -82,10 +82,19 @@ describe.skipIf(!bin)('PostgreSQL frozen (SIGSTOP)', () => {
     const again = await listJobs(20_000);
     expect(again.status).toBe(503);
     expect(again.ms).toBeLessThan(WAIT_MS * 3 + 1_000);
+    // The liveness probe still answers; the readiness probe says what is down, within the bound.
+    const get = (path: string) => fetch(`${coordinator.url}${path}`, { signal: AbortSignal.timeout(20_000) });
+    expect((await get('/api/platform')).status).toBe(200);
+    const started = Date.now();
+    const notReady = await get('/api/platform/ready');
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toMatchObject({ ok: false, reason: 'service_unavailable', message: 'Not ready: PostgreSQL does not answer.' });
+    expect(Date.now() - started).toBeLessThan(WAIT_MS * 3 + 1_000);
 
     pg.signalAll('SIGCONT');
     frozen = false;
     await expect.poll(async () => (await listJobs()).status, { timeout: 20_000, interval: 200 }).toBe(200);
+    expect(await (await get('/api/platform/ready')).json()).toEqual({ ok: true, postgres: 'ok', redis: 'ok' });
     expect(coordinator.alive).toBe(true);
   });
 });

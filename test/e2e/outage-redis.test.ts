@@ -108,6 +108,12 @@ describe('Redis restarted empty', () => {
     await expect.poll(() => statuses.some((s) => s.job_id === jobId && s.status === 'queued'), { timeout: 5_000 }).toBe(true);
     await a.proc.waitFor(/Redis publish failed/, 15_000);
 
+    // The readiness probe names Redis; the liveness probe still answers.
+    await expect
+      .poll(async () => (await (await fetch(`${a.url}/api/platform/ready`)).json()) as unknown, { timeout: 15_000, interval: 200 })
+      .toMatchObject({ ok: false, reason: 'service_unavailable', message: 'Not ready: Redis does not answer.' });
+    expect((await fetch(`${a.url}/api/platform`)).status).toBe(200);
+
     // A route that needs Redis (where a finished upload's job is remembered) answers 503, never 500.
     await expect
       .poll(

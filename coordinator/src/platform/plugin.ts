@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { platformSchema } from '@sonar/shared';
+import { errorBodySchema, platformSchema } from '@sonar/shared';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
 import type { OutboundPolicy } from '@sonar/shared';
-import { installDomainErrors, okReasonBody } from '../http/errors.js';
+import { AppError, installDomainErrors, okReasonBody } from '../http/errors.js';
+import { readiness } from './readiness.js';
 import { FeedResolver } from './rss/feed-resolver.js';
 import { rssRoutes } from './rss/rss-routes.js';
 import { SpamService } from './spam/spam-service.js';
@@ -23,7 +26,7 @@ import { reputationRoutes } from './reputation/reputation-routes.js';
 /** Platform endpoints: the public version, RSS source resolution, spam scoring, dynamic DNS, reputation, status pages and guestbooks. */
 export async function platformPlugin(
   app: FastifyInstance,
-  opts: { version: string; outbound: OutboundPolicy; orm: Orm; config: Config; accounts: AccountService; dyndnsTokens: DyndnsTokens },
+  opts: { version: string; outbound: OutboundPolicy; orm: Orm; redis: Redis; config: Config; accounts: AccountService; dyndnsTokens: DyndnsTokens },
 ) {
   installDomainErrors(app, okReasonBody);
   await rssRoutes(app, new FeedResolver(opts.outbound));
@@ -47,4 +50,25 @@ export async function platformPlugin(
       return { ok: true as const, version: opts.version };
     },
   });
+  app.withTypeProvider<ZodTypeProvider>().get('/api/platform/ready', {
+    config: { auth: 'public' },
+    schema: {
+      tags: ['platform'],
+      summary: 'Readiness: PostgreSQL and Redis answer',
+      description:
+        'The probe a load balancer should use to send traffic here: 200 when this coordinator reaches PostgreSQL and Redis ' +
+        '(each asked once, given `DATABASE_WAIT_TIMEOUT_MS`), else 503 `service_unavailable` naming what does not answer. ' +
+        '`GET /api/platform` is the liveness probe (the process answers; it touches neither). Never cached.',
+      response: { 200: readinessSchema, 503: errorBodySchema },
+    },
+    handler: async (_request, reply) => {
+      void reply.header('cache-control', 'no-store');
+      const r = await readiness(opts.orm, opts.redis, opts.config.DATABASE_WAIT_TIMEOUT_MS);
+      const down = [r.postgres !== 'ok' ? 'PostgreSQL' : null, r.redis !== 'ok' ? 'Redis' : null].filter((x) => x !== null);
+      if (down.length) throw new AppError('service_unavailable', `Not ready: ${down.join(' and ')} ${down.length > 1 ? 'do' : 'does'} not answer.`);
+      return { ok: true as const, postgres: 'ok' as const, redis: 'ok' as const };
+    },
+  });
 }
+
+const readinessSchema = z.object({ ok: z.literal(true), postgres: z.literal('ok'), redis: z.literal('ok') });
