@@ -298,7 +298,7 @@ describe('with an OpenAI-compatible provider', () => {
     expect((await s.detail(job.id, ai)).analysis.error).toMatch(/^the model's reply is not valid JSON: Sure! Here is/);
   });
 
-  it('permission matrix: no provider_openai → unavailable and 403; AI users, admins and their analyses; 404, 409, 422', async () => {
+  it('permission matrix: no provider_openai → unavailable and 403; AI users, admins and their analyses; 404, 422', async () => {
     // Automatic work of an owner without AI access is unavailable with the reason, never a job error.
     const job = await s.urlJob(plain, { analysisLanguage: 'en', translations: ['de'] });
     await s.worker.run(job.id, { segments: SEGMENTS });
@@ -316,7 +316,9 @@ describe('with an OpenAI-compatible provider', () => {
     const byAdmin = await s.api('POST', `/api/speech/jobs/${job.id}/analyze`, admin);
     expect(byAdmin.status, JSON.stringify(byAdmin.body)).toBe(202);
     // While it is pending or running a second request is refused.
-    expect((await s.api('POST', `/api/speech/jobs/${job.id}/analyze`, admin)).status).toBe(409);
+    const busy = await s.api('POST', `/api/speech/jobs/${job.id}/analyze`, admin);
+    expect(busy.status).toBe(422);
+    expect((busy.body as { errors: Record<string, string[]> }).errors.analysis).toEqual([expect.stringMatching(/already (pending|running)/)]);
     await expect.poll(async () => (await s.aiOf(job.id)).analysis?.state, { timeout: 15_000 }).toBe('completed');
     // The unavailable record was generation 1; the administrator's run is generation 2.
     expect((await s.detail(job.id, plain)).analysis).toMatchObject({

@@ -44,9 +44,9 @@ export async function aiRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'con
         '(`analysis.state` `pending`, then `running`, `completed` or `failed` with the upstream’s reason) in `analysis_language`, ' +
         'else the job’s language hint, else the transcript’s own language, from the speaker-aware transcript when diarization ' +
         'labelled it; long transcripts are analysed in parts and merged. When it completes, the translations of the pass are ' +
-        `made again so they carry it. 409 while an analysis is pending or running. ${notConfigured} ${csrfNote}`,
+        `made again so they carry it. 422 (under \`analysis\`) while an analysis is pending or running. ${notConfigured} ${csrfNote}`,
       params: jobIdParams,
-      response: { 202: response, ...errors, 409: errorBodySchema, 503: errorBodySchema },
+      response: { 202: response, ...errors, 503: errorBodySchema },
     },
     handler: async (request, reply) => {
       const job = await ai.analyze(userOf(request), request.params.jobId);

@@ -32,8 +32,8 @@ export class AiService {
   }
 
   /**
-   * POST analyze: the owner or a queue manager, with AI access; the transcript must exist; 409
-   * while an analysis is pending or running. Queues a new generation of the analysis (its
+   * POST analyze: the owner or a queue manager, with AI access; the transcript must exist; 422
+   * (under `analysis`) while an analysis is pending or running. Queues a new generation of the analysis (its
    * translations follow when it completes).
    */
   async analyze(user: AuthUser, jobId: number): Promise<SpeechJob> {
@@ -44,7 +44,8 @@ export class AiService {
     if (!(await this.repo.requestAnalysis(job.id, user.username))) {
       const now = await this.jobs.getVisible(user, jobId);
       this.assertTranscript(now);
-      throw new AppError('conflict', `An analysis is already ${now.analysis?.state ?? 'running'}; wait for it to finish.`);
+      // A business rule, as the specification's speech errors have them (422; it has no 409).
+      throw rule('analysis', `an analysis is already ${now.analysis?.state ?? 'running'}; wait for it to finish`);
     }
     return this.jobs.getVisible(user, jobId);
   }
