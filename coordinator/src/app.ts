@@ -28,6 +28,7 @@ import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { createSpeechServices } from './speech/speech-services.js';
 import { jobCountsByStatus } from './speech/jobs/job-metrics.js';
 import { attachLiveHub } from './speech/live/attach.js';
+import { NO_PROVIDER_REASON } from './speech/ai/provider.js';
 import type { AppDeps, DomainDeps } from './deps.js';
 
 /**
@@ -74,6 +75,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const workers = deps.workers ?? new WorkerRegistry(orm, redis, config);
   metrics.setWorkerPresence(workers);
   const speech = deps.speech ?? createSpeechServices({ orm, redis, config });
+  // Said once, as information: without a provider, analysis, translations and automatic titles are off (not an error per job).
+  if (!speech.ai) app.log.info(`${NO_PROVIDER_REASON} Transcript analysis, translations and automatic titles are off.`);
   const domainDeps: DomainDeps = { config, orm, redis, accounts, metrics, workers, speech, version };
   metrics.setSpeechQueue(() => jobCountsByStatus(orm));
 

@@ -14,7 +14,7 @@ import { startCoordinator } from '../../coordinator/src/service.js';
 import { aiTaskJobId } from '../../coordinator/src/speech/ai/ai-queue.js';
 import { NO_ACCESS_REASON, NO_PROVIDER_REASON } from '../../coordinator/src/speech/ai/provider.js';
 import type { CallbackEnvelope } from '../../coordinator/src/speech/notifications/callback-service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { browserLogin, createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { OpenAiStub } from '../support/openai-stub.js';
 import { SimWorker } from '../support/sim-worker.js';
 
@@ -549,6 +549,15 @@ describe('without a provider', () => {
     expect(d.runtime_log).toContainEqual(
       expect.objectContaining({ event: 'analysis_unavailable', message: `Transcript analysis unavailable: ${NO_PROVIDER_REASON}` }),
     );
+    // The automatic title was not asked for: no runtime-log line per job says it cannot be made.
+    expect((d.runtime_log as Array<{ event: string }>).map((e) => e.event)).not.toContain('title_unavailable');
+    // The upload form offers no analysis or translation, and says why.
+    const { jar } = await browserLogin(s.svc.app, ai.username, ai.password);
+    const page = await s.svc.app.inject({ method: 'GET', url: '/speech', headers: { cookie: jar.header() } });
+    expect(page.statusCode).toBe(200);
+    expect(page.body).not.toContain('id="analysis_language"');
+    expect(page.body).not.toContain('id="translation_target_languages"');
+    expect(page.body).toContain('id="no-ai-provider"');
     const analyze = await s.api('POST', `/api/speech/jobs/${job.id}/analyze`, ai);
     expect(analyze).toMatchObject({ status: 503, body: { ok: false, reason: 'service_unavailable', message: NO_PROVIDER_REASON } });
     expect((await s.api('POST', `/api/speech/jobs/${job.id}/title-suggestion`, ai)).status).toBe(503);

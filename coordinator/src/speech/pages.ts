@@ -119,9 +119,14 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
           <div><label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option value="${m}" ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}${connected.has(m) ? '' : ' (no worker connected)'}</option>`)}</select>
             ${models.length ? '' : html`<p class="hint" id="no-models">No worker has registered a model yet: start a worker agent (see the README) before queueing.</p>`}</div>
           <div><label for="language">Language hint</label><input id="language" name="language" maxlength="16" placeholder="empty: detect (e.g. en, sv)"></div>
-          <div><label for="analysis_language">Analysis language</label><input id="analysis_language" name="analysis_language" maxlength="16" placeholder="e.g. en"></div>
-          <div><label for="translation_target_languages">Translate into</label><input id="translation_target_languages" name="translation_target_languages" maxlength="400" placeholder="comma-separated, e.g. sv, de"></div>
+          ${
+            deps.speech.ai
+              ? html`<div><label for="analysis_language">Analysis language</label><input id="analysis_language" name="analysis_language" maxlength="16" placeholder="e.g. en"></div>
+          <div><label for="translation_target_languages">Translate into</label><input id="translation_target_languages" name="translation_target_languages" maxlength="400" placeholder="comma-separated, e.g. sv, de"></div>`
+              : ''
+          }
         </div>
+        ${deps.speech.ai ? '' : html`<p class="hint" id="no-ai-provider">Analysis and translations need an AI provider, and none is configured here (an administrator sets OPENAI_BASE_URL and OPENAI_MODEL).</p>`}
         <div class="checks"><label><input type="checkbox" id="disable_diarization" name="disable_diarization" value="1"> Skip speaker labels</label></div>
         ${speakerCountControl('submit')}
         <button type="submit">Queue</button> <span id="submit-status" role="status"></span>

@@ -199,11 +199,10 @@ const FINISH = sql<FinishParams, FinishRow>(
             case when min(t.state) = 'pending' then 'info' else 'warn' end
        from job join ai_tr t on t.job_id = job.id group by job.id, job.block
      union all
-     select id, 'title_' || title_state,
-            case when title_state = 'pending' then 'A title is generated from the transcript (the title is still the file name).'
-                 else 'No title is generated: ' || block end,
-            case when title_state = 'pending' then 'info' else 'warn' end
-       from job where success and title_state is not null
+     -- the automatic title is nobody's request: logged when it is being made, not when it cannot be
+     -- (auto_title on the job says why; the coordinator logs a missing provider once at start)
+     select id, 'title_pending', 'A title is generated from the transcript (the title is still the file name).', 'info'
+       from job where success and title_state = 'pending'
    ), dev as (
      insert into speech_job_events (job_id, event, message, level)
      select id, 'diarization_' || diarization_state, ${DIARIZATION_EVENT_MESSAGE}, case when diarization_state = 'completed' then 'info' else 'warn' end
