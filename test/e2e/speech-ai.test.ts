@@ -159,6 +159,14 @@ describe('with an OpenAI-compatible provider', () => {
   });
   beforeEach(() => stub.reset());
 
+  it('the upload form offers the analysis language and translations', async () => {
+    const { jar } = await browserLogin(s.svc.app, ai.username, ai.password);
+    const page = await s.svc.app.inject({ method: 'GET', url: '/speech', headers: { cookie: jar.header() } });
+    expect(page.body).toContain('id="analysis_language"');
+    expect(page.body).toContain('id="translation_target_languages"');
+    expect(page.body).not.toContain('id="no-ai-provider"');
+  });
+
   it('analyses in analysis_language from the speaker-aware transcript, logs it and publishes it live', async () => {
     const job = await s.urlJob(ai, { analysisLanguage: 'de' });
     const socket: Socket = io(s.svc.url, { transports: ['websocket'], auth: { token: ai.jwt }, reconnection: false });

@@ -399,7 +399,8 @@ describe('web console pages', { timeout: 90_000 }, () => {
     await page.fill('#source_url', 'https://media.example.org/no-script.mp3');
     await page.fill('#source_label', 'No-script URL');
     await page.fill('#source_note', 'Posted without JavaScript');
-    await page.fill('#translation_target_languages', 'sv, de');
+    // No AI provider here: the form offers no translations (speech-ai.test.ts has the form with one).
+    expect(await page.$('#translation_target_languages')).toBeNull();
     await page.check('#disable_diarization');
     await page.click('#submit-form button[type=submit]');
     await page.waitForURL(/\/speech\/jobs\/\d+\?notice=queued$/);
@@ -409,7 +410,7 @@ describe('web console pages', { timeout: 90_000 }, () => {
       { id: 0, username: '', email: null, isAdmin: true, permissions: [] },
       Number(/jobs\/(\d+)/.exec(page.url())![1]),
     );
-    expect(urlJob.translationTargetLanguages).toEqual(['sv', 'de']);
+    expect(urlJob.translationTargetLanguages).toEqual([]);
     expect(urlJob.diarizationRequested).toBe(false);
 
     const wav = path.join(dir, 'tone.wav');
@@ -485,6 +486,31 @@ describe('web console pages', { timeout: 90_000 }, () => {
     const res = await bob.context.request.get(`${svc.url}/api/speech/jobs/${ids.completed}/transcript.srt`);
     expect(res.status()).toBe(404);
     await bob.context.close();
+    await context.close();
+  });
+
+  it("the queue's Stage column says only what Status does not; the language hint's placeholder fits", async () => {
+    const { context } = await signedIn(names.alice);
+    const page = await context.newPage();
+    await page.goto(`${svc.url}/speech`);
+    const rows = await page.$$eval('#queue-table tbody tr[data-job]', (trs) =>
+      trs.map((tr) => [tr.querySelector('.badge')?.textContent ?? '', tr.querySelector('[data-stage]')?.textContent ?? '']),
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    for (const [status, stage] of rows) expect(stage, status).not.toBe(status);
+    // The placeholder is not cut off: it fits the input's width.
+    const fits = await page.$eval('#language', (el) => {
+      const input = el as HTMLInputElement;
+      const probe = document.createElement('span');
+      probe.style.font = getComputedStyle(input).font;
+      probe.style.position = 'absolute';
+      probe.textContent = input.placeholder;
+      document.body.append(probe);
+      const wide = probe.getBoundingClientRect().width;
+      probe.remove();
+      return wide <= input.clientWidth;
+    });
+    expect(fits).toBe(true);
     await context.close();
   });
 

@@ -101,7 +101,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const rows = list.map((j) => {
       const p = presentJob(j, { publicBaseUrl, availability });
       return html`<tr data-job="${p.id}"><td data-label="Title"><a href="/speech/jobs/${p.id}">${p.source_label}</a></td><td data-label="Status"><span class="badge" data-status="${p.status}">${p.status_label}</span></td>
-        <td data-stage data-label="Stage">${p.stage_label ?? ''}</td><td data-label="Model">${p.model}</td><td data-label="Length">${p.source_duration_human ?? ''}</td><td data-label="Queued"><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
+        <td data-stage data-label="Stage">${p.stage_label && p.stage_label !== p.status_label ? p.stage_label : ''}</td><td data-label="Model">${p.model}</td><td data-label="Length">${p.source_duration_human ?? ''}</td><td data-label="Queued"><time datetime="${p.created_at}">${formatStockholm(j.createdAt)}</time></td></tr>`;
     });
     const problem = localWorkerProblem();
     const body = html`${noticeCard(opts.notice)}${problem ? html`<div class="card warning" role="alert" id="local-worker-problem"><p>${problem}</p></div>` : ''}<div class="card"><h1>Transcribe</h1>
@@ -118,7 +118,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
         <div class="grid2">
           <div><label for="model">Model</label><select id="model" name="model">${models.map((m) => html`<option value="${m}" ${m === deps.config.SPEECH_DEFAULT_MODEL ? new SafeHtml('selected') : ''}>${m}${connected.has(m) ? '' : ' (no worker connected)'}</option>`)}</select>
             ${models.length ? '' : html`<p class="hint" id="no-models">No worker has registered a model yet: start a worker agent (see the README) before queueing.</p>`}</div>
-          <div><label for="language">Language hint</label><input id="language" name="language" maxlength="16" placeholder="empty: detect (e.g. en, sv)"></div>
+          <div><label for="language">Language hint</label><input id="language" name="language" maxlength="16" placeholder="detect" title="Empty: the engine detects the language; or a code such as en or sv"></div>
           ${
             deps.speech.ai
               ? html`<div><label for="analysis_language">Analysis language</label><input id="analysis_language" name="analysis_language" maxlength="16" placeholder="e.g. en"></div>

@@ -137,6 +137,11 @@ for (const row of document.querySelectorAll<HTMLTableRowElement>('#queue-table t
   const badge = row.querySelector<HTMLElement>('.badge');
   if (badge && !TERMINAL.has(badge.dataset.status ?? '')) rows.set(Number(row.dataset.job), row);
 }
+/** The Stage column says what the Status column does not (empty when the stage is the status). */
+function stageText(stage: string | null, status: string): string {
+  return stage && stage !== status ? stage : '';
+}
+
 if (rows.size) {
   const socket = connectLive([...rows.keys()]);
   socket.on('status', (st) => {
@@ -146,10 +151,11 @@ if (rows.size) {
     badge.textContent = st.status_label;
     badge.dataset.status = st.status;
     const stage = row.querySelector<HTMLElement>('[data-stage]');
-    if (stage) stage.textContent = st.stage_label ?? '';
+    if (stage) stage.textContent = stageText(st.stage_label, st.status_label);
   });
   socket.on('snapshot', (snap) => {
-    const stage = rows.get(snap.job_id)?.querySelector<HTMLElement>('[data-stage]');
-    if (stage) stage.textContent = snap.stage_label ?? '';
+    const row = rows.get(snap.job_id);
+    const stage = row?.querySelector<HTMLElement>('[data-stage]');
+    if (stage) stage.textContent = stageText(snap.stage_label, row?.querySelector<HTMLElement>('.badge')?.textContent ?? '');
   });
 }
