@@ -18,6 +18,7 @@ let db: TestDatabase;
 let redis: DedicatedRedis;
 let svc: RunningCoordinator;
 let receiver: Server | null = null;
+const deliveryIds: Array<[string, string]> = [];
 const received: string[] = [];
 
 beforeAll(async () => {
@@ -66,13 +67,16 @@ describe('Redis restarted empty while a callback waits to retry', () => {
       worker.close();
     }
     await expect.poll(() => callbackStatus(id), { timeout: 20_000, interval: 50 }).toBe('retrying');
-    expect(await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1))).toBeTruthy();
+    const first = await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1));
+    expect(first).toBeTruthy();
+    const firstDeliveryId = (first!.data as { deliveryId: string }).deliveryId;
 
     // The receiver comes up; Redis loses everything, the delayed retry included.
     receiver = createServer((req, reply) => {
       req.resume();
       req.on('end', () => {
         received.push(req.url ?? '');
+        deliveryIds.push([String(req.headers['x-sonar-delivery']), String(req.headers['idempotency-key'])]);
         reply.writeHead(200).end('ok');
       });
     });
@@ -82,6 +86,8 @@ describe('Redis restarted empty while a callback waits to retry', () => {
 
     await expect.poll(() => callbackStatus(id), { timeout: 20_000, interval: 100 }).toBe('delivered');
     expect(received).toEqual(['/hook']);
+    // The re-queued delivery carries the id the first attempt had (docs/speech.md: the same on every retry).
+    expect(deliveryIds).toEqual([[firstDeliveryId, firstDeliveryId]]);
     // Owed no more: another sweep queues nothing, and nothing else arrives.
     expect(await svc.notifications.recovery.sweep()).toBe(0);
     const delivery = await svc.notifications.callbacks.queue.getJob(deliveryJobId(id, 1));

@@ -18,7 +18,8 @@ const BATCH = 500;
  * up); this looks each one's delivery up in the queue and queues it again when it is gone. The
  * delivery's BullMQ id is deterministic and the delivery re-reads the job's callback state before
  * sending, so coordinators sweeping at once, or a delivery that was merely slow, still send once.
- * A re-queued delivery starts a fresh series of attempts (and a new X-Sonar-Delivery id).
+ * A re-queued delivery starts a fresh series of attempts with the same X-Sonar-Delivery id (derived
+ * from the job and cycle: callbackDeliveryId).
  */
 export class CallbackRecovery {
   private readonly loop: DrainLoop;

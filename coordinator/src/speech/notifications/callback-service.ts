@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Knex } from '@mikro-orm/postgresql';
 import { JOB_STATUS_LABELS, OutboundPolicy, OutboundRefused, QUEUE_CHANNEL_LABELS, type JobStatus, type QueueChannel } from '@sonar/shared';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
@@ -110,6 +110,18 @@ export function verifyCallbackSignature(
   });
 }
 
+/**
+ * The X-Sonar-Delivery / Idempotency-Key of the (job, cycle)'s callback: derived from what
+ * PostgreSQL stores, not from the queue, so every retry carries the same value, also one queued
+ * again after Redis lost the delivery, and on every coordinator. An HMAC under the installation's
+ * JWT secret, shaped as a UUID: the same job and cycle of another installation get another id.
+ */
+export function callbackDeliveryId(secret: string, jobId: number, cycle: number): string {
+  const h = createHmac('sha256', secret).update(`speech-callback:${jobId}:${cycle}`).digest('hex');
+  // UUID version 8 (custom), RFC 9562 variant bits
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
 export const jobPageUrl = (config: Pick<Config, 'PUBLIC_BASE_URL'>, jobId: number) => `${config.PUBLIC_BASE_URL}/speech/jobs/${jobId}`;
 
 /** One line, no stack, bounded: what goes into callback_error and the runtime log. */
@@ -212,7 +224,7 @@ export class CallbackService {
     const id = deliveryJobId(jobId, cycle);
     await this.queue.add(
       'deliver',
-      { jobId, cycle, status, deliveryId: randomUUID() },
+      { jobId, cycle, status, deliveryId: callbackDeliveryId(this.deps.config.JWT_SECRET, jobId, cycle) },
       {
         jobId: id,
         attempts: this.deps.config.SPEECH_CALLBACK_MAX_ATTEMPTS,
