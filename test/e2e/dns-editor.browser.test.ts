@@ -224,6 +224,43 @@ describe('DNS editor', { timeout: 180_000 }, () => {
     await page.close();
   });
 
+  it('on a phone (390 px) the records stack: nothing scrolls sideways, Edit and Delete stay on screen', async () => {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    try {
+      const login = await context.newPage();
+      await login.goto(`${svc.url}/login`);
+      await login.fill('#username', names.admin);
+      await login.fill('#password', password);
+      await login.click('button[type=submit]');
+      await login.waitForURL(`${svc.url}/`);
+      const page = await context.newPage();
+      await open(page, '');
+      const layout = await page.evaluate(() => {
+        const rows = [...document.querySelectorAll<HTMLTableRowElement>('#record-rows tr')];
+        const soa = rows.find((tr) => tr.dataset.type === 'SOA');
+        const buttons = [...document.querySelectorAll<HTMLElement>('#record-rows .edit-row, #record-rows .delete-row')].slice(0, 20);
+        return {
+          pageWidth: document.documentElement.scrollWidth,
+          tableWidth: document.getElementById('record-table')!.getBoundingClientRect().width,
+          soaHeight: soa?.getBoundingClientRect().height ?? 0,
+          buttonsRight: Math.max(...buttons.map((b) => b.getBoundingClientRect().right)),
+          buttons: buttons.length,
+        };
+      });
+      expect(layout.pageWidth).toBeLessThanOrEqual(390);
+      expect(layout.tableWidth).toBeLessThanOrEqual(390);
+      expect(layout.buttons).toBeGreaterThan(0);
+      expect(layout.buttonsRight).toBeLessThanOrEqual(390);
+      // An SOA row reads as a few lines, not a 54 px column hundreds of pixels tall.
+      expect(layout.soaHeight).toBeGreaterThan(0);
+      expect(layout.soaHeight).toBeLessThan(250);
+      // Each value follows its column's name.
+      expect(await page.$eval('#record-rows tr td[data-label="Type"]', (td) => getComputedStyle(td, '::before').content)).toBe('"Type: "');
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a reader browses and searches without forms', async () => {
     const page = await as(names.reader);
     await open(page, '?page=1&limit=50');

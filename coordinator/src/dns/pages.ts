@@ -115,7 +115,7 @@ export async function dnsPages(base: FastifyInstance, deps: Pick<DomainDeps, 'ac
         ${writable ? parts?.add : ''}
         <div id="dns-paging">${paging(shown, self, q)}</div>
         ${writable ? html`<div class="actions" id="bulk-bar"><button type="button" class="danger" id="bulk-delete" disabled>Delete selected</button><span id="selected-count" class="muted">0 selected</span></div>${parts?.bulk}${parts?.edit}` : ''}
-        <div class="table-wrap"><table id="record-table"><thead><tr>${writable ? html`<th><input type="checkbox" id="select-all" aria-label="Select every record on this page"></th>` : ''}<th>Name</th><th class="num">TTL</th><th>Class</th><th>Type</th><th>Data</th>${writable ? html`<th></th>` : ''}</tr></thead>
+        <div class="table-wrap stack"><table id="record-table"><thead><tr>${writable ? html`<th><input type="checkbox" id="select-all" aria-label="Select every record on this page"></th>` : ''}<th>Name</th><th class="num">TTL</th><th>Class</th><th>Type</th><th>Data</th>${writable ? html`<th></th>` : ''}</tr></thead>
           <tbody id="record-rows">${(shown?.rows ?? []).map((r) => recordRow(r, writable))}</tbody></table></div>
         <p id="no-records" class="muted" ${shown && shown.rows.length ? 'hidden' : ''}>${q ? 'No record matches.' : 'No records on this page.'}</p>
       </div>`;
@@ -198,8 +198,10 @@ function paging(shown: Shown | null, self: (page: number) => string, q: string |
 function recordRow(r: Row, writable: boolean): SafeHtml {
   const editable = writable && (EDITABLE_TYPES as readonly string[]).includes(r.type);
   return html`<tr data-name="${r.name}" data-type="${r.type}" data-rdata="${r.rdata}" data-ttl="${r.ttl}">${
-    writable ? html`<td>${editable ? html`<input type="checkbox" class="select-row" aria-label="Select ${r.name} ${r.type}">` : ''}</td>` : ''
-  }<td class="mono">${r.name}</td><td class="num">${r.ttl}</td><td>${r.class}</td><td>${r.type}</td><td class="mono rdata">${r.rdata}</td>${
+    writable
+      ? html`<td data-label="Select">${editable ? html`<input type="checkbox" class="select-row" aria-label="Select ${r.name} ${r.type}">` : ''}</td>`
+      : ''
+  }<td class="mono" data-label="Name">${r.name}</td><td class="num" data-label="TTL">${r.ttl}</td><td data-label="Class">${r.class}</td><td data-label="Type">${r.type}</td><td class="mono rdata" data-label="Data">${r.rdata}</td>${
     writable
       ? html`<td class="row-actions">${editable ? html`<button type="button" class="secondary edit-row">Edit</button> <button type="button" class="danger delete-row">Delete</button>` : ''}</td>`
       : ''

@@ -71,7 +71,7 @@ function rowOf(r: Row): HTMLTableRowElement {
   const tr = el('tr', { data: { name: r.name, type: r.type, rdata: r.rdata, ttl: String(r.ttl) } });
   const editable = writable && EDITABLE.has(r.type);
   if (writable) {
-    const td = el('td');
+    const td = el('td', { data: { label: 'Select' } });
     if (editable) {
       const box = el('input', { className: 'select-row' });
       box.type = 'checkbox';
@@ -81,11 +81,12 @@ function rowOf(r: Row): HTMLTableRowElement {
     tr.append(td);
   }
   tr.append(
-    el('td', { className: 'mono', text: r.name }),
-    el('td', { className: 'num', text: String(r.ttl) }),
-    el('td', { text: r.class }),
-    el('td', { text: r.type }),
-    el('td', { className: 'mono rdata', text: r.rdata }),
+    // data-label: the column's name, shown before the value where the rows stack (phones)
+    el('td', { className: 'mono', text: r.name, data: { label: 'Name' } }),
+    el('td', { className: 'num', text: String(r.ttl), data: { label: 'TTL' } }),
+    el('td', { text: r.class, data: { label: 'Class' } }),
+    el('td', { text: r.type, data: { label: 'Type' } }),
+    el('td', { className: 'mono rdata', text: r.rdata, data: { label: 'Data' } }),
   );
   if (writable) {
     const td = el('td', { className: 'row-actions' });
