@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountService } from '../../coordinator/src/accounts/account-service.js';
+import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js';
+import type { AuthUser } from '../../coordinator/src/accounts/types.js';
+import { loadConfig } from '../../coordinator/src/config.js';
+import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
+import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { SimWorker } from '../support/sim-worker.js';
+
+/**
+ * The cumulative transcript text while a job runs (built but untested until now, issue 41): each
+ * progress batch appends its segments' text to `transcript_text`, kept to its last 64 KiB while
+ * the job runs; at completion the whole text is rebuilt from the stored segments.
+ */
+let db: TestDatabase;
+let svc: RunningCoordinator;
+let sim: SimWorker;
+let owner: AuthUser;
+let jwt = '';
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_LEASE_TTL_SECONDS: '600' })));
+  const accounts = new AccountService(svc.orm);
+  owner = (await accounts.createUser({ username: randomName('running'), permissions: ['speech.use'] })).user;
+  jwt = svc.app.jwt.sign(await accessJwtPayload(accounts, owner.id));
+  sim = await SimWorker.start(svc, 'sim-running-text');
+}, 60_000);
+
+afterAll(async () => {
+  sim?.close();
+  await svc?.close();
+  await db?.drop();
+});
+
+const detail = async (id: number) => {
+  const res = await svc.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}`, headers: { authorization: `Bearer ${jwt}` } });
+  return res.json<{ job: { status: string; transcript_text: string | null; segment_count: number } }>().job;
+};
+
+describe('the running transcript text', () => {
+  it('grows with each batch, keeps its last 64 KiB mid-run, and is whole at completion', async () => {
+    const job = await svc.speech.jobs.create(owner, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/long.mp3' } });
+    const claim = await sim.claim();
+    expect(claim?.lease.job_id).toBe(job.id);
+    const lease = claim!.lease;
+    // 90 segments of about 1,000 characters each, in three batches: 90 KB of text in all.
+    const text = (seq: number) => `s${String(seq).padStart(2, '0')} ${'word '.repeat(199)}end${seq}.`;
+    const send = async (from: number, count: number) => {
+      const stream = sim.client.progress(lease);
+      stream.send({
+        stage: 'transcribing',
+        stage_detail: '',
+        audio_position_seconds: (from + count) * 10,
+        segments: Array.from({ length: count }, (_, i) => ({ seq: from + i, start: (from + i) * 10, end: (from + i) * 10 + 9, text: text(from + i) })),
+        duration_seconds: 900,
+        engine: 'test',
+        engine_model: 'small',
+      });
+      await stream.end();
+    };
+
+    await send(0, 10);
+    const early = await detail(job.id);
+    expect(early.status).toBe('transcribing');
+    expect(early.transcript_text).toBe(Array.from({ length: 10 }, (_, i) => text(i)).join(' '));
+
+    await send(10, 40);
+    await send(50, 40);
+    const capped = (await detail(job.id)).transcript_text!;
+    expect(capped.length).toBe(64 * 1024);
+    expect(capped.endsWith(text(89))).toBe(true);
+    expect(capped).not.toContain(text(0));
+
+    await sim.client.complete({
+      lease,
+      success: true,
+      error: '',
+      cancelled: false,
+      segment_count: 90,
+      duration_seconds: 900,
+      engine: 'test',
+      engine_model: 'small',
+    });
+    const done = await detail(job.id);
+    expect(done).toMatchObject({ status: 'completed', segment_count: 90 });
+    expect(done.transcript_text).toBe(Array.from({ length: 90 }, (_, i) => text(i)).join(' '));
+  });
+});
