@@ -8,9 +8,10 @@ import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../s
 import { SimWorker } from '../support/sim-worker.js';
 
 /**
- * The cumulative transcript text while a job runs (built but untested until now, issue 41): each
- * progress batch appends its segments' text to `transcript_text`, kept to its last 64 KiB while
- * the job runs; at completion the whole text is rebuilt from the stored segments.
+ * A running job as the API shows it (built but untested until now, issue 41): the cumulative
+ * transcript text (each progress batch appends its segments' text to `transcript_text`, kept to
+ * its last 64 KiB while the job runs; at completion the whole text is rebuilt from the stored
+ * segments), and liveness `unresponsive` after the heartbeat silence limit (90 s by default).
  */
 let db: TestDatabase;
 let svc: RunningCoordinator;
@@ -35,7 +36,9 @@ afterAll(async () => {
 
 const detail = async (id: number) => {
   const res = await svc.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}`, headers: { authorization: `Bearer ${jwt}` } });
-  return res.json<{ job: { status: string; transcript_text: string | null; segment_count: number } }>().job;
+  return res.json<{
+    job: { status: string; transcript_text: string | null; segment_count: number; liveness: { state: string; seconds_since_heartbeat: number | null } };
+  }>().job;
 };
 
 describe('the running transcript text', () => {
@@ -85,5 +88,24 @@ describe('the running transcript text', () => {
     const done = await detail(job.id);
     expect(done).toMatchObject({ status: 'completed', segment_count: 90 });
     expect(done.transcript_text).toBe(Array.from({ length: 90 }, (_, i) => text(i)).join(' '));
+  });
+});
+
+describe('liveness through the API', () => {
+  it('is unresponsive after 90 s without a heartbeat, active again after one', async () => {
+    const job = await svc.speech.jobs.create(owner, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/quiet.mp3' } });
+    const claim = await sim.claim();
+    expect(claim?.lease.job_id).toBe(job.id);
+    expect((await detail(job.id)).liveness.state).toBe('active');
+    // The worker falls silent: its last heartbeat 91 s ago (the lease itself lasts 600 s here).
+    await svc.orm.em
+      .getConnection()
+      .execute(`update speech_leases set last_heartbeat_at = now() - interval '91 seconds' where job_id = ? and ended_at is null`, [job.id]);
+    const silent = await detail(job.id);
+    expect(silent.liveness.state).toBe('unresponsive');
+    expect(silent.liveness.seconds_since_heartbeat).toBeGreaterThanOrEqual(90);
+    const session = (sim as unknown as { session: string }).session;
+    await sim.client.heartbeat({ session_id: session, leases: [claim!.lease] });
+    expect((await detail(job.id)).liveness.state).toBe('active');
   });
 });
