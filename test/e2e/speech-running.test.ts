@@ -4,7 +4,7 @@ import { accessJwtPayload } from '../../coordinator/src/accounts/auth-plugin.js'
 import type { AuthUser } from '../../coordinator/src/accounts/types.js';
 import { loadConfig } from '../../coordinator/src/config.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/src/service.js';
-import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
+import { browserLogin, createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { SimWorker } from '../support/sim-worker.js';
 
 /**
@@ -18,12 +18,15 @@ let svc: RunningCoordinator;
 let sim: SimWorker;
 let owner: AuthUser;
 let jwt = '';
+let password = '';
 
 beforeAll(async () => {
   db = await createTestDatabase();
   svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_LEASE_TTL_SECONDS: '600' })));
   const accounts = new AccountService(svc.orm);
-  owner = (await accounts.createUser({ username: randomName('running'), permissions: ['speech.use'] })).user;
+  const created = await accounts.createUser({ username: randomName('running'), permissions: ['speech.use'] });
+  owner = created.user;
+  password = created.password;
   jwt = svc.app.jwt.sign(await accessJwtPayload(accounts, owner.id));
   sim = await SimWorker.start(svc, 'sim-running-text');
 }, 60_000);
@@ -107,5 +110,25 @@ describe('liveness through the API', () => {
     const session = (sim as unknown as { session: string }).session;
     await sim.client.heartbeat({ session_id: session, leases: [claim!.lease] });
     expect((await detail(job.id)).liveness.state).toBe('active');
+  });
+});
+
+describe('times on the job page', () => {
+  it('are Europe/Stockholm wall-clock times labelled with their zone (CET or CEST)', async () => {
+    const job = await svc.speech.jobs.create(owner, { channel: 'web', source: { type: 'url', url: 'https://media.example.org/when.mp3' } });
+    const { jar } = await browserLogin(svc.app, owner.username, password);
+    const page = await svc.app.inject({ method: 'GET', url: `/speech/jobs/${job.id}`, headers: { cookie: jar.header() } });
+    expect(page.statusCode).toBe(200);
+    const times = [...page.body.matchAll(/<time datetime="([^"]+)">([^<]+)<\/time>/g)];
+    expect(times.length).toBeGreaterThan(0);
+    for (const [, iso, shown] of times) {
+      // Computed here from the zone's rule, not with the product's formatter: UTC+1 (CET) or UTC+2 (CEST).
+      const m = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) (CET|CEST)$/.exec(shown!);
+      expect(m, shown).not.toBeNull();
+      const [, y, mo, d, h, mi, sec, zone] = m!;
+      const wall = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(sec));
+      const utc = wall - (zone === 'CEST' ? 2 : 1) * 3600_000;
+      expect(utc, `${shown} for ${iso}`).toBe(Math.floor(new Date(iso!).getTime() / 1000) * 1000);
+    }
   });
 });
