@@ -54,13 +54,19 @@ async function decodeFlac(file: string, cacheDir: string): Promise<Float32Array>
     const bytes = readFileSync(cached);
     return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
   }
+  const samples = await decodeMono(file);
+  writeFileSync(cached, new Uint8Array(samples.buffer));
+  return samples;
+}
+
+/** An audio file as 16 kHz mono Float32 samples, by ffmpeg (the bench's corpora and recordings). */
+export async function decodeMono(file: string): Promise<Float32Array> {
   const { stdout } = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', file, '-f', 'f32le', '-ac', '1', '-ar', String(RATE), '-'], {
     encoding: 'buffer',
     maxBuffer: 64 * 1024 * 1024,
   });
   const copy = new Uint8Array(stdout.byteLength);
   copy.set(stdout);
-  writeFileSync(cached, copy);
   return new Float32Array(copy.buffer);
 }
 
@@ -78,7 +84,7 @@ function frameDb(samples: Float32Array, from = 0, to = samples.length): Float64A
 }
 
 /** The speech span of [from, to): first and last 10 ms frame within 35 dB of the loudest, 30 ms kept either side. */
-function speechSpan(samples: Float32Array, from: number, to: number): [number, number] {
+export function speechSpan(samples: Float32Array, from: number, to: number): [number, number] {
   const db = frameDb(samples, from, to);
   if (!db.length) return [from, to];
   const floor = Math.max(...db) - 35;

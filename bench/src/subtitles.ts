@@ -30,6 +30,7 @@ import { splitSegmentsBySpeaker, type SourceSegment } from '../../coordinator/di
 import { createDiarizer, readWav, type Diarizer } from '../../worker/dist/diarization/index.js';
 import { POCKETSPHINX_MODEL, createEngines, engineForModel, type TranscriptionEngine } from '../../worker/dist/engines/index.js';
 import { canonicalWavHeader } from '../../worker/dist/media/wav.js';
+import { decodeMono, speechSpan } from './diarization-corpus.js';
 import { log, median, rng, type Fail, type Row } from './lib.js';
 
 const run = promisify(execFile);
@@ -72,33 +73,9 @@ const dataDir = (root: string) => path.resolve(process.env.DIARIZATION_DATA || p
 
 // ---- recordings ----------------------------------------------------------------------------------
 
-async function decode(file: string): Promise<Float32Array> {
-  const { stdout } = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', file, '-f', 'f32le', '-ac', '1', '-ar', String(RATE), '-'], {
-    encoding: 'buffer',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const copy = new Uint8Array(stdout.byteLength);
-  copy.set(stdout);
-  return new Float32Array(copy.buffer);
-}
-
-/** The speech inside an utterance: first to last 10 ms frame within 35 dB of the loudest, 30 ms kept either side. */
+/** The speech inside an utterance (the corpus's rule: within 35 dB of the loudest frame, 30 ms kept either side). */
 function trimToSpeech(samples: Float32Array): Float32Array {
-  const hop = RATE / 100;
-  const frames = Math.floor(samples.length / hop);
-  const db = new Float64Array(frames);
-  for (let i = 0; i < frames; i++) {
-    let e = 0;
-    for (let j = 0; j < hop; j++) e += samples[i * hop + j]! ** 2;
-    db[i] = 10 * Math.log10(e / hop + 1e-12);
-  }
-  if (!frames) return samples;
-  const floor = Math.max(...db) - 35;
-  let a = 0;
-  while (a < frames - 1 && db[a]! < floor) a++;
-  let b = frames - 1;
-  while (b > a && db[b]! < floor) b--;
-  return samples.subarray(Math.max(0, (a - 3) * hop), Math.min(samples.length, (b + 4) * hop));
+  return samples.subarray(...speechSpan(samples, 0, samples.length));
 }
 
 function writeWav(file: string, samples: Float32Array) {
@@ -139,12 +116,12 @@ async function buildConversation(dir: string): Promise<Recording> {
     const files = readdirSync(path.join(otherDir, spk))
       .filter((f) => f.endsWith('.flac'))
       .sort();
-    const utterances = await Promise.all(files.map(async (f) => trimToSpeech(await decode(path.join(otherDir, spk, f)))));
+    const utterances = await Promise.all(files.map(async (f) => trimToSpeech(await decodeMono(path.join(otherDir, spk, f)))));
     const turns: Float32Array[][] = [];
     while (utterances.length) turns.push(utterances.splice(0, 1 + Math.floor(random() * 3)));
     queues.push(turns);
   }
-  for (const f of longest) queues.push([[trimToSpeech(await decode(path.join(trainDir, f)))]]);
+  for (const f of longest) queues.push([[trimToSpeech(await decodeMono(path.join(trainDir, f)))]]);
   const placed: Array<{ at: number; samples: Float32Array }> = [];
   const reference: Array<{ start: number; end: number; speaker: number }> = [];
   let cursor = Math.round(0.5 * RATE);
