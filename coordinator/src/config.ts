@@ -295,6 +295,12 @@ export const envSchema = z.object({
     .max(30 * 86400)
     .default(3600)
     .describe('JWT lifetime'),
+  SPEECH_RATE_LIMIT_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(120)
+    .describe('Speech API requests (`/api/speech/*`, every route together; upload chunks apart) per client address and minute'),
   LOGIN_RATE_LIMIT_PER_MINUTE: z.coerce
     .number()
     .int()

@@ -219,7 +219,9 @@ export function redisWithFallbackStore(
     child(routeOptions: object): FastifyRateLimitStore {
       // The same key layout as the plugin's Redis store (a shared limiter has no route: "undefinedundefined-").
       // The plugin passes its merged parameters with `routeInfo`, which its typings leave out.
-      const info = (routeOptions as { routeInfo?: { method?: string; url?: string } }).routeInfo ?? {};
+      const { routeInfo: info = {}, groupId } = routeOptions as { routeInfo?: { method?: string; url?: string }; groupId?: string };
+      // Routes of one group (`config.rateLimit.groupId`) share one counter per client: keyed by the group, not the route.
+      if (groupId) return new Store(`${this.prefix}group:${groupId}-`);
       return new Store(`${this.prefix}${String(info.method)}${String(info.url)}-`);
     }
   }

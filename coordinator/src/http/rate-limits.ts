@@ -28,12 +28,14 @@ export function sharedBucketKey(redisKeyPrefix: string, bucket: SharedBucket, ip
 const SYNCED_BUCKETS: readonly SharedBucket[] = ['irc', 'dns'];
 
 /**
- * Which counters may be synced instead of counted in Redis on every request: the chat-log and DNS
- * budgets, and route limits of GET routes. Sign-in, token, admin, guestbook and dyndns budgets and
+ * Which counters may be synced instead of counted in Redis on every request: the chat-log, DNS and
+ * speech API budgets, and route limits of GET routes. Sign-in, token, admin, guestbook and dyndns budgets and
  * the route limits of every other method stay exact (one Redis round trip per request).
  * `limiter` is the store's route part of the key (`undefinedundefined-` for a shared budget).
  */
 export function syncedRateLimit(limiter: string, key: string): boolean {
   if (limiter === 'undefinedundefined-') return SYNCED_BUCKETS.some((bucket) => key.startsWith(`${bucket}:`));
+  // The speech API's group (policy.ts SPEECH_RATE_LIMIT): mostly reads and status polls.
+  if (limiter === 'group:speech-api-') return true;
   return limiter.startsWith('GET');
 }

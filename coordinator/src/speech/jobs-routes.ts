@@ -6,7 +6,7 @@ import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
 import { uploadLimits } from './host-limits.js';
-import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
+import { speechRateLimit, speechStatusConfig } from './policy.js';
 import { presentJob, presentSegment, queuedMessage } from './jobs/presenter.js';
 import {
   createJobFieldsSchema,
@@ -37,7 +37,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const detail = jobDetailPresenter(deps);
-  const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
+  const user = { auth: speechUser, rateLimit: speechRateLimit(deps.config) };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
 
   r.get('/api/speech/status', {
@@ -219,7 +219,7 @@ export async function speechJobRoutes(app: FastifyInstance, deps: Pick<SpeechDep
   });
 
   r.put('/api/speech/jobs/:jobId/target', {
-    config: { auth: speechAdmin, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechAdmin, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags,
       security,

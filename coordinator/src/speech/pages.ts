@@ -13,7 +13,7 @@ import { localWorkerProblem } from './local-worker-status.js';
 import { JobService } from './jobs/job-service.js';
 import { diarizationRecord, presentJob, presentJobDetail } from './jobs/presenter.js';
 import { presentDiarization } from './jobs/speakers.js';
-import { SPEECH_RATE_LIMIT } from './policy.js';
+import { SPEECH_PAGE_RATE_LIMIT } from './policy.js';
 import { RETRANSCRIPTION_STARTED } from './revisions-routes.js';
 import { pageJobFieldsSchema, pageRerunSchema } from './schemas.js';
 import type { ShareService } from './shares/share-service.js';
@@ -157,7 +157,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       schema: { ...hidden, body: pageJobFieldsSchema },
       attachValidation: true,
       preValidation: emptyBodyForMultipart,
-      config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+      config: { auth: speechUser, rateLimit: SPEECH_PAGE_RATE_LIMIT },
     },
     async (request, reply) => {
       const caller = userOf(request);
@@ -304,7 +304,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     '/speech/jobs/:jobId/retranscription',
     {
       schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), model: z.string().max(200).optional() }).optional() },
-      config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+      config: { auth: speechUser, rateLimit: SPEECH_PAGE_RATE_LIMIT },
     },
     async (request, reply) => {
       const { jobId } = request.params;
@@ -350,7 +350,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       return reply.redirect(`${redirect(jobId)}?notice=${notice}`, 303);
     };
   const speakerForm = z.record(z.string().regex(/^(_csrf|name_S[1-9][0-9]{0,3})$/), z.string().max(200)).optional();
-  const action = { config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT } };
+  const action = { config: { auth: speechUser, rateLimit: SPEECH_PAGE_RATE_LIMIT } };
 
   r.post(
     '/speech/jobs/:jobId/diarization',
@@ -412,7 +412,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     '/speech/jobs/:jobId/target',
     {
       schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), target: z.string().max(220) }) },
-      config: { auth: speechAdmin, rateLimit: SPEECH_RATE_LIMIT },
+      config: { auth: speechAdmin, rateLimit: SPEECH_PAGE_RATE_LIMIT },
     },
     formAction('targetError', 'target-saved', (user, jobId, body: { target: string }) => {
       const [mode, ...rest] = body.target.split(':');

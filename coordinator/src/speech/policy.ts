@@ -1,8 +1,19 @@
 import type { Config } from '../config.js';
 import { uploadLimits, ytdlpConfigured } from './host-limits.js';
 
-/** The request throttle of the speech API routes, per client address and route. */
-export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
+/**
+ * The speech API's request throttle (`/api/speech/*`): SPEECH_RATE_LIMIT_PER_MINUTE (120, as the
+ * specification says) requests a minute per client address, ALL its routes together (one counter:
+ * `groupId`; the rate-limit store keys a group by its name instead of the route,
+ * rate-limit-store.ts). Resumable-upload chunks (tus PATCH) have their own budget: one upload is
+ * many of them.
+ */
+export function speechRateLimit(config: Pick<Config, 'SPEECH_RATE_LIMIT_PER_MINUTE'>) {
+  return { max: config.SPEECH_RATE_LIMIT_PER_MINUTE, timeWindow: 60_000, groupId: 'speech-api' } as const;
+}
+
+/** The speech pages' and the public share page's throttle: 120 a minute per client and route (HTML, not the API). */
+export const SPEECH_PAGE_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
 
 /** `config` of the status responses (signed-in and token API). */
 export async function speechStatusConfig(config: Config) {

@@ -4,7 +4,7 @@ import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { SPEECH_RATE_LIMIT } from './policy.js';
+import { speechRateLimit } from './policy.js';
 import { presentJob } from './jobs/presenter.js';
 import { presentRetranscription } from './jobs/revision-presenter.js';
 import { retranscribeBodySchema, revisionsQuerySchema, revisionsResponseSchema } from './revision-schemas.js';
@@ -27,7 +27,7 @@ export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<Spee
   const publicBaseUrl = deps.config.PUBLIC_BASE_URL;
 
   r.get('/api/speech/jobs/:jobId/revisions', {
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags,
       security: [{ session: [] }, { bearerJwt: [] }],
@@ -53,7 +53,7 @@ export async function speechRevisionRoutes(app: FastifyInstance, deps: Pick<Spee
   });
 
   r.post('/api/speech/jobs/:jobId/retranscribe', {
-    config: { auth: speechJwt, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechJwt, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags,
       security: [{ bearerJwt: [] }],

@@ -5,17 +5,17 @@ import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { SPEECH_RATE_LIMIT } from './policy.js';
+import { speechRateLimit } from './policy.js';
 
 const speechManager: AuthRequirement = { accept: ['session', 'jwt'], permissions: ['speech.manage'] };
 
 /** `POST /api/speech/run-now`: the queue manager's "process the queue now" helper. */
-export async function runNowRoute(app: FastifyInstance, deps: Pick<SpeechDeps, 'speech' | 'workers'>) {
+export async function runNowRoute(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech' | 'workers'>) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { jobs } = deps.speech;
 
   r.post('/api/speech/run-now', {
-    config: { auth: speechManager, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechManager, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags: ['speech'],
       security: [{ session: [] }, { bearerJwt: [] }],

@@ -8,7 +8,7 @@ import type { SpeechDeps } from '../deps.js';
 import { unauthenticated } from '../http/errors.js';
 import { uploadLimits } from './host-limits.js';
 import { presentJob, queuedMessage } from './jobs/presenter.js';
-import { SPEECH_RATE_LIMIT, speechStatusConfig } from './policy.js';
+import { speechRateLimit, speechStatusConfig } from './policy.js';
 import { apiCreateJobFieldsSchema, jobDetailSchema, jobIdParams, jobMessageResponseSchema, jobSchema, statusResponseSchema } from './schemas.js';
 import { createSubmittedJob, emptyBodyForMultipart, readSubmission, jobSettings } from './submission.js';
 import { jobDetailPresenter } from './job-detail.js';
@@ -43,7 +43,7 @@ export async function speechTokenApiRoutes(app: FastifyInstance, deps: Pick<Spee
   const { jobs, media, models: catalog } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
   const detail = jobDetailPresenter(deps);
-  const routeConfig = { auth: tokenAuth, rateLimit: SPEECH_RATE_LIMIT };
+  const routeConfig = { auth: tokenAuth, rateLimit: speechRateLimit(deps.config) };
   const publicBaseUrl = config.PUBLIC_BASE_URL;
 
   r.get('/api/speech/transcribe/status', {

@@ -5,7 +5,7 @@ import { errorBodySchema } from '@sonar/shared';
 import { userOf } from '../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../accounts/types.js';
 import type { SpeechDeps } from '../deps.js';
-import { SPEECH_RATE_LIMIT } from './policy.js';
+import { speechRateLimit } from './policy.js';
 import { jobIdParams } from './schemas.js';
 import { DOCX_MEDIA_TYPE, RTTM_MEDIA_TYPE, TRANSCRIPT_FORMATS, TRANSCRIPT_MEDIA_TYPES, type DownloadFormat } from './jobs/transcript-formats.js';
 import { downloadQuery, sendDownload, type DownloadQuery } from './transcript-download.js';
@@ -36,7 +36,7 @@ const description =
   `to view it in the browser instead. ${sameAtShare}`;
 
 /** Signed-in API: transcript downloads (TXT, SRT, WebVTT, JSON, DOCX) and speaker turns (RTTM) of a job's current pass (sent by transcript-download.ts, as at the share page). */
-export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'speech'>) {
+export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { jobs } = deps.speech;
   // Never cached by shared caches: the transcript is private and changes while the job runs.
@@ -49,7 +49,7 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
 
   // Registered before `transcript.:format`; a static path wins over the parametric one either way.
   r.get('/api/speech/jobs/:jobId/transcript.rttm', {
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags: ['speech'],
       security,
@@ -70,7 +70,7 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
   });
 
   r.get('/api/speech/jobs/:jobId/transcript.:format', {
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags: ['speech'],
       security,
@@ -85,7 +85,7 @@ export async function transcriptRoutes(app: FastifyInstance, deps: Pick<SpeechDe
   });
 
   r.get('/api/speech/jobs/:jobId/transcript', {
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags: ['speech'],
       security,

@@ -5,7 +5,7 @@ import { errorBodySchema, safeString } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
-import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { speechRateLimit } from '../policy.js';
 import { jobDetailSchema, jobIdParams } from '../schemas.js';
 import type { AiService } from './ai-service.js';
 import { jobDetailPresenter } from '../job-detail.js';
@@ -28,7 +28,7 @@ const metadataText = (max: number, multiline: boolean) =>
 /** Transcript analysis on demand, title suggestions and the metadata form (title, note). */
 export async function aiRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>, ai: AiService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
+  const user = { auth: speechUser, rateLimit: speechRateLimit(deps.config) };
 
   const detail = jobDetailPresenter(deps);
 

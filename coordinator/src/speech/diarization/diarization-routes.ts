@@ -5,7 +5,7 @@ import { errorBodySchema, safeString } from '@sonar/shared';
 import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
-import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { speechRateLimit } from '../policy.js';
 import { diarizationRerunSchema, jobDetailSchema, jobIdParams } from '../schemas.js';
 import { jobDetailPresenter } from '../job-detail.js';
 
@@ -20,7 +20,7 @@ const response = z.object({ ok: z.literal(true), message: z.string(), job: jobDe
 export async function diarizationRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech'>) {
   const { diarization } = deps.speech;
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const user = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
+  const user = { auth: speechUser, rateLimit: speechRateLimit(deps.config) };
 
   const detail = jobDetailPresenter(deps);
 

@@ -6,7 +6,7 @@ import { sendErrorPage, sendPage } from '../../http/page.js';
 import { humanDuration } from '../jobs/liveness.js';
 import { DOWNLOAD_FORMATS, paragraphsOf } from '../jobs/transcript-formats.js';
 import { downloadQuery, sendDownload } from '../transcript-download.js';
-import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { SPEECH_PAGE_RATE_LIMIT } from '../policy.js';
 import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
@@ -54,7 +54,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
 
   app.get<{ Params: { token: string }; Querystring: Record<string, string | undefined> }>(
     `${SHARE_PATH_PREFIX}:token`,
-    { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
+    { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_PAGE_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
       const download = DOWNLOAD_FORMATS.find((f) => raw.endsWith(`.${f}`));

@@ -6,7 +6,7 @@ import { userOf } from '../../accounts/auth-plugin.js';
 import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { presentShare } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { speechRateLimit } from '../policy.js';
 import { jobIdParams, shareSchema } from '../schemas.js';
 import type { ShareService } from './share-service.js';
 
@@ -19,7 +19,7 @@ const csrfNote = 'From a browser session the request needs the `X-CSRF-Token` he
 /** Signed-in API: create or disable the public share of a transcript (owner or queue manager). */
 export async function shareRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, 'config'>, shares: ShareService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const config = { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT };
+  const config = { auth: speechUser, rateLimit: speechRateLimit(deps.config) };
   const publicBaseUrl = deps.config.PUBLIC_BASE_URL;
 
   r.post('/api/speech/jobs/:jobId/share', {

@@ -7,7 +7,7 @@ import type { AuthRequirement } from '../../accounts/types.js';
 import type { SpeechDeps } from '../../deps.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import { presentJob } from '../jobs/presenter.js';
-import { SPEECH_RATE_LIMIT } from '../policy.js';
+import { speechRateLimit } from '../policy.js';
 import { jobResponseSchema } from '../schemas.js';
 import { JOB_ID_HEADER, TUS_PATH } from './tus-uploads.js';
 
@@ -106,7 +106,7 @@ export async function speechUploadRoutes(app: FastifyInstance, deps: Pick<Speech
   app.route({
     method: ['POST', 'OPTIONS'],
     url: TUS_PATH,
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: { ...schemaBase, summary: 'tus: create a resumable upload (POST) or discover the server’s capabilities (OPTIONS)' },
     handler: handleTus,
   });
@@ -119,7 +119,7 @@ export async function speechUploadRoutes(app: FastifyInstance, deps: Pick<Speech
   });
 
   r.get(`${TUS_PATH}/:id/job`, {
-    config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    config: { auth: speechUser, rateLimit: speechRateLimit(deps.config) },
     schema: {
       tags,
       security,
