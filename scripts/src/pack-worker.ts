@@ -10,7 +10,7 @@
 // - dist/bin.js: the agent bundled by esbuild with the workspaces @sonar/proto and @sonar/shared
 //   compiled in (they are never published). Registry packages stay imports, declared as the
 //   tarball's dependencies with the ranges the workspaces ask for; exactly the packages the bundle
-//   imports are declared (esbuild's metafile says which), so a missing one fails here, not on a
+//   imports are declared (the resolver plugin records them), so a missing one fails here, not on a
 //   host. Not bundleDependencies: npm then leaves the bundled workspaces' own dependencies as
 //   empty folders under `npm install -g` (grpc-js, protobufjs, zod, … and protobufjs's postinstall
 //   fails), and not separate tarballs for the workspaces: `npm install -g` of one file cannot find
