@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AccountService } from '../../coordinator/src/accounts/account-service.js';
 import { openOrm, type Orm } from '../../coordinator/src/db/orm.js';
 import { WorkerDirectory } from '../../coordinator/src/speech/workers/worker-directory.js';
+import { launchBrowser, watchContext } from '../support/browser.js';
 import { createTestDatabase, randomName, testEnv, type TestDatabase } from '../support/harness.js';
 import { multipartForm } from '../support/multipart.js';
 import { startCoordinatorProcess } from '../support/outage.js';
@@ -43,6 +44,8 @@ let haproxyEnv: Record<string, string>;
 let base: string;
 let grpcAddress: string;
 let token: string;
+let username: string;
+let password: string;
 let apiToken: string;
 const agents: Proc[] = [];
 let receiver: Server;
@@ -179,7 +182,10 @@ beforeAll(async () => {
   await allUp();
 
   const accounts = new AccountService(orm);
-  const { user, password } = await accounts.createUser({ username: randomName('cluster'), permissions: ['speech.use', 'speech.api'] });
+  const created = await accounts.createUser({ username: randomName('cluster'), permissions: ['speech.use', 'speech.api'] });
+  const { user } = created;
+  username = user.username;
+  password = created.password;
   apiToken = (await accounts.createPersonalToken(user.id, { name: 'cluster', scopes: ['speech.api'] })).token;
   const login = await fetch(`${base}/api/account/login`, {
     method: 'POST',
@@ -248,6 +254,46 @@ describe('three coordinators behind HAProxy', () => {
     await Promise.all(attached.map((a) => a.proc.stop('SIGTERM')));
   });
 
+  it('a browser watching a job through HAProxy sees it live to the end while the worker talks to another coordinator', { timeout: 180_000 }, async () => {
+    // The worker on c1's own gRPC port; the browser pinned to c2 by HAProxy's cookie (what a first answer would set).
+    const agent = await startAgent(`127.0.0.1:${nodes[0]!.grpcPort}`);
+    const browser = await launchBrowser();
+    try {
+      const context = await browser.newContext();
+      await context.addCookies([{ name: 'SONAR_NODE', value: 'c2', url: base }]);
+      const { problems, cspViolations } = await watchContext(context);
+      const page = await context.newPage();
+      await page.goto(`${base}/login`);
+      await page.fill('#username', username);
+      await page.fill('#password', password);
+      await page.click('button[type=submit]');
+      await page.waitForURL(`${base}/`);
+
+      const jobId = await submit(speech('watched', Array.from({ length: 3 }, () => SENTENCES).flat()), 'watched');
+      await page.goto(`${base}/speech/jobs/${jobId}`);
+      await page.waitForSelector('html[data-cards="synced"]');
+      const view = () =>
+        page.evaluate(() => ({
+          segments: document.querySelectorAll('#segments > li').length,
+          status: document.getElementById('job-status')?.dataset.status ?? '',
+        }));
+      // Segments arrive while the job still runs: live, not only on completion.
+      await expect.poll(async () => (await view()).segments, { timeout: 90_000, interval: 50 }).toBeGreaterThan(0);
+      expect((await view()).status).not.toBe('completed');
+      await expect.poll(async () => (await view()).status, { timeout: 90_000, interval: 100 }).toBe('completed');
+      const [row] = await sql<{ n: number }>('select count(*)::int as n from speech_segments where job_id = ?', [jobId]);
+      await expect.poll(async () => (await view()).segments, { timeout: 10_000 }).toBe(row!.n);
+      // The page's socket went through HAProxy to c2 (the cookie), the worker's calls to c1.
+      expect(nodes[0]!.proc!.proc.lines.some((l) => l.includes('"worker hello"') && l.includes(`"worker":"${agent.name}"`))).toBe(true);
+      expect((await context.cookies(base)).find((c) => c.name === 'SONAR_NODE')?.value).toBe('c2');
+      expect(await cspViolations(page)).toEqual([]);
+      expect(problems).toEqual([]);
+    } finally {
+      await browser.close();
+      await agent.proc.stop('SIGTERM');
+    }
+  });
+
   it('kill -9 of the coordinator a worker talks to mid-job: the job completes once and its callback is delivered once', { timeout: 240_000 }, async () => {
     const agent = await startAgent(grpcAddress);
     // Through the token API (HAProxy), with a callback to the receiver.
@@ -308,7 +354,7 @@ describe('three coordinators behind HAProxy', () => {
   });
 
   it('a rolling restart of all three: no failed HTTP request, no lost or duplicated job', { timeout: 300_000 }, async () => {
-    await Promise.all([0, 1, 2].map(() => startAgent(grpcAddress)));
+    const rolling = await Promise.all([0, 1, 2].map(() => startAgent(grpcAddress)));
     const [{ max }] = (await sql<{ max: number }>('select coalesce(max(id), 0)::int as max from speech_jobs')) as [{ max: number }];
     const wav = speech('rolling', [SENTENCES[2]!]);
     const ids: number[] = [];
@@ -362,5 +408,6 @@ describe('three coordinators behind HAProxy', () => {
     // Nothing was submitted twice (a POST retried by the proxy after a coordinator stored it).
     const created = await sql<{ id: number }>('select id from speech_jobs where id > ? order by id', [max]);
     expect(created.map((r) => r.id)).toEqual(ids);
+    await Promise.all(rolling.map((a) => a.proc.stop('SIGTERM')));
   });
 });
