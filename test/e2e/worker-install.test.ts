@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -18,8 +18,9 @@ import { makeTwoVoiceRecording } from '../support/two-voice.js';
  * The worker installed exactly as docs/speech.md says, on a clean prefix, both ways:
  *
  * - `npm run pack:worker`, then `npm install -g ./sonar-worker-<version>.tgz` with the npm
- *   registry reachable and an empty npm cache of its own, run by Node 22 (the registry's
- *   node-linux-<arch>@22) with --engine-strict, so every package installed must accept Node 22;
+ *   registry reachable and an empty npm cache of its own, by Node 22 and its npm 10 (the
+ *   registry's node-linux-<arch>@22 and npm@10; npm 10 runs dependencies' install scripts, npm 11
+ *   asks first) with --engine-strict, so every package installed must accept Node 22;
  * - `npm run pack:worker -- --with-dependencies`, then `npm install -g --offline` of that tarball
  *   with another empty cache: nothing may be fetched, by Node 24.
  *
@@ -60,19 +61,27 @@ async function pack(extra: string[]): Promise<string> {
   return stdout.trim().split('\n').at(-1)!;
 }
 
-/** The registry's Node 22 for this machine, unpacked; its bin/ folder. */
+/**
+ * The registry's Node 22 for this machine and the npm it ships with (10), unpacked: a folder with
+ * `node` and `npm` (the npm CLI run by that node), to put first on PATH.
+ */
 async function node22(): Promise<string> {
   const dir = path.join(work, 'node22');
   mkdirSync(dir);
   const env = hostEnv(path.dirname(process.execPath));
-  const { stdout } = await sh(
-    'npm',
-    ['pack', `node-linux-${process.arch}@22`, '--json', '--pack-destination', dir, '--cache', path.join(work, 'npm-cache-node22')],
-    { env },
-  );
-  const [packed] = JSON.parse(stdout) as { filename: string }[];
-  await sh('tar', ['-xzf', path.join(dir, packed!.filename), '-C', dir, '--strip-components=1']);
-  return path.join(dir, 'bin');
+  const unpack = async (spec: string, into: string) => {
+    mkdirSync(into);
+    const { stdout } = await sh('npm', ['pack', spec, '--json', '--pack-destination', dir, '--cache', path.join(work, 'npm-cache-node22')], { env });
+    const [packed] = JSON.parse(stdout) as { filename: string }[];
+    await sh('tar', ['-xzf', path.join(dir, packed!.filename), '-C', into, '--strip-components=1']);
+  };
+  await unpack(`node-linux-${process.arch}@22`, path.join(dir, 'node'));
+  await unpack('npm@10', path.join(dir, 'npm'));
+  const bin = path.join(dir, 'bin');
+  mkdirSync(bin);
+  symlinkSync(path.join(dir, 'node', 'bin', 'node'), path.join(bin, 'node'));
+  writeFileSync(path.join(bin, 'npm'), `#!/bin/sh\nexec "${path.join(bin, 'node')}" "${path.join(dir, 'npm', 'bin', 'npm-cli.js')}" "$@"\n`, { mode: 0o755 });
+  return bin;
 }
 
 /** Bytes of every file under `dir` (apparent sizes, links not followed). */
@@ -171,7 +180,7 @@ afterAll(async () => {
 });
 
 describe('installing the worker as docs/speech.md says', () => {
-  it('npm install -g of the packed tarball, from the registry, on Node 22', { timeout: 400_000 }, async () => {
+  it('npm install -g of the packed tarball, from the registry, on Node 22 with npm 10', { timeout: 400_000 }, async () => {
     const tgz = await pack([]);
     expect(tgz).toBe(path.join(work, 'out', `sonar-worker-${version}.tgz`));
     const entries = (await sh('tar', ['-tzf', tgz])).stdout.trim().split('\n');
@@ -192,6 +201,7 @@ describe('installing the worker as docs/speech.md says', () => {
     const nodeDir = await node22();
     const env = hostEnv(nodeDir);
     expect((await sh('node', ['--version'], { env })).stdout).toMatch(/^v22\./);
+    expect((await sh('npm', ['--version'], { env })).stdout).toMatch(/^10\./);
     const prefix = path.join(work, 'host-registry');
     const started = Date.now();
     const install = await sh(
@@ -199,7 +209,7 @@ describe('installing the worker as docs/speech.md says', () => {
       ['install', '-g', '--prefix', prefix, '--cache', path.join(work, 'npm-cache'), '--engine-strict', '--no-audit', '--no-fund', tgz],
       { env },
     );
-    process.stderr.write(`worker-install: npm install -g from the registry on Node 22 in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(`worker-install: npm 10 install -g from the registry on Node 22 in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
     expect(install.stderr).not.toMatch(/ENOTFOUND|ECONNREFUSED|npm error/);
 
     const installed = path.join(prefix, 'lib', 'node_modules', '@sonar', 'worker');
