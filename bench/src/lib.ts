@@ -34,7 +34,7 @@ export async function profiled<T>(file: string | null, fn: () => Promise<T>): Pr
 }
 
 // ---- CPU accounting (Linux /proc; anything unreadable is left out) -----------------------------------
-let clockTicks = 100;
+export let clockTicks = 100;
 try {
   clockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 } catch {

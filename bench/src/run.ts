@@ -37,6 +37,7 @@ import { COORDINATOR_NODE_FLAGS } from '../../coordinator/dist/node-flags.js';
 import { startCoordinator, type RunningCoordinator } from '../../coordinator/dist/service.js';
 import { POCKETSPHINX_MODEL, createEngines, decodeToWav, engineForModel } from '../../worker/dist/engines/index.js';
 import { createDiarizer, readWav } from '../../worker/dist/diarization/index.js';
+import { clusterPhases } from './cluster.js';
 import { diarizationPhase } from './diarization.js';
 import { dnsPhases } from './dns.js';
 import { fleetPhases } from './fleet.js';
@@ -101,20 +102,22 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && !['speech', 'dns', 'irc', 'diarization', 'subtitles', 'fleet', 'http'].includes(only)) {
+if (only && !['speech', 'dns', 'irc', 'diarization', 'subtitles', 'fleet', 'http', 'cluster'].includes(only)) {
   process.stderr.write(
-    `BENCH_ONLY must be "speech", "dns", "irc", "diarization", "subtitles", "fleet" or "http" (or unset for all but subtitles), not "${only}"\n`,
+    `BENCH_ONLY must be "speech", "dns", "irc", "diarization", "subtitles", "fleet", "http" or "cluster" (or unset for all but subtitles and cluster), not "${only}"\n`,
   );
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean; http: boolean } = {
+const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean; http: boolean; cluster: boolean } = {
   speech: !only || only === 'speech',
   fleet: !only || only === 'fleet',
   dns: !only || only === 'dns',
   http: !only || only === 'http',
   irc: only === 'irc' ? true : only ? false : null,
   diarization: !only || only === 'diarization',
+  // Only when asked for (bench/src/cluster.ts: one coordinator against two).
+  cluster: only === 'cluster',
 };
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
 // An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
@@ -381,7 +384,7 @@ async function main() {
   const check = (ok: boolean) => {
     if (!ok) failed = true;
   };
-  if (parts.speech || parts.dns || parts.fleet || parts.http) await coordinatorParts(check);
+  if (parts.speech || parts.dns || parts.fleet || parts.http || parts.cluster) await coordinatorParts(check);
   if (parts.irc) {
     checkInterrupted();
     await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
@@ -405,23 +408,22 @@ async function coordinatorParts(check: (ok: boolean) => void) {
     },
   ]);
 
-  const config = loadConfig(
-    coordinatorEnv(
-      { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
-      // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
-      // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
-      // The HTTP read phase's requests come through loopback as a proxy, each with its own client
-      // address in X-Forwarded-For (the other phases send none: their address stays 127.0.0.1).
-      // BENCH_IRC_SEARCH_CACHE_MB=0 measures the chat-log search without its answer cache.
-      {
-        DNS_CACHE_TTL_SECONDS: '86400',
-        DNS_RATE_LIMIT_PER_MINUTE: '1000000',
-        OUTBOUND_ALLOW_RANGES: '203.0.113.0/24',
-        TRUST_PROXY: '127.0.0.1',
-        ...(process.env.BENCH_IRC_SEARCH_CACHE_MB ? { IRC_SEARCH_CACHE_MB: process.env.BENCH_IRC_SEARCH_CACHE_MB } : {}),
-      },
-    ),
+  const env = coordinatorEnv(
+    { databaseUrl: databaseUrl(dbName), redisUrl: settings.redisUrl, redisPrefix, mediaDir: path.join(tmp, 'media') },
+    // The DNS reads must come from the cache the refresh phase filled, however long the run takes;
+    // every DNS request of the bench comes from one client address: the default 300/min would answer 429.
+    // The HTTP read phase's requests come through loopback as a proxy, each with its own client
+    // address in X-Forwarded-For (the other phases send none: their address stays 127.0.0.1).
+    // BENCH_IRC_SEARCH_CACHE_MB=0 measures the chat-log search without its answer cache.
+    {
+      DNS_CACHE_TTL_SECONDS: '86400',
+      DNS_RATE_LIMIT_PER_MINUTE: '1000000',
+      OUTBOUND_ALLOW_RANGES: '203.0.113.0/24',
+      TRUST_PROXY: '127.0.0.1',
+      ...(process.env.BENCH_IRC_SEARCH_CACHE_MB ? { IRC_SEARCH_CACHE_MB: process.env.BENCH_IRC_SEARCH_CACHE_MB } : {}),
+    },
   );
+  const config = loadConfig(env);
   log('starting the coordinator (migrations run now)');
   const svc = await startCoordinator(config);
   cleanups.push([
@@ -460,6 +462,13 @@ async function coordinatorParts(check: (ok: boolean) => void) {
       startLoadGenerator,
       cleanups,
     });
+  }
+  if (parts.cluster) {
+    checkInterrupted();
+    const load = startLoadGenerator();
+    cleanups.push(['cluster load generator', () => load.stop()]);
+    await clusterPhases({ svc, q, accounts, runId, load, row, fail, target, checkInterrupted, env, root, cleanups, check, startLoadGenerator });
+    await load.stop();
   }
   if (parts.http) {
     checkInterrupted();

@@ -90,6 +90,7 @@ describe('generated protocol types', () => {
       agent_version: '',
       hostname: '',
       local: false,
+      probe: false,
       held_leases: [{ job_id: 7, attempt: 1, lease_token: 't' }],
       capabilities: {
         models: ['m'],

@@ -7,12 +7,14 @@ import { CoordinatorClient } from './coordinator-client.js';
 import { createEngines, decodeToWav, engineForModel, type TranscriptionEngine } from './engines/index.js';
 import { DiarizerUnavailableError, createDiarizer, readWav, type DiarizerConfig } from './diarization/index.js';
 import { runJob, type JobDiarizer } from './job-runner.js';
+import { defaultWorkDir, formatDoctorTable, runDoctor } from './doctor.js';
 import { workerCommand } from './options.js';
+import { workerVersion } from './package-root.js';
 
 /** The parent as early as this module can see it: main() awaits capability detection before it watches. */
 const parentAtStart = process.ppid;
 
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+const pkg = { version: workerVersion() };
 
 const program = workerCommand(pkg.version).parse();
 
@@ -35,17 +37,22 @@ const opts = program.opts<{
   diarizationEmbeddingModel?: string;
 }>();
 
+/** The diarizer the options ask for; null with --diarization off. */
+function diarizerConfig(): DiarizerConfig | null {
+  if (opts.diarization === 'off') return null;
+  return opts.diarization === 'sherpa-onnx'
+    ? { engine: 'sherpa-onnx', segmentationModel: opts.diarizationSegmentationModel ?? '', embeddingModel: opts.diarizationEmbeddingModel ?? '' }
+    : { engine: 'default' };
+}
+
 /**
  * Loads the configured diarizer. A diarizer that cannot run (missing or broken model files, a
  * native package that does not load) is not fatal: the worker still transcribes, advertises no
  * diarization and tells the coordinator why (Capabilities.diarization_error).
  */
 async function loadDiarizer(): Promise<{ diarizer: JobDiarizer; engine: string } | { error: string } | undefined> {
-  if (opts.diarization === 'off') return undefined;
-  const config: DiarizerConfig =
-    opts.diarization === 'sherpa-onnx'
-      ? { engine: 'sherpa-onnx', segmentationModel: opts.diarizationSegmentationModel ?? '', embeddingModel: opts.diarizationEmbeddingModel ?? '' }
-      : { engine: 'default' };
+  const config = diarizerConfig();
+  if (!config) return undefined;
   try {
     const engine = await createDiarizer(config);
     const diarizer: JobDiarizer = {
@@ -82,8 +89,25 @@ const log =
     process.stderr.write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...obj }) + '\n');
 const logger: AgentLogger = { info: log('info'), warn: log('warn'), error: log('error') };
 
+/** `sonar-worker doctor`: the checks as a table on stdout; exit code 1 when one failed. */
+async function doctor(secret: string): Promise<never> {
+  const lines = await runDoctor({
+    coordinator: opts.coordinator,
+    secret,
+    tls: opts.tls === true,
+    agentVersion: pkg.version,
+    device: opts.device,
+    engines: createEngines({ modelsDir: opts.modelsDir }),
+    diarization: diarizerConfig(),
+    workDir: opts.workDir ?? defaultWorkDir(),
+  });
+  process.stdout.write(formatDoctorTable(lines));
+  process.exit(lines.some((l) => l.verdict === 'FAIL') ? 1 : 0);
+}
+
 async function main() {
   const secret = (opts.secretFile ? readFileSync(opts.secretFile, 'utf8') : (opts.secret ?? '')).trim();
+  if (program.args[0] === 'doctor') await doctor(secret);
   if (!secret) {
     logger.error({}, 'no worker secret: pass --secret, --secret-file, or set WORKER_SECRET');
     process.exit(78);

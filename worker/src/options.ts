@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander';
+import { Argument, Command, Option } from 'commander';
 
 /**
  * The worker agent's command line: every option with its environment variable and default.
@@ -9,6 +9,12 @@ export function workerCommand(version: string): Command {
     .name('sonar-worker')
     .description('Speech worker agent: connects to a Sonar coordinator over gRPC and runs transcription jobs.')
     .version(version)
+    .addArgument(
+      new Argument(
+        '[command]',
+        'doctor: check this host (ffmpeg, engines and models, diarizer, GPU, disk) and the coordinator and secret, print a table, exit 1 on a failure',
+      ).choices(['doctor']),
+    )
     .addOption(new Option('--coordinator <host:port>', 'coordinator gRPC address').env('COORDINATOR_GRPC_URL').default('127.0.0.1:50051'))
     .addOption(new Option('--secret <secret>', 'worker secret from `npm run cli -- worker:create NAME`').env('WORKER_SECRET'))
     .addOption(new Option('--secret-file <path>', 'read the worker secret from a file').env('WORKER_SECRET_FILE'))

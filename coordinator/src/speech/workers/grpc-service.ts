@@ -256,6 +256,18 @@ export function workerServiceHandlers(deps: WorkerServiceDeps): WorkerServiceHan
             `${MIN_SUPPORTED_WORKER_CONTRACT_VERSION}..${WORKER_CONTRACT_VERSION}. Upgrade the worker agent.`,
         );
       }
+      if (req.probe) {
+        // sonar-worker doctor: the secret and the contract are good; a running agent of this worker keeps its session and leases.
+        logger.info({ worker: worker.name, contract: req.contract_version }, 'worker probe');
+        return {
+          session_id: '',
+          worker_name: worker.name,
+          coordinator_contract_version: WORKER_CONTRACT_VERSION,
+          min_supported_contract_version: MIN_SUPPORTED_WORKER_CONTRACT_VERSION,
+          heartbeat_interval_ms: deps.heartbeatIntervalMs,
+          server_time_unix_ms: Date.now(),
+        };
+      }
       const caps = req.capabilities;
       const session = await registry.hello(worker, {
         contractVersion: req.contract_version,

@@ -18,6 +18,12 @@ export interface HelloRequest {
    * once (outcome "abandoned") and queues its job again, instead of waiting for the lease to expire.
    */
   'held_leases'?: (_sonar_worker_v1_LeaseRef)[];
+  /**
+   * A check, not a connection (`sonar-worker doctor`): the coordinator authenticates the secret and
+   * checks the contract version as for any Hello, then answers without a session (session_id
+   * empty). Nothing is registered: no presence, no capabilities, no lease of this worker ends.
+   */
+  'probe'?: (boolean);
 }
 
 export interface HelloRequest__Output {
@@ -35,4 +41,10 @@ export interface HelloRequest__Output {
    * once (outcome "abandoned") and queues its job again, instead of waiting for the lease to expire.
    */
   'held_leases': (_sonar_worker_v1_LeaseRef__Output)[];
+  /**
+   * A check, not a connection (`sonar-worker doctor`): the coordinator authenticates the secret and
+   * checks the contract version as for any Hello, then answers without a session (session_id
+   * empty). Nothing is registered: no presence, no capabilities, no lease of this worker ends.
+   */
+  'probe': (boolean);
 }
