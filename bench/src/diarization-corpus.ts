@@ -48,7 +48,7 @@ export interface Recording {
 export const halfOf = (speakerId: string): Half => (Number(speakerId) % 2 === 0 ? 'tune' : 'report');
 
 /** 16 kHz mono Float32 samples of a FLAC file, by ffmpeg; kept in `cacheDir` (decoding all 251 files takes a minute or two). */
-async function decodeFlac(file: string, cacheDir: string): Promise<Float32Array> {
+export async function decodeFlacCached(file: string, cacheDir: string): Promise<Float32Array> {
   const cached = path.join(cacheDir, `${path.basename(file, '.flac')}.f32`);
   if (existsSync(cached)) {
     const bytes = readFileSync(cached);
@@ -110,7 +110,7 @@ export async function loadUtterances(dir: string, cacheDir: string): Promise<Utt
   const decoded: Float32Array[] = [];
   // Two ffmpeg processes at a time.
   for (let i = 0; i < files.length; i += 2) {
-    decoded.push(...(await Promise.all(files.slice(i, i + 2).map((f) => decodeFlac(path.join(dir, f), cacheDir)))));
+    decoded.push(...(await Promise.all(files.slice(i, i + 2).map((f) => decodeFlacCached(path.join(dir, f), cacheDir)))));
   }
   return files.map((f, i) => {
     const speaker = f.split('-')[0]!;

@@ -24,7 +24,15 @@ export async function inseparablePairs(rec: Recording): Promise<{ pairs: number;
   for (let i = 0; i < frames.length; i++) {
     for (let j = i + 1; j < frames.length; j++) {
       pairs++;
-      if (framesDeltaBic(feats, frames[i]!, frames[j]!, { lambda: DEFAULT_PARAMS.bicLambda, maxFrames: DEFAULT_PARAMS.bicMaxFrames }) < 0) inseparable++;
+      if (
+        framesDeltaBic(feats, frames[i]!, frames[j]!, {
+          lambda: DEFAULT_PARAMS.bicLambda,
+          maxFrames: DEFAULT_PARAMS.bicMaxFrames,
+          allowance: DEFAULT_PARAMS.bicAllowance,
+          allowanceFrames: DEFAULT_PARAMS.bicAllowanceFrames,
+        }) < 0
+      )
+        inseparable++;
     }
   }
   return { pairs, inseparable };

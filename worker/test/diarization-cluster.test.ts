@@ -88,7 +88,8 @@ describe('mergeByBic', () => {
     const ranges = blocks.map((b): [number, number] => [at, (at += b.length)]);
     return { f: { n: all.length, dim, data, energy: new Float32Array(all.length) }, ranges };
   }
-  const params = { lambda: 2.1, maxFrames: 6000 };
+  /** The BIC alone (no allowance for one voice's variation), as the first three cases test it. */
+  const params = { lambda: 2.1, maxFrames: 6000, allowance: 0, allowanceFrames: 500 };
   const voiceA = [1, 1, 1, 1, 1, 1];
   // Same means, another spread: what window means cannot tell apart and covariances can.
   const voiceB = [1.6, 0.6, 1.4, 0.7, 1.5, 0.6];
@@ -105,6 +106,27 @@ describe('mergeByBic', () => {
   it('one source stays one cluster however it was split', () => {
     const { f, ranges } = features([0, 1, 2, 3, 4, 5].map((i) => frames(250, voiceA, 51 + i)));
     expect(new Set(mergeByBic(f, ranges, Int32Array.from([0, 1, 2, 3, 4, 5]), params)).size).toBe(1);
+  });
+
+  it('the allowance keeps one source whose level shifts between long stretches whole, and two distinct sources apart', () => {
+    // One source read in two long stretches whose means differ by half a standard deviation on
+    // every axis (another sentence, another loudness): BIC alone splits 30 s + 30 s of it, as its
+    // penalty grows with log N and the gain with N; the allowance (0.7 per frame) joins them.
+    const shifted = (rows: number[][]) => rows.map((r) => r.map((x) => x + 0.5));
+    const one = features([frames(3000, voiceA, 101), shifted(frames(3000, voiceA, 102))]);
+    expect(new Set(mergeByBic(one.f, one.ranges, Int32Array.from([0, 1]), params)).size).toBe(2);
+    const allowance = { ...params, allowance: 0.7 };
+    expect(new Set(mergeByBic(one.f, one.ranges, Int32Array.from([0, 1]), allowance)).size).toBe(1);
+    // Two voices that differ by more than one voice varies (means 2 apart): kept apart.
+    const far = (rows: number[][]) => rows.map((r) => r.map((x) => x + 2));
+    const two = features([frames(3000, voiceA, 103), far(frames(3000, voiceA, 104))]);
+    expect(new Set(mergeByBic(two.f, two.ranges, Int32Array.from([0, 1]), allowance)).size).toBe(2);
+    // Clusters under allowanceFrames are judged by BIC alone.
+    const small = features([frames(400, voiceA, 105), shifted(frames(400, voiceA, 106))]);
+    const strict = { ...params, allowance: 100, allowanceFrames: 500 };
+    expect([...mergeByBic(small.f, small.ranges, Int32Array.from([0, 1]), strict)]).toEqual([
+      ...mergeByBic(small.f, small.ranges, Int32Array.from([0, 1]), params),
+    ]);
   });
 
   it('respects minClusters and maxClusters', () => {

@@ -163,13 +163,14 @@ describe('default diarizer', () => {
     expect((await diarizer.diarize(samples, 16000)).speakerCount).toBe(4);
     // Control, the design of two releases ago: windows that tile whole regions (across those
     // pauses) hold two voices at the changes, and the Ward stop alone (no BIC merges: λ = −∞ never
-    // merges) counts those mixed windows as a fifth voice (5 here).
+    // merges, and no allowance for one voice's variation) counts those mixed windows as a fifth voice (5 here).
     const ort = await import('onnxruntime-node');
     const spanning = new DefaultDiarizer(await SileroVad.load(ort), {
       ...DEFAULT_PARAMS,
       windowSilence: DEFAULT_PARAMS.vad.minSilence,
       mergeBase: 4,
       bicLambda: -Infinity,
+      bicAllowance: 0,
     });
     try {
       expect((await spanning.diarize(samples, 16000)).speakerCount).not.toBe(4);

@@ -24,6 +24,16 @@ export interface BicParams {
    * recording, and with every frame counted any such difference outweighs the penalty.
    */
   maxFrames: number;
+  /**
+   * One voice's allowance (τ, per frame): two clusters that each hold at least `allowanceFrames`
+   * frames are merged when their log-likelihood gain per frame, ½ (N log|Σ| − N₁ log|Σ₁| − N₂ log|Σ₂|) / N,
+   * is below τ, whatever ΔBIC says. BIC's penalty grows with log N while the gain between two
+   * stretches of ONE voice read minutes apart (another sentence, another loudness, a breath) grows
+   * with N: without the allowance a long monologue always ends up split. Two different voices
+   * differ by more per frame than one voice does across its utterances (docs/diarization.md).
+   */
+  allowance: number;
+  allowanceFrames: number;
 }
 
 /** Sufficient statistics of a set of frames: count, sum, and the lower triangle of Σ x xᵀ. */
@@ -83,7 +93,9 @@ function deltaBic(a: Cluster, b: Cluster, d: number, p: BicParams): number {
   const m = combine(a.stats, b.stats);
   const scale = Math.min(1, p.maxFrames / m.n);
   const gain = m.n * logDet(m, d) - a.stats.n * a.logDet - b.stats.n * b.logDet;
-  return 0.5 * scale * gain - p.lambda * 0.5 * (d + (d * (d + 1)) / 2) * Math.log(scale * m.n);
+  const bic = 0.5 * scale * gain - p.lambda * 0.5 * (d + (d * (d + 1)) / 2) * Math.log(scale * m.n);
+  if (Math.min(a.stats.n, b.stats.n) < p.allowanceFrames) return bic;
+  return Math.min(bic, 0.5 * scale * (gain - 2 * p.allowance * m.n));
 }
 
 /**

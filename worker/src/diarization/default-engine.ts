@@ -41,6 +41,9 @@ export interface DefaultParams {
    */
   bicLambda: number;
   bicMaxFrames: number;
+  /** One voice's allowance in the BIC stage (bic.ts): per-frame gain τ, and the frames each cluster needs for it to apply. */
+  bicAllowance: number;
+  bicAllowanceFrames: number;
   /**
    * A cluster with fewer windows than minClusterShare × n (at least minClusterWindows, at most
    * maxFoldWindows) is folded into its nearest big cluster. The cap keeps a speaker with a few
@@ -74,6 +77,8 @@ export const DEFAULT_PARAMS: DefaultParams = {
   mergePerLog: 0.5,
   bicLambda: 2.1,
   bicMaxFrames: 6000,
+  bicAllowance: 0.7,
+  bicAllowanceFrames: 1000,
   minClusterShare: 0.05,
   minClusterWindows: 2,
   maxFoldWindows: 8,
@@ -147,7 +152,7 @@ export class DefaultDiarizer implements Diarizer {
       feats,
       windows.map((w) => frameRange(w, feats.n)),
       labels,
-      { lambda: p.bicLambda, maxFrames: p.bicMaxFrames },
+      { lambda: p.bicLambda, maxFrames: p.bicMaxFrames, allowance: p.bicAllowance, allowanceFrames: p.bicAllowanceFrames },
       opts.minSpeakers ?? 1,
       opts.maxSpeakers ?? Infinity,
     );
