@@ -239,7 +239,9 @@ export class OutboundPolicy {
   private proxyAgent(proxy: string): ProxyAgent {
     let agent = this.proxies.get(proxy);
     if (!agent) {
-      agent = new ProxyAgent({ uri: proxy });
+      // A tunnel (CONNECT) for http:// targets too, as undici 6 did: the proxy sees the same kind of
+      // request for every URL (undici 7 and later default to absolute-form requests for http://).
+      agent = new ProxyAgent({ uri: proxy, proxyTunnel: true });
       this.proxies.set(proxy, agent);
     }
     return agent;

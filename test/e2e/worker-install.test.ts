@@ -192,7 +192,7 @@ describe('installing the worker as docs/speech.md says', () => {
     const ortBinaries = entries.filter((e) => e.endsWith('.node') || e.includes('.so'));
     expect(ortBinaries.map((e) => e.split('/').slice(6, 8).join('/')).sort()).toEqual(['linux/arm64', 'linux/arm64', 'linux/x64', 'linux/x64']);
     const manifest = JSON.parse((await sh('tar', ['-xOzf', tgz, 'package/package.json'])).stdout) as Record<string, any>;
-    expect(manifest.engines).toEqual({ node: '>=22' });
+    expect(manifest.engines).toEqual({ node: '>=22.19' });
     expect(manifest).not.toHaveProperty('bundleDependencies');
     expect(manifest).not.toHaveProperty('scripts.install');
     expect(manifest).not.toHaveProperty('scripts.postinstall');

@@ -7,6 +7,7 @@ import { CoordinatorClient } from './coordinator-client.js';
 import { createEngines, decodeToWav, engineForModel, type TranscriptionEngine } from './engines/index.js';
 import { DiarizerUnavailableError, createDiarizer, readWav, type DiarizerConfig } from './diarization/index.js';
 import { runJob, type JobDiarizer } from './job-runner.js';
+import { handleUncaught } from './fault-guard.js';
 import { defaultWorkDir, formatDoctorTable, runDoctor } from './doctor.js';
 import { workerCommand } from './options.js';
 import { workerVersion } from './package-root.js';
@@ -170,6 +171,8 @@ async function main() {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // A fault of the HTTP client fails its downloads, not the worker (fault-guard.ts).
+  process.on('uncaughtException', (err) => handleUncaught(err, logger));
   if (opts.exitWithParent) exitWithParent(agent);
 
   try {

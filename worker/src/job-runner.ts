@@ -286,6 +286,19 @@ async function diarize(deps: JobRunnerDeps, wav: string, signal: AbortSignal, sp
 /** How long one source download may take, redirects included (as on the coordinator). */
 const DOWNLOAD_TIMEOUT_MS = 30 * 60_000;
 
+/** The source downloads in flight: `abortDownloads` ends them. */
+const inFlight = new Set<AbortController>();
+
+/**
+ * Ends every source download in flight with `reason`: each fails its attempt with "Could not
+ * download the source". The agent's guard (bin.ts `containHttpClientFault`) calls it when the HTTP
+ * client throws where no caller can catch it.
+ */
+export function abortDownloads(reason: Error): number {
+  for (const controller of inFlight) controller.abort(reason);
+  return inFlight.size;
+}
+
 /**
  * Downloads a job's source URL through the outbound policy: every redirect hop and the address
  * actually connected to are checked, redirects are bounded, and the job's stop signal or the
@@ -293,16 +306,29 @@ const DOWNLOAD_TIMEOUT_MS = 30 * 60_000;
  */
 export async function download(outbound: OutboundPolicy, url: string, file: string, stop: AbortSignal): Promise<void> {
   if (!/^https?:\/\//i.test(url)) throw new Error('the job has no downloadable source URL');
-  const signal = AbortSignal.any([stop, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+  const fault = new AbortController();
+  inFlight.add(fault);
+  try {
+    await downloadOnce(outbound, url, file, stop, fault.signal);
+  } finally {
+    inFlight.delete(fault);
+  }
+}
+
+async function downloadOnce(outbound: OutboundPolicy, url: string, file: string, stop: AbortSignal, fault: AbortSignal): Promise<void> {
+  const signal = AbortSignal.any([stop, fault, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
   // The job fails with a sentence for people; the code underneath follows it for the runtime log.
   const failed = (f: DownloadFailure, cause: unknown) => new Error(`Could not download the source: ${f.message} (technical: ${f.code})`, { cause });
+  const timedOut = () => !stop.aborted && !fault.aborted && signal.aborted;
+  const faulted = (err: unknown) => new Error(`Could not download the source: the HTTP client failed (technical: ${String(fault.reason)})`, { cause: err });
   let res: Awaited<ReturnType<OutboundPolicy['fetch']>>;
   try {
     res = await outbound.fetch(url, { signal });
   } catch (err) {
     if (err instanceof OutboundRefused) throw new Error(`refused by the outbound policy: ${err.message}`, { cause: err });
     if (stop.aborted) throw err;
-    if (signal.aborted) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
+    if (fault.aborted) throw faulted(err);
+    if (timedOut()) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
     throw failed(fetchDownloadFailure(url, err), err);
   }
   if (!res.ok || !res.body) {
@@ -312,8 +338,9 @@ export async function download(outbound: OutboundPolicy, url: string, file: stri
   try {
     await pipeline(Readable.fromWeb(res.body), createWriteStream(file), { signal });
   } catch (err) {
-    if (!stop.aborted && signal.aborted) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
+    if (timedOut()) throw new Error('Could not download the source: it took longer than 30 minutes', { cause: err });
     if (stop.aborted) throw err;
+    if (fault.aborted) throw faulted(err);
     throw failed(fetchDownloadFailure(url, err), err);
   }
 }

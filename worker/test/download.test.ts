@@ -1,11 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { OutboundPolicy } from '@sonar/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { download } from '../src/job-runner.js';
+import { handleUncaught, isHttpClientFault } from '../src/fault-guard.js';
 
 /**
  * The worker's source download under the outbound policy, against real HTTP servers on loopback.
@@ -114,5 +117,72 @@ describe('worker source download (outbound policy)', () => {
     const stop = new AbortController();
     stop.abort('cancel');
     await expect(get(`${site.base}/talk.wav`, stop.signal).done).rejects.toBeTruthy();
+  });
+});
+
+describe('a fault of the HTTP client fails the download, not the worker', () => {
+  it('four 20 MB downloads from python3 -m http.server (which closes the connection after the body) arrive whole', async () => {
+    // undici 6 threw an uncaught `assert(!this.paused)` here on the first download (the file write
+    // holds the stream back when the server's close arrives): the worker process died.
+    const root = mkdtempSync(path.join(tmpdir(), 'sonar-http-server-'));
+    const body = randomBytes(20 * 1024 * 1024);
+    writeFileSync(path.join(root, 'talk.bin'), body);
+    const server = spawn('python3', ['-u', '-m', 'http.server', '0', '--bind', '127.0.0.2'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        server.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          const m = /port (\d+)/.exec(out);
+          if (m) resolve(Number(m[1]));
+        });
+        server.once('exit', () => reject(new Error(`python3 -m http.server exited: ${out}`)));
+      });
+      const policy = new OutboundPolicy(['127.0.0.2/32']);
+      try {
+        for (let i = 0; i < 4; i++) {
+          const file = path.join(dir, `python-${i}.bin`);
+          await download(policy, `http://127.0.0.2:${port}/talk.bin`, file, new AbortController().signal);
+          expect(readFileSync(file).equals(body), `download ${i}`).toBe(true);
+        }
+      } finally {
+        await policy.close();
+      }
+    } finally {
+      server.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('an uncaught undici error ends the downloads in flight with a clear failure and the worker goes on; any other error stops it', async () => {
+    // A server that sends half a body and then holds the connection open: the download waits.
+    const held: ServerResponse[] = [];
+    const stalling = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'audio/wav', 'content-length': '1000' }).write('x'.repeat(500));
+      held.push(res);
+    });
+    const port = await listen(stalling, '127.0.0.2');
+    const policy = new OutboundPolicy(['127.0.0.2/32']);
+    const logged: string[] = [];
+    const logger = { info: () => undefined, warn: () => undefined, error: (_: object, msg: string) => void logged.push(msg) };
+    try {
+      const pending = download(policy, `http://127.0.0.2:${port}/held.wav`, path.join(dir, 'held.wav'), new AbortController().signal);
+      await expect.poll(() => held.length).toBe(1);
+      const fault = new Error('The expression evaluated to a falsy value: assert(!this.paused)');
+      fault.stack = `${fault.message}\n    at Parser.finish (/opt/sonar-worker/node_modules/undici/lib/dispatcher/client-h1.js:1:1)`;
+      const exits: number[] = [];
+      expect(isHttpClientFault(fault)).toBe(true);
+      expect(handleUncaught(fault, logger, (code) => exits.push(code))).toBe('contained');
+      await expect(pending).rejects.toThrow(/^Could not download the source: the HTTP client failed/);
+      expect(exits).toEqual([]);
+      expect(logged).toEqual([expect.stringContaining('the worker goes on')]);
+      // Anything else ends the process with status 1, as Node would.
+      expect(isHttpClientFault(new Error('a bug of ours'))).toBe(false);
+      expect(handleUncaught(new Error('a bug of ours'), logger, (code) => exits.push(code))).toBe('fatal');
+      expect(exits).toEqual([1]);
+    } finally {
+      for (const res of held) res.destroy();
+      await policy.close();
+      await new Promise<void>((resolve) => stalling.close(() => resolve()));
+    }
   });
 });
