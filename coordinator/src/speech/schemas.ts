@@ -165,6 +165,17 @@ const autoTitleSchema = z
 /** GET /api/speech/jobs/{jobId}: the base job plus runtime log, liveness and result sections. */
 export const jobDetailSchema = jobSchema.extend({
   transcript_text: z.string().nullable(),
+  transcript_file: z
+    .object({
+      state: z
+        .enum(['none', 'written', 'degraded'])
+        .describe(
+          '`written`: the TXT copy on the coordinator’s disk (`<SPEECH_MEDIA_DIR>/transcripts/<id>.txt`) matches the transcript; `degraded`: its last write failed (degraded storage; the database transcript is complete and stays authoritative); `none`: not completed yet',
+        ),
+      written_at: timestamp.nullable().describe('When the copy was last written'),
+      error: z.string().nullable().describe('Why the last write failed (degraded only)'),
+    })
+    .describe('Additive: the auxiliary TXT copy of the completed transcript'),
   segment_count: z
     .number()
     .int()

@@ -5,6 +5,7 @@ import type { Orm } from '../db/orm.js';
 import { WorkAvailable } from './jobs/job-events.js';
 import { JobRepository } from './jobs/job-repository.js';
 import { JobService } from './jobs/job-service.js';
+import { TranscriptFiles } from './jobs/transcript-file.js';
 import { MediaStore } from './jobs/media-store.js';
 import { ModelCatalog } from './jobs/model-catalog.js';
 import { LiveHub } from './live/live-hub.js';
@@ -52,12 +53,13 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const ai = createAiProvider(config);
   const repo = new JobRepository(orm, live, Boolean(config.SMTP_URL), { configured: ai !== null, noProvider: NO_PROVIDER_REASON, noAccess: NO_ACCESS_REASON });
   const jobs = new JobService(orm, config, media, work, repo, outbound);
-  const leases = new LeaseService(repo, config, work, live);
+  const files = new TranscriptFiles(media, repo, (jobId) => jobs.completedTranscript(jobId));
+  const leases = new LeaseService(repo, config, work, live, files);
   const stager = new MediaStager(orm, redis, config, media, work, repo, outbound);
   const models = new ModelCatalog(orm, config);
   const uploads = new TusUploads(config, redis, jobs, media, models);
   const retention = new MediaRetention(repo, media);
   const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
-  const diarization = new DiarizationService(jobs, repo, work);
+  const diarization = new DiarizationService(jobs, repo, work, files);
   return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization, ai };
 }

@@ -1,6 +1,7 @@
 import type { AuthUser } from '../../accounts/types.js';
 import { AppError, forbidden } from '../../http/errors.js';
 import type { SpeechJob, StatedSpeakers } from '../jobs/entities.js';
+import type { TranscriptFiles } from '../jobs/transcript-file.js';
 import type { WorkAvailable } from '../jobs/job-events.js';
 import type { JobRepository } from '../jobs/job-repository.js';
 import type { JobService } from '../jobs/job-service.js';
@@ -20,6 +21,8 @@ export class DiarizationService {
     private readonly jobs: JobService,
     private readonly repo: JobRepository,
     private readonly work: WorkAvailable,
+    /** The TXT copy on disk carries the speakers' names: written again after a rename. */
+    private readonly files?: Pick<TranscriptFiles, 'write'>,
   ) {}
 
   /** Only the transcript's owner changes its speakers (administrators and queue managers may read them). */
@@ -71,6 +74,7 @@ export class DiarizationService {
       throw busy('Speaker diarization is running; its result replaces the speakers. Rename them when it has finished.');
     }
     await this.repo.setSpeakerLabels(job.id, names, user.username);
+    await this.files?.write(job.id).catch(() => undefined);
     return this.jobs.getVisible(user, jobId);
   }
 }

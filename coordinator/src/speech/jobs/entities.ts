@@ -82,6 +82,8 @@ export class SpeechJob {
     | 'diarizationRerunRequestedAt'
     | 'diarizationAttempts'
     | 'diarizationSpeakers'
+    | 'transcriptFileAt'
+    | 'transcriptFileError'
     | 'speakerLabels'
     | 'analysis'
     | 'autoTitle'
@@ -152,6 +154,9 @@ export class SpeechJob {
   diarizationAttempts = 0;
   /** The speaker count the submitter stated (or a rerun's request replaced it with); null: the diarizer counts. */
   diarizationSpeakers: StatedSpeakers | null = null;
+  /** The TXT copy of the transcript on disk (transcript-file.ts): when last written, and why the last write failed. */
+  transcriptFileAt: Date | null = null;
+  transcriptFileError: string | null = null;
   /** Speaker editor state of the current pass: speaker key → name. */
   speakerLabels: SpeakerLabels = {};
   /** The current pass's analysis record (AI_TRANSITIONS); null when none was asked for. */
@@ -281,6 +286,8 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     diarizationRerunRequestedAt: ts('diarization_rerun_requested_at', true),
     diarizationAttempts: { type: 'integer', fieldName: 'diarization_attempts' },
     diarizationSpeakers: { type: 'json', columnType: 'jsonb', fieldName: 'diarization_speakers', nullable: true },
+    transcriptFileAt: ts('transcript_file_at', true),
+    transcriptFileError: { type: 'text', fieldName: 'transcript_file_error', nullable: true },
     speakerLabels: { type: 'json', fieldName: 'speaker_labels' },
     analysis: { type: 'json', columnType: 'jsonb', fieldName: 'analysis', nullable: true },
     autoTitle: { type: 'json', columnType: 'jsonb', fieldName: 'auto_title', nullable: true },

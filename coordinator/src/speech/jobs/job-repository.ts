@@ -113,6 +113,11 @@ export class JobRepository {
   stagingFailed = (jobId: number, reason: string) => staging.stagingFailed(this.store, jobId, reason);
   releaseExpiredMedia = (limit: number) => staging.releaseExpiredMedia(this.store, limit);
 
+  /** Records the TXT copy of a job's transcript (transcript-file.ts): written now (error null), or why it could not be (degraded storage). */
+  async recordTranscriptFile(jobId: number, error: string | null): Promise<void> {
+    await RECORD_TRANSCRIPT_FILE.rows(this.knex, { id: jobId, error });
+  }
+
   /**
    * Jobs newest first as list entries: one prepared statement, only the columns a list shows (not
    * the transcript, the diarization turns or the AI records), plain rows instead of ORM entities
@@ -207,6 +212,13 @@ const LIST_OWN_JOBS = sql<{ owner: number; channel: string | null; limit: number
     order by j.id desc limit :limit`,
   'speech_list_own_jobs',
 );
+const RECORD_TRANSCRIPT_FILE = sql<{ id: number; error: string | null }>(
+  `update speech_jobs
+      set transcript_file_at = case when :error::text is null then now() else transcript_file_at end,
+          transcript_file_error = :error::text
+    where id = :id`,
+);
+
 const LIST_ALL_JOBS = sql<{ channel: string | null; limit: number }, ListedJobRow>(
   `select ${LISTED_COLUMNS}
      from speech_jobs j join users u on u.id = j.owner_id left join speech_workers w on w.id = j.target_worker_id

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { OutboundPolicy, OutboundRefused, type JobStatus, type QueueChannel } from '@sonar/shared';
@@ -327,6 +328,13 @@ export class JobService {
     return downloadOfJob(job, await this.segments(job.id, job.currentPass), { shared: false });
   }
 
+  /** A completed job's current pass as the downloads read it, whoever asks (the TXT copy on disk); null for any other job. */
+  async completedTranscript(jobId: number): Promise<DownloadTranscript | null> {
+    const job = await this.em().findOne(SpeechJob, { id: jobId });
+    if (!job || job.status !== 'completed') return null;
+    return downloadOfJob(job, await this.segments(job.id, job.currentPass), { shared: false });
+  }
+
   async segments(jobId: number, pass: number) {
     return this.em().find(SpeechSegment, { job: jobId, pass }, { orderBy: { seq: 'asc' } });
   }
@@ -387,6 +395,7 @@ export class JobService {
     this.assertMayChange(user, job);
     if (!(await this.repo.delete(job.id))) throw businessRule('status', 'a processing job cannot be deleted; cancel it first');
     await this.media.removeJob(job.id);
+    await rm(this.media.transcriptFile(job.id), { force: true });
   }
 
   /** Admin: automatic, local, or an exact named worker (which may be offline now). */

@@ -23,6 +23,11 @@ export class MediaStore {
     return path.join(this.root, 'jobs', String(jobId));
   }
 
+  /** The TXT copy of a completed job's transcript (transcript-file.ts): apart from the job's media folder, which retention empties. */
+  transcriptFile(jobId: number) {
+    return path.join(this.root, 'transcripts', `${jobId}.txt`);
+  }
+
   /** Streams `source` into a temporary file; rejects with MediaTooLargeError past `maxBytes`. */
   async writeTemp(source: Readable, maxBytes: number): Promise<{ path: string; sizeBytes: number; sha256: string }> {
     const dir = path.join(this.root, 'incoming');

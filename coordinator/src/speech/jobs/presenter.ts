@@ -34,6 +34,12 @@ export function diarizationRecord(job: SpeechJob): DiarizationRecord {
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
+/** The TXT copy on disk (transcript-file.ts): degraded after a failed write, written after a good one, none before completion. */
+function transcriptFileState(job: SpeechJob): 'degraded' | 'written' | 'none' {
+  if (job.transcriptFileError) return 'degraded';
+  return job.transcriptFileAt ? 'written' : 'none';
+}
+
 /** Timestamps inside jsonb records are PostgreSQL's text form; the API shows ISO 8601 UTC. */
 const isoText = (v: Date | string | null | undefined) => (v ? new Date(v).toISOString() : null);
 
@@ -265,6 +271,11 @@ export function presentJobDetail(job: SpeechJob, detail: JobDetail, opts: Presen
   return {
     ...presentJob(job, { publicBaseUrl: opts.publicBaseUrl, now, availability: opts.availability }),
     transcript_text: job.transcriptText,
+    transcript_file: {
+      state: transcriptFileState(job),
+      written_at: iso(job.transcriptFileAt),
+      error: job.transcriptFileError,
+    },
     segment_count: detail.segmentCount,
     runtime_log: detail.events.map((e) => ({ at: e.at.toISOString(), level: e.level, event: e.event, message: e.message })),
     liveness: {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DiarizationResultMsg, JobAssignmentMsg, JobStatus, LeaseRefMsg } from '@sonar/shared';
 import type { Config } from '../../config.js';
+import type { TranscriptFiles } from '../jobs/transcript-file.js';
 import type { JobEventSink, WorkAvailable } from '../jobs/job-events.js';
 import {
   DIARIZE_TOKEN_PREFIX,
@@ -41,6 +42,8 @@ export class LeaseService {
     private readonly config: Config,
     private readonly work: WorkAvailable,
     private readonly sink: JobEventSink,
+    /** The TXT copy of each completed transcript (transcript-file.ts); none in tests that need none. */
+    private readonly files?: Pick<TranscriptFiles, 'write'>,
   ) {
     this.progressWriter = new ProgressWriter(repo, sink);
     this.claims = new Batcher((reqs) =>
@@ -120,6 +123,7 @@ export class LeaseService {
       shareToken: randomBytes(24).toString('base64url'),
     });
     this.progressWriter.forget(req.lease);
+    if (result.status === 'completed' && !result.duplicate) await this.writeTranscriptFile(lease.job_id);
     if (result.diarization && result.status === 'completed' && result.diarization.state !== 'skipped') {
       this.sink.diarization(lease.job_id, {
         state: result.diarization.state,
@@ -145,6 +149,7 @@ export class LeaseService {
     this.progressWriter.forget(req.lease);
     // The new labels split the segments anew: the count the header shows follows them.
     if (labels && !result.duplicate) await this.repo.recountSegments(req.lease.job_id);
+    if (!result.duplicate && result.state === 'completed') await this.writeTranscriptFile(req.lease.job_id);
     if (!result.duplicate) {
       this.sink.diarization(req.lease.job_id, {
         state: result.state,
@@ -153,6 +158,14 @@ export class LeaseService {
       });
     }
     return { duplicate: result.duplicate, status: 'completed' };
+  }
+
+  /**
+   * The TXT copy after a completion: its own failures are recorded on the job (degraded storage);
+   * nothing about it, not even PostgreSQL failing to record that, fails the completion.
+   */
+  private async writeTranscriptFile(jobId: number): Promise<void> {
+    await this.files?.write(jobId).catch(() => undefined);
   }
 
   /** A worker hands its job back unfinished (shutdown). The hand-back does not use up a retry. */
