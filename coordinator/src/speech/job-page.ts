@@ -1,13 +1,14 @@
-import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, mediaClock } from '@sonar/shared';
+import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, speakerColourClass } from '@sonar/shared';
 import { html, SafeHtml } from '../http/html.js';
 import type { SpeechJob, SpeechSegment, StatedSpeakers } from './jobs/entities.js';
 import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
-import { speakerAwareTranscript, speakerName, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
+import { speakerAwareTranscript, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
 import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
 import { isProcessing } from './jobs/job-transitions.js';
 import { languageName } from './ai/work.js';
+import { readingTools, readingTurns } from './reading-view.js';
 
 /**
  * The cards of the job page `/speech/jobs/{jobId}`, one render function each (so the page can
@@ -21,7 +22,10 @@ type PresentedDiarization = ReturnType<typeof presentDiarization>;
 
 const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
 
-/** Title, status and stage, the facts of the job, progress and the estimated finish. */
+/**
+ * The head of the page: title, status and stage, a failure or cancellation, progress and the
+ * estimated finish (these move live). The other facts are the side column's `facts` card.
+ */
 export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
   const eta = isProcessing(job.status)
     ? estimateFinish({
@@ -31,11 +35,22 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
         progressAt: job.audioPositionSeconds > 0 ? p.updated_at : null,
       })
     : null;
-  return html`<div class="card" id="summary"><h1>${p.source_label}</h1>
+  return html`<div class="card job-head" id="summary"><h1>${p.source_label}</h1>
     <p><span class="badge" id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</span>
       <span id="job-stage">${p.stage_label && p.stage_label !== p.status_label ? p.stage_label : ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
     ${p.failure_error ? html`<p class="error" id="failure">${p.failure_error}</p>` : ''}
     ${p.cancel_requested && isProcessing(job.status) ? html`<p class="warning" id="cancel-requested">Cancellation requested; the worker stops at its next heartbeat.</p>` : ''}
+    <dl class="facts inline">
+      <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
+        p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
+      }${p.progress.throughput ? ` · ${speedText(p.progress.throughput)}` : ''}</dd>
+      <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
+    </dl></div>`;
+}
+
+/** The facts of the job: model and engine, language, length, times, attempt, source and note. */
+export function factsCard(job: SpeechJob, p: JobView): SafeHtml {
+  return html`<div class="card" id="facts"><h2>Facts</h2>
     <dl class="facts">
       <dt>Model</dt><dd id="job-model">${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${
         p.engine
@@ -49,10 +64,6 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
       <dt>Queued</dt><dd><time datetime="${p.created_at}">${formatStockholm(p.created_at)}</time> · ${p.queue_channel_label}</dd>
       ${p.started_at ? html`<dt>Started</dt><dd><time datetime="${p.started_at}">${formatStockholm(p.started_at)}</time></dd>` : ''}
       ${p.finished_at ? html`<dt>Finished</dt><dd><time datetime="${p.finished_at}">${formatStockholm(p.finished_at)}</time></dd>` : ''}
-      <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
-        p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
-      }${p.progress.throughput ? ` · ${speedText(p.progress.throughput)}` : ''}</dd>
-      <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
       <dt>Attempt</dt><dd>${p.attempt} of ${p.max_attempts}</dd>
       ${p.source_url ? html`<dt>Source</dt><dd class="mono">${p.source_url}</dd>` : ''}
       ${p.source_note ? html`<dt>Note</dt><dd class="transcript" id="source-note">${p.source_note}</dd>` : ''}
@@ -196,14 +207,17 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
     }</div>`;
 }
 
-/** The live transcript of the current pass (segments arrive over socket.io); its notes are a slot of their own. */
+/**
+ * The transcript of the current pass in the reading view (reading-view.ts): speaker turns, their
+ * colours and timestamps, the search bar; segments arrive live over socket.io and are appended by
+ * the same rules. Its notes are a slot of their own.
+ */
 export function transcriptCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
-  return html`<div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}">
-      ${segments.map(
-        (s) =>
-          html`<li data-seq="${s.seq}" data-end="${s.endSeconds}"><span class="muted">${mediaClock(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
-      )}
-    </ol><div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></div>`;
+  const reading = segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words }));
+  return html`<section class="card transcript-card" id="transcript" aria-label="Transcript"><h2 class="visually-hidden">Transcript</h2>
+    ${readingTools()}
+    <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(reading, job.speakerLabels)}</div>
+    <div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></section>`;
 }
 
 /** Under the transcript: no speech in a completed pass, or a new attempt starting over. */
@@ -322,13 +336,13 @@ export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boo
         ${d.speakers.map(
           (
             s,
-          ) => html`<tr><td>${s.key}</td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
+          ) => html`<tr><td><span class="who ${speakerColourClass(s.key)}">${s.key}</span></td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
             <td>${s.segment_count}</td><td>${Math.round(s.seconds)} s</td></tr>`,
         )}
         </tbody></table></div>
         <button type="submit">Save names</button>
       </form>`
-          : html`<ul>${d.speakers.map((s) => html`<li>${s.name}: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
+          : html`<ul>${d.speakers.map((s) => html`<li><span class="who ${speakerColourClass(s.key)}">${s.name}</span>: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
         : ''
     }
     ${

@@ -23,6 +23,7 @@ import {
   actionsCard,
   analysisCard,
   downloadsCard,
+  factsCard,
   livenessCard,
   retranscriptionCard,
   revisionsCard,
@@ -218,6 +219,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       want(name) ? Promise.resolve(render()).then((h) => void cards.set(name, h)) : undefined;
     await Promise.all([
       put('summary', () => summaryCard(job, p)),
+      put('facts', () => factsCard(job, p)),
       put('liveness', () => livenessCard(job, p)),
       put('worker', () => workerCard(p)),
       put('transcript', () => transcriptCard(job, segments)),
@@ -241,17 +243,28 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const { p, user, cards } = await jobCards(request, reply, jobId, opts);
     // Each card sits in a slot (display: contents) the page's script swaps when the job changes.
     const slot = (name: JobPageCard) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
+    // The side column (wide screens) or the sections after the transcript (phones, collapsed): a
+    // section whose card is empty for this user or this state is not shown (CSS :has(.slot:empty)).
+    const side = (name: JobPageCard, title: string, open = false) =>
+      html`<details class="side-section" data-section="${name}" ${open ? new SafeHtml('open') : ''}><summary>${title}</summary><div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div></details>`;
     const body = html`${noticeCard(opts.notice)}
-      ${slot('summary')}
-      <div class="dash">${slot('liveness')}${slot('worker')}</div>
-      ${cards.get('transcript') ?? ''}
-      ${slot('downloads')}
-      ${slot('actions')}
-      ${slot('target')}
-      ${slot('speakers')}
-      ${slot('analysis')}${slot('translations')}${slot('metadata')}
-      ${slot('retranscription')}${slot('revisions')}
-      ${slot('runtime-log')}`;
+      <div class="job-layout">
+        <div class="job-main">
+          ${slot('summary')}
+          ${cards.get('transcript') ?? ''}
+        </div>
+        <aside class="job-side" aria-label="About this job">
+          ${side('facts', 'Facts')}
+          ${side('downloads', 'Download')}
+          ${side('speakers', 'Speakers')}
+          ${side('actions', 'Share and manage', true)}
+          ${side('liveness', 'Liveness')}${side('worker', 'Worker')}
+          ${side('target', 'Execution target')}
+          ${side('analysis', 'Analysis')}${side('translations', 'Translations')}${side('metadata', 'Title and note')}
+          ${side('retranscription', 'Re-transcribe')}${side('revisions', 'Earlier passes')}
+          ${side('runtime-log', 'Runtime log')}
+        </aside>
+      </div>`;
     return sendPage(reply, { title: p.source_label, user, active: 'speech', body, scripts: user.isAdmin ? ['job.js', 'admin.js'] : ['job.js'] });
   }
 

@@ -5,12 +5,12 @@ import {
   estimateFinish,
   formatStockholm,
   formatStockholmTime,
-  mediaClock,
 } from '@sonar/shared/display';
 import type { LiveSegment } from '@sonar/shared/live-events';
 import { api } from '../lib/api.js';
 import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive } from '../lib/live.js';
+import { ReadingView, bindSearch } from '../lib/reading.js';
 
 /**
  * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
@@ -24,7 +24,9 @@ import { connectLive } from '../lib/live.js';
  * (Date.now, setInterval), which the browser tests replace with a controllable one.
  */
 
-const list = byIdAs('segments', HTMLOListElement);
+const list = byIdAs('segments', HTMLDivElement);
+const view = new ReadingView(list);
+const search = bindSearch(view);
 const jobId = Number(list.dataset.job);
 let attempt = Number(list.dataset.attempt);
 let pass = Number(list.dataset.pass);
@@ -39,27 +41,20 @@ const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 
 // ---- transcript ------------------------------------------------------------------------------
 
-const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
-
 /** A segment of the snapshot or the labelled pass (the current pass), or a live one (which names its pass). */
 function addSegment(s: LiveSegment & { pass?: number }) {
   // A segment of an earlier pass is not current; one of a newer pass (a re-transcription) starts it over.
   if (s.pass !== undefined && s.pass < pass) return;
   if (s.pass !== undefined && s.pass > pass) follow({ attempt, pass: s.pass });
-  if (seen.has(s.seq)) return;
-  seen.add(s.seq);
-  const li = el('li', { data: { seq: String(s.seq), end: String(s.end) } });
-  const who = el('span', { className: 'who', data: { speaker: s.speaker ?? '' }, text: s.speaker ? `Speaker ${s.speaker.slice(1)}` : '' });
-  li.append(el('span', { className: 'muted', text: mediaClock(s.start) }), ' ', who, ` ${s.text}`);
-  const after = [...list.children].find((x) => Number((x as HTMLElement).dataset.seq) > s.seq);
-  list.insertBefore(li, after ?? null);
+  if (view.has(s.seq)) return;
+  view.add(s);
   maybeId('new-attempt')?.remove();
+  search?.refresh();
 }
 
 /** A new attempt (restart, recovery after a lost runner) or a new pass starts the transcript over. */
 function clearSegments() {
-  list.replaceChildren();
-  seen.clear();
+  view.clear();
 }
 
 /** The attempt and pass the server says the job is on; a newer one clears the segments of the old. */
@@ -322,7 +317,7 @@ socket.on('snapshot', (snap) => {
   if (snap.job_id !== jobId) return;
   // The snapshot is the current pass of the current attempt: segments it lacks are not current.
   const current = new Set(snap.segments.map((s) => s.seq));
-  if (snap.pass !== pass || [...seen].some((seq) => !current.has(seq))) {
+  if (snap.pass !== pass || view.seqs().some((seq) => !current.has(seq))) {
     clearSegments();
     pass = snap.pass;
     list.dataset.pass = String(pass);
@@ -337,7 +332,7 @@ socket.on('segment', (s) => {
 });
 socket.on('status', (st) => {
   if (st.job_id !== jobId) return;
-  if (st.attempt > attempt || (st.status === 'queued' && seen.size)) clearSegments();
+  if (st.attempt > attempt || (st.status === 'queued' && view.size)) clearSegments();
   const changed = st.status !== shown.status || (st.stage_label ?? '') !== shown.stage || st.attempt !== shown.attempt;
   follow({ attempt: st.attempt });
   shown = { status: st.status, stage: st.stage_label ?? '', attempt: st.attempt };
@@ -361,14 +356,8 @@ socket.on('diarization', (d) => {
     // The labelled pass: segments whose words change speaker were split and renumbered.
     clearSegments();
     d.segments.forEach((s) => addSegment(s));
-  } else {
-    for (const s of d.speakers ?? []) {
-      const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
-      if (who) {
-        who.dataset.speaker = s.speaker;
-        who.textContent = `Speaker ${s.speaker.slice(1)}`;
-      }
-    }
+  } else if (d.speakers?.length) {
+    view.relabel(d.speakers);
   }
   // Every card: the downloads (speaker turns), the transcript notes, the actions and the log all
   // read the diarization, and a list kept here by hand fell behind once already.

@@ -1,0 +1,86 @@
+import { endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared';
+import { escapeHtml, SafeHtml } from '../http/html.js';
+import { speakerName, type SpeakerLabels } from './jobs/speakers.js';
+
+/**
+ * The reading view of a transcript, shared by the job page and the share page (`?full`): one
+ * paragraph per speaker turn (a new one after a pause or a long stretch, see startsNewTurn), the
+ * speaker's name in the speaker's colour, a timestamp link at the start of each turn, and each
+ * segment in a `.seg` span; a segment whose engine gave word times has its words in `.w` spans
+ * with their start times (the player highlights and seeks by them). The live page appends segments
+ * with the same rules (coordinator/web/lib/reading.ts), so a page that grew live reads as a fresh load.
+ *
+ * Built as one string with escapeHtml rather than nested `html` templates: a three-hour pass has
+ * tens of thousands of words, and this is the page's hot path.
+ */
+
+export interface ReadingSegment {
+  seq: number;
+  start: number;
+  end: number;
+  text: string;
+  speaker: string | null;
+  words?: Array<{ start: number; end: number; text: string }> | null;
+}
+
+const num = (n: number) => String(Math.round(n * 100) / 100);
+const squash = (s: string) => s.replace(/\s+/g, ' ').trim();
+
+/** The words of a segment when they spell its text (else the text alone is shown, as the live page does). */
+function wordsOf(s: ReadingSegment, text: string): Array<{ start: number; text: string }> | null {
+  if (!s.words?.length) return null;
+  const words = s.words.map((w) => ({ start: w.start, text: squash(w.text) })).filter((w) => w.text);
+  return words.map((w) => w.text).join(' ') === text ? words : null;
+}
+
+/** One segment's span: its words (with start times) or its text. */
+function segmentHtml(s: ReadingSegment, text: string): string {
+  const words = wordsOf(s, text);
+  const body = words ? words.map((w) => `<span class="w" data-t="${num(w.start)}">${escapeHtml(w.text)}</span>`).join(' ') : escapeHtml(text);
+  return `<span class="seg" id="seg-${s.seq}" data-seq="${s.seq}" data-speaker="${escapeHtml(s.speaker ?? '')}" data-start="${num(s.start)}" data-end="${num(s.end)}">${body}</span>`;
+}
+
+/** The head of a turn: the speaker's name in their colour (when known) and the clickable start time. */
+export function turnHead(speaker: string | null, start: number, labels: SpeakerLabels): string {
+  const who = speaker
+    ? `<span class="who ${speakerColourClass(speaker)}" data-speaker="${escapeHtml(speaker)}">${escapeHtml(speakerName(speaker, labels))}</span> `
+    : '';
+  return `<span class="turn-head">${who}<a class="ts" href="#t=${num(start)}" data-t="${num(start)}">${turnClock(start)}</a></span>`;
+}
+
+/** The transcript's paragraphs (speaker turns); empty segments are left out. */
+export function readingTurns(segments: readonly ReadingSegment[], labels: SpeakerLabels): SafeHtml {
+  const out: string[] = [];
+  let turn: TurnSoFar | null = null;
+  for (const s of segments) {
+    const text = squash(s.text);
+    if (!text) continue;
+    if (startsNewTurn(turn, s)) {
+      if (turn) out.push('</p>');
+      out.push(`<p class="turn ${speakerColourClass(s.speaker)}" data-speaker="${escapeHtml(s.speaker ?? '')}">${turnHead(s.speaker, s.start, labels)} `);
+      turn = { speaker: s.speaker, end: s.end, length: 0, sentenceEnded: false };
+    } else {
+      out.push(' ');
+    }
+    out.push(segmentHtml(s, text));
+    turn!.end = s.end;
+    turn!.length += text.length + 1;
+    turn!.sentenceEnded = endsSentence(text);
+  }
+  if (turn) out.push('</p>');
+  return new SafeHtml(out.join(''));
+}
+
+/**
+ * The search bar and the follow toggle above the text (they work with the page's script; without
+ * it they are hidden by the `no-js` rule of the stylesheet and the text reads as it is).
+ */
+export function readingTools(): SafeHtml {
+  return new SafeHtml(`<div class="reading-tools" id="reading-tools" hidden>
+    <form class="search" id="transcript-search" role="search"><label for="search-input" class="visually-hidden">Search the transcript</label>
+      <input type="search" id="search-input" name="q" placeholder="Search the transcript" autocomplete="off">
+      <span id="search-count" class="muted" role="status" aria-live="polite"></span>
+      <button type="button" class="secondary" id="search-prev" aria-label="Previous match">↑</button>
+      <button type="button" class="secondary" id="search-next" aria-label="Next match">↓</button></form>
+  </div>`);
+}

@@ -1,0 +1,9 @@
+import { byIdAs } from '../lib/dom.js';
+import { ReadingView, bindSearch } from '../lib/reading.js';
+
+/**
+ * The share page's full view (`/shared/speech/transcript/{token}?full`): the job page's reading
+ * view, read-only: search inside the transcript.
+ */
+const view = new ReadingView(byIdAs('segments', HTMLDivElement));
+bindSearch(view);
