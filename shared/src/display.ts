@@ -74,6 +74,7 @@ export function estimateFinish(input: {
  */
 export const JOB_PAGE_CARDS = [
   'summary',
+  'player',
   'facts',
   'liveness',
   'worker',

@@ -99,7 +99,7 @@ describe('share endpoints', () => {
     expect(created.statusCode, created.body).toBe(200);
     const body = created.json();
     expect(body).toMatchObject({ ok: true, message: expect.any(String) });
-    expect(Object.keys(body.share).sort()).toEqual(['created_at', 'url']);
+    expect(Object.keys(body.share).sort()).toEqual(['created_at', 'playback', 'url']);
     expect(body.share.url.startsWith(SHARE_PREFIX)).toBe(true);
     expect(tokenOf(body.share.url)).toMatch(/^[A-Za-z0-9_-]{32}$/);
     expect(Date.parse(body.share.created_at)).toBeGreaterThan(Date.now() - 60_000);
@@ -182,7 +182,7 @@ describe('share endpoints', () => {
     const id = await completedJob(alice);
     await sql(`update speech_jobs set queue_channel = 'api', share_token = 'AutoShareToken_0123456789abcdef', share_created_at = now() where id = ?`, [id]);
     const detail = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}`, headers: alice.auth })).json().job;
-    expect(detail.share).toEqual({ url: `${SHARE_PREFIX}AutoShareToken_0123456789abcdef`, created_at: expect.any(String) });
+    expect(detail.share).toEqual({ url: `${SHARE_PREFIX}AutoShareToken_0123456789abcdef`, created_at: expect.any(String), playback: false });
     expect((await page('/shared/speech/transcript/AutoShareToken_0123456789abcdef')).statusCode).toBe(200);
   });
 });

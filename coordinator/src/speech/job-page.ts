@@ -8,7 +8,7 @@ import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
 import { isProcessing } from './jobs/job-transitions.js';
 import { languageName } from './ai/work.js';
-import { readingTools, readingTurns } from './reading-view.js';
+import { playerMarkup, readingTools, readingTurns } from './reading-view.js';
 
 /**
  * The cards of the job page `/speech/jobs/{jobId}`, one render function each (so the page can
@@ -153,6 +153,9 @@ export function actionsCard(job: SpeechJob, p: JobView, csrf: string, mayChange:
       p.share
         ? html`<div class="share-link"><label for="share-url">Public link</label><input id="share-url" readonly value="${p.share.url}">
           <a class="button secondary" href="${p.share.url}">Open</a></div>
+          <form method="post" action="/speech/jobs/${p.id}/share/playback" id="share-playback">${csrfField(csrf)}<input type="hidden" name="playback" value="${p.share.playback ? '0' : '1'}">
+            <p class="muted" id="share-playback-state" data-playback="${p.share.playback ? '1' : '0'}">${p.share.playback ? 'Readers of the link can play the recording.' : 'Readers of the link see the transcript only; the recording does not play there.'}</p>
+            <button class="secondary" type="submit" id="share-playback-toggle">${p.share.playback ? 'Turn playback off on the public page' : 'Allow playback on the public page'}</button></form>
           <form method="post" action="/speech/jobs/${p.id}/share/disable" data-confirm="Disable the public link? It stops working at once.">${csrfField(csrf)}<button class="secondary" type="submit" id="share-disable">Stop sharing</button></form>`
         : job.status === 'completed'
           ? html`<form method="post" action="/speech/jobs/${p.id}/share">${csrfField(csrf)}<button type="submit" id="share-create">Create a public link</button>
@@ -212,12 +215,26 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
  * colours and timestamps, the search bar; segments arrive live over socket.io and are appended by
  * the same rules. Its notes are a slot of their own.
  */
-export function transcriptCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
+export function transcriptCard(job: SpeechJob, segments: SpeechSegment[], player: SafeHtml, styleNonce: string): SafeHtml {
   const reading = segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words }));
   return html`<section class="card transcript-card" id="transcript" aria-label="Transcript"><h2 class="visually-hidden">Transcript</h2>
-    ${readingTools()}
+    <div class="reading-head" nonce="${styleNonce}">${player}${readingTools()}</div>
     <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(reading, job.speakerLabels)}</div>
     <div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></section>`;
+}
+
+/**
+ * The player of the job's retained media (reading-view.ts playerMarkup): none before a URL job's
+ * media was downloaded, a note once the media was released.
+ */
+export function playerCard(job: SpeechJob): SafeHtml | '' {
+  return playerMarkup({
+    src: `/api/speech/jobs/${job.id}/media`,
+    peaks: `/api/speech/jobs/${job.id}/peaks`,
+    mime: job.sourceMime,
+    mediaPath: job.mediaPath,
+    released: job.mediaRetainedUntil !== null || job.sourceType === 'upload',
+  });
 }
 
 /** Under the transcript: no speech in a completed pass, or a new attempt starting over. */

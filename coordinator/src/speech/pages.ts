@@ -24,6 +24,7 @@ import {
   analysisCard,
   downloadsCard,
   factsCard,
+  playerCard,
   livenessCard,
   retranscriptionCard,
   revisionsCard,
@@ -63,6 +64,7 @@ const NOTICES: Record<string, string> = {
   deleted: 'Job deleted.',
   'share-created': 'Public link created.',
   'share-disabled': 'Public link disabled: it no longer works.',
+  'share-playback': 'Playback on the public page changed.',
   'target-saved': 'Execution target saved.',
 };
 
@@ -222,7 +224,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       put('facts', () => factsCard(job, p)),
       put('liveness', () => livenessCard(job, p)),
       put('worker', () => workerCard(p)),
-      put('transcript', () => transcriptCard(job, segments)),
+      put('player', () => playerCard(job)),
       put('transcript-notes', () => transcriptNotes(job, segments)),
       put('downloads', () => downloadsCard(p)),
       put('actions', () => actionsCard(job, p, csrf, mayChange, errors.actionsError)),
@@ -235,12 +237,12 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       put('revisions', () => revisionsCard(state)),
       put('runtime-log', () => runtimeLogCard(p)),
     ]);
-    return { job, p, user, cards };
+    return { job, p, user, cards, segments };
   }
 
   /** The job page; the errors are refused form posts of one card (shown with a 422). */
   async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: CardErrors & { notice?: string | undefined } = {}) {
-    const { p, user, cards } = await jobCards(request, reply, jobId, opts);
+    const { job, p, user, cards, segments } = await jobCards(request, reply, jobId, opts);
     // Each card sits in a slot (display: contents) the page's script swaps when the job changes.
     const slot = (name: JobPageCard) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
     // The side column (wide screens) or the sections after the transcript (phones, collapsed): a
@@ -251,7 +253,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       <div class="job-layout">
         <div class="job-main">
           ${slot('summary')}
-          ${cards.get('transcript') ?? ''}
+          ${transcriptCard(job, segments, slot('player'), reply.cspNonce?.style ?? '')}
         </div>
         <aside class="job-side" aria-label="About this job">
           ${side('facts', 'Facts')}
@@ -418,6 +420,15 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     '/speech/jobs/:jobId/share/disable',
     simple,
     formAction('actionsError', 'share-disabled', (user, jobId) => shares.disable(user, jobId)),
+  );
+  /** Playback on the share page (`playback` 1 or 0), with the rules of PATCH /api/speech/jobs/{jobId}/share. */
+  r.post(
+    '/speech/jobs/:jobId/share/playback',
+    {
+      schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), playback: z.enum(['0', '1']) }) },
+      config: { auth: speechUser, rateLimit: SPEECH_RATE_LIMIT },
+    },
+    formAction('actionsError', 'share-playback', (user, jobId, body: { playback: '0' | '1' }) => shares.setPlayback(user, jobId, body.playback === '1')),
   );
 
   /** Administrators: the execution target (`auto`, `local` or `worker:<name>`), with the rules of PUT /api/speech/jobs/{jobId}/target. */

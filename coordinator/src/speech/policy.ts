@@ -4,6 +4,9 @@ import { uploadLimits, ytdlpConfigured } from './host-limits.js';
 /** The request throttle of the speech API routes, per client address and route. */
 export const SPEECH_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
 
+/** The media routes' throttle: a player asks for many byte ranges (every seek is one). */
+export const MEDIA_RATE_LIMIT = { max: 1200, timeWindow: 60_000 } as const;
+
 /** `config` of the status responses (signed-in and token API). */
 export async function speechStatusConfig(config: Config) {
   const limits = uploadLimits(config);

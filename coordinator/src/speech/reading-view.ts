@@ -1,5 +1,5 @@
 import { endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared';
-import { escapeHtml, SafeHtml } from '../http/html.js';
+import { escapeHtml, html, SafeHtml } from '../http/html.js';
 import { speakerName, type SpeakerLabels } from './jobs/speakers.js';
 
 /**
@@ -83,4 +83,37 @@ export function readingTools(): SafeHtml {
       <button type="button" class="secondary" id="search-prev" aria-label="Previous match">↑</button>
       <button type="button" class="secondary" id="search-next" aria-label="Next match">↓</button></form>
   </div>`);
+}
+
+/** The speeds the player offers (the keyboard's `<` and `>` step through them). */
+export const PLAYBACK_SPEEDS = [0.75, 1, 1.25, 1.5, 1.75, 2] as const;
+
+/**
+ * The player above the transcript: the browser's own audio (or video, when the media has a video
+ * stream) element with controls, so it plays without the page's script (nothing is fetched
+ * before it plays: `preload="none"`, the waveform knows the length); the script adds the
+ * waveform (peaks from `peaks`), the speed, following the words and the keyboard. `data-swap-key`
+ * names what it plays, so a live refresh that plays the same media keeps the element (and its
+ * position). Without retained media: a note that it was released, and no player.
+ */
+export function playerMarkup(opts: { src: string; peaks: string; mime: string | null; mediaPath: string | null; released?: boolean }): SafeHtml | '' {
+  if (!opts.mediaPath) {
+    return opts.released === false
+      ? ''
+      : html`<div class="player-released" id="media-released" data-swap-key="released"><p class="muted">The recording has been released (it is no longer kept): the transcript stays, but it cannot be played.</p></div>`;
+  }
+  const video = (opts.mime ?? '').startsWith('video/');
+  const element = video
+    ? html`<video id="media" controls preload="none" playsinline src="${opts.src}"></video>`
+    : html`<audio id="media" controls preload="none" src="${opts.src}"></audio>`;
+  return html`<div class="player" id="player" data-swap-key="${opts.src}" data-peaks="${opts.peaks}" data-kind="${video ? 'video' : 'audio'}">
+    ${element}
+    <div id="waveform" class="waveform" aria-hidden="true"></div>
+    <div class="player-controls" id="player-controls" hidden>
+      <label for="speed">Speed</label>
+      <select id="speed">${PLAYBACK_SPEEDS.map((s) => html`<option value="${s}" ${s === 1 ? new SafeHtml('selected') : ''}>${s}×</option>`)}</select>
+      <label class="check"><input type="checkbox" id="follow" checked> Follow the words</label>
+      <span class="hint" id="player-keys">Space plays or pauses, ← → move 5 s, &lt; &gt; change the speed; click a word to go there.</span>
+    </div>
+  </div>`;
 }

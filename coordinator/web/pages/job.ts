@@ -11,6 +11,7 @@ import { api } from '../lib/api.js';
 import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive } from '../lib/live.js';
 import { ReadingView, bindSearch } from '../lib/reading.js';
+import { bindPlayer } from '../lib/player.js';
 
 /**
  * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
@@ -27,6 +28,7 @@ import { ReadingView, bindSearch } from '../lib/reading.js';
 const list = byIdAs('segments', HTMLDivElement);
 const view = new ReadingView(list);
 const search = bindSearch(view);
+let player = bindPlayer(view);
 const jobId = Number(list.dataset.job);
 let attempt = Number(list.dataset.attempt);
 let pass = Number(list.dataset.pass);
@@ -141,6 +143,17 @@ function swap(slot: HTMLElement, markup: string) {
 }
 
 /**
+ * A card that names what it shows (`data-swap-key`: the player's media) and still shows the same
+ * is left as it is, so a live refresh never restarts the media being played.
+ */
+function sameSwapKey(slot: HTMLElement, markup: string): boolean {
+  const key = slot.firstElementChild?.getAttribute('data-swap-key');
+  if (!key) return false;
+  const match = /^\s*<[^>]*\sdata-swap-key="([^"]*)"/.exec(markup);
+  return match?.[1] === key.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+}
+
+/**
  * Swaps cards without moving what the reader looks at: the first card still on screen keeps its
  * distance from the top of the window even when cards above it grow or shrink.
  */
@@ -151,7 +164,12 @@ function applyCards(answer: CardsAnswer) {
   const before = anchor?.getBoundingClientRect().top ?? 0;
   for (const [name, markup] of Object.entries(answer.cards)) {
     const slot = document.querySelector<HTMLElement>(`.slot[data-card="${name}"]`);
-    if (slot && markup !== undefined) swap(slot, markup);
+    if (!slot || markup === undefined || sameSwapKey(slot, markup)) continue;
+    swap(slot, markup);
+    if (name === 'player') {
+      player?.destroy();
+      player = bindPlayer(view);
+    }
   }
   const now = anchor?.isConnected ? anchor : (anchorSlot?.querySelector<HTMLElement>('.card') ?? null);
   if (now && window.scrollY > 0) {

@@ -29,4 +29,5 @@ export const MIGRATION_NAMES = [
   'Migration20261127002400SegmentWords',
   'Migration20261127002500IrcSearchText',
   'Migration20261207002600DiarizationSpeakers',
+  'Migration20261208002700SharePlayback',
 ] as const;

@@ -116,6 +116,7 @@ export class SpeechJob {
     | 'shareToken'
     | 'shareCreatedAt'
     | 'shareDisabledAt'
+    | 'sharePlayback'
     | 'reportSentAt'
     | 'ownerIsAdmin'
     | 'workerFetchable'
@@ -192,6 +193,8 @@ export class SpeechJob {
   shareToken: string | null = null;
   shareCreatedAt: Date | null = null;
   shareDisabledAt: Date | null = null;
+  /** Whether the share page may play the retained media (the owner's setting; off by default). */
+  sharePlayback = false;
   reportSentAt: Date | null = null;
   /** Claim eligibility kept on the row (see migration 0008): admin-owned jobs are claimed first. */
   ownerIsAdmin = false;
@@ -315,6 +318,7 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     shareToken: str('share_token'),
     shareCreatedAt: ts('share_created_at', true),
     shareDisabledAt: ts('share_disabled_at', true),
+    sharePlayback: { type: 'boolean', fieldName: 'share_playback', default: false },
     reportSentAt: ts('report_sent_at', true),
     ownerIsAdmin: { type: 'boolean', fieldName: 'owner_is_admin' },
     workerFetchable: { type: 'boolean', fieldName: 'worker_fetchable' },

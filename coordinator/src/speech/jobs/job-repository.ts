@@ -186,7 +186,7 @@ const LISTED_COLUMNS = `j.id, j.status, j.queue_channel as "queueChannel", j.sou
   j.translation_target_languages as "translationTargetLanguages", j.diarization_requested as "diarizationRequested",
   j.stage_label as "stageLabel", j.stage_detail as "stageDetail", j.execution_target as "executionTarget",
   j.engine, j.engine_model as "engineModel", j.attempt, j.max_attempts as "maxAttempts", j.failure_error as "failureError",
-  j.share_token as "shareToken", j.callback_url as "callbackUrl", j.callback_status as "callbackStatus",
+  j.share_token as "shareToken", j.share_playback as "sharePlayback", j.callback_url as "callbackUrl", j.callback_status as "callbackStatus",
   j.callback_http_status as "callbackHttpStatus", j.callback_error as "callbackError", j.callback_attempts as "callbackAttempts",
   ${ms('created_at')} as created_ms, ${ms('updated_at')} as updated_ms, ${ms('cancel_requested_at')} as cancel_requested_ms,
   ${ms('started_at')} as started_ms, ${ms('finished_at')} as finished_ms, ${ms('share_created_at')} as share_created_ms,

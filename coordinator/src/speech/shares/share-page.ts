@@ -7,7 +7,9 @@ import { humanDuration } from '../jobs/liveness.js';
 import { DOWNLOAD_FORMATS, paragraphsOf } from '../jobs/transcript-formats.js';
 import { downloadQuery, sendDownload } from '../transcript-download.js';
 import { SPEECH_RATE_LIMIT } from '../policy.js';
-import { readingTools, readingTurns } from '../reading-view.js';
+import { playerMarkup, readingTools, readingTurns } from '../reading-view.js';
+import { playableMedia } from '../jobs/playback.js';
+import { peaksOrConflict, sendMedia } from '../playback-routes.js';
 import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
@@ -50,6 +52,16 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
     { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
+      // The player's media and waveform, when the owner allows playback on the share page.
+      const mediaPart = (['media', 'peaks'] as const).find((x) => raw.endsWith(`.${x}`));
+      if (mediaPart) {
+        const t = await shares.findPublic(raw.slice(0, -(mediaPart.length + 1)));
+        if (!t?.playback) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Not found.\n');
+        const media = await playableMedia({ mediaPath: t.playback.mediaPath, sourceMime: t.playback.sourceMime });
+        if (mediaPart === 'media') return sendMedia(request, reply, media, { 'x-robots-tag': 'noindex', 'cache-control': 'no-store' });
+        void reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store');
+        return { ok: true, ...(await peaksOrConflict(media.path, t.playback.durationSeconds)) };
+      }
       const download = DOWNLOAD_FORMATS.find((f) => raw.endsWith(`.${f}`));
       const token = download ? raw.slice(0, -(download.length + 1)) : raw;
       const t = await shares.findPublic(token);
@@ -75,7 +87,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
         return sendDownload(reply, t.download, download, query.data, { 'x-robots-tag': 'noindex', 'cache-control': 'no-store' });
       }
       const full = request.query.full !== undefined;
-      return full ? send(reply, t.title, detailed(t, token), ['share.js']) : send(reply, t.title, reading(t, token));
+      return full ? send(reply, t.title, detailed(t, token, reply.cspNonce?.style ?? ''), ['share.js']) : send(reply, t.title, reading(t, token));
     },
   );
 }
@@ -119,14 +131,16 @@ function reading(t: PublicTranscript, token: string): SafeHtml {
  * `?full`: the job page's reading view, read-only (reading-view.ts): speaker turns in the
  * speakers' colours with their start times, every segment; search with the share page's script.
  */
-function detailed(t: PublicTranscript, token: string): SafeHtml {
+function detailed(t: PublicTranscript, token: string, styleNonce: string): SafeHtml {
   const d = t.download;
-  const segments = d.segments.map((s, i) => ({ seq: i + 1, start: s.start, end: s.end, text: s.text, speaker: s.speaker, words: s.words ?? null }));
+  const segments = d.segments.map((s, i) => ({ seq: i, start: s.start, end: s.end, text: s.text, speaker: s.speaker, words: s.words ?? null }));
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
     ${views(token, 'full', t.download.turns !== null)}
-    ${readingTools()}
+    <div class="reading-head" nonce="${styleNonce}">${
+      t.playback ? playerMarkup({ src: `${token}.media`, peaks: `${token}.peaks`, mime: t.playback.sourceMime, mediaPath: t.playback.mediaPath }) : ''
+    }${readingTools()}</div>
     <div id="segments" class="reading-text" data-testid="transcript" data-names="${JSON.stringify(d.speakerLabels)}">${
       segments.some((s) => s.text.trim()) ? readingTurns(segments, d.speakerLabels) : html`<p class="muted">The transcript is empty.</p>`
     }</div>
