@@ -79,7 +79,9 @@ export const JOB_PAGE_CARDS = [
   'liveness',
   'worker',
   'transcript',
+  'reading',
   'transcript-notes',
+  'edits',
   'downloads',
   'actions',
   'target',
@@ -92,8 +94,13 @@ export const JOB_PAGE_CARDS = [
   'runtime-log',
 ] as const;
 export type JobPageCard = (typeof JOB_PAGE_CARDS)[number];
-/** The cards a live page fetches again: all but the streamed transcript. */
-export const SWAPPABLE_JOB_PAGE_CARDS = JOB_PAGE_CARDS.filter((c): c is Exclude<JobPageCard, 'transcript'> => c !== 'transcript');
+/**
+ * The cards a live page fetches again on every event: all but the streamed transcript and
+ * `reading` (the transcript's text, fetched only after a correction of it).
+ */
+export const SWAPPABLE_JOB_PAGE_CARDS = JOB_PAGE_CARDS.filter(
+  (c): c is Exclude<JobPageCard, 'transcript' | 'reading'> => c !== 'transcript' && c !== 'reading',
+);
 
 // ---- the reading view of a transcript (job page, share page) --------------------------------
 

@@ -3,6 +3,7 @@ import { html, SafeHtml } from '../http/html.js';
 import type { SpeechJob, SpeechSegment, StatedSpeakers } from './jobs/entities.js';
 import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
+import type { EditRow } from './jobs/transitions/edits.js';
 import { speakerAwareTranscript, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
 import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
@@ -215,12 +216,55 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
  * colours and timestamps, the search bar; segments arrive live over socket.io and are appended by
  * the same rules. Its notes are a slot of their own.
  */
-export function transcriptCard(job: SpeechJob, segments: SpeechSegment[], player: SafeHtml, styleNonce: string): SafeHtml {
+export function transcriptCard(job: SpeechJob, segments: SpeechSegment[], player: SafeHtml, styleNonce: string, owner: boolean): SafeHtml {
   const reading = segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words }));
   return html`<section class="card transcript-card" id="transcript" aria-label="Transcript"><h2 class="visually-hidden">Transcript</h2>
-    <div class="reading-head" nonce="${styleNonce}">${player}${readingTools()}</div>
+    <div class="reading-head" nonce="${styleNonce}">${player}${readingTools({ editable: owner })}</div>
     <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(reading, job.speakerLabels)}</div>
     <div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></section>`;
+}
+
+/** The transcript's text alone (the reading turns), for the live page after a correction of it. */
+export function readingCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
+  return readingTurns(
+    segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words })),
+    job.speakerLabels,
+  );
+}
+
+/**
+ * Corrections of the transcript: the owner's edits of the current pass with their authors and
+ * times (newest first), "Undo the latest correction", and how to correct (the page's script adds
+ * the editor to the text). Earlier passes' corrections stay with them (undone and superseded ones too).
+ */
+export function editsCard(job: SpeechJob, owner: boolean, edits: EditRow[], csrf: string, error?: string): SafeHtml | '' {
+  const current = edits.filter((e) => e.pass === job.currentPass);
+  if (!owner && !current.length) return '';
+  const stateText: Record<EditRow['state'], string> = { active: '', undone: 'undone', superseded: 'superseded by a new speaker identification' };
+  return html`<div class="card" id="edits" data-count="${current.filter((e) => e.state === 'active').length}"><h2>Corrections</h2>
+    ${error ? html`<p class="error" role="alert" id="edits-error">${error}</p>` : ''}
+    ${owner && job.status === 'completed' ? html`<p class="hint" id="edit-hint">Click “Correct” above the transcript, then a segment to fix its text or move it (or the words you select in it) to another speaker.</p>` : ''}
+    ${
+      current.length
+        ? html`<ol class="edit-list" reversed>${current.map(
+            (e) =>
+              html`<li data-edit="${e.id}" data-state="${e.state}"><span class="${e.state === 'active' ? '' : 'muted'}">${e.summary}</span> <span class="muted">· ${e.author_name} · <time datetime="${new Date(e.at_ms).toISOString()}">${formatStockholm(e.at_ms)}</time>${
+                stateText[e.state] ? ` · ${stateText[e.state]}` : ''
+              }</span></li>`,
+          )}</ol>`
+        : html`<p class="muted">No corrections.</p>`
+    }
+    ${
+      owner && current.some((e) => e.state === 'active')
+        ? html`<form method="post" action="/speech/jobs/${job.id}/edits/undo">${csrfField(csrf)}<button class="secondary" type="submit" id="edit-undo">Undo the latest correction</button></form>`
+        : ''
+    }</div>`;
+}
+
+/** Whether an analysis or translation last changed before the owner corrected the current pass. */
+function outOfDate(job: SpeechJob, updatedAt: string | Date | null | undefined): boolean {
+  if (!updatedAt || job.transcriptRevisedPass !== job.currentPass || !job.transcriptRevisedAt) return false;
+  return new Date(updatedAt).getTime() < job.transcriptRevisedAt.getTime();
 }
 
 /**
@@ -264,19 +308,21 @@ export function analysisCard(job: SpeechJob, p: JobView, mayAnalyze: boolean, cs
   return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
     <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
     ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
+    ${analysis?.state === 'completed' && outOfDate(job, analysis.updated_at) ? html`<p class="warning" id="analysis-stale">Out of date: the transcript was corrected after this analysis.${mayAnalyze ? ' Analyse again to bring it up to date.' : ''}</p>` : ''}
     <div id="analysis-result">${analysisResult(analysis?.result)}</div>
     ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
   </div>`;
 }
 
 /** Translations of the transcript (and of its analysis), one per requested language. */
-export function translationsCard(p: JobView): SafeHtml {
+export function translationsCard(job: SpeechJob, p: JobView): SafeHtml {
   return html`<div class="card" id="translations"><h2>Translations</h2>${
     p.translations.length
       ? p.translations.map(
           (
             t,
           ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
+          ${t.state === 'completed' && outOfDate(job, t.updated_at) ? html`<p class="warning translation-stale">Out of date: the transcript was corrected after this translation.</p>` : ''}
           ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
         )
       : html`<p class="muted">${p.translation_target_languages.length ? `Requested: ${p.translation_target_languages.join(', ')}; none available yet.` : 'No translations.'}</p>`
@@ -358,7 +404,15 @@ export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boo
         )}
         </tbody></table></div>
         <button type="submit">Save names</button>
-      </form>`
+      </form>
+      ${
+        job.status === 'completed' && d.speakers.length > 1
+          ? html`<form method="post" action="/speech/jobs/${job.id}/speakers/merge" id="speaker-merge" class="inline-fields">${csrfField(csrf)}
+        <label for="merge-from">Merge</label><select id="merge-from" name="from">${d.speakers.map((s) => html`<option value="${s.key}">${s.name}</option>`)}</select>
+        <label for="merge-into">into</label><select id="merge-into" name="into">${d.speakers.map((s, i) => html`<option value="${s.key}" ${i === 1 ? new SafeHtml('selected') : ''}>${s.name}</option>`)}</select>
+        <button class="secondary" type="submit">Merge</button></form>`
+          : ''
+      }`
           : html`<ul>${d.speakers.map((s) => html`<li><span class="who ${speakerColourClass(s.key)}">${s.name}</span>: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
         : ''
     }

@@ -72,16 +72,20 @@ export function readingTurns(segments: readonly ReadingSegment[], labels: Speake
 }
 
 /**
- * The search bar and the follow toggle above the text (they work with the page's script; without
- * it they are hidden by the `no-js` rule of the stylesheet and the text reads as it is).
+ * The search bar above the text, and for the owner the "Correct" switch (the editor of
+ * coordinator/web/lib/corrections.ts). Hidden until the page's script shows them: without it the
+ * text reads as it is.
  */
-export function readingTools(): SafeHtml {
+export function readingTools(opts: { editable?: boolean } = {}): SafeHtml {
+  const edit = opts.editable
+    ? '<button type="button" class="secondary" id="edit-toggle" aria-pressed="false" title="Fix a segment’s text or move it to another speaker">Correct</button>'
+    : '';
   return new SafeHtml(`<div class="reading-tools" id="reading-tools" hidden>
     <form class="search" id="transcript-search" role="search"><label for="search-input" class="visually-hidden">Search the transcript</label>
       <input type="search" id="search-input" name="q" placeholder="Search the transcript" autocomplete="off">
       <span id="search-count" class="muted" role="status" aria-live="polite"></span>
       <button type="button" class="secondary" id="search-prev" aria-label="Previous match">↑</button>
-      <button type="button" class="secondary" id="search-next" aria-label="Next match">↓</button></form>
+      <button type="button" class="secondary" id="search-next" aria-label="Next match">↓</button>${edit}</form>
   </div>`);
 }
 

@@ -28,6 +28,15 @@ export class ReadingView {
 
   constructor(readonly root: HTMLElement) {
     this.labels = parseLabels(root.dataset.names);
+    this.read();
+  }
+
+  /** The view's segments as the page's markup has them (after a load, or the server's markup after a correction). */
+  private read() {
+    const root = this.root;
+    this.segments.clear();
+    this.last = null;
+    this.index = null;
     for (const span of root.querySelectorAll<HTMLElement>('.seg')) {
       const s = segmentOf(span);
       this.segments.set(s.seq, s);
@@ -36,6 +45,27 @@ export class ReadingView {
     const lastSpan = spans[spans.length - 1];
     const lastTurn = lastSpan?.closest<HTMLElement>('.turn');
     if (lastSpan && lastTurn) this.last = { seq: Number(lastSpan.dataset.seq), turn: this.turnOf(lastTurn), p: lastTurn };
+  }
+
+  /** Replaces the text with the server's reading markup (after a correction); `names` the speakers' names. */
+  replace(markup: string, names?: string) {
+    const template = document.createElement('template');
+    template.innerHTML = markup;
+    this.root.replaceChildren(template.content);
+    if (names !== undefined) {
+      this.root.dataset.names = names;
+      this.labels = parseLabels(names);
+    }
+    this.read();
+  }
+
+  /** The speakers the text names (key → name), in the order they first speak. */
+  speakers(): Array<{ key: string; name: string }> {
+    const out = new Map<string, string>();
+    for (const s of this.segments.values())
+      if (s.speaker && !out.has(s.speaker)) out.set(s.speaker, this.labels[s.speaker]?.trim() || defaultSpeakerName(s.speaker));
+    for (const [key, name] of Object.entries(this.labels)) if (!out.has(key) && name.trim()) out.set(key, name);
+    return [...out].map(([key, name]) => ({ key, name }));
   }
 
   get size() {

@@ -12,6 +12,7 @@ import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive } from '../lib/live.js';
 import { ReadingView, bindSearch } from '../lib/reading.js';
 import { bindPlayer } from '../lib/player.js';
+import { bindCorrections } from '../lib/corrections.js';
 
 /**
  * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
@@ -385,8 +386,28 @@ socket.on('analysis', (ev) => {
   if (ev.job_id === jobId) void refresh(ON_AI);
 });
 socket.on('changed', (ev) => {
-  if (ev.job_id === jobId) void refresh(ALL);
+  if (ev.job_id !== jobId) return;
+  if (ev.what === 'transcript') void refreshReading();
+  void refresh(ALL);
 });
+
+// ---- corrections: the owner's editor, and the corrected text in every open tab -------------------
+
+/**
+ * The transcript's text as the server renders it now (after a correction here or in another
+ * tab): swapped in whole, the page's other cards following through the `changed` event.
+ */
+async function refreshReading() {
+  try {
+    const answer = await api<{ cards: { reading?: string } }>(`/speech/jobs/${jobId}/cards?only=reading`);
+    if (answer.cards.reading !== undefined) view.replace(answer.cards.reading);
+    list.dataset.revision = String(Number(list.dataset.revision ?? 0) + 1);
+    search?.refresh();
+  } catch (err) {
+    lastError = err instanceof Error ? err.message : String(err);
+  }
+}
+bindCorrections(view, jobId, () => Promise.all([refreshReading(), refresh(ALL)]));
 
 // ---- the owner's title and note, and "Analyse again" (delegated: the cards are swapped) --------
 

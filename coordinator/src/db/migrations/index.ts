@@ -25,6 +25,7 @@ import { Migration20261127002400SegmentWords } from './20261127-0024-segment-wor
 import { Migration20261127002500IrcSearchText } from './20261127-0025-irc-search-text.js';
 import { Migration20261207002600DiarizationSpeakers } from './20261207-0026-diarization-speakers.js';
 import { Migration20261208002700SharePlayback } from './20261208-0027-share-playback.js';
+import { Migration20261208002800TranscriptEdits } from './20261208-0028-transcript-edits.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /** Committed migrations, applied in order at start. Listed explicitly so they work from src and dist alike. */
@@ -55,6 +56,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127002500IrcSearchText', class: Migration20261127002500IrcSearchText },
   { name: 'Migration20261207002600DiarizationSpeakers', class: Migration20261207002600DiarizationSpeakers },
   { name: 'Migration20261208002700SharePlayback', class: Migration20261208002700SharePlayback },
+  { name: 'Migration20261208002800TranscriptEdits', class: Migration20261208002800TranscriptEdits },
 ];
 
 if (migrationsList.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

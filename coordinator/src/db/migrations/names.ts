@@ -30,4 +30,5 @@ export const MIGRATION_NAMES = [
   'Migration20261127002500IrcSearchText',
   'Migration20261207002600DiarizationSpeakers',
   'Migration20261208002700SharePlayback',
+  'Migration20261208002800TranscriptEdits',
 ] as const;

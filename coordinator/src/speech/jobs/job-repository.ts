@@ -11,6 +11,7 @@ import * as ai from './transitions/ai.js';
 import * as claim from './transitions/claim.js';
 import * as create from './transitions/create.js';
 import * as diarization from './transitions/diarization.js';
+import * as edits from './transitions/edits.js';
 import * as expire from './transitions/expire.js';
 import * as finish from './transitions/finish.js';
 import * as progress from './transitions/progress.js';
@@ -99,6 +100,16 @@ export class JobRepository {
   recountSegments = (jobId: number) => segmentCount.recountSegments(this.store, jobId);
   requestDiarization = (jobId: number, by: string, speakers: StatedSpeakers | null = null) => diarization.requestDiarization(this.store, jobId, by, speakers);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
+
+  // ---- the owner's corrections of the current pass (transitions/edits.ts) ----
+  editText = (jobId: number, author: { id: number; name: string }, seq: number, text: string) => edits.editText(this.store, jobId, author, seq, text);
+  moveToSpeaker = (jobId: number, author: { id: number; name: string }, change: Parameters<typeof edits.moveToSpeaker>[3]) =>
+    edits.moveToSpeaker(this.store, jobId, author, change);
+  mergeSpeakers = (jobId: number, author: { id: number; name: string }, from: string, into: string) =>
+    edits.mergeSpeakers(this.store, jobId, author, from, into);
+  undoEdit = (jobId: number, by: string, expected?: number) => edits.undoLatest(this.store, jobId, by, expected);
+  listEdits = (jobId: number) => edits.listEdits(this.store, jobId);
+  supersedeEdits = (jobId: number, by: string) => edits.supersedeEdits(this.store, jobId, by);
 
   // ---- analysis, translations and automatic titles (transitions/ai.ts) ----
   requestAnalysis = (jobId: number, by: string) => ai.requestAnalysis(this.store, jobId, by);
