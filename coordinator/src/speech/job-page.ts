@@ -1,9 +1,10 @@
 import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, speakerColourClass } from '@sonar/shared';
 import { html, SafeHtml } from '../http/html.js';
-import type { SpeechJob, SpeechSegment, StatedSpeakers } from './jobs/entities.js';
+import type { SpeechJob, StatedSpeakers } from './jobs/entities.js';
 import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
 import type { EditRow } from './jobs/transitions/edits.js';
+import type { ReadingRow } from './jobs/job-repository.js';
 import { speakerAwareTranscript, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
 import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
@@ -216,20 +217,16 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
  * colours and timestamps, the search bar; segments arrive live over socket.io and are appended by
  * the same rules. Its notes are a slot of their own.
  */
-export function transcriptCard(job: SpeechJob, segments: SpeechSegment[], player: SafeHtml, styleNonce: string, owner: boolean): SafeHtml {
-  const reading = segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words }));
+export function transcriptCard(job: SpeechJob, segments: ReadingRow[], player: SafeHtml, styleNonce: string, owner: boolean): SafeHtml {
   return html`<section class="card transcript-card" id="transcript" aria-label="Transcript"><h2 class="visually-hidden">Transcript</h2>
     <div class="reading-head" nonce="${styleNonce}">${player}${readingTools({ editable: owner })}</div>
-    <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(reading, job.speakerLabels)}</div>
+    <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(segments, job.speakerLabels)}</div>
     <div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></section>`;
 }
 
 /** The transcript's text alone (the reading turns), for the live page after a correction of it. */
-export function readingCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
-  return readingTurns(
-    segments.map((s) => ({ seq: s.seq, start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words })),
-    job.speakerLabels,
-  );
+export function readingCard(job: SpeechJob, segments: ReadingRow[]): SafeHtml {
+  return readingTurns(segments, job.speakerLabels);
 }
 
 /**
@@ -282,7 +279,7 @@ export function playerCard(job: SpeechJob): SafeHtml | '' {
 }
 
 /** Under the transcript: no speech in a completed pass, or a new attempt starting over. */
-export function transcriptNotes(job: SpeechJob, segments: SpeechSegment[]): SafeHtml | '' {
+export function transcriptNotes(job: SpeechJob, segments: readonly unknown[]): SafeHtml | '' {
   if (job.status === 'completed' && !segments.length)
     return html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>`;
   if (job.status === 'queued' && job.attempt > 0 && !segments.length)

@@ -214,7 +214,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const [detail, availability, segments] = await Promise.all([
       jobs.detail(job),
       deps.speech.models.snapshot(),
-      want('transcript') || want('transcript-notes') || want('reading') ? jobs.segments(job.id, job.currentPass) : Promise.resolve([]),
+      want('transcript') || want('transcript-notes') || want('reading') ? deps.speech.repo.readingSegments(job.id, job.currentPass) : Promise.resolve([]),
     ]);
     const p = presentJobDetail(job, detail, { unresponsiveAfterSeconds: deps.config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability });
     const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, detail.speakerStats);

@@ -6,8 +6,8 @@ import { speakerName, type SpeakerLabels } from './jobs/speakers.js';
  * The reading view of a transcript, shared by the job page and the share page (`?full`): one
  * paragraph per speaker turn (a new one after a pause or a long stretch, see startsNewTurn), the
  * speaker's name in the speaker's colour, a timestamp link at the start of each turn, and each
- * segment in a `.seg` span; a segment whose engine gave word times has its words in `.w` spans
- * with their start times (the player highlights and seeks by them). The live page appends segments
+ * segment in a `.seg` span; a segment whose engine gave word times carries their start times
+ * (`data-w`, the player highlights and seeks by them). The live page appends segments
  * with the same rules (coordinator/web/lib/reading.ts), so a page that grew live reads as a fresh load.
  *
  * Built as one string with escapeHtml rather than nested `html` templates: a three-hour pass has
@@ -21,23 +21,33 @@ export interface ReadingSegment {
   text: string;
   speaker: string | null;
   words?: Array<{ start: number; end: number; text: string }> | null;
+  /** The words' start times already as `data-w` has them (the job page's query computes them), instead of `words`. */
+  w?: string | null;
 }
 
 const num = (n: number) => String(Math.round(n * 100) / 100);
 const squash = (s: string) => s.replace(/\s+/g, ' ').trim();
 
-/** The words of a segment when they spell its text (else the text alone is shown, as the live page does). */
-function wordsOf(s: ReadingSegment, text: string): Array<{ start: number; text: string }> | null {
+/**
+ * The start times of a segment's words when they spell its text (else none: the text alone is
+ * shown, as the live page does), as centiseconds after the segment's start, space-separated.
+ * Word i is the text's i-th space-separated token; the page's script highlights and seeks by them
+ * without an element per word (a three-hour pass has tens of thousands of words).
+ */
+function wordTimes(s: ReadingSegment, text: string): string | null {
+  if (s.w !== undefined) return s.w;
   if (!s.words?.length) return null;
   const words = s.words.map((w) => ({ start: w.start, text: squash(w.text) })).filter((w) => w.text);
-  return words.map((w) => w.text).join(' ') === text ? words : null;
+  if (words.map((w) => w.text).join(' ') !== text) return null;
+  return words.map((w) => Math.max(0, Math.round((w.start - s.start) * 100))).join(' ');
 }
 
-/** One segment's span: its words (with start times) or its text. */
+/** One segment's span: its text, and its words' start times (`data-w`) when it has them. */
 function segmentHtml(s: ReadingSegment, text: string): string {
-  const words = wordsOf(s, text);
-  const body = words ? words.map((w) => `<span class="w" data-t="${num(w.start)}">${escapeHtml(w.text)}</span>`).join(' ') : escapeHtml(text);
-  return `<span class="seg" id="seg-${s.seq}" data-seq="${s.seq}" data-speaker="${escapeHtml(s.speaker ?? '')}" data-start="${num(s.start)}" data-end="${num(s.end)}">${body}</span>`;
+  const words = wordTimes(s, text);
+  return `<span class="seg" id="seg-${s.seq}" data-seq="${s.seq}" data-speaker="${escapeHtml(s.speaker ?? '')}" data-start="${num(s.start)}" data-end="${num(s.end)}"${
+    words ? ` data-w="${words}"` : ''
+  }>${escapeHtml(text)}</span>`;
 }
 
 /** The head of a turn: the speaker's name in their colour (when known) and the clickable start time. */

@@ -1,6 +1,6 @@
 import { api } from './api.js';
 import { el } from './dom.js';
-import type { ReadingView } from './reading.js';
+import { ReadingView } from './reading.js';
 
 /**
  * The owner's editor of the transcript (job page): "Correct" switches it on; a click on a segment
@@ -31,15 +31,16 @@ export function bindCorrections(view: ReadingView, jobId: number, onChanged: () 
     }
   });
 
-  /** The 0-based indexes of the words of `seg` the selection covers, when it lies within that segment. */
+  /** The 0-based indexes of the words of `seg` the selection covers, when it lies within that segment (which has word times). */
   const selectedWords = (seg: HTMLElement): [number, number] | null => {
     const selection = window.getSelection();
-    if (!selection || selection.isCollapsed || selection.rangeCount === 0) return null;
+    if (!selection || selection.isCollapsed || selection.rangeCount === 0 || !seg.dataset.w) return null;
     const range = selection.getRangeAt(0);
-    const words = [...seg.querySelectorAll<HTMLElement>('.w')];
-    const hit = words.map((w, i) => (range.intersectsNode(w) ? i : -1)).filter((i) => i >= 0);
-    if (!hit.length || !seg.contains(range.commonAncestorContainer)) return null;
-    return [hit[0]!, hit.at(-1)!];
+    const text = seg.firstChild;
+    if (range.startContainer !== text || range.endContainer !== text) return null;
+    const from = ReadingView.wordIndexAt(seg, range.startOffset);
+    const to = ReadingView.wordIndexAt(seg, Math.max(range.startOffset, range.endOffset - 1));
+    return from === null || to === null ? null : [from, to];
   };
 
   view.root.addEventListener(
@@ -131,8 +132,9 @@ export function bindCorrections(view: ReadingView, jobId: number, onChanged: () 
 }
 
 function selectionText(seg: HTMLElement, [from, to]: [number, number]): string {
-  return [...seg.querySelectorAll('.w')]
+  return (seg.textContent ?? '')
+    .split(/\s+/)
+    .filter(Boolean)
     .slice(from, to + 1)
-    .map((w) => w.textContent)
     .join(' ');
 }

@@ -15,7 +15,8 @@ import { ReadingView } from './reading.js';
  * are touched, so a three-hour transcript plays without long tasks.
  */
 
-const FOLLOW_MARGIN = 0.25;
+/** The lower part of the window the spoken word does not go into while followed. */
+const FOLLOW_MARGIN = 0.4;
 
 export interface Player {
   destroy(): void;
@@ -46,43 +47,64 @@ export function bindPlayer(view: ReadingView): Player | null {
       const target = ev.target instanceof Element ? ev.target : null;
       if (!target || window.getSelection()?.toString()) return; // selecting text is not a seek
       const ts = target.closest<HTMLElement>('.ts');
-      const word = target.closest<HTMLElement>('.w');
+      if (ts) {
+        ev.preventDefault();
+        seek(Number(ts.dataset.t));
+        return;
+      }
       const seg = target.closest<HTMLElement>('.seg');
-      const at = ts?.dataset.t ?? word?.dataset.t ?? seg?.dataset.start;
-      if (at === undefined) return;
-      if (ts) ev.preventDefault();
-      seek(Number(at));
+      if (!seg) return;
+      // The word under the pointer: its start (the text has no element per word).
+      const index = wordIndexAtPoint(seg, ev.clientX, ev.clientY);
+      seek(index === null ? Number(seg.dataset.start) : (ReadingView.wordStart(seg, index) ?? Number(seg.dataset.start)));
     },
     on,
   );
 
   // ---- the highlight ----
+  // The segment being spoken gets `.now`; its word is painted with the CSS Custom Highlight API
+  // (`::highlight(transcript-word)`), so the text is never rewritten and nothing else restyles.
+  const highlights = typeof CSS !== 'undefined' && 'highlights' in CSS;
+  const wordMark = highlights ? new Highlight() : null;
+  if (wordMark) CSS.highlights.set('transcript-word', wordMark);
   let nowSeg: HTMLElement | null = null;
-  let nowWord: HTMLElement | null = null;
+  let nowWord = -1;
   let frame = 0;
-  const inView = (el: HTMLElement) => {
-    const r = el.getBoundingClientRect();
-    const head = document.querySelector('.reading-head')?.getBoundingClientRect().bottom ?? 0;
-    return r.top >= Math.max(0, head) && r.bottom <= window.innerHeight * (1 - FOLLOW_MARGIN);
+  /** The band of the window the spoken word stays in: under the sticky player, above the lower third. */
+  const band = () => {
+    const top = Math.max(0, document.querySelector('.reading-head')?.getBoundingClientRect().bottom ?? 0);
+    return { top, bottom: top + (window.innerHeight - top) * (1 - FOLLOW_MARGIN) };
   };
   function paint(force = false) {
     const t = media.currentTime;
     const seg = view.segmentAt(t);
     const word = seg ? ReadingView.wordAt(seg, t) : null;
-    if (seg === nowSeg && word === nowWord && !force) return;
+    const index = word?.index ?? -1;
+    if (seg === nowSeg && index === nowWord && !force) return;
     if (seg !== nowSeg) {
       nowSeg?.classList.remove('now');
       seg?.classList.add('now');
       nowSeg = seg;
     }
-    if (word !== nowWord) {
-      nowWord?.classList.remove('now');
-      word?.classList.add('now');
-      nowWord = word;
+    nowWord = index;
+    const range = seg && word ? ReadingView.wordRange(seg, word.index) : null;
+    wordMark?.clear();
+    if (range) wordMark?.add(range);
+    // What is highlighted, for whoever reads the page (and its tests): the word and its start.
+    view.root.dataset.nowWord = range ? range.toString() : '';
+    view.root.dataset.nowT = word ? word.start.toFixed(2) : seg ? (seg.dataset.start ?? '') : '';
+    if (!seg) return;
+    // A seek brings the word into view; playing keeps it in the band while "Follow the words" is
+    // on, a few lines at a time (each scroll lays out only the text it brings in).
+    if (force || follow?.checked !== false) {
+      const box = range?.getBoundingClientRect() ?? seg.getBoundingClientRect();
+      const { top, bottom } = band();
+      if (box.top < top || box.bottom > bottom) {
+        const far = box.bottom < top - window.innerHeight || box.top > window.innerHeight * 2;
+        if (far) seg.scrollIntoView({ block: 'center', behavior: 'auto' });
+        else window.scrollBy(0, box.top - (top + (bottom - top) * 0.3));
+      }
     }
-    const focus = word ?? seg;
-    // A seek brings the word into view; playing keeps it there while "Follow the words" is on.
-    if (focus && (force || follow?.checked !== false) && !inView(focus)) focus.scrollIntoView({ block: 'center', behavior: 'auto' });
   }
   const loop = () => {
     paint();
@@ -133,9 +155,11 @@ export function bindPlayer(view: ReadingView): Player | null {
         if (!data || abort.signal.aborted) return;
         const regions = RegionsPlugin.create();
         const styles = getComputedStyle(waveform);
-        surfer = WaveSurfer.create({
+        // The waveform is not bound to the media element: bound, wavesurfer redraws its progress on
+        // every animation frame while playing, which on a phone costs more than the whole page. It
+        // follows the media's own timeupdate (a few times a second) and seeks it on a click instead.
+        const waves = WaveSurfer.create({
           container: waveform,
-          media,
           peaks: [data.peaks],
           duration: data.duration,
           height: Number.parseInt(styles.getPropertyValue('--wave-height'), 10) || 56,
@@ -148,8 +172,14 @@ export function bindPlayer(view: ReadingView): Player | null {
           cspNonce: document.querySelector<HTMLElement>('.reading-head')?.nonce ?? '',
           plugins: [regions],
         });
-        surfer.once('ready', () => {
+        surfer = waves;
+        const track = () => waves.setTime(media.currentTime);
+        media.addEventListener('timeupdate', track, on);
+        media.addEventListener('seeked', track, on);
+        waves.on('interaction', (t) => seek(t));
+        waves.once('ready', () => {
           for (const turn of speakerTurns(view.root)) regions.addRegion({ ...turn, drag: false, resize: false });
+          track();
           waveform.dataset.ready = '1';
         });
       })
@@ -161,11 +191,18 @@ export function bindPlayer(view: ReadingView): Player | null {
       abort.abort();
       cancelAnimationFrame(frame);
       surfer?.destroy();
+      if (highlights) CSS.highlights.delete('transcript-word');
     },
   };
 }
 
-/** The speaker turns of the transcript as waveform regions: consecutive turns of one speaker merged, each in its speaker's colour. */
+/**
+ * The speaker turns of the transcript as waveform regions, each in its speaker's colour:
+ * consecutive turns of one speaker merged, and at most MAX_REGIONS of them (a turn shorter than the
+ * waveform can show joins the region before it), so a long recording does not draw a thousand
+ * elements into a strip a few hundred pixels wide.
+ */
+const MAX_REGIONS = 240;
 function speakerTurns(root: HTMLElement): Array<{ start: number; end: number; color: string }> {
   const out: Array<{ start: number; end: number; color: string; speaker: string }> = [];
   const colours = new Map<string, string>();
@@ -185,5 +222,19 @@ function speakerTurns(root: HTMLElement): Array<{ start: number; end: number; co
     if (last && last.speaker === speaker && start - last.end < 1) last.end = end;
     else out.push({ start, end, color: colour, speaker });
   }
-  return out.map(({ start, end, color }) => ({ start, end, color: `color-mix(in srgb, ${color} 28%, transparent)` }));
+  const total = (out.at(-1)?.end ?? 0) - (out[0]?.start ?? 0);
+  const shortest = out.length > MAX_REGIONS ? total / MAX_REGIONS : 0;
+  const shown: typeof out = [];
+  for (const r of out) {
+    const last = shown.at(-1);
+    if (last && (r.end - r.start < shortest || last.speaker === r.speaker)) last.end = r.end;
+    else shown.push({ ...r });
+  }
+  return shown.map(({ start, end, color }) => ({ start, end, color: `color-mix(in srgb, ${color} 28%, transparent)` }));
+}
+
+/** The index of the word of `seg` under the point (x, y), from the caret there; null when none. */
+function wordIndexAtPoint(seg: HTMLElement, x: number, y: number): number | null {
+  const caret = document.caretPositionFromPoint(x, y);
+  return caret && seg.contains(caret.offsetNode) ? ReadingView.wordIndexAt(seg, caret.offset) : null;
 }

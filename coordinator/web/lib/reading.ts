@@ -188,15 +188,67 @@ export class ReadingView {
     return span && t <= Number(span.dataset.end) + 0.05 ? span : null;
   }
 
-  /** The word of a segment spoken at `t` (the last word that started at or before it). */
-  static wordAt(segment: HTMLElement, t: number): HTMLElement | null {
-    let hit: HTMLElement | null = null;
-    for (const w of segment.querySelectorAll<HTMLElement>('.w')) {
-      if (Number(w.dataset.t) <= t) hit = w;
+  /**
+   * The word of a segment spoken at `t` (the last word that started at or before it): its index
+   * and start, from the segment's `data-w` (null without word times).
+   */
+  static wordAt(segment: HTMLElement, t: number): { index: number; start: number } | null {
+    const starts = wordStarts(segment);
+    if (!starts) return null;
+    let hit: { index: number; start: number } | null = null;
+    for (let i = 0; i < starts.length; i++) {
+      if (starts[i]! <= t + 1e-6) hit = { index: i, start: starts[i]! };
       else break;
     }
     return hit;
   }
+
+  /** The start time of word `index` of a segment, or null. */
+  static wordStart(segment: HTMLElement, index: number): number | null {
+    return wordStarts(segment)?.[index] ?? null;
+  }
+
+  /** A range over word `index` of a segment's text (its index-th space-separated token). */
+  static wordRange(segment: HTMLElement, index: number): Range | null {
+    const node = segment.firstChild;
+    if (!(node instanceof Text)) return null;
+    const bounds = tokenBounds(node.data)[index];
+    if (!bounds) return null;
+    const range = document.createRange();
+    range.setStart(node, bounds[0]);
+    range.setEnd(node, bounds[1]);
+    return range;
+  }
+
+  /** The index of the word of a segment's text at character `offset`, or null. */
+  static wordIndexAt(segment: HTMLElement, offset: number): number | null {
+    const node = segment.firstChild;
+    if (!(node instanceof Text)) return null;
+    const bounds = tokenBounds(node.data);
+    const i = bounds.findIndex(([, end]) => offset <= end);
+    return i >= 0 ? i : bounds.length ? bounds.length - 1 : null;
+  }
+}
+
+const starts = new WeakMap<HTMLElement, number[] | null>();
+
+/** A segment's word start times (seconds), parsed once from `data-w`. */
+function wordStarts(segment: HTMLElement): number[] | null {
+  let cached = starts.get(segment);
+  if (cached === undefined) {
+    const base = Number(segment.dataset.start);
+    cached = segment.dataset.w ? segment.dataset.w.split(' ').map((cs) => base + Number(cs) / 100) : null;
+    starts.set(segment, cached);
+  }
+  return cached;
+}
+
+/** Where each space-separated token of a text starts and ends. */
+function tokenBounds(text: string): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  const re = /\S+/g;
+  for (let m = re.exec(text); m; m = re.exec(text)) out.push([m.index, m.index + m[0].length]);
+  return out;
 }
 
 function parseLabels(raw: string | undefined): Record<string, string> {

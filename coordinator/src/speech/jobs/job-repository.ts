@@ -101,6 +101,9 @@ export class JobRepository {
   requestDiarization = (jobId: number, by: string, speakers: StatedSpeakers | null = null) => diarization.requestDiarization(this.store, jobId, by, speakers);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
 
+  /** The current pass as the job page's reading view reads it (READING_SEGMENTS): plain rows, word start times computed in SQL. */
+  readingSegments = (jobId: number, pass: number): Promise<ReadingRow[]> => READING_SEGMENTS.rows(this.knex, { job: jobId, pass });
+
   // ---- the owner's corrections of the current pass (transitions/edits.ts) ----
   editText = (jobId: number, author: { id: number; name: string }, seq: number, text: string) => edits.editText(this.store, jobId, author, seq, text);
   moveToSpeaker = (jobId: number, author: { id: number; name: string }, change: Parameters<typeof edits.moveToSpeaker>[3]) =>
@@ -224,4 +227,36 @@ const LIST_ALL_JOBS = sql<{ channel: string | null; limit: number }, ListedJobRo
     where (:channel::text is null or j.queue_channel = :channel::text)
     order by j.id desc limit :limit`,
   'speech_list_all_jobs',
+);
+
+/** A segment as the reading view renders it (reading-view.ts): `w` the words' start times, when they spell the text. */
+export interface ReadingRow {
+  seq: number;
+  start: number;
+  end: number;
+  text: string;
+  speaker: string | null;
+  w: string | null;
+}
+
+/**
+ * READING_SEGMENTS — a pass's segments for the job page: no entity per row and no word objects in
+ * JavaScript (a three-hour pass has tens of thousands of words). `w`: the words' starts as
+ * centiseconds after the segment's start, space-separated, when the words (whitespace squashed)
+ * spell the segment's text; else null (the page then shows the text alone).
+ * Parameters: :job, :pass. Guard: none (a read). Returns one row per segment, in order.
+ */
+const READING_SEGMENTS = sql<{ job: number; pass: number }, ReadingRow>(
+  `select s.seq, s.start_seconds::float8 as start, s.end_seconds::float8 as "end", s.text, s.speaker,
+          case when ws.spelled = regexp_replace(btrim(s.text), '\\s+', ' ', 'g') then ws.starts end as w
+     from speech_segments s
+     left join lateral (
+       select string_agg(regexp_replace(btrim(e.w->>'text'), '\\s+', ' ', 'g'), ' ' order by e.o) as spelled,
+              string_agg(greatest(0, round(((e.w->>'start')::float8 - s.start_seconds) * 100))::int::text, ' ' order by e.o) as starts
+         from jsonb_array_elements(case when jsonb_typeof(s.words) = 'array' then s.words else '[]'::jsonb end) with ordinality as e(w, o)
+        where btrim(e.w->>'text') <> ''
+     ) ws on true
+    where s.job_id = :job and s.pass = :pass
+    order by s.seq`,
+  'speech_reading_segments',
 );
