@@ -329,6 +329,17 @@ describe('the job page: read, search, listen', { timeout: 120_000 }, () => {
     expect(await cspViolations(page)).toEqual([]);
     expect(real(problems)).toEqual([]);
     await anon.close();
+
+    // The owner turns it off again from the job page's form (no script needed).
+    const owner = await browser.newContext({ storageState: sessions[names.alice], javaScriptEnabled: false });
+    const jobPage = await owner.newPage();
+    await jobPage.goto(`${svc.url}/speech/jobs/${jobId}`);
+    expect(await jobPage.getAttribute('#share-playback-state', 'data-playback')).toBe('1');
+    await jobPage.click('#share-playback-toggle');
+    await jobPage.waitForURL(/notice=share-playback/);
+    expect(await jobPage.getAttribute('#share-playback-state', 'data-playback')).toBe('0');
+    await owner.close();
+    expect((await fetch(`${svc.url}${sharePath}.media`)).status).toBe(404);
   });
 
   it('released media: the page says so and shows no player; the media route answers 404', async () => {
