@@ -137,6 +137,8 @@ describe('the job page: read, search, listen', { timeout: 120_000 }, () => {
       const { context, page } = await watchedPage(viewport);
       await page.goto(`${svc.url}/speech/jobs/${jobId}`);
       await page.waitForSelector('html[data-cards="synced"]');
+      // With a player (not before issue 38), once its waveform is drawn.
+      if (await page.locator('#media').count()) await page.waitForSelector('#waveform[data-ready="1"]');
       await page.screenshot({ path: path.join(SHOTS, `job-page-${name}-${TAG}.png`), fullPage: false });
       await context.close();
     }
