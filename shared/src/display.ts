@@ -144,6 +144,13 @@ export interface TurnSoFar {
   sentenceEnded: boolean;
 }
 
+/**
+ * Turns per chunk of the reading view (`<div class="chunk">`): the browser skips the rendering of
+ * chunks off screen (`content-visibility: auto`), and watching a few dozen chunks costs far less
+ * than watching every paragraph of a long transcript while it scrolls.
+ */
+export const TURNS_PER_CHUNK = 8;
+
 /** A pause this long (seconds) starts a new paragraph even within one speaker's turn. */
 export const TURN_PAUSE_SECONDS = 2.5;
 /** A paragraph this long (characters) ends at the next sentence end. */

@@ -1,10 +1,11 @@
-import { endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared';
+import { TURNS_PER_CHUNK, endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared';
 import { escapeHtml, html, SafeHtml } from '../http/html.js';
 import { speakerName, type SpeakerLabels } from './jobs/speakers.js';
 
 /**
  * The reading view of a transcript, shared by the job page and the share page (`?full`): one
- * paragraph per speaker turn (a new one after a pause or a long stretch, see startsNewTurn), the
+ * paragraph per speaker turn (in chunks of TURNS_PER_CHUNK, which the browser renders only near
+ * the screen) (a new one after a pause or a long stretch, see startsNewTurn), the
  * speaker's name in the speaker's colour, a timestamp link at the start of each turn, and each
  * segment in a `.seg` span; a segment whose engine gave word times carries their start times
  * (`data-w`, the player highlights and seeks by them). The live page appends segments
@@ -62,11 +63,14 @@ export function turnHead(speaker: string | null, start: number, labels: SpeakerL
 export function readingTurns(segments: readonly ReadingSegment[], labels: SpeakerLabels): SafeHtml {
   const out: string[] = [];
   let turn: TurnSoFar | null = null;
+  let turns = 0;
   for (const s of segments) {
     const text = squash(s.text);
     if (!text) continue;
     if (startsNewTurn(turn, s)) {
       if (turn) out.push('</p>');
+      if (turns % TURNS_PER_CHUNK === 0) out.push(turns ? '</div><div class="chunk">' : '<div class="chunk">');
+      turns++;
       out.push(`<p class="turn ${speakerColourClass(s.speaker)}" data-speaker="${escapeHtml(s.speaker ?? '')}">${turnHead(s.speaker, s.start, labels)} `);
       turn = { speaker: s.speaker, end: s.end, length: 0, sentenceEnded: false };
     } else {
@@ -77,7 +81,7 @@ export function readingTurns(segments: readonly ReadingSegment[], labels: Speake
     turn!.length += text.length + 1;
     turn!.sentenceEnded = endsSentence(text);
   }
-  if (turn) out.push('</p>');
+  if (turn) out.push('</p></div>');
   return new SafeHtml(out.join(''));
 }
 

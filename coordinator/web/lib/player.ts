@@ -10,9 +10,9 @@ import { ReadingView } from './reading.js';
  * wavesurfer.js drawing the coordinator's peaks (the browser never decodes the file), with the
  * speaker turns as regions in the speakers' colours.
  *
- * The highlight runs on requestAnimationFrame while playing and costs a binary search over the
- * segments' start times plus a walk over one segment's words; only the spans whose state changes
- * are touched, so a three-hour transcript plays without long tasks.
+ * The highlight moves on a timer set for the next word's start while playing; each move costs a
+ * binary search over the segments' start times plus a walk over one segment's words, and touches
+ * only the segment whose state changes and the word's highlight range.
  */
 
 /** The lower part of the window the spoken word does not go into while followed. */
@@ -69,7 +69,7 @@ export function bindPlayer(view: ReadingView): Player | null {
   if (wordMark) CSS.highlights.set('transcript-word', wordMark);
   let nowSeg: HTMLElement | null = null;
   let nowWord = -1;
-  let frame = 0;
+  let timer = 0;
   /** The band of the window the spoken word stays in: under the sticky player, above the lower third. */
   const band = () => {
     const top = Math.max(0, document.querySelector('.reading-head')?.getBoundingClientRect().bottom ?? 0);
@@ -106,13 +106,22 @@ export function bindPlayer(view: ReadingView): Player | null {
       }
     }
   }
-  const loop = () => {
+  // While playing, the highlight moves when the next word starts: a timer set for that moment (at
+  // most 250 ms away), not a callback on every animation frame, so a page whose words do not
+  // change draws nothing new.
+  const tick = () => {
+    clearTimeout(timer);
+    timer = 0;
     paint();
-    frame = media.paused ? 0 : requestAnimationFrame(loop);
+    if (media.paused) return;
+    const next = view.nextBoundary(media.currentTime);
+    const wait = next === null ? 250 : ((next - media.currentTime) / (media.playbackRate || 1)) * 1000;
+    timer = window.setTimeout(tick, Math.max(10, Math.min(250, wait + 5)));
   };
-  media.addEventListener('play', () => (frame ||= requestAnimationFrame(loop)), on);
-  media.addEventListener('seeked', () => paint(), on);
-  media.addEventListener('timeupdate', () => frame || paint(), on);
+  media.addEventListener('play', tick, on);
+  media.addEventListener('seeked', tick, on);
+  media.addEventListener('ratechange', tick, on);
+  media.addEventListener('timeupdate', () => timer || paint(), on);
 
   // ---- speed and keyboard ----
   const speeds = speed ? [...speed.options].map((o) => Number(o.value)) : [0.75, 1, 1.25, 1.5, 1.75, 2];
@@ -189,7 +198,7 @@ export function bindPlayer(view: ReadingView): Player | null {
   return {
     destroy() {
       abort.abort();
-      cancelAnimationFrame(frame);
+      clearTimeout(timer);
       surfer?.destroy();
       if (highlights) CSS.highlights.delete('transcript-word');
     },

@@ -1,4 +1,4 @@
-import { defaultSpeakerName, endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared/display';
+import { TURNS_PER_CHUNK, defaultSpeakerName, endsSentence, speakerColourClass, startsNewTurn, turnClock, type TurnSoFar } from '@sonar/shared/display';
 import { el } from './dom.js';
 
 /**
@@ -128,7 +128,13 @@ export class ReadingView {
     if (!this.last || startsNewTurn(this.last.turn, s)) {
       const p = el('p', { className: `turn ${speakerColourClass(s.speaker)}`, data: { speaker: s.speaker ?? '' } });
       p.append(this.head(s.speaker, s.start), ' ', span);
-      this.root.append(p);
+      // Turns come in chunks of TURNS_PER_CHUNK, as the server renders them.
+      let chunk = this.root.lastElementChild;
+      if (!(chunk instanceof HTMLDivElement) || !chunk.classList.contains('chunk') || chunk.childElementCount >= TURNS_PER_CHUNK) {
+        chunk = el('div', { className: 'chunk' });
+        this.root.append(chunk);
+      }
+      chunk.append(p);
       this.last = { seq: s.seq, p, turn: { speaker: s.speaker, end: s.end, length: text.length + 1, sentenceEnded: endsSentence(text) } };
       return;
     }
@@ -186,6 +192,27 @@ export class ReadingView {
     }
     const span = found >= 0 ? spans[found]! : null;
     return span && t <= Number(span.dataset.end) + 0.05 ? span : null;
+  }
+
+  /** When the highlight next changes after `t`: the next word's start in the segment spoken, its end, or the next segment's start. */
+  nextBoundary(t: number): number | null {
+    const { spans, starts } = this.built();
+    let lo = 0;
+    let hi = starts.length - 1;
+    let found = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid]! <= t) {
+        found = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    const seg = found >= 0 ? spans[found]! : null;
+    const nextWord = seg ? wordStarts(seg)?.find((w) => w > t + 1e-6) : undefined;
+    if (nextWord !== undefined) return nextWord;
+    const end = seg ? Number(seg.dataset.end) : NaN;
+    if (end > t) return end;
+    return starts[found + 1] ?? null;
   }
 
   /**
