@@ -1,6 +1,6 @@
 // The job page on a long recording (`BENCH_ONLY=page`, issue 38): a generated three-hour pass of
 // BENCH_PAGE_SEGMENTS (3,200) segments of ten timed words each and four speakers, over a generated
-// 3-hour WAV (8 kHz, 8-bit mono, 86 MB) as the job's retained media.
+// 3-hour WAV (8 kHz, 8-bit mono, 82 MiB) as the job's retained media.
 // - server time for the page: GET /speech/jobs/{id} with a session, the whole answer read, median
 //   and worst of BENCH_PAGE_REQUESTS (10) after one warm-up;
 // - the waveform's peaks: the first request (ffmpeg decodes the file once) and a cached one;
@@ -194,7 +194,7 @@ export async function pagePhases(ctx: PageContext): Promise<void> {
       `${(streamed / 2 ** 20).toFixed(0)} MiB in ${ms(performance.now() - t0)}; bytes=1000-1999 answers ${range.status} with ${rangeBytes} bytes`,
     );
     target(
-      'media route streams: resident memory grows ≤ 32 MiB while sending the 86 MiB file',
+      `media route streams: resident memory grows ≤ 32 MiB while sending the ${(size / 2 ** 20).toFixed(0)} MiB file`,
       streamed === size && growth <= 32 * 2 ** 20,
       `${(growth / 2 ** 20).toFixed(1)} MiB growth for ${(size / 2 ** 20).toFixed(0)} MiB sent`,
     );
