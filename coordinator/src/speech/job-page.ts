@@ -305,7 +305,7 @@ export function analysisCard(job: SpeechJob, p: JobView, mayAnalyze: boolean, cs
   return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
     <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
     ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
-    ${analysis?.state === 'completed' && outOfDate(job, analysis.updated_at) ? html`<p class="warning" id="analysis-stale">Out of date: the transcript was corrected after this analysis.${mayAnalyze ? ' Analyse again to bring it up to date.' : ''}</p>` : ''}
+    ${analysis?.state === 'completed' && outOfDate(job, analysis.updated_at) ? html`<p class="warning" id="analysis-stale">Out of date: the transcript was corrected after this analysis.${mayAnalyze ? ' “Analyse again” brings it and the translations up to date.' : ''}</p>` : ''}
     <div id="analysis-result">${analysisResult(analysis?.result)}</div>
     ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
   </div>`;
@@ -319,7 +319,7 @@ export function translationsCard(job: SpeechJob, p: JobView): SafeHtml {
           (
             t,
           ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
-          ${t.state === 'completed' && outOfDate(job, t.updated_at) ? html`<p class="warning translation-stale">Out of date: the transcript was corrected after this translation.</p>` : ''}
+          ${t.state === 'completed' && outOfDate(job, t.updated_at) ? html`<p class="warning translation-stale">Out of date: the transcript was corrected after this translation. “Analyse again” makes a new analysis and new translations.</p>` : ''}
           ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
         )
       : html`<p class="muted">${p.translation_target_languages.length ? `Requested: ${p.translation_target_languages.join(', ')}; none available yet.` : 'No translations.'}</p>`
