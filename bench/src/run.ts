@@ -9,7 +9,9 @@
 // excerpts), plus the chat-log archive (bench/src/irc.ts) when its generated database exists (it is
 // built once, apart: `npm run bench:irc:generate`). The subtitle part runs only when asked for
 // (`BENCH_ONLY=subtitles`: about 20 minutes of pocketsphinx the first time; it needs neither
-// PostgreSQL nor Redis).
+// PostgreSQL nor Redis). BENCH_ONLY=page (bench/src/page.ts, issue 38) runs the job page on a three-hour
+// pass: server time, the waveform's peaks, the media route's memory, and in chromium at a phone viewport
+// with 4× CPU throttling the first contentful paint and long tasks while playing; only when asked for.
 //
 // Speech:
 // 1. protocol throughput: N queued URL jobs drained by simulated workers doing Claim, then Complete with claim_next (the next claim in the same call);
@@ -43,6 +45,7 @@ import { dnsPhases } from './dns.js';
 import { fleetPhases } from './fleet.js';
 import { httpPhases } from './http.js';
 import { subtitlesPhase } from './subtitles.js';
+import { pagePhases } from './page.js';
 import { IRC_GENERATE_HINT, ircBenchState, ircPhases } from './irc.js';
 import {
   coordinatorEnv,
@@ -102,14 +105,14 @@ const settings = {
   pipelineRuns: int('BENCH_PIPELINE_RUNS', 5),
 };
 const only = (process.env.BENCH_ONLY ?? '').trim().toLowerCase();
-if (only && !['speech', 'dns', 'irc', 'diarization', 'subtitles', 'fleet', 'http', 'cluster'].includes(only)) {
+if (only && !['speech', 'dns', 'irc', 'diarization', 'subtitles', 'fleet', 'http', 'cluster', 'page'].includes(only)) {
   process.stderr.write(
-    `BENCH_ONLY must be "speech", "dns", "irc", "diarization", "subtitles", "fleet", "http" or "cluster" (or unset for all but subtitles and cluster), not "${only}"\n`,
+    `BENCH_ONLY must be "speech", "dns", "irc", "diarization", "subtitles", "fleet", "http", "cluster" or "page" (or unset for all but subtitles, cluster and page), not "${only}"\n`,
   );
   process.exit(2);
 }
 // irc null: decided at start, by whether the generated chat-log archive exists.
-const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean; http: boolean; cluster: boolean } = {
+const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: boolean; fleet: boolean; http: boolean; cluster: boolean; page: boolean } = {
   speech: !only || only === 'speech',
   fleet: !only || only === 'fleet',
   dns: !only || only === 'dns',
@@ -118,6 +121,8 @@ const parts: { speech: boolean; dns: boolean; irc: boolean | null; diarization: 
   diarization: !only || only === 'diarization',
   // Only when asked for (bench/src/cluster.ts: one coordinator against two).
   cluster: only === 'cluster',
+  // The job page on a three-hour pass (bench/src/page.ts): only when asked for (it needs chromium).
+  page: only === 'page',
 };
 const SENTENCES = ['hello world', 'i would like a cup of coffee', 'please call me tomorrow morning', 'good morning everyone'];
 // An address literal from a documentation range (allowed for this run through OUTBOUND_ALLOW_RANGES
@@ -384,7 +389,7 @@ async function main() {
   const check = (ok: boolean) => {
     if (!ok) failed = true;
   };
-  if (parts.speech || parts.dns || parts.fleet || parts.http || parts.cluster) await coordinatorParts(check);
+  if (parts.speech || parts.dns || parts.fleet || parts.http || parts.cluster || parts.page) await coordinatorParts(check);
   if (parts.irc) {
     checkInterrupted();
     await ircPhases({ pgAdminUrl: settings.pgAdminUrl, redisUrl: settings.redisUrl, redisPrefix, tmp, runId, row, fail, check, checkInterrupted });
@@ -469,6 +474,10 @@ async function coordinatorParts(check: (ok: boolean) => void) {
     cleanups.push(['cluster load generator', () => load.stop()]);
     await clusterPhases({ svc, q, accounts, runId, load, row, fail, target, checkInterrupted, env, root, cleanups, check, startLoadGenerator });
     await load.stop();
+  }
+  if (parts.page) {
+    checkInterrupted();
+    await pagePhases({ svc, q, accounts, runId, row, fail, target, checkInterrupted, tmp, mediaDir: path.join(tmp, 'media') });
   }
   if (parts.http) {
     checkInterrupted();

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { build } from 'esbuild';
 
 /** Browser entry points of the web console (coordinator/web), by the name pages ask for. */
-export const WEB_ENTRIES = ['app.css', 'queue.js', 'job.js', 'admin.js', 'common.js', 'dns.js'] as const;
+export const WEB_ENTRIES = ['app.css', 'queue.js', 'job.js', 'admin.js', 'common.js', 'dns.js', 'share.js'] as const;
 
 /** Where the bundle lands (coordinator/dist/public) and the manifest the server reads there. */
 export const publicDir = (root: string) => path.join(root, 'coordinator', 'dist', 'public');

@@ -74,10 +74,14 @@ export function estimateFinish(input: {
  */
 export const JOB_PAGE_CARDS = [
   'summary',
+  'player',
+  'facts',
   'liveness',
   'worker',
   'transcript',
+  'reading',
   'transcript-notes',
+  'edits',
   'downloads',
   'actions',
   'target',
@@ -90,5 +94,88 @@ export const JOB_PAGE_CARDS = [
   'runtime-log',
 ] as const;
 export type JobPageCard = (typeof JOB_PAGE_CARDS)[number];
-/** The cards a live page fetches again: all but the streamed transcript. */
-export const SWAPPABLE_JOB_PAGE_CARDS = JOB_PAGE_CARDS.filter((c): c is Exclude<JobPageCard, 'transcript'> => c !== 'transcript');
+/**
+ * The cards a live page fetches again on every event: all but the streamed transcript and
+ * `reading` (the transcript's text, fetched only after a correction of it).
+ */
+export const SWAPPABLE_JOB_PAGE_CARDS = JOB_PAGE_CARDS.filter(
+  (c): c is Exclude<JobPageCard, 'transcript' | 'reading'> => c !== 'transcript' && c !== 'reading',
+);
+
+// ---- the reading view of a transcript (job page, share page) --------------------------------
+
+/** How many speaker colours the stylesheet defines (`.spk-1` … `.spk-8`, the waveform's regions too). */
+export const SPEAKER_COLOURS = 8;
+
+/**
+ * The colour class of a speaker key (`S1` → `spk-1`, `S9` → `spk-1`): the same key has the same
+ * colour in every view of a job (transcript, speakers card, waveform, share page). Keys of other
+ * diarizers (`SPEAKER_00`, counted from 0) go by their number; any other key by a hash of it.
+ * `spk-0` is "no speaker".
+ */
+export function speakerColourClass(key: string | null | undefined): string {
+  if (!key) return 'spk-0';
+  const ours = /^S(\d+)$/.exec(key);
+  const theirs = /(\d+)$/.exec(key);
+  let n: number;
+  if (ours) n = Number(ours[1]) - 1;
+  else if (theirs) n = Number(theirs[1]);
+  else {
+    n = 7;
+    for (let i = 0; i < key.length; i++) n = (n * 31 + key.charCodeAt(i)) >>> 0;
+  }
+  return `spk-${(Math.max(0, n) % SPEAKER_COLOURS) + 1}`;
+}
+
+/** The name a speaker key reads as when nobody named it: `S2` → `Speaker 2`. */
+export function defaultSpeakerName(key: string): string {
+  const n = /^S(\d+)$/.exec(key);
+  return n ? `Speaker ${n[1]}` : key;
+}
+
+/** What the reading view knows about the turn a segment may join. */
+export interface TurnSoFar {
+  speaker: string | null;
+  /** Where the turn's last segment ended (seconds). */
+  end: number;
+  /** Characters of text in the turn so far. */
+  length: number;
+  /** Whether the turn's text ends a sentence. */
+  sentenceEnded: boolean;
+}
+
+/**
+ * Turns per chunk of the reading view (`<div class="chunk">`): the browser skips the rendering of
+ * chunks off screen (`content-visibility: auto`), and watching a few dozen chunks costs far less
+ * than watching every paragraph of a long transcript while it scrolls.
+ */
+export const TURNS_PER_CHUNK = 8;
+
+/** A pause this long (seconds) starts a new paragraph even within one speaker's turn. */
+export const TURN_PAUSE_SECONDS = 2.5;
+/** A paragraph this long (characters) ends at the next sentence end. */
+export const TURN_MAX_CHARS = 600;
+
+/**
+ * Whether a segment starts a new paragraph of the reading view: a change of speaker, a pause of
+ * 2.5 s or more, or a long paragraph whose last sentence ended. The server's render and the live
+ * page's appends both ask this, so a page that grew live reads as a fresh load.
+ */
+export function startsNewTurn(turn: TurnSoFar | null, segment: { speaker: string | null; start: number }): boolean {
+  if (!turn) return true;
+  if (turn.speaker !== segment.speaker) return true;
+  if (segment.start - turn.end >= TURN_PAUSE_SECONDS) return true;
+  return turn.length >= TURN_MAX_CHARS && turn.sentenceEnded;
+}
+
+/** Whether text ends a sentence (a full stop, question or exclamation mark, an ellipsis, maybe a closing quote). */
+export const endsSentence = (text: string): boolean => /[.!?…]["'”’)\]]?$/.test(text.trimEnd());
+
+/** A media position for a turn's timestamp: `m:ss` or `h:mm:ss`. */
+export function turnClock(seconds: number): string {
+  const total = Math.max(0, Math.floor(seconds));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = String(total % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${s}` : `${m}:${s}`;
+}

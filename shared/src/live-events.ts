@@ -51,7 +51,7 @@ export interface LiveAi {
  * entry (a share, staging, a callback…), a cancellation request, the execution target, speaker names, the title or note.
  * The page fetches its cards again; the event carries no state of its own.
  */
-export type JobChange = 'log' | 'cancel' | 'target' | 'speakers' | 'metadata';
+export type JobChange = 'log' | 'cancel' | 'target' | 'speakers' | 'metadata' | 'transcript';
 
 /** The answer to `subscribe`: the job's current state, sent once before its live events. */
 export interface LiveSnapshot {

@@ -694,6 +694,40 @@ describe('a diarization rerun that finds more speakers', () => {
   });
 });
 
+describe('a correction of the transcript', () => {
+  it('marks the analysis and translations out of date; "Analyse again" brings both up to date', async () => {
+    stub.reset();
+    const s = await stand(providerEnv());
+    try {
+      const ai = await s.user(['speech.use', 'provider_openai']);
+      const job = await s.uploadJob(ai, 'rec-0701.wav', { label: 'Budget call', analysisLanguage: 'en', translations: ['de'] });
+      await s.worker.run(job.id, { segments: SEGMENTS, speakers: [0, 1, 0] });
+      await expect.poll(async () => (await s.aiOf(job.id)).translations[0]?.state, { timeout: 15_000 }).toBe('completed');
+      const { jar } = await browserLogin(s.svc.app, ai.username, ai.password);
+      const page = async () => (await s.svc.app.inject({ url: `/speech/jobs/${job.id}`, headers: { cookie: jar.header() } })).body;
+      expect(await page()).not.toContain('id="analysis-stale"');
+
+      expect((await s.api('PATCH', `/api/speech/jobs/${job.id}/segments/1`, ai, { text: 'Then we should cut hotels.' })).status).toBe(200);
+      const stale = await page();
+      expect(stale).toContain('id="analysis-stale"');
+      expect(stale).toContain('class="warning translation-stale"');
+
+      expect((await s.api('POST', `/api/speech/jobs/${job.id}/analyze`, ai)).status).toBe(202);
+      await expect.poll(async () => (await s.aiOf(job.id)).analysis?.state, { timeout: 15_000 }).toBe('completed');
+      await expect.poll(async () => (await s.aiOf(job.id)).translations[0], { timeout: 15_000 }).toMatchObject({ state: 'completed' });
+      // The new analysis read the corrected text.
+      expect(stub.of('analysis').at(-1)?.user).toContain('cut hotels');
+      const fresh = await page();
+      expect(fresh).not.toContain('id="analysis-stale"');
+      expect(fresh).not.toContain('translation-stale');
+    } finally {
+      s.worker.close();
+      await s.svc.close();
+      await s.db.drop();
+    }
+  });
+});
+
 describe('re-transcription', () => {
   it('archives the analysis and translations with the revision; the new pass starts without them; not while they run', async () => {
     stub.reset();

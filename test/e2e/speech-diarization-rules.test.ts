@@ -375,7 +375,8 @@ describe('diarization reruns (DIARIZATION_TRANSITIONS, row by row)', () => {
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain('id="speaker-editor"');
     expect(page.body).toMatch(/data-state="completed">2 speakers \(test-diarizer\)\./);
-    expect(page.body).toMatch(/data-speaker="S2">Speaker 2<\/span> Hello there\./);
+    // The reading view: the speaker's name heads the turn (with its time), the segment's text follows.
+    expect(page.body).toMatch(/data-speaker="S2">Speaker 2<\/span> <a class="ts"[^>]*>[^<]*<\/a><\/span> <span class="seg"[^>]*>Hello there\./);
     const csrf = extractCsrf(page.body);
     const form = (fields: Record<string, string>) => ({
       headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
@@ -387,7 +388,7 @@ describe('diarization reruns (DIARIZATION_TRANSITIONS, row by row)', () => {
     expect(saved.statusCode).toBe(303);
     expect(saved.headers.location).toBe(`/speech/jobs/${id}?notice=speakers-saved`);
     const renamed = await get();
-    expect(renamed.body).toMatch(/data-speaker="S1">Grace<\/span> Good morning\./);
+    expect(renamed.body).toMatch(/data-speaker="S1">Grace<\/span> <a class="ts"[^>]*>[^<]*<\/a><\/span> <span class="seg"[^>]*>Good morning\./);
     expect(renamed.body).toContain('value="Grace"');
     // An unknown speaker is refused on the page itself (422), nothing saved.
     const bad = await svc.app.inject({ method: 'POST', url: `/speech/jobs/${id}/speakers`, ...form({ _csrf: csrf, name_S9: 'Nobody' }) });

@@ -71,10 +71,16 @@ describe('speech pages in a browser', () => {
       const list = document.getElementById('segments')!;
       // The summary card is swapped as a whole when the job changes: watch its slot.
       const summary = document.querySelector('[data-card="summary"]')!;
-      for (const li of list.querySelectorAll('li')) w.timeline.push({ kind: 'segment', at: performance.now(), value: li.textContent ?? '' });
+      // Segments are spans in the speaker turns (paragraphs): a new one may start a turn or join the last.
+      for (const seg of list.querySelectorAll('.seg')) w.timeline.push({ kind: 'segment', at: performance.now(), value: seg.textContent ?? '' });
       new MutationObserver((records) => {
-        for (const r of records) r.addedNodes.forEach((n) => w.timeline.push({ kind: 'segment', at: performance.now(), value: n.textContent ?? '' }));
-      }).observe(list, { childList: true });
+        for (const r of records)
+          r.addedNodes.forEach((n) => {
+            if (!(n instanceof HTMLElement)) return;
+            for (const seg of n.matches('.seg') ? [n] : n.querySelectorAll('.seg'))
+              w.timeline.push({ kind: 'segment', at: performance.now(), value: seg.textContent ?? '' });
+          });
+      }).observe(list, { childList: true, subtree: true });
       new MutationObserver(() =>
         w.timeline.push({ kind: 'status', at: performance.now(), value: document.getElementById('job-status')?.dataset.status ?? '' }),
       ).observe(summary, { attributes: true, childList: true, subtree: true });
@@ -89,8 +95,8 @@ describe('speech pages in a browser', () => {
     const stored = await svc.speech.jobs.segments(jobId, 1);
     expect(stored.length).toBeGreaterThan(3);
     // Every stored segment is on the page exactly once, in order; several appeared before completion.
-    const items = await page.$$eval('#segments li', (lis) =>
-      lis.map((li) => [Number((li as HTMLElement).dataset.seq), li.querySelector<HTMLElement>('.who')?.dataset.speaker ?? '']),
+    const items = await page.$$eval('#segments .seg', (segs) =>
+      segs.map((seg) => [Number((seg as HTMLElement).dataset.seq), (seg as HTMLElement).dataset.speaker ?? '']),
     );
     expect(items).toEqual(stored.map((s) => [s.seq, s.speaker ?? '']));
     expect(stored.every((s) => s.speaker)).toBe(true);
@@ -102,7 +108,7 @@ describe('speech pages in a browser', () => {
     await plain.addCookies((await page.context().cookies()).map((c) => ({ ...c })));
     const p2 = await plain.newPage();
     await p2.goto(`${svc.url}/speech/jobs/${jobId}`);
-    expect(await p2.$$eval('#segments li', (lis) => lis.length)).toBe(stored.length);
+    expect(await p2.$$eval('#segments .seg', (segs) => segs.length)).toBe(stored.length);
     await plain.close();
   }, 120_000);
 

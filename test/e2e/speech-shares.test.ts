@@ -99,7 +99,7 @@ describe('share endpoints', () => {
     expect(created.statusCode, created.body).toBe(200);
     const body = created.json();
     expect(body).toMatchObject({ ok: true, message: expect.any(String) });
-    expect(Object.keys(body.share).sort()).toEqual(['created_at', 'url']);
+    expect(Object.keys(body.share).sort()).toEqual(['created_at', 'playback', 'url']);
     expect(body.share.url.startsWith(SHARE_PREFIX)).toBe(true);
     expect(tokenOf(body.share.url)).toMatch(/^[A-Za-z0-9_-]{32}$/);
     expect(Date.parse(body.share.created_at)).toBeGreaterThan(Date.now() - 60_000);
@@ -182,7 +182,7 @@ describe('share endpoints', () => {
     const id = await completedJob(alice);
     await sql(`update speech_jobs set queue_channel = 'api', share_token = 'AutoShareToken_0123456789abcdef', share_created_at = now() where id = ?`, [id]);
     const detail = (await t.app.inject({ method: 'GET', url: `/api/speech/jobs/${id}`, headers: alice.auth })).json().job;
-    expect(detail.share).toEqual({ url: `${SHARE_PREFIX}AutoShareToken_0123456789abcdef`, created_at: expect.any(String) });
+    expect(detail.share).toEqual({ url: `${SHARE_PREFIX}AutoShareToken_0123456789abcdef`, created_at: expect.any(String), playback: false });
     expect((await page('/shared/speech/transcript/AutoShareToken_0123456789abcdef')).statusCode).toBe(200);
   });
 });
@@ -236,15 +236,17 @@ describe('public transcript page', () => {
     // The link to the detailed layout works without JavaScript.
     await tab.click('text=Show timestamps and speakers');
     await tab.waitForURL(/\?full$/);
-    const rows = await tab.$$eval('table.segments tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent?.trim())));
-    expect(rows).toEqual([
-      ['0:00–0:04', 'SPEAKER_00', 'Good morning and welcome to the meeting.'],
-      ['0:04–0:08', 'SPEAKER_00', 'Today we discuss the <budget> & the plan.'],
-      ['0:08–0:12', 'SPEAKER_01', 'Thank you. I have three points.'],
-      ['0:16–0:21', 'SPEAKER_01', 'First, the schedule.'],
-      ['0:21–1:15', 'SPEAKER_01', 'Second, the venue is booked.'],
+    // The job page's reading view, read-only: speaker turns with their start times, every segment.
+    const turns = await tab.$$eval('#segments .turn', (ps) =>
+      ps.map((p) => [p.querySelector('.ts')?.textContent, p.querySelector('.who')?.textContent, [...p.querySelectorAll('.seg')].map((s) => s.textContent)]),
+    );
+    expect(turns).toEqual([
+      ['0:00', 'SPEAKER_00', ['Good morning and welcome to the meeting.', 'Today we discuss the <budget> & the plan.']],
+      ['0:08', 'SPEAKER_01', ['Thank you. I have three points.']],
+      ['0:16', 'SPEAKER_01', ['First, the schedule.', 'Second, the venue is booked.']],
     ]);
-    expect(await tab.$$eval('table.segments thead th', (ths) => ths.map((th) => th.textContent))).toEqual(['Time', 'Speaker', 'Text']);
+    // Each speaker in their own colour, the same class as on the job page.
+    expect(await tab.$$eval('#segments .who', (els) => els.map((e) => e.getAttribute('class')))).toEqual(['who spk-1', 'who spk-2', 'who spk-2']);
     await tab.click('text=Reading view');
     await tab.waitForURL((u) => !u.search);
     expect(await tab.locator('[data-layout=reading]').count()).toBe(1);
@@ -259,7 +261,8 @@ describe('public transcript page', () => {
     expect(full.statusCode).toBe(200);
     expect(full.body).toContain('data-layout="full"');
     expect(full.body).not.toContain('<th>Speaker</th>');
-    expect((full.body.match(/<tr>/g) ?? []).length).toBe(SEGMENTS.length + 1);
+    expect((full.body.match(/class="seg"/g) ?? []).length).toBe(SEGMENTS.length);
+    expect(full.body).not.toContain('class="who');
     const reading = await page(pathOf(link));
     expect(reading.body).not.toContain('class="speaker"');
   });

@@ -14,7 +14,8 @@ import { SimWorker } from '../support/sim-worker.js';
  * The auxiliary TXT copy of a completed transcript (the specification's "TXT artifact" beside the
  * database transcript), with a real coordinator and a simulated worker over gRPC: written at
  * completion with the bytes of the transcript.txt download; when it cannot be written the job
- * still completes and reports degraded storage, and the next write (a speaker rename) clears it;
+ * still completes and reports degraded storage, and the next write (a speaker rename) clears it; a
+ * correction writes it again;
  * deleting the job removes it.
  */
 let db: TestDatabase;
@@ -39,7 +40,7 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const call = (method: 'GET' | 'PUT' | 'DELETE', url: string, payload?: Record<string, unknown>) =>
+const call = (method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: Record<string, unknown>) =>
   svc.app.inject({ method, url, headers: { authorization: `Bearer ${jwt}` }, ...(payload === undefined ? {} : { payload }) });
 const fileState = async (id: number) =>
   (await call('GET', `/api/speech/jobs/${id}`)).json<{
@@ -79,6 +80,11 @@ describe('the TXT copy of a completed transcript', () => {
     const renamed = (await call('GET', `/api/speech/jobs/${first}/transcript.txt`)).body;
     expect(renamed).toContain('Ada');
     expect(readFileSync(copyOf(first), 'utf8')).toBe(renamed);
+    // So does a correction of the text (the corrected pass is what every output reads).
+    expect((await call('PATCH', `/api/speech/jobs/${first}/segments/0`, { text: 'Good evening, everyone.' })).statusCode).toBe(200);
+    const corrected = (await call('GET', `/api/speech/jobs/${first}/transcript.txt`)).body;
+    expect(corrected).toContain('Good evening, everyone.');
+    expect(readFileSync(copyOf(first), 'utf8')).toBe(corrected);
 
     expect((await call('DELETE', `/api/speech/jobs/${second}`)).statusCode).toBe(200);
     expect(existsSync(copyOf(second))).toBe(false);

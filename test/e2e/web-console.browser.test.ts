@@ -521,7 +521,7 @@ describe('web console pages', { timeout: 90_000 }, () => {
     expect(await page.textContent('#segments')).toContain('Half a sentence from attempt one');
     await page.click('#job-restart');
     await page.waitForURL(/notice=restarted/);
-    expect(await page.$$eval('#segments li', (lis) => lis.length)).toBe(0);
+    expect(await page.$$eval('#segments .seg', (segs) => segs.length)).toBe(0);
     expect(await page.textContent('#new-attempt')).toContain('starts over');
     expect(await svc.speech.jobs.segments(ids.failed, 1)).toEqual([]);
     await context.close();

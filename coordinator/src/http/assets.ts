@@ -10,7 +10,7 @@ import { declarePublicScope } from './public-scope.js';
 export const PUBLIC_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/public');
 
 /** Entry names a page may ask for (keys of the build's manifest.json). */
-export type WebEntry = 'app.css' | 'queue.js' | 'job.js' | 'admin.js' | 'common.js' | 'dns.js';
+export type WebEntry = 'app.css' | 'queue.js' | 'job.js' | 'admin.js' | 'common.js' | 'dns.js' | 'share.js';
 
 let manifest: Record<string, string> | null = null;
 

@@ -1,13 +1,16 @@
-import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, mediaClock } from '@sonar/shared';
+import { JOB_STATUS_LABELS, UNRESPONSIVE_WARNING_SECONDS, estimateFinish, formatStockholm, speakerColourClass } from '@sonar/shared';
 import { html, SafeHtml } from '../http/html.js';
-import type { SpeechJob, SpeechSegment, StatedSpeakers } from './jobs/entities.js';
+import type { SpeechJob, StatedSpeakers } from './jobs/entities.js';
 import { NO_SPEECH_DETAIL, type presentJobDetail } from './jobs/presenter.js';
 import type { RetranscriptionState } from './jobs/retranscription.js';
-import { speakerAwareTranscript, speakerName, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
+import type { EditRow } from './jobs/transitions/edits.js';
+import type { ReadingRow } from './jobs/job-repository.js';
+import { speakerAwareTranscript, statedSpeakersText, type presentDiarization } from './jobs/speakers.js';
 import { MAX_STATED_SPEAKERS } from './schemas.js';
 import { TRANSCRIPT_FORMATS } from './jobs/transcript-formats.js';
 import { isProcessing } from './jobs/job-transitions.js';
 import { languageName } from './ai/work.js';
+import { playerMarkup, readingTools, readingTurns } from './reading-view.js';
 
 /**
  * The cards of the job page `/speech/jobs/{jobId}`, one render function each (so the page can
@@ -21,7 +24,10 @@ type PresentedDiarization = ReturnType<typeof presentDiarization>;
 
 const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
 
-/** Title, status and stage, the facts of the job, progress and the estimated finish. */
+/**
+ * The head of the page: title, status and stage, a failure or cancellation, progress and the
+ * estimated finish (these move live). The other facts are the side column's `facts` card.
+ */
 export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
   const eta = isProcessing(job.status)
     ? estimateFinish({
@@ -31,11 +37,22 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
         progressAt: job.audioPositionSeconds > 0 ? p.updated_at : null,
       })
     : null;
-  return html`<div class="card" id="summary"><h1>${p.source_label}</h1>
+  return html`<div class="card job-head" id="summary"><h1>${p.source_label}</h1>
     <p><span class="badge" id="job-status" data-status="${p.status}">${JOB_STATUS_LABELS[job.status]}</span>
       <span id="job-stage">${p.stage_label && p.stage_label !== p.status_label ? p.stage_label : ''}</span>${p.stage_detail ? html` · <span id="job-detail">${p.stage_detail}</span>` : ''}</p>
     ${p.failure_error ? html`<p class="error" id="failure">${p.failure_error}</p>` : ''}
     ${p.cancel_requested && isProcessing(job.status) ? html`<p class="warning" id="cancel-requested">Cancellation requested; the worker stops at its next heartbeat.</p>` : ''}
+    <dl class="facts inline">
+      <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
+        p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
+      }${p.progress.throughput ? ` · ${speedText(p.progress.throughput)}` : ''}</dd>
+      <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
+    </dl></div>`;
+}
+
+/** The facts of the job: model and engine, language, length, times, attempt, source and note. */
+export function factsCard(job: SpeechJob, p: JobView): SafeHtml {
+  return html`<div class="card" id="facts"><h2>Facts</h2>
     <dl class="facts">
       <dt>Model</dt><dd id="job-model">${p.model}${job.currentPass > 1 ? ` · pass ${job.currentPass}` : ''}${
         p.engine
@@ -49,10 +66,6 @@ export function summaryCard(job: SpeechJob, p: JobView): SafeHtml {
       <dt>Queued</dt><dd><time datetime="${p.created_at}">${formatStockholm(p.created_at)}</time> · ${p.queue_channel_label}</dd>
       ${p.started_at ? html`<dt>Started</dt><dd><time datetime="${p.started_at}">${formatStockholm(p.started_at)}</time></dd>` : ''}
       ${p.finished_at ? html`<dt>Finished</dt><dd><time datetime="${p.finished_at}">${formatStockholm(p.finished_at)}</time></dd>` : ''}
-      <dt>Progress</dt><dd id="job-progress" data-position="${p.progress.audio_position_seconds}" data-duration="${p.source_duration_seconds ?? ''}" data-started="${p.started_at ?? ''}">${
-        p.progress.percent !== null ? `${p.progress.percent} %` : job.status === 'completed' ? 'done' : '—'
-      }${p.progress.throughput ? ` · ${speedText(p.progress.throughput)}` : ''}</dd>
-      <dt>Estimated finish</dt><dd id="job-eta">${eta ? html`<time datetime="${eta.toISOString()}">${formatStockholm(eta)}</time>` : html`<span class="muted">${isProcessing(job.status) ? 'after the first completed segment' : '—'}</span>`}</dd>
       <dt>Attempt</dt><dd>${p.attempt} of ${p.max_attempts}</dd>
       ${p.source_url ? html`<dt>Source</dt><dd class="mono">${p.source_url}</dd>` : ''}
       ${p.source_note ? html`<dt>Note</dt><dd class="transcript" id="source-note">${p.source_note}</dd>` : ''}
@@ -142,6 +155,9 @@ export function actionsCard(job: SpeechJob, p: JobView, csrf: string, mayChange:
       p.share
         ? html`<div class="share-link"><label for="share-url">Public link</label><input id="share-url" readonly value="${p.share.url}">
           <a class="button secondary" href="${p.share.url}">Open</a></div>
+          <form method="post" action="/speech/jobs/${p.id}/share/playback" id="share-playback">${csrfField(csrf)}<input type="hidden" name="playback" value="${p.share.playback ? '0' : '1'}">
+            <p class="muted" id="share-playback-state" data-playback="${p.share.playback ? '1' : '0'}">${p.share.playback ? 'Readers of the link can play the recording.' : 'Readers of the link see the transcript only; the recording does not play there.'}</p>
+            <button class="secondary" type="submit" id="share-playback-toggle">${p.share.playback ? 'Turn playback off on the public page' : 'Allow playback on the public page'}</button></form>
           <form method="post" action="/speech/jobs/${p.id}/share/disable" data-confirm="Disable the public link? It stops working at once.">${csrfField(csrf)}<button class="secondary" type="submit" id="share-disable">Stop sharing</button></form>`
         : job.status === 'completed'
           ? html`<form method="post" action="/speech/jobs/${p.id}/share">${csrfField(csrf)}<button type="submit" id="share-create">Create a public link</button>
@@ -196,18 +212,74 @@ export function targetCard(job: SpeechJob, options: TargetOption[], csrf: string
     }</div>`;
 }
 
-/** The live transcript of the current pass (segments arrive over socket.io); its notes are a slot of their own. */
-export function transcriptCard(job: SpeechJob, segments: SpeechSegment[]): SafeHtml {
-  return html`<div class="card"><h2>Transcript</h2><ol id="segments" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}">
-      ${segments.map(
-        (s) =>
-          html`<li data-seq="${s.seq}" data-end="${s.endSeconds}"><span class="muted">${mediaClock(s.startSeconds)}</span> <span class="who" data-speaker="${s.speaker ?? ''}">${s.speaker ? speakerName(s.speaker, job.speakerLabels) : ''}</span> ${s.text}</li>`,
-      )}
-    </ol><div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></div>`;
+/**
+ * The transcript of the current pass in the reading view (reading-view.ts): speaker turns, their
+ * colours and timestamps, the search bar; segments arrive live over socket.io and are appended by
+ * the same rules. Its notes are a slot of their own.
+ */
+export function transcriptCard(job: SpeechJob, segments: ReadingRow[], player: SafeHtml, styleNonce: string, owner: boolean): SafeHtml {
+  return html`<section class="card transcript-card" id="transcript" aria-label="Transcript"><h2 class="visually-hidden">Transcript</h2>
+    <div class="reading-head" nonce="${styleNonce}">${player}${readingTools({ editable: owner })}</div>
+    <div id="segments" class="reading-text" data-job="${job.id}" data-pass="${job.currentPass}" data-attempt="${job.attempt}" data-names="${JSON.stringify(job.speakerLabels)}">${readingTurns(segments, job.speakerLabels)}</div>
+    <div class="slot" data-card="transcript-notes">${transcriptNotes(job, segments)}</div></section>`;
+}
+
+/** The transcript's text alone (the reading turns), for the live page after a correction of it. */
+export function readingCard(job: SpeechJob, segments: ReadingRow[]): SafeHtml {
+  return readingTurns(segments, job.speakerLabels);
+}
+
+/**
+ * Corrections of the transcript: the owner's edits of the current pass with their authors and
+ * times (newest first), "Undo the latest correction", and how to correct (the page's script adds
+ * the editor to the text). Earlier passes' corrections stay with them (undone and superseded ones too).
+ */
+export function editsCard(job: SpeechJob, owner: boolean, edits: EditRow[], csrf: string, error?: string): SafeHtml | '' {
+  const current = edits.filter((e) => e.pass === job.currentPass);
+  if (!owner && !current.length) return '';
+  const stateText: Record<EditRow['state'], string> = { active: '', undone: 'undone', superseded: 'superseded by a new speaker identification' };
+  return html`<div class="card" id="edits" data-count="${current.filter((e) => e.state === 'active').length}"><h2>Corrections</h2>
+    ${error ? html`<p class="error" role="alert" id="edits-error">${error}</p>` : ''}
+    ${owner && job.status === 'completed' ? html`<p class="hint" id="edit-hint">Click “Correct” above the transcript, then a segment to fix its text or move it (or the words you select in it) to another speaker.</p>` : ''}
+    ${
+      current.length
+        ? html`<ol class="edit-list" reversed>${current.map(
+            (e) =>
+              html`<li data-edit="${e.id}" data-state="${e.state}"><span class="${e.state === 'active' ? '' : 'muted'}">${e.summary}</span> <span class="muted">· ${e.author_name} · <time datetime="${new Date(e.at_ms).toISOString()}">${formatStockholm(e.at_ms)}</time>${
+                stateText[e.state] ? ` · ${stateText[e.state]}` : ''
+              }</span></li>`,
+          )}</ol>`
+        : html`<p class="muted">No corrections.</p>`
+    }
+    ${
+      owner && current.some((e) => e.state === 'active')
+        ? html`<form method="post" action="/speech/jobs/${job.id}/edits/undo">${csrfField(csrf)}<button class="secondary" type="submit" id="edit-undo">Undo the latest correction</button></form>`
+        : ''
+    }</div>`;
+}
+
+/** Whether an analysis or translation last changed before the owner corrected the current pass. */
+function outOfDate(job: SpeechJob, updatedAt: string | Date | null | undefined): boolean {
+  if (!updatedAt || job.transcriptRevisedPass !== job.currentPass || !job.transcriptRevisedAt) return false;
+  return new Date(updatedAt).getTime() < job.transcriptRevisedAt.getTime();
+}
+
+/**
+ * The player of the job's retained media (reading-view.ts playerMarkup): none before a URL job's
+ * media was downloaded, a note once the media was released.
+ */
+export function playerCard(job: SpeechJob): SafeHtml | '' {
+  return playerMarkup({
+    src: `/api/speech/jobs/${job.id}/media`,
+    peaks: `/api/speech/jobs/${job.id}/peaks`,
+    mime: job.sourceMime,
+    mediaPath: job.mediaPath,
+    released: job.mediaRetainedUntil !== null || job.sourceType === 'upload',
+  });
 }
 
 /** Under the transcript: no speech in a completed pass, or a new attempt starting over. */
-export function transcriptNotes(job: SpeechJob, segments: SpeechSegment[]): SafeHtml | '' {
+export function transcriptNotes(job: SpeechJob, segments: readonly unknown[]): SafeHtml | '' {
   if (job.status === 'completed' && !segments.length)
     return html`<p class="muted" id="no-speech">${NO_SPEECH_DETAIL}: the recording holds no words the engine could hear.</p>`;
   if (job.status === 'queued' && job.attempt > 0 && !segments.length)
@@ -233,19 +305,21 @@ export function analysisCard(job: SpeechJob, p: JobView, mayAnalyze: boolean, cs
   return html`<div class="card" id="analysis" data-state="${analysis?.state ?? 'none'}"><h2>Analysis</h2>
     <p><span id="analysis-state">${analysis ? `${analysis.state}${analysis.language ? ` · ${languageName(analysis.language)}` : ''}` : 'not requested'}</span>${provider}</p>
     ${analysis?.error ? html`<p class="error">${analysis.error}</p>` : ''}
+    ${analysis?.state === 'completed' && outOfDate(job, analysis.updated_at) ? html`<p class="warning" id="analysis-stale">Out of date: the transcript was corrected after this analysis.${mayAnalyze ? ' “Analyse again” brings it and the translations up to date.' : ''}</p>` : ''}
     <div id="analysis-result">${analysisResult(analysis?.result)}</div>
     ${mayAnalyze && job.status === 'completed' ? html`<button type="button" id="analyze" data-csrf="${csrf}">Analyse again</button> <span id="analyze-status" role="status"></span>` : ''}
   </div>`;
 }
 
 /** Translations of the transcript (and of its analysis), one per requested language. */
-export function translationsCard(p: JobView): SafeHtml {
+export function translationsCard(job: SpeechJob, p: JobView): SafeHtml {
   return html`<div class="card" id="translations"><h2>Translations</h2>${
     p.translations.length
       ? p.translations.map(
           (
             t,
           ) => html`<details data-language="${t.language}" data-state="${t.state}"><summary>${languageName(t.language)} · <span class="translation-state">${t.state}</span></summary>
+          ${t.state === 'completed' && outOfDate(job, t.updated_at) ? html`<p class="warning translation-stale">Out of date: the transcript was corrected after this translation. “Analyse again” makes a new analysis and new translations.</p>` : ''}
           ${t.error ? html`<p class="error">${t.error}</p>` : ''}${t.text ? html`<p>${t.text}</p>` : ''}${t.analysis ? html`<h3>Analysis</h3>${analysisResult(t.analysis)}` : ''}</details>`,
         )
       : html`<p class="muted">${p.translation_target_languages.length ? `Requested: ${p.translation_target_languages.join(', ')}; none available yet.` : 'No translations.'}</p>`
@@ -322,13 +396,21 @@ export function speakersCard(job: SpeechJob, d: PresentedDiarization, owner: boo
         ${d.speakers.map(
           (
             s,
-          ) => html`<tr><td>${s.key}</td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
+          ) => html`<tr><td><span class="who ${speakerColourClass(s.key)}">${s.key}</span></td><td><input name="name_${s.key}" value="${s.renamed ? s.name : ''}" placeholder="${`Speaker ${s.key.slice(1)}`}" maxlength="60" aria-label="Name of ${s.key}"></td>
             <td>${s.segment_count}</td><td>${Math.round(s.seconds)} s</td></tr>`,
         )}
         </tbody></table></div>
         <button type="submit">Save names</button>
-      </form>`
-          : html`<ul>${d.speakers.map((s) => html`<li>${s.name}: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
+      </form>
+      ${
+        job.status === 'completed' && d.speakers.length > 1
+          ? html`<form method="post" action="/speech/jobs/${job.id}/speakers/merge" id="speaker-merge" class="inline-fields">${csrfField(csrf)}
+        <label for="merge-from">Merge</label><select id="merge-from" name="from">${d.speakers.map((s) => html`<option value="${s.key}">${s.name}</option>`)}</select>
+        <label for="merge-into">into</label><select id="merge-into" name="into">${d.speakers.map((s, i) => html`<option value="${s.key}" ${i === 1 ? new SafeHtml('selected') : ''}>${s.name}</option>`)}</select>
+        <button class="secondary" type="submit">Merge</button></form>`
+          : ''
+      }`
+          : html`<ul>${d.speakers.map((s) => html`<li><span class="who ${speakerColourClass(s.key)}">${s.name}</span>: ${s.segment_count} segments, ${Math.round(s.seconds)} s</li>`)}</ul>`
         : ''
     }
     ${

@@ -9,6 +9,7 @@ import { AppError, normalizeError, okReasonBody, sendError, validationFailed } f
 import { html, SafeHtml } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { uploadLimits } from './host-limits.js';
+import { EditService } from './jobs/edit-service.js';
 import { localWorkerProblem } from './local-worker-status.js';
 import { JobService } from './jobs/job-service.js';
 import { diarizationRecord, presentJob, presentJobDetail } from './jobs/presenter.js';
@@ -23,6 +24,10 @@ import {
   actionsCard,
   analysisCard,
   downloadsCard,
+  factsCard,
+  playerCard,
+  readingCard,
+  editsCard,
   livenessCard,
   retranscriptionCard,
   revisionsCard,
@@ -62,6 +67,9 @@ const NOTICES: Record<string, string> = {
   deleted: 'Job deleted.',
   'share-created': 'Public link created.',
   'share-disabled': 'Public link disabled: it no longer works.',
+  'share-playback': 'Playback on the public page changed.',
+  'speakers-merged': 'Speakers merged.',
+  'edit-undone': 'Correction undone.',
   'target-saved': 'Execution target saved.',
 };
 
@@ -79,6 +87,7 @@ const noticeCard = (code: string | undefined) => {
  */
 export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, 'config' | 'speech' | 'workers'>, shares: ShareService) {
   const r = app.withTypeProvider<ZodTypeProvider>();
+  const edits = new EditService(deps.speech.jobs, deps.speech.repo);
   const { jobs } = deps.speech;
   const publicBaseUrl = deps.config.PUBLIC_BASE_URL;
 
@@ -190,7 +199,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       }));
   }
 
-  type CardErrors = { error?: string; speakersError?: string; actionsError?: string; targetError?: string };
+  type CardErrors = { error?: string; speakersError?: string; actionsError?: string; targetError?: string; editsError?: string };
 
   /**
    * The cards of a job page, rendered now for this user, by name (the page's `data-card` slots).
@@ -205,7 +214,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     const [detail, availability, segments] = await Promise.all([
       jobs.detail(job),
       deps.speech.models.snapshot(),
-      want('transcript') || want('transcript-notes') ? jobs.segments(job.id, job.currentPass) : Promise.resolve([]),
+      want('transcript') || want('transcript-notes') || want('reading') ? deps.speech.repo.readingSegments(job.id, job.currentPass) : Promise.resolve([]),
     ]);
     const p = presentJobDetail(job, detail, { unresponsiveAfterSeconds: deps.config.SPEECH_UNRESPONSIVE_AFTER_SECONDS, publicBaseUrl, availability });
     const diarization = presentDiarization(diarizationRecord(job), job.speakerLabels, detail.speakerStats);
@@ -218,40 +227,55 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
       want(name) ? Promise.resolve(render()).then((h) => void cards.set(name, h)) : undefined;
     await Promise.all([
       put('summary', () => summaryCard(job, p)),
+      put('facts', () => factsCard(job, p)),
       put('liveness', () => livenessCard(job, p)),
       put('worker', () => workerCard(p)),
-      put('transcript', () => transcriptCard(job, segments)),
+      put('player', () => playerCard(job)),
+      put('reading', () => readingCard(job, segments)),
+      put('edits', async () => editsCard(job, owner, await deps.speech.repo.listEdits(job.id), csrf, errors.editsError)),
       put('transcript-notes', () => transcriptNotes(job, segments)),
       put('downloads', () => downloadsCard(p)),
       put('actions', () => actionsCard(job, p, csrf, mayChange, errors.actionsError)),
       put('target', async () => (user.isAdmin ? targetCard(job, await targetOptions(job), csrf, errors.targetError) : '')),
       put('speakers', () => speakersCard(job, diarization, owner, csrf, errors.speakersError)),
       put('analysis', () => analysisCard(job, p, aiActions && mayChange, csrf)),
-      put('translations', () => translationsCard(p)),
+      put('translations', () => translationsCard(job, p)),
       put('metadata', () => (owner ? metadataCard(job, aiActions, csrf) : '')),
       put('retranscription', () => retranscriptionCard(state, csrf, errors.error)),
       put('revisions', () => revisionsCard(state)),
       put('runtime-log', () => runtimeLogCard(p)),
     ]);
-    return { job, p, user, cards };
+    return { job, p, user, cards, segments };
   }
 
   /** The job page; the errors are refused form posts of one card (shown with a 422). */
   async function jobPage(request: FastifyRequest, reply: FastifyReply, jobId: number, opts: CardErrors & { notice?: string | undefined } = {}) {
-    const { p, user, cards } = await jobCards(request, reply, jobId, opts);
+    const { job, p, user, cards, segments } = await jobCards(request, reply, jobId, opts);
     // Each card sits in a slot (display: contents) the page's script swaps when the job changes.
     const slot = (name: JobPageCard) => html`<div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div>`;
+    // The side column (wide screens) or the sections after the transcript (phones, collapsed): a
+    // section whose card is empty for this user or this state is not shown (CSS :has(.slot:empty)).
+    const side = (name: JobPageCard, title: string, open = false) =>
+      html`<details class="side-section" data-section="${name}" ${open ? new SafeHtml('open') : ''}><summary>${title}</summary><div class="slot" data-card="${name}">${cards.get(name) ?? ''}</div></details>`;
     const body = html`${noticeCard(opts.notice)}
-      ${slot('summary')}
-      <div class="dash">${slot('liveness')}${slot('worker')}</div>
-      ${cards.get('transcript') ?? ''}
-      ${slot('downloads')}
-      ${slot('actions')}
-      ${slot('target')}
-      ${slot('speakers')}
-      ${slot('analysis')}${slot('translations')}${slot('metadata')}
-      ${slot('retranscription')}${slot('revisions')}
-      ${slot('runtime-log')}`;
+      <div class="job-layout">
+        <div class="job-main">
+          ${slot('summary')}
+          ${transcriptCard(job, segments, slot('player'), reply.cspNonce?.style ?? '', job.owner.id === user.id)}
+        </div>
+        <aside class="job-side" aria-label="About this job">
+          ${side('facts', 'Facts')}
+          ${side('downloads', 'Download')}
+          ${side('speakers', 'Speakers')}
+          ${side('edits', 'Corrections')}
+          ${side('actions', 'Share and manage', true)}
+          ${side('liveness', 'Liveness')}${side('worker', 'Worker')}
+          ${side('target', 'Execution target')}
+          ${side('analysis', 'Analysis')}${side('translations', 'Translations')}${side('metadata', 'Title and note')}
+          ${side('retranscription', 'Re-transcribe')}${side('revisions', 'Earlier passes')}
+          ${side('runtime-log', 'Runtime log')}
+        </aside>
+      </div>`;
     return sendPage(reply, { title: p.source_label, user, active: 'speech', body, scripts: user.isAdmin ? ['job.js', 'admin.js'] : ['job.js'] });
   }
 
@@ -325,7 +349,7 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     },
   );
 
-  type CardError = 'speakersError' | 'actionsError' | 'targetError';
+  type CardError = 'speakersError' | 'actionsError' | 'targetError' | 'editsError';
   /**
    * A form post of the job page (session plus CSRF) doing what an API route does: redirected (303)
    * to `redirect` with a notice, or the job page again with the refusal in `card` (422).
@@ -405,6 +429,31 @@ export async function speechPages(app: FastifyInstance, deps: Pick<SpeechDeps, '
     '/speech/jobs/:jobId/share/disable',
     simple,
     formAction('actionsError', 'share-disabled', (user, jobId) => shares.disable(user, jobId)),
+  );
+  /** Merging two speakers and undoing the latest correction, as forms (the rules of the corrections API). */
+  r.post(
+    '/speech/jobs/:jobId/speakers/merge',
+    {
+      schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), from: z.string().max(8), into: z.string().max(8) }) },
+      attachValidation: true,
+      ...action,
+    },
+    formAction('speakersError', 'speakers-merged', (user, jobId, body: { from: string; into: string }) => edits.merge(user, jobId, body.from, body.into)),
+  );
+  r.post(
+    '/speech/jobs/:jobId/edits/undo',
+    { schema: { ...hidden, params: jobParams, body: csrfOnly }, ...action },
+    formAction('editsError', 'edit-undone', (user, jobId) => edits.undo(user, jobId)),
+  );
+
+  /** Playback on the share page (`playback` 1 or 0), with the rules of PATCH /api/speech/jobs/{jobId}/share. */
+  r.post(
+    '/speech/jobs/:jobId/share/playback',
+    {
+      schema: { ...hidden, params: jobParams, body: z.object({ _csrf: z.string().max(200).optional(), playback: z.enum(['0', '1']) }) },
+      config: { auth: speechUser, rateLimit: SPEECH_PAGE_RATE_LIMIT },
+    },
+    formAction('actionsError', 'share-playback', (user, jobId, body: { playback: '0' | '1' }) => shares.setPlayback(user, jobId, body.playback === '1')),
   );
 
   /** Administrators: the execution target (`auto`, `local` or `worker:<name>`), with the rules of PUT /api/speech/jobs/{jobId}/target. */

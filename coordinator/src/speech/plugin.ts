@@ -17,6 +17,8 @@ import { speechUploadRoutes } from './uploads/tus-routes.js';
 import { AiService } from './ai/ai-service.js';
 import { aiRoutes } from './ai/ai-routes.js';
 import { transcriptRoutes } from './transcript-routes.js';
+import { playbackRoutes } from './playback-routes.js';
+import { editRoutes } from './edit-routes.js';
 
 /** Speech transcription queue (/api/speech, /speech, /shared/speech): validation failures are 422. */
 export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
@@ -29,6 +31,8 @@ export async function speechPlugin(app: FastifyInstance, deps: SpeechDeps) {
   await speechTokenApiRoutes(app, deps); // token API: /api/speech/transcribe*
   await speechRevisionRoutes(app, deps); // /api/speech/jobs/{jobId}/revisions and /retranscribe
   await transcriptRoutes(app, deps); // /api/speech/jobs/{jobId}/transcript.{txt,srt,vtt,json,docx,rttm}
+  await playbackRoutes(app, deps); // /api/speech/jobs/{jobId}/media and /peaks
+  await editRoutes(app, deps); // the owner's corrections: /segments/{seq}, /speakers/merge, /edits
   await runNowRoute(app, deps);
   await diarizationRoutes(app, deps);
   await aiRoutes(app, deps, new AiService(deps.speech.jobs, deps.speech.repo, deps.speech.ai));

@@ -15,6 +15,9 @@ export function speechRateLimit(config: Pick<Config, 'SPEECH_RATE_LIMIT_PER_MINU
 /** The speech pages' and the public share page's throttle: 120 a minute per client and route (HTML, not the API). */
 export const SPEECH_PAGE_RATE_LIMIT = { max: 120, timeWindow: 60_000 } as const;
 
+/** The media routes' throttle: a player asks for many byte ranges (every seek is one). */
+export const MEDIA_RATE_LIMIT = { max: 1200, timeWindow: 60_000 } as const;
+
 /** `config` of the status responses (signed-in and token API). */
 export async function speechStatusConfig(config: Config) {
   const limits = uploadLimits(config);

@@ -29,6 +29,11 @@ export const shareSchema = z
   .object({
     url: z.string().describe('Public transcript page (no sign-in); `?full` opens the detailed layout'),
     created_at: timestamp,
+    playback: z
+      .boolean()
+      .describe(
+        'Whether the share page plays the retained media with the transcript (the owner’s setting, off by default; see PATCH /api/speech/jobs/{jobId}/share)',
+      ),
   })
   .describe('Public share of the transcript; null when there is none or it was disabled');
 

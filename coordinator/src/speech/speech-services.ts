@@ -42,6 +42,8 @@ export interface SpeechServices {
   retranscription: RetranscriptionService;
   /** Diarization reruns and the speaker editor. */
   diarization: DiarizationService;
+  /** The TXT copy of each completed transcript on disk. */
+  files: TranscriptFiles;
 }
 
 export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Config }): SpeechServices {
@@ -61,5 +63,5 @@ export function createSpeechServices(deps: { orm: Orm; redis: Redis; config: Con
   const retention = new MediaRetention(repo, media);
   const retranscription = new RetranscriptionService(config, jobs, repo, new RevisionRepository(orm), models);
   const diarization = new DiarizationService(jobs, repo, work, files);
-  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization, ai };
+  return { media, work, live, repo, jobs, models, leases, stager, outbound, uploads, retention, retranscription, diarization, ai, files };
 }

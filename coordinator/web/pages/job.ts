@@ -5,12 +5,14 @@ import {
   estimateFinish,
   formatStockholm,
   formatStockholmTime,
-  mediaClock,
 } from '@sonar/shared/display';
 import type { LiveSegment } from '@sonar/shared/live-events';
 import { api } from '../lib/api.js';
 import { byIdAs, el, maybeId } from '../lib/dom.js';
 import { connectLive } from '../lib/live.js';
+import { ReadingView, bindSearch } from '../lib/reading.js';
+import { bindPlayer } from '../lib/player.js';
+import { bindCorrections } from '../lib/corrections.js';
 
 /**
  * /speech/jobs/{id}. The server renders every card; this module keeps them true while the page is
@@ -24,7 +26,10 @@ import { connectLive } from '../lib/live.js';
  * (Date.now, setInterval), which the browser tests replace with a controllable one.
  */
 
-const list = byIdAs('segments', HTMLOListElement);
+const list = byIdAs('segments', HTMLDivElement);
+const view = new ReadingView(list);
+const search = bindSearch(view);
+let player = bindPlayer(view);
 const jobId = Number(list.dataset.job);
 let attempt = Number(list.dataset.attempt);
 let pass = Number(list.dataset.pass);
@@ -39,27 +44,20 @@ const ON_WORKER_TICK: readonly Card[] = ['liveness', 'worker'];
 
 // ---- transcript ------------------------------------------------------------------------------
 
-const seen = new Set([...list.querySelectorAll<HTMLLIElement>('li')].map((li) => Number(li.dataset.seq)));
-
 /** A segment of the snapshot or the labelled pass (the current pass), or a live one (which names its pass). */
 function addSegment(s: LiveSegment & { pass?: number }) {
   // A segment of an earlier pass is not current; one of a newer pass (a re-transcription) starts it over.
   if (s.pass !== undefined && s.pass < pass) return;
   if (s.pass !== undefined && s.pass > pass) follow({ attempt, pass: s.pass });
-  if (seen.has(s.seq)) return;
-  seen.add(s.seq);
-  const li = el('li', { data: { seq: String(s.seq), end: String(s.end) } });
-  const who = el('span', { className: 'who', data: { speaker: s.speaker ?? '' }, text: s.speaker ? `Speaker ${s.speaker.slice(1)}` : '' });
-  li.append(el('span', { className: 'muted', text: mediaClock(s.start) }), ' ', who, ` ${s.text}`);
-  const after = [...list.children].find((x) => Number((x as HTMLElement).dataset.seq) > s.seq);
-  list.insertBefore(li, after ?? null);
+  if (view.has(s.seq)) return;
+  view.add(s);
   maybeId('new-attempt')?.remove();
+  search?.refresh();
 }
 
 /** A new attempt (restart, recovery after a lost runner) or a new pass starts the transcript over. */
 function clearSegments() {
-  list.replaceChildren();
-  seen.clear();
+  view.clear();
 }
 
 /** The attempt and pass the server says the job is on; a newer one clears the segments of the old. */
@@ -146,6 +144,17 @@ function swap(slot: HTMLElement, markup: string) {
 }
 
 /**
+ * A card that names what it shows (`data-swap-key`: the player's media) and still shows the same
+ * is left as it is, so a live refresh never restarts the media being played.
+ */
+function sameSwapKey(slot: HTMLElement, markup: string): boolean {
+  const key = slot.firstElementChild?.getAttribute('data-swap-key');
+  if (!key) return false;
+  const match = /^\s*<[^>]*\sdata-swap-key="([^"]*)"/.exec(markup);
+  return match?.[1] === key.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+}
+
+/**
  * Swaps cards without moving what the reader looks at: the first card still on screen keeps its
  * distance from the top of the window even when cards above it grow or shrink.
  */
@@ -156,7 +165,12 @@ function applyCards(answer: CardsAnswer) {
   const before = anchor?.getBoundingClientRect().top ?? 0;
   for (const [name, markup] of Object.entries(answer.cards)) {
     const slot = document.querySelector<HTMLElement>(`.slot[data-card="${name}"]`);
-    if (slot && markup !== undefined) swap(slot, markup);
+    if (!slot || markup === undefined || sameSwapKey(slot, markup)) continue;
+    swap(slot, markup);
+    if (name === 'player') {
+      player?.destroy();
+      player = bindPlayer(view);
+    }
   }
   const now = anchor?.isConnected ? anchor : (anchorSlot?.querySelector<HTMLElement>('.card') ?? null);
   if (now && window.scrollY > 0) {
@@ -322,7 +336,7 @@ socket.on('snapshot', (snap) => {
   if (snap.job_id !== jobId) return;
   // The snapshot is the current pass of the current attempt: segments it lacks are not current.
   const current = new Set(snap.segments.map((s) => s.seq));
-  if (snap.pass !== pass || [...seen].some((seq) => !current.has(seq))) {
+  if (snap.pass !== pass || view.seqs().some((seq) => !current.has(seq))) {
     clearSegments();
     pass = snap.pass;
     list.dataset.pass = String(pass);
@@ -337,7 +351,7 @@ socket.on('segment', (s) => {
 });
 socket.on('status', (st) => {
   if (st.job_id !== jobId) return;
-  if (st.attempt > attempt || (st.status === 'queued' && seen.size)) clearSegments();
+  if (st.attempt > attempt || (st.status === 'queued' && view.size)) clearSegments();
   const changed = st.status !== shown.status || (st.stage_label ?? '') !== shown.stage || st.attempt !== shown.attempt;
   follow({ attempt: st.attempt });
   shown = { status: st.status, stage: st.stage_label ?? '', attempt: st.attempt };
@@ -361,14 +375,8 @@ socket.on('diarization', (d) => {
     // The labelled pass: segments whose words change speaker were split and renumbered.
     clearSegments();
     d.segments.forEach((s) => addSegment(s));
-  } else {
-    for (const s of d.speakers ?? []) {
-      const who = list.querySelector<HTMLElement>(`li[data-seq="${s.seq}"] .who`);
-      if (who) {
-        who.dataset.speaker = s.speaker;
-        who.textContent = `Speaker ${s.speaker.slice(1)}`;
-      }
-    }
+  } else if (d.speakers?.length) {
+    view.relabel(d.speakers);
   }
   // Every card: the downloads (speaker turns), the transcript notes, the actions and the log all
   // read the diarization, and a list kept here by hand fell behind once already.
@@ -378,8 +386,28 @@ socket.on('analysis', (ev) => {
   if (ev.job_id === jobId) void refresh(ON_AI);
 });
 socket.on('changed', (ev) => {
-  if (ev.job_id === jobId) void refresh(ALL);
+  if (ev.job_id !== jobId) return;
+  if (ev.what === 'transcript') void refreshReading();
+  void refresh(ALL);
 });
+
+// ---- corrections: the owner's editor, and the corrected text in every open tab -------------------
+
+/**
+ * The transcript's text as the server renders it now (after a correction here or in another
+ * tab): swapped in whole, the page's other cards following through the `changed` event.
+ */
+async function refreshReading() {
+  try {
+    const answer = await api<{ cards: { reading?: string } }>(`/speech/jobs/${jobId}/cards?only=reading`);
+    if (answer.cards.reading !== undefined) view.replace(answer.cards.reading);
+    list.dataset.revision = String(Number(list.dataset.revision ?? 0) + 1);
+    search?.refresh();
+  } catch (err) {
+    lastError = err instanceof Error ? err.message : String(err);
+  }
+}
+bindCorrections(view, jobId, () => Promise.all([refreshReading(), refresh(ALL)]));
 
 // ---- the owner's title and note, and "Analyse again" (delegated: the cards are swapped) --------
 

@@ -24,6 +24,8 @@ import { Migration20261125002300IrcTermPairs } from './20261125-0023-irc-term-pa
 import { Migration20261127002400SegmentWords } from './20261127-0024-segment-words.js';
 import { Migration20261127002500IrcSearchText } from './20261127-0025-irc-search-text.js';
 import { Migration20261207002600DiarizationSpeakers } from './20261207-0026-diarization-speakers.js';
+import { Migration20261208002700SharePlayback } from './20261208-0027-share-playback.js';
+import { Migration20261208002800TranscriptEdits } from './20261208-0028-transcript-edits.js';
 import { Migration20261208002900TranscriptFile } from './20261208-0029-transcript-file.js';
 import { MIGRATION_NAMES } from './names.js';
 
@@ -54,6 +56,8 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127002400SegmentWords', class: Migration20261127002400SegmentWords },
   { name: 'Migration20261127002500IrcSearchText', class: Migration20261127002500IrcSearchText },
   { name: 'Migration20261207002600DiarizationSpeakers', class: Migration20261207002600DiarizationSpeakers },
+  { name: 'Migration20261208002700SharePlayback', class: Migration20261208002700SharePlayback },
+  { name: 'Migration20261208002800TranscriptEdits', class: Migration20261208002800TranscriptEdits },
   { name: 'Migration20261208002900TranscriptFile', class: Migration20261208002900TranscriptFile },
 ];
 

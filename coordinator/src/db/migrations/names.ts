@@ -29,5 +29,7 @@ export const MIGRATION_NAMES = [
   'Migration20261127002400SegmentWords',
   'Migration20261127002500IrcSearchText',
   'Migration20261207002600DiarizationSpeakers',
+  'Migration20261208002700SharePlayback',
+  'Migration20261208002800TranscriptEdits',
   'Migration20261208002900TranscriptFile',
 ] as const;

@@ -46,6 +46,8 @@ export class DiarizationService {
       this.assertRerunnable(await this.jobs.getVisible(user, jobId));
       throw busy('Speaker diarization could not be requested because its state changed meanwhile; try again.');
     }
+    // The owner's corrections of this pass stay in its history; the new speakers never mix with them silently.
+    await this.repo.supersedeEdits(job.id, user.username);
     this.work.notify();
     return this.jobs.getVisible(user, jobId);
   }

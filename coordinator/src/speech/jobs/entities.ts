@@ -118,6 +118,9 @@ export class SpeechJob {
     | 'shareToken'
     | 'shareCreatedAt'
     | 'shareDisabledAt'
+    | 'sharePlayback'
+    | 'transcriptRevisedAt'
+    | 'transcriptRevisedPass'
     | 'reportSentAt'
     | 'ownerIsAdmin'
     | 'workerFetchable'
@@ -197,6 +200,11 @@ export class SpeechJob {
   shareToken: string | null = null;
   shareCreatedAt: Date | null = null;
   shareDisabledAt: Date | null = null;
+  /** Whether the share page may play the retained media (the owner's setting; off by default). */
+  sharePlayback = false;
+  /** When the owner last corrected the current pass (transcriptRevisedPass), else null. */
+  transcriptRevisedAt: Date | null = null;
+  transcriptRevisedPass: number | null = null;
   reportSentAt: Date | null = null;
   /** Claim eligibility kept on the row (see migration 0008): admin-owned jobs are claimed first. */
   ownerIsAdmin = false;
@@ -322,6 +330,9 @@ export const SpeechJobSchema = new EntitySchema<SpeechJob>({
     shareToken: str('share_token'),
     shareCreatedAt: ts('share_created_at', true),
     shareDisabledAt: ts('share_disabled_at', true),
+    sharePlayback: { type: 'boolean', fieldName: 'share_playback', default: false },
+    transcriptRevisedAt: ts('transcript_revised_at', true),
+    transcriptRevisedPass: { type: 'integer', fieldName: 'transcript_revised_pass', nullable: true },
     reportSentAt: ts('report_sent_at', true),
     ownerIsAdmin: { type: 'boolean', fieldName: 'owner_is_admin' },
     workerFetchable: { type: 'boolean', fieldName: 'worker_fetchable' },

@@ -11,6 +11,7 @@ import * as ai from './transitions/ai.js';
 import * as claim from './transitions/claim.js';
 import * as create from './transitions/create.js';
 import * as diarization from './transitions/diarization.js';
+import * as edits from './transitions/edits.js';
 import * as expire from './transitions/expire.js';
 import * as finish from './transitions/finish.js';
 import * as progress from './transitions/progress.js';
@@ -99,6 +100,19 @@ export class JobRepository {
   recountSegments = (jobId: number) => segmentCount.recountSegments(this.store, jobId);
   requestDiarization = (jobId: number, by: string, speakers: StatedSpeakers | null = null) => diarization.requestDiarization(this.store, jobId, by, speakers);
   setSpeakerLabels = (jobId: number, labels: Record<string, string>, by: string) => diarization.setSpeakerLabels(this.store, jobId, labels, by);
+
+  /** The current pass as the job page's reading view reads it (READING_SEGMENTS): plain rows, word start times computed in SQL. */
+  readingSegments = (jobId: number, pass: number): Promise<ReadingRow[]> => READING_SEGMENTS.rows(this.knex, { job: jobId, pass });
+
+  // ---- the owner's corrections of the current pass (transitions/edits.ts) ----
+  editText = (jobId: number, author: { id: number; name: string }, seq: number, text: string) => edits.editText(this.store, jobId, author, seq, text);
+  moveToSpeaker = (jobId: number, author: { id: number; name: string }, change: Parameters<typeof edits.moveToSpeaker>[3]) =>
+    edits.moveToSpeaker(this.store, jobId, author, change);
+  mergeSpeakers = (jobId: number, author: { id: number; name: string }, from: string, into: string) =>
+    edits.mergeSpeakers(this.store, jobId, author, from, into);
+  undoEdit = (jobId: number, by: string, expected?: number) => edits.undoLatest(this.store, jobId, by, expected);
+  listEdits = (jobId: number) => edits.listEdits(this.store, jobId);
+  supersedeEdits = (jobId: number, by: string) => edits.supersedeEdits(this.store, jobId, by);
 
   // ---- analysis, translations and automatic titles (transitions/ai.ts) ----
   requestAnalysis = (jobId: number, by: string) => ai.requestAnalysis(this.store, jobId, by);
@@ -191,7 +205,7 @@ const LISTED_COLUMNS = `j.id, j.status, j.queue_channel as "queueChannel", j.sou
   j.translation_target_languages as "translationTargetLanguages", j.diarization_requested as "diarizationRequested",
   j.stage_label as "stageLabel", j.stage_detail as "stageDetail", j.execution_target as "executionTarget",
   j.engine, j.engine_model as "engineModel", j.attempt, j.max_attempts as "maxAttempts", j.failure_error as "failureError",
-  j.share_token as "shareToken", j.callback_url as "callbackUrl", j.callback_status as "callbackStatus",
+  j.share_token as "shareToken", j.share_playback as "sharePlayback", j.callback_url as "callbackUrl", j.callback_status as "callbackStatus",
   j.callback_http_status as "callbackHttpStatus", j.callback_error as "callbackError", j.callback_attempts as "callbackAttempts",
   ${ms('created_at')} as created_ms, ${ms('updated_at')} as updated_ms, ${ms('cancel_requested_at')} as cancel_requested_ms,
   ${ms('started_at')} as started_ms, ${ms('finished_at')} as finished_ms, ${ms('share_created_at')} as share_created_ms,
@@ -225,4 +239,36 @@ const LIST_ALL_JOBS = sql<{ channel: string | null; limit: number }, ListedJobRo
     where (:channel::text is null or j.queue_channel = :channel::text)
     order by j.id desc limit :limit`,
   'speech_list_all_jobs',
+);
+
+/** A segment as the reading view renders it (reading-view.ts): `w` the words' start times, when they spell the text. */
+export interface ReadingRow {
+  seq: number;
+  start: number;
+  end: number;
+  text: string;
+  speaker: string | null;
+  w: string | null;
+}
+
+/**
+ * READING_SEGMENTS — a pass's segments for the job page: no entity per row and no word objects in
+ * JavaScript (a three-hour pass has tens of thousands of words). `w`: the words' starts as
+ * centiseconds after the segment's start, space-separated, when the words (whitespace squashed)
+ * spell the segment's text; else null (the page then shows the text alone).
+ * Parameters: :job, :pass. Guard: none (a read). Returns one row per segment, in order.
+ */
+const READING_SEGMENTS = sql<{ job: number; pass: number }, ReadingRow>(
+  `select s.seq, s.start_seconds::float8 as start, s.end_seconds::float8 as "end", s.text, s.speaker,
+          case when ws.spelled = regexp_replace(btrim(s.text), '\\s+', ' ', 'g') then ws.starts end as w
+     from speech_segments s
+     left join lateral (
+       select string_agg(regexp_replace(btrim(e.w->>'text'), '\\s+', ' ', 'g'), ' ' order by e.o) as spelled,
+              string_agg(greatest(0, round(((e.w->>'start')::float8 - s.start_seconds) * 100))::int::text, ' ' order by e.o) as starts
+         from jsonb_array_elements(case when jsonb_typeof(s.words) = 'array' then s.words else '[]'::jsonb end) with ordinality as e(w, o)
+        where btrim(e.w->>'text') <> ''
+     ) ws on true
+    where s.job_id = :job and s.pass = :pass
+    order by s.seq`,
+  'speech_reading_segments',
 );

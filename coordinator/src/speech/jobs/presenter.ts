@@ -120,6 +120,7 @@ export type ListedJob = Pick<
   | 'finishedAt'
   | 'shareToken'
   | 'shareCreatedAt'
+  | 'sharePlayback'
   | 'shareDisabledAt'
   | 'callbackUrl'
   | 'callbackStatus'
@@ -167,9 +168,9 @@ export function presentSegment(s: Pick<SpeechSegment, 'seq' | 'startSeconds' | '
 }
 
 /** `share`: the public transcript page while a share exists and is not disabled. */
-export function presentShare(job: Pick<SpeechJob, 'shareToken' | 'shareDisabledAt' | 'shareCreatedAt' | 'createdAt'>, publicBaseUrl: string) {
+export function presentShare(job: Pick<SpeechJob, 'shareToken' | 'shareDisabledAt' | 'shareCreatedAt' | 'sharePlayback' | 'createdAt'>, publicBaseUrl: string) {
   if (!job.shareToken || job.shareDisabledAt) return null;
-  return { url: shareUrl(publicBaseUrl, job.shareToken), created_at: (job.shareCreatedAt ?? job.createdAt).toISOString() };
+  return { url: shareUrl(publicBaseUrl, job.shareToken), created_at: (job.shareCreatedAt ?? job.createdAt).toISOString(), playback: job.sharePlayback };
 }
 
 /** `callback`: delivery of the terminal callback; null for jobs submitted without a callback_url. */

@@ -167,3 +167,32 @@ export function statedSpeakersText(s: StatedSpeakers): string {
   if (s.min_speakers !== undefined) return `at least ${s.min_speakers}`;
   return `at most ${s.max_speakers ?? '?'}`;
 }
+
+/**
+ * Speaker turns read from the segments of a pass (their words' times where they have them): for
+ * the RTTM of a pass its owner corrected, whose speakers are the segments' and no longer the
+ * diarizer's. Consecutive stretches of one speaker join into one turn; sorted by start.
+ */
+export function turnsFromSegments(
+  segments: ReadonlyArray<{
+    startSeconds: number;
+    endSeconds: number;
+    text: string;
+    speaker: string | null;
+    words?: Array<{ start: number; end: number }> | null;
+  }>,
+): StoredTurn[] {
+  const turns: StoredTurn[] = [];
+  for (const s of segments) {
+    const m = s.speaker ? KEY.exec(s.speaker) : null;
+    if (!m || !s.text.trim()) continue;
+    const index = Number(m[1]) - 1;
+    const spans = s.words?.length ? s.words.map((w) => [w.start, w.end] as const) : [[s.startSeconds, s.endSeconds] as const];
+    for (const [start, end] of spans) {
+      const last = turns.at(-1);
+      if (last && last[2] === index && start - last[1] < 0.5) last[1] = Math.max(last[1], end);
+      else turns.push([start, end, index]);
+    }
+  }
+  return turns.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}

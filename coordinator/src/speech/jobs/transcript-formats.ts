@@ -1,5 +1,5 @@
 import type { SpeechJob, SpeechSegment } from './entities.js';
-import { speakerKey, speakerName, type SpeakerLabels, type StoredTurn } from './speakers.js';
+import { speakerKey, speakerName, turnsFromSegments, type SpeakerLabels, type StoredTurn } from './speakers.js';
 import { DEFAULT_CUE_LIMITS, buildCues, type Cue, type CueLimits } from './subtitle-cues.js';
 
 /**
@@ -326,6 +326,12 @@ export function downloadOfJob(
     transcriptText: job.transcriptText,
     segments: segments.map((s) => ({ start: s.startSeconds, end: s.endSeconds, text: s.text, speaker: s.speaker, words: s.words })),
     speakerLabels: job.speakerLabels,
-    turns: job.diarizationState === 'completed' && job.diarizationTurns ? [...job.diarizationTurns].sort((a, b) => a[0] - b[0] || a[1] - b[1]) : null,
+    // A pass its owner corrected has the speakers of its segments, no longer the diarizer's turns.
+    turns:
+      job.diarizationState !== 'completed' || !job.diarizationTurns
+        ? null
+        : job.transcriptRevisedPass === job.currentPass
+          ? turnsFromSegments(segments)
+          : [...job.diarizationTurns].sort((a, b) => a[0] - b[0] || a[1] - b[1]),
   };
 }

@@ -7,6 +7,9 @@ import { humanDuration } from '../jobs/liveness.js';
 import { DOWNLOAD_FORMATS, paragraphsOf } from '../jobs/transcript-formats.js';
 import { downloadQuery, sendDownload } from '../transcript-download.js';
 import { SPEECH_PAGE_RATE_LIMIT } from '../policy.js';
+import { playerMarkup, readingTools, readingTurns } from '../reading-view.js';
+import { playableMedia } from '../jobs/playback.js';
+import { peaksOrConflict, sendMedia } from '../playback-routes.js';
 import { SHARE_PATH_PREFIX } from '../../http/log-redaction.js';
 import type { PublicTranscript, ShareService } from './share-service.js';
 
@@ -22,19 +25,11 @@ import type { PublicTranscript, ShareService } from './share-service.js';
 
 const NOINDEX = new SafeHtml('<meta name="robots" content="noindex"><meta name="referrer" content="no-referrer">');
 
-/** Media position as m:ss or h:mm:ss. */
-export function clock(seconds: number): string {
-  const total = Math.max(0, Math.floor(seconds));
-  const h = Math.floor(total / 3600);
-  const m = Math.floor((total % 3600) / 60);
-  const s = String(total % 60).padStart(2, '0');
-  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${s}` : `${m}:${s}`;
-}
-
 export async function sharePage(app: FastifyInstance, shares: ShareService) {
   // Readers need not be signed in; the layout greets nobody (the page identifies no one).
   const headers = (reply: FastifyReply) => reply.header('x-robots-tag', 'noindex').header('referrer-policy', 'no-referrer').header('cache-control', 'no-store');
-  const send = (reply: FastifyReply, title: string, body: SafeHtml) => sendPage(headers(reply), { title, head: NOINDEX, body, user: null });
+  const send = (reply: FastifyReply, title: string, body: SafeHtml, scripts: Array<'share.js'> = []) =>
+    sendPage(headers(reply), { title, head: NOINDEX, body, user: null, scripts });
 
   const NOT_FOUND = html`<div class="card"><h1>Transcript not found</h1>
       <p>This link does not lead to a shared transcript. It may have been mistyped, or its owner stopped sharing it.</p></div>`;
@@ -57,6 +52,16 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
     { schema: { hide: true }, config: { auth: 'public', rateLimit: SPEECH_PAGE_RATE_LIMIT } },
     async (request, reply) => {
       const raw = request.params.token;
+      // The player's media and waveform, when the owner allows playback on the share page.
+      const mediaPart = (['media', 'peaks'] as const).find((x) => raw.endsWith(`.${x}`));
+      if (mediaPart) {
+        const t = await shares.findPublic(raw.slice(0, -(mediaPart.length + 1)));
+        if (!t?.playback) return reply.code(404).header('x-robots-tag', 'noindex').type('text/plain; charset=utf-8').send('Not found.\n');
+        const media = await playableMedia({ mediaPath: t.playback.mediaPath, sourceMime: t.playback.sourceMime });
+        if (mediaPart === 'media') return sendMedia(request, reply, media, { 'x-robots-tag': 'noindex', 'cache-control': 'no-store' });
+        void reply.header('x-robots-tag', 'noindex').header('cache-control', 'no-store');
+        return { ok: true, ...(await peaksOrConflict(media.path, t.playback.durationSeconds)) };
+      }
       const download = DOWNLOAD_FORMATS.find((f) => raw.endsWith(`.${f}`));
       const token = download ? raw.slice(0, -(download.length + 1)) : raw;
       const t = await shares.findPublic(token);
@@ -82,7 +87,7 @@ export async function sharePage(app: FastifyInstance, shares: ShareService) {
         return sendDownload(reply, t.download, download, query.data, { 'x-robots-tag': 'noindex', 'cache-control': 'no-store' });
       }
       const full = request.query.full !== undefined;
-      return send(reply, t.title, full ? detailed(t, token) : reading(t, token));
+      return full ? send(reply, t.title, detailed(t, token, reply.cspNonce?.style ?? ''), ['share.js']) : send(reply, t.title, reading(t, token));
     },
   );
 }
@@ -122,20 +127,22 @@ function reading(t: PublicTranscript, token: string): SafeHtml {
   </article>`;
 }
 
-function detailed(t: PublicTranscript, token: string): SafeHtml {
-  const speakers = t.segments.some((s) => s.speaker);
-  const rows = t.segments.map(
-    (s) =>
-      html`<tr><td class="time"><time>${clock(s.start)}</time>–<time>${clock(s.end)}</time></td>${speakers ? html`<td class="who">${s.speaker ?? ''}</td>` : ''}<td>${s.text.trim()}</td></tr>`,
-  );
+/**
+ * `?full`: the job page's reading view, read-only (reading-view.ts): speaker turns in the
+ * speakers' colours with their start times, every segment; search with the share page's script.
+ */
+function detailed(t: PublicTranscript, token: string, styleNonce: string): SafeHtml {
+  const d = t.download;
+  const segments = d.segments.map((s, i) => ({ seq: i, start: s.start, end: s.end, text: s.text, speaker: s.speaker, words: s.words ?? null }));
   return html`<article class="card transcript detailed" data-layout="full">
     <h1>${t.title}</h1>
     ${facts(t)}${notice(t)}
     ${views(token, 'full', t.download.turns !== null)}
-    ${
-      rows.length
-        ? html`<table class="segments"><thead><tr><th>Time</th>${speakers ? html`<th>Speaker</th>` : ''}<th>Text</th></tr></thead><tbody>${rows}</tbody></table>`
-        : html`<hr><div class="text" data-testid="transcript">${paragraphsOf(t.download).map((p) => html`<p>${p.text}</p>`)}</div>`
-    }
+    <div class="reading-head" nonce="${styleNonce}">${
+      t.playback ? playerMarkup({ src: `${token}.media`, peaks: `${token}.peaks`, mime: t.playback.sourceMime, mediaPath: t.playback.mediaPath }) : ''
+    }${readingTools()}</div>
+    <div id="segments" class="reading-text" data-testid="transcript" data-names="${JSON.stringify(d.speakerLabels)}">${
+      segments.some((s) => s.text.trim()) ? readingTurns(segments, d.speakerLabels) : html`<p class="muted">The transcript is empty.</p>`
+    }</div>
   </article>`;
 }

@@ -47,6 +47,30 @@ export async function shareRoutes(app: FastifyInstance, deps: Pick<SpeechDeps, '
     },
   });
 
+  r.patch('/api/speech/jobs/:jobId/share', {
+    config,
+    schema: {
+      tags,
+      security,
+      summary: 'Change the settings of the public share',
+      description:
+        '`playback`: whether the share page plays the retained media with the transcript (off by default; a new share ' +
+        'starts with it off). The page at `share.url?full` then shows the player, and the media is served at ' +
+        '`{share.url}.media` (byte ranges) while it is retained. The owner or a queue manager may act; other callers get ' +
+        '404; 422 under `errors.share` when the job has no active share. ' +
+        csrfNote,
+      params: jobIdParams,
+      body: z.object({ playback: z.boolean() }).strict(),
+      response: { 200: z.object({ ok: z.literal(true), message: z.string(), share: shareSchema }), ...errors },
+    },
+    handler: async (request) => {
+      const job = await shares.setPlayback(userOf(request), request.params.jobId, request.body.playback);
+      const share = presentShare(job, publicBaseUrl);
+      if (!share) throw new Error(`share of job ${job.id} was not stored`);
+      return { ok: true as const, message: share.playback ? 'Playback allowed on the share page.' : 'Playback turned off on the share page.', share };
+    },
+  });
+
   r.delete('/api/speech/jobs/:jobId/share', {
     config,
     schema: {

@@ -22,6 +22,11 @@ export interface PublicTranscript {
    * the job's id. Its `turns` are the diarizer's speaker turns (null without a completed diarization).
    */
   download: DownloadTranscript;
+  /**
+   * The retained media when the owner allows playback on the share page (null otherwise, and once
+   * the media was released); `released` says the owner allowed it but the media is gone.
+   */
+  playback: { mediaPath: string | null; sourceMime: string | null; durationSeconds: number | null } | null;
 }
 
 /**
@@ -48,7 +53,7 @@ export class ShareService {
       throw new AppError('validation_failed', message, { errors: { status: [message] } });
     }
     const rows = await this.conn().execute<Array<{ id: number }>>(
-      `update speech_jobs set share_token = ?, share_created_at = now(), share_disabled_at = null, updated_at = now()
+      `update speech_jobs set share_token = ?, share_created_at = now(), share_disabled_at = null, share_playback = false, updated_at = now()
         where id = ? and status = 'completed' and (share_token is null or share_disabled_at is not null) returning id`,
       [newShareToken(), job.id],
     );
@@ -65,6 +70,25 @@ export class ShareService {
       [job.id],
     );
     if (rows.length) await this.jobs.log(job.id, 'share_disabled', `Public share disabled by ${user.username}.`);
+    return this.jobs.getVisible(user, jobId);
+  }
+
+  /**
+   * Whether the share page plays the retained media (owner or manager, an active share: 422 under
+   * `errors.share` without one). Logged in the runtime log when it changes.
+   */
+  async setPlayback(user: AuthUser, jobId: number, playback: boolean): Promise<SpeechJob> {
+    const job = await this.jobs.getVisible(user, jobId);
+    if (!job.shareToken || job.shareDisabledAt) {
+      const message = 'the transcript has no active public link; create one first';
+      throw new AppError('validation_failed', message, { errors: { share: [message] } });
+    }
+    const rows = await this.conn().execute<Array<{ id: number }>>(
+      `update speech_jobs set share_playback = ?, updated_at = now()
+        where id = ? and share_token is not null and share_disabled_at is null and share_playback <> ? returning id`,
+      [playback, job.id, playback],
+    );
+    if (rows.length) await this.jobs.log(job.id, 'share_playback', `Playback on the public page ${playback ? 'allowed' : 'turned off'} by ${user.username}.`);
     return this.jobs.getVisible(user, jobId);
   }
 
@@ -86,6 +110,7 @@ export class ShareService {
       // Speakers by the names the owner gave them in the speaker editor ("Speaker N" otherwise).
       segments: segments.map((seg) => ({ ...presentSegment(seg), speaker: seg.speaker ? speakerName(seg.speaker, job.speakerLabels) : null })),
       download,
+      playback: job.sharePlayback ? { mediaPath: job.mediaPath, sourceMime: job.sourceMime, durationSeconds: job.sourceDurationSeconds } : null,
     };
   }
 }
