@@ -274,7 +274,7 @@ describe('three coordinators behind HAProxy', () => {
       await page.waitForSelector('html[data-cards="synced"]');
       const view = () =>
         page.evaluate(() => ({
-          segments: document.querySelectorAll('#segments > li').length,
+          segments: document.querySelectorAll('#segments .seg').length,
           status: document.getElementById('job-status')?.dataset.status ?? '',
         }));
       // Segments arrive while the job still runs: live, not only on completion.
