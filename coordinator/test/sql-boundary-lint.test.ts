@@ -23,7 +23,7 @@ describe('the SQL boundary lint rule', () => {
     expect(await boundaryErrors('coordinator/src/dns/access.ts', '')).toEqual([]);
   });
 
-  it('rejects knex raw(), getConnection().execute() and knex.client outside db/sql.ts', async () => {
+  it('rejects knex raw(), MikroORM getConnection() (and its execute()) and knex.client outside db/sql.ts', async () => {
     const errors = await boundaryErrors(
       'coordinator/src/dns/access.ts',
       [
@@ -35,6 +35,7 @@ describe('the SQL boundary lint rule', () => {
     expect(errors).toEqual([
       expect.stringMatching(/^knex raw\(\)/),
       expect.stringMatching(/^getConnection\(\)\.execute\(\)/),
+      expect.stringMatching(/^MikroORM's connection/),
       expect.stringMatching(/^knex's untyped client/),
     ]);
   });
