@@ -67,6 +67,9 @@ export class Sql<Params extends object, Row> {
 /** A statement (see Sql); `prepared` names the hot ones. */
 export const sql = <Params extends object, Row = Record<string, never>>(text: string, prepared?: string) => new Sql<Params, Row>(text, prepared);
 
+/** Whether the database answers a trivial statement (a health probe); rejects when it does not. */
+export const ping = (db: Db): Promise<number> => sql('select 1').run(db, {});
+
 /** The pool behind an entity manager (a repository handed an EntityManager runs its statements there). */
 export const dbOf = (em: { getConnection(): { getKnex(): Knex } }): Knex => em.getConnection().getKnex();
 
