@@ -43,19 +43,22 @@ export class Sql<Params extends object, Row> {
     });
   }
 
-  /** Every row the statement returns. */
-  async rows(db: Db, params: Params): Promise<Row[]> {
-    const values = this.values(params);
-    const result = (await db.raw(this.text).options(this.prepared ? { name: this.prepared, values } : { values })) as { rows: Row[] };
-    return result.rows;
+  /**
+   * Every row the statement returns. `query` adds node-postgres query options (LONG_STATEMENT of
+   * db/orm.ts for a statement that may run long).
+   */
+  async rows(db: Db, params: Params, query: object = {}): Promise<Row[]> {
+    return ((await this.send(db, params, query)) as { rows: Row[] }).rows;
   }
 
   /** Runs the statement for its effect: the number of rows it inserted, updated or deleted. */
-  async run(db: Db, params: Params): Promise<number> {
-    const result = (await db.raw(this.text).options({ values: this.values(params), ...(this.prepared ? { name: this.prepared } : {}) })) as {
-      rowCount: number | null;
-    };
-    return result.rowCount ?? 0;
+  async run(db: Db, params: Params, query: object = {}): Promise<number> {
+    return ((await this.send(db, params, query)) as { rowCount: number | null }).rowCount ?? 0;
+  }
+
+  private async send(db: Db, params: Params, query: object): Promise<unknown> {
+    const values = this.values(params);
+    return db.raw(this.text).options({ ...query, ...(this.prepared ? { name: this.prepared, values } : { values }) });
   }
 
   /** The first row, or null when there is none. */

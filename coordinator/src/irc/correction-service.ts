@@ -7,7 +7,7 @@
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
-import { pairsOf } from './common-terms.js';
+import { pairsOf } from './common-terms-repository.js';
 import { IrcEventStore, type IrcSource } from './event-store.js';
 import { addDays, isValidDate } from './parsers/common.js';
 
