@@ -5,6 +5,39 @@ import js from '@eslint/js';
 import { defineConfig, globalIgnores } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
+/** Repository modules: the only sources (besides db/ and migrations) that hold SQL text. */
+const SQL_REPOSITORIES = ['coordinator/src/**/*-repository.ts', 'coordinator/src/**/repository.ts'];
+/** Speech's SQL has not moved yet (issue 40): it joins the boundary once it has. */
+const SQL_EXEMPT_SPEECH = ['coordinator/src/speech/**'];
+/** Files outside speech whose SQL has not moved into a repository yet; this list only shrinks. */
+const SQL_NOT_YET_MOVED = ['coordinator/src/irc/archive-service.ts', 'coordinator/src/irc/event-store.ts'];
+const SQL_KEYWORDS = String.raw`^\s*(select\s[\s\S]*\sfrom\s|insert\s+into\s|update\s+\w+\s+set\s|delete\s+from\s|with\s+\w+\s+as\s*\(|copy\s+\w+|(create|alter|drop)\s+(unlogged\s+)?(table|index)\s|truncate\s|begin\s*(;|transaction\s))`;
+const SQL_TEXT_MESSAGE = 'SQL text belongs in a repository module (*-repository.ts) as a sql<Params, Row> statement (db/sql.ts).';
+/** Ways to PostgreSQL other than db/sql.ts. */
+const SQL_ACCESS = [
+  {
+    selector: "CallExpression[callee.property.name='raw']",
+    message: 'knex raw(): declare the statement with sql<Params, Row> (db/sql.ts) in a repository module.',
+  },
+  {
+    selector: "CallExpression[callee.property.name='execute'][callee.object.type='CallExpression'][callee.object.callee.property.name='getConnection']",
+    message: 'getConnection().execute(): declare the statement with sql<Params, Row> (db/sql.ts) in a repository module.',
+  },
+  {
+    selector: "CallExpression[callee.property.name='getConnection']",
+    message: "MikroORM's connection: run sql<Params, Row> statements on dbOf(em) (db/sql.ts).",
+  },
+  {
+    selector: "MemberExpression[property.name='client'][object.name=/^(knex|trx)$/]",
+    message: "knex's untyped client: borrow a connection with borrowConnection/withConnection (db/sql.ts).",
+  },
+];
+/** SQL text in a string or template literal. */
+const SQL_TEXT = [
+  { selector: `Literal[value=/${SQL_KEYWORDS}/i]`, message: SQL_TEXT_MESSAGE },
+  { selector: `TemplateLiteral > TemplateElement:first-child[value.raw=/${SQL_KEYWORDS}/i]`, message: SQL_TEXT_MESSAGE },
+];
+
 export default defineConfig(
   globalIgnores(['**/dist/', '**/node_modules/', '**/.data/', 'coverage/', 'test-results/', 'worker/.whisper-build/', 'proto/generated/', 'proto/index.d.ts']),
   js.configs.recommended,
@@ -53,6 +86,29 @@ export default defineConfig(
         },
       ],
     },
+  },
+  {
+    // One SQL boundary (docs/architecture.md): SQL text lives in repository modules
+    // (`*-repository.ts`, `repository.ts`) and migrations, and every statement goes through the typed
+    // helper in db/sql.ts (`sql<Params, Row>`, borrowConnection/withConnection for COPY and
+    // multi-statement work). Nowhere else takes knex's raw(), MikroORM's
+    // getConnection().execute() or knex's untyped client.
+    files: ['coordinator/src/**/*.ts'],
+    ignores: [
+      'coordinator/src/db/**',
+      // Creates the database on a bare pg.Client of the embedded server's admin database, before any pool exists.
+      'coordinator/src/infra/embedded-postgres.ts',
+      // Speech joins once its SQL moves into its repositories (issue 40, speech part): until then it is exempt as a whole.
+      ...SQL_EXEMPT_SPEECH,
+      ...SQL_NOT_YET_MOVED,
+    ],
+    rules: { 'no-restricted-syntax': ['error', ...SQL_ACCESS, ...SQL_TEXT] },
+  },
+  {
+    // Repository modules hold SQL text, but reach PostgreSQL only through db/sql.ts.
+    files: SQL_REPOSITORIES,
+    ignores: ['coordinator/src/db/**', ...SQL_EXEMPT_SPEECH, ...SQL_NOT_YET_MOVED],
+    rules: { 'no-restricted-syntax': ['error', ...SQL_ACCESS] },
   },
   {
     // @tus/server's hooks reject with thrown `{ status_code, body }` objects, not Errors.

@@ -22,7 +22,7 @@ import { redisWithFallbackStore } from './http/rate-limit-store.js';
 import { syncedRateLimit } from './http/rate-limits.js';
 import { ircPlugin, isIrcApiUrl } from './irc/plugin.js';
 import { platformPlugin } from './platform/plugin.js';
-import { DyndnsTokens } from './platform/dyndns/dyndns-tokens.js';
+import { DyndnsTokens } from './platform/dyndns/dyndns-token-repository.js';
 import { speechPlugin } from './speech/plugin.js';
 import { WorkerRegistry } from './speech/workers/worker-registry.js';
 import { createSpeechServices } from './speech/speech-services.js';

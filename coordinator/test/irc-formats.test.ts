@@ -11,7 +11,7 @@
  * Fixture files (helpers/irc-format-fixtures.ts) are written into a temporary folder; importing
  * them into PostgreSQL is irc-formats-import.test.ts (this file is pure parsing: the unit tier).
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,7 +25,6 @@ import { ParseError } from '../src/irc/parsers/types.js';
 import { parseWeechatFileName, parseWeechatLine, parseWeechatLog } from '../src/irc/parsers/weechat.js';
 import { ENERGYMECH, FIXTURES, HEXCHAT, IRSSI, LIMNORIA, WEECHAT, lines, writeFormatFixtures } from './helpers/irc-format-fixtures.js';
 
-const ZNC_LOGS = '/work/shared/data/irc/znc-qtox';
 /** A UTF-8 file with one Windows-1252 line (`café “quoted”` as cp1252 bytes) in the middle. */
 const withCp1252 = (before: string, cp1252Line: string, after: string) =>
   Buffer.concat([Buffer.from(`${before}\n`, 'utf8'), Buffer.from(cp1252Line, 'latin1'), Buffer.from(`\n${after}\n`, 'utf8')]);
@@ -615,21 +614,6 @@ describe('format detection', () => {
       // Also under a name that says nothing about the format.
       expect(detectFormat(path.join(tmp, 'unnamed.txt'), Buffer.from(f.text))?.name, f.rel).toBe(f.format);
     }
-  });
-
-  it('still detects every real ZNC file of the #qtox logs as znc (not energymech)', () => {
-    const files: string[] = [];
-    const walk = (dir: string) => {
-      for (const name of readdirSync(dir)) {
-        const p = path.join(dir, name);
-        if (statSync(p).isDirectory()) walk(p);
-        else if (name.endsWith('.log.txt')) files.push(p);
-      }
-    };
-    walk(ZNC_LOGS);
-    expect(files.length).toBeGreaterThan(200);
-    const wrong = files.filter((f) => detectFormat(f, readFileSync(f))?.name !== 'znc');
-    expect(wrong).toEqual([]);
   });
 
   it('takes an EnergyMech file with only ZNC-identical lines as znc (same events either way)', () => {

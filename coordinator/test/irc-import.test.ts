@@ -1,10 +1,11 @@
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { IrcImportService, lineHash } from '../src/irc/import-service.js';
 import { zncFormat } from '../src/irc/parsers/znc.js';
 import { irssiFormat } from '../src/irc/parsers/irssi.js';
+import { detectFormat } from '../src/irc/parsers/index.js';
 import { useTestOrm } from '../../test/support/harness.js';
 
 const LOGS = '/work/shared/data/irc/znc-qtox';
@@ -89,6 +90,23 @@ describe('IRC import into PostgreSQL (the June 2016 #qtox folder)', () => {
     );
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'staging' as never })).rejects.toThrow(/unknown source/);
     await expect(svc.importPaths([JUNE], { network: 'x', source: 'production', timeZone: 'Mars/Olympus' })).rejects.toThrow(/unknown time zone/);
+  });
+});
+
+describe('format detection over the whole shared data set', () => {
+  it('still detects every real ZNC file of the #qtox logs as znc (not energymech)', () => {
+    const files: string[] = [];
+    const walk = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        const p = path.join(dir, name);
+        if (statSync(p).isDirectory()) walk(p);
+        else if (name.endsWith('.log.txt')) files.push(p);
+      }
+    };
+    walk(LOGS);
+    expect(files.length).toBeGreaterThan(200);
+    const wrong = files.filter((f) => detectFormat(f, readFileSync(f))?.name !== 'znc');
+    expect(wrong).toEqual([]);
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * The ZNC parser against lines copied from the #qtox logs (../shared/data), the older colon-less
+ * The ZNC parser against lines copied from the #qtox logs (two days of them in fixtures/irc/znc-qtox), the older colon-less
  * lines ZNC and EnergyMech share, and `--path` / common folder layouts: pure parsing, the unit tier.
  * Importing into PostgreSQL is irc-import.test.ts and irc-import-honesty.test.ts.
  */
@@ -12,7 +12,8 @@ import { decodeLine, parseLogFileName, parseZncLine, parseZncLog, stripFormattin
 import { compilePathPattern, matchCommonLayout } from '../src/irc/path-layout.js';
 import { localToUtcMs, formatUtc } from '../src/irc/time-zone.js';
 
-const LOGS = '/work/shared/data/irc/znc-qtox';
+/** Two days of the #qtox logs, copied into the repository (fixtures/irc/znc-qtox/SOURCE.md). */
+const LOGS = path.join(import.meta.dirname, 'fixtures/irc/znc-qtox');
 const JUNE = path.join(LOGS, '2016/06');
 const lines = (...ls: string[]) => `${ls.join('\n')}\n`;
 

@@ -8,7 +8,7 @@ import { enforceRouteAuth, principalOf, type RouteAuthEntry } from '../../coordi
 import { declarePublicScope } from '../../coordinator/src/http/public-scope.js';
 import type { AuthRequirement } from '../../coordinator/src/accounts/types.js';
 import { installDomainErrors, okReasonBody, successErrorBody } from '../../coordinator/src/http/errors.js';
-import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-tokens.js';
+import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-token-repository.js';
 import { browserLogin, createTestApp, extractCsrf, randomName, type CookieJar, type TestApp } from '../support/harness.js';
 
 /**

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { parsePresentationRecords } from '../../coordinator/src/dns/wire/index.js';
-import { startNamed, type NamedServer } from '../support/bind.js';
+import { setZonePolicy, startNamed, type NamedServer } from '../support/bind.js';
 import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
 
 /**
@@ -140,7 +140,7 @@ describe('time-based cache expiry (invalidate_interval_seconds)', () => {
   const INTERVAL = 120;
 
   it('the cache counts as gone after the interval: /cache says needs_axfr, a zone read transfers again', async () => {
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: INTERVAL, cacheTtlSeconds: 3 * INTERVAL });
+    await setZonePolicy(zones.knex(), Y, { invalidateIntervalSeconds: INTERVAL, cacheTtlSeconds: 3 * INTERVAL });
     const first = await get(`/api/dns/zones/${Y}/axfr`);
     expect(first.json()).toMatchObject({ ok: true, method: 'AXFR' });
     const fresh = (await get(`/api/dns/zones/${Y}/cache`)).json();
@@ -159,13 +159,13 @@ describe('time-based cache expiry (invalidate_interval_seconds)', () => {
   });
 
   it('an interval with invalidation disabled never expires the cache', async () => {
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: 1, invalidateEnabled: false, cacheTtlSeconds: 3 * INTERVAL });
+    await setZonePolicy(zones.knex(), Y, { invalidateIntervalSeconds: 1, invalidateEnabled: false, cacheTtlSeconds: 3 * INTERVAL });
     await get(`/api/dns/zones/${Y}/axfr`);
     await ageCache(Y, INTERVAL);
     const aged = (await get(`/api/dns/zones/${Y}/cache`)).json();
     expect(aged.cache_age).toBeGreaterThanOrEqual(INTERVAL);
     expect(aged.source).toBe('from_database');
-    await zones.setPolicy(Y, { invalidateIntervalSeconds: 0, invalidateEnabled: true, cacheTtlSeconds: null });
+    await setZonePolicy(zones.knex(), Y, { invalidateIntervalSeconds: 0, invalidateEnabled: true, cacheTtlSeconds: null });
   });
 });
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { parsePresentationRecords, type DnsRecord } from '../../coordinator/src/dns/wire/index.js';
-import { startNamed, type NamedServer, type ZoneRecordSpec } from '../support/bind.js';
+import { setZonePolicy, startNamed, type NamedServer, type ZoneRecordSpec } from '../support/bind.js';
 import { browserLogin, createTestApp, randomName, type TestApp } from '../support/harness.js';
 
 /**
@@ -430,15 +430,15 @@ describe('ACME helpers', () => {
 describe('cache clear policy and paths', () => {
   it('read-only callers get 403; protected and disabled zones refuse; a clear empties the cache', async () => {
     expect((await post(`/api/dns/zones/${A}/cache/clear`, {}, 'reader')).json().reason).toBe('forbidden');
-    await zones.setPolicy(A, { protectFromClear: true });
+    await setZonePolicy(zones.knex(), A, { protectFromClear: true });
     const prot = await post(`/api/dns/zones/${A}/cache/clear`, {});
     expect(prot.statusCode).toBe(403);
     expect(prot.json().reason).toBe('cache_clear_protected');
-    await zones.setPolicy(A, { protectFromClear: false, invalidateEnabled: false });
+    await setZonePolicy(zones.knex(), A, { protectFromClear: false, invalidateEnabled: false });
     const dis = await post(`/api/dns/zones/${A}/cache/clear`, {});
     expect(dis.statusCode).toBe(403);
     expect(dis.json().reason).toBe('cache_invalidation_disabled');
-    await zones.setPolicy(A, { invalidateEnabled: true });
+    await setZonePolicy(zones.knex(), A, { invalidateEnabled: true });
     const ok = await post(`/api/dns/zones/${A}/cache/clear`, {}, 'writer');
     expect(ok.statusCode).toBe(200);
     expect(ok.json()).toMatchObject({ ok: true, zone: A });

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { errorBodySchema, ircErrorBodySchema, TOKEN_SCOPES, PERMISSIONS } from '@sonar/shared';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
-import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-tokens.js';
+import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-token-repository.js';
 import { startNamed } from '../support/bind.js';
 import { startSpamd } from '../support/spamd.js';
 import { createJwtUser, createTestApp } from '../support/harness.js';

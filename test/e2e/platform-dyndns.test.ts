@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZoneRegistry } from '../../coordinator/src/dns/zone-registry.js';
 import { DnsService } from '../../coordinator/src/dns/dns-service.js';
 import { DyndnsService } from '../../coordinator/src/platform/dyndns/dyndns-service.js';
-import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-tokens.js';
+import { DyndnsTokens } from '../../coordinator/src/platform/dyndns/dyndns-token-repository.js';
 import { startNamed, type NamedServer } from '../support/bind.js';
 import { browserLogin, createTestApp, extractCsrf, randomName, type TestApp } from '../support/harness.js';
 

@@ -104,3 +104,21 @@ async function allThreadsStopped(pid: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+/** Sets a registered zone's cache policy columns directly (the API and CLI set them through dns:zone:add). */
+export async function setZonePolicy(
+  knex: { raw(sql: string, bindings: unknown[]): PromiseLike<unknown> },
+  zone: string,
+  policy: { invalidateEnabled?: boolean; invalidateIntervalSeconds?: number; protectFromClear?: boolean; cacheTtlSeconds?: number | null },
+): Promise<void> {
+  const columns = {
+    invalidateEnabled: 'invalidate_enabled',
+    invalidateIntervalSeconds: 'invalidate_interval_seconds',
+    protectFromClear: 'protect_from_clear',
+    cacheTtlSeconds: 'cache_ttl_seconds',
+  };
+  for (const [key, column] of Object.entries(columns)) {
+    const value = policy[key as keyof typeof policy];
+    if (value !== undefined) await knex.raw(`update dns_zones set ${column} = ? where zone = ?`, [value, zone]);
+  }
+}

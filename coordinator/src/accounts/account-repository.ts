@@ -1,5 +1,39 @@
 import { LockMode, type EntityManager } from '@mikro-orm/postgresql';
+import type { Session } from 'fastify';
+import { dbOf, sql, type Db } from '../db/sql.js';
 import { DnsApiKey, DnsIpWhitelistEntry, DnsZonePermission, PersonalAccessToken, User } from './entities.js';
+
+/** A DNS API key and its user as one plain row: the DNS API resolves a key on every request. */
+const DNS_KEY_FOR_AUTH = sql<{ keyHash: string }, DnsKeyAuthRow>(
+  `select k.id, k.expires_at, k.last_used_at, k.revoked_at, u.id as user_id, u.username, u.email, u.is_admin, u.permissions, u.disabled_at
+     from dns_api_keys k left join users u on u.id = k.user_id where k.key_hash = :keyHash`,
+);
+
+/** Records use at most once a minute so busy tokens do not turn every request into a write. */
+const TOUCH = {
+  personal_access_tokens: sql<{ id: number }>(
+    `update personal_access_tokens set last_used_at = now() where id = :id and (last_used_at is null or last_used_at < now() - interval '60 seconds')`,
+  ),
+  dns_api_keys: sql<{ id: number }>(
+    `update dns_api_keys set last_used_at = now() where id = :id and (last_used_at is null or last_used_at < now() - interval '60 seconds')`,
+  ),
+};
+
+/**
+ * The web_sessions table (@fastify/session's store, PgSessionStore): rows keyed by the SHA-256 of
+ * the session id. Ending a user's sessions (a password change, disabling) is a statement of it too.
+ */
+export const WebSessions = {
+  save: sql<{ idHash: string; data: string; userId: number | null; expiresAt: Date }>(
+    `insert into web_sessions (id_hash, data, user_id, expires_at, updated_at) values (:idHash, :data::jsonb, :userId, :expiresAt, now())
+     on conflict (id_hash) do update set data = excluded.data, user_id = excluded.user_id,
+       expires_at = excluded.expires_at, updated_at = now()`,
+  ),
+  live: sql<{ idHash: string }, { data: Session }>('select data from web_sessions where id_hash = :idHash and expires_at > now()'),
+  destroy: sql<{ idHash: string }>('delete from web_sessions where id_hash = :idHash'),
+  purgeExpired: sql<Record<string, never>>('delete from web_sessions where expires_at <= now()'),
+  endAllOf: sql<{ userId: number }>('delete from web_sessions where user_id = :userId'),
+};
 
 /** Queries over account tables. Each method takes the unit of work (EntityManager) it runs in. */
 export class AccountRepository {
@@ -42,13 +76,8 @@ export class AccountRepository {
   }
 
   /** A DNS API key and its user as one plain row (no entities): the DNS API resolves a key on every request. */
-  async dnsKeyForAuth(em: EntityManager, keyHash: string): Promise<DnsKeyAuthRow | null> {
-    const rows = await em.getConnection().execute<DnsKeyAuthRow[]>(
-      `select k.id, k.expires_at, k.last_used_at, k.revoked_at, u.id as user_id, u.username, u.email, u.is_admin, u.permissions, u.disabled_at
-         from dns_api_keys k left join users u on u.id = k.user_id where k.key_hash = ?`,
-      [keyHash],
-    );
-    return rows[0] ?? null;
+  dnsKeyForAuth(em: EntityManager, keyHash: string): Promise<DnsKeyAuthRow | null> {
+    return DNS_KEY_FOR_AUTH.first(dbOf(em), { keyHash });
   }
 
   listDnsKeys(em: EntityManager) {
@@ -77,9 +106,12 @@ export class AccountRepository {
 
   /** Records use at most once a minute so busy tokens do not turn every request into a write. */
   async touchToken(em: EntityManager, table: 'personal_access_tokens' | 'dns_api_keys', id: number) {
-    await em
-      .getConnection()
-      .execute(`update ${table} set last_used_at = now() where id = ? and (last_used_at is null or last_used_at < now() - interval '60 seconds')`, [id]);
+    await TOUCH[table].run(dbOf(em), { id });
+  }
+
+  /** Ends every browser session of the user (a password change, disabling). */
+  async endSessionsOf(db: Db, userId: number): Promise<void> {
+    await WebSessions.endAllOf.run(db, { userId });
   }
 }
 

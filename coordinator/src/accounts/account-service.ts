@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isPermission, isTokenScope, type Permission, type TokenScope } from '@sonar/shared';
 import type { Orm } from '../db/orm.js';
+import { dbOf } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 import { IpRangeSet } from '../http/ip-ranges.js';
 import { canonicalCidr } from '../http/cidr.js';
@@ -195,7 +196,7 @@ export class AccountService {
       user.passwordHash = await hashPassword(password);
       // A password change ends every browser session of that user and invalidates their JWTs.
       user.tokenVersion += 1;
-      await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
+      await this.repo.endSessionsOf(dbOf(em), user.id);
     });
   }
 
@@ -216,7 +217,7 @@ export class AccountService {
       user.disabledAt = disabled ? (user.disabledAt ?? new Date()) : null;
       // Disabling invalidates the JWTs issued so far: enabling again does not bring them back.
       if (disabled) user.tokenVersion += 1;
-      if (disabled) await em.getConnection().execute('delete from web_sessions where user_id = ?', [user.id]);
+      if (disabled) await this.repo.endSessionsOf(dbOf(em), user.id);
     });
   }
 

@@ -1,4 +1,5 @@
 import type { Orm } from '../db/orm.js';
+import { AssistantRepository } from './repository.js';
 
 /** What the audit log records: OAuth operations and assistant requests. */
 export type AuditAction = 'setup_save' | 'delegate' | 'connect_start' | 'connect' | 'refresh' | 'validation' | 'request' | 'prompt_test';
@@ -49,49 +50,34 @@ export function scrubDetail(text: string): string {
  * codes, access or refresh tokens, or client secrets.
  */
 export class AssistantAuditLog {
-  constructor(private readonly orm: Orm) {}
+  private readonly repo: AssistantRepository;
+
+  constructor(orm: Orm) {
+    this.repo = new AssistantRepository(orm);
+  }
 
   async record(e: AuditEntry): Promise<void> {
-    await this.orm.em.getConnection().execute(
-      `insert into assistant_audit (action, result, user_id, username, setup_slug, tenant_id, correlation_id, request_id, error_code, detail)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [
-        e.action,
-        e.result.slice(0, 32),
-        e.userId ?? null,
-        e.username ?? null,
-        e.setupSlug ?? null,
-        e.tenantId ?? null,
-        e.correlationId?.slice(0, 64) ?? null,
-        e.requestId?.slice(0, 64) ?? null,
-        e.errorCode?.slice(0, 100) ?? null,
-        e.detail ? scrubDetail(e.detail) : null,
-      ],
-    );
+    await this.repo.audit({
+      action: e.action,
+      result: e.result.slice(0, 32),
+      userId: e.userId ?? null,
+      username: e.username ?? null,
+      setupSlug: e.setupSlug ?? null,
+      tenantId: e.tenantId ?? null,
+      correlationId: e.correlationId?.slice(0, 64) ?? null,
+      requestId: e.requestId?.slice(0, 64) ?? null,
+      errorCode: e.errorCode?.slice(0, 100) ?? null,
+      detail: e.detail ? scrubDetail(e.detail) : null,
+    });
   }
 
   async list(filter: { limit: number; action?: string | undefined; userId?: number | undefined; beforeId?: number | undefined }): Promise<AuditRow[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.action) {
-      where.push('action = ?');
-      params.push(filter.action);
-    }
-    if (filter.userId !== undefined) {
-      where.push('user_id = ?');
-      params.push(filter.userId);
-    }
-    if (filter.beforeId !== undefined) {
-      where.push('id < ?');
-      params.push(filter.beforeId);
-    }
-    params.push(filter.limit);
-    const rows = await this.orm.em
-      .getConnection()
-      .execute<Array<Omit<AuditRow, 'at' | 'id'> & { id: string | number; at: Date }>>(
-        `select * from assistant_audit ${where.length ? `where ${where.join(' and ')}` : ''} order by id desc limit ?`,
-        params,
-      );
+    const rows = await this.repo.auditRows({
+      action: filter.action || null,
+      userId: filter.userId ?? null,
+      beforeId: filter.beforeId ?? null,
+      limit: filter.limit,
+    });
     return rows.map((r) => ({ ...r, id: Number(r.id), at: new Date(r.at).toISOString() }));
   }
 }

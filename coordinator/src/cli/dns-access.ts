@@ -12,7 +12,7 @@ const runDyndns = runWith(async (orm) => {
     import('../accounts/account-service.js'),
     import('../dns/dns-service.js'),
     import('../platform/dyndns/dyndns-service.js'),
-    import('../platform/dyndns/dyndns-tokens.js'),
+    import('../platform/dyndns/dyndns-token-repository.js'),
   ]);
   const accounts = new AccountService(orm);
   const dyndnsEnv = envSchema

@@ -13,6 +13,8 @@ import { normalizeError, validationFailed } from '../http/errors.js';
 import { breakAtDots, html, plural } from '../http/html.js';
 import { pageErrorHandler, sendPage } from '../http/page.js';
 import { DEFAULT_IRC_SOURCE } from '../irc/event-store.js';
+import { dbOf } from '../db/sql.js';
+import { archiveSize, currentJobs } from './console-repository.js';
 import { presentJob } from '../speech/jobs/presenter.js';
 import { LocalModelSettings } from '../speech/local-models.js';
 import { targetIncompatibility } from '../speech/workers/compatibility.js';
@@ -21,18 +23,6 @@ const signedIn: AuthRequirement = { accept: ['session'] };
 const admin: AuthRequirement = { accept: ['session'], adminOnly: true };
 const hidden = { hide: true } as const;
 const csrfField = (csrf: string) => html`<input type="hidden" name="_csrf" value="${csrf}">`;
-
-/** Archive size for the dashboard: networks, channels and stored events of the archive the reader shows. */
-async function archiveSize(deps: Pick<DomainDeps, 'orm'>) {
-  const rows = await deps.orm.em.getConnection().execute<Array<{ networks: string; channels: string; events: string | null }>>(
-    `select (select count(*) from irc_networks where source = ?) as networks,
-            count(c.id) as channels, sum(c.event_count) as events
-       from irc_channels c join irc_networks n on n.id = c.network_id and n.source = ?`,
-    [DEFAULT_IRC_SOURCE, DEFAULT_IRC_SOURCE],
-  );
-  const r = rows[0];
-  return { networks: Number(r?.networks ?? 0), channels: Number(r?.channels ?? 0), events: Number(r?.events ?? 0) };
-}
 
 /**
  * The console's own pages: the home dashboard `/` and the administration pages (`/admin`,
@@ -61,7 +51,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
       speech ? deps.speech.jobs.list(user, { limit: 5, all: true }) : [],
       deps.workers.listWorkers(),
       readableZones(request),
-      archiveSize(deps),
+      archiveSize(dbOf(deps.orm.em), DEFAULT_IRC_SOURCE),
     ]);
     const online = workers.filter((w) => w.fresh);
     const body = html`<div class="card"><h1>Welcome, ${user.username}</h1>
@@ -146,7 +136,7 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
 
   app.get('/admin/workers', { schema: hidden, config: { auth: admin } }, async (request, reply) => {
     const user = userOf(request);
-    const [workers, current] = await Promise.all([deps.workers.listWorkers(), currentJobs(deps)]);
+    const [workers, current] = await Promise.all([deps.workers.listWorkers(), currentJobs(dbOf(deps.orm.em))]);
     const csrf = reply.generateCsrf();
     const rows = workers.map((w) => {
       const caps = w.capabilities;
@@ -190,15 +180,4 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
       return reply.redirect('/admin/workers', 303);
     },
   );
-}
-
-/** The job each worker holds a live lease on (worker id → job). */
-async function currentJobs(deps: Pick<DomainDeps, 'orm'>): Promise<Map<number, { id: number; label: string }>> {
-  const rows = await deps.orm.em.getConnection().execute<Array<{ worker_id: number; id: number; label: string }>>(
-    `select distinct on (l.worker_id) l.worker_id, j.id, coalesce(j.source_label, j.source_filename, 'Job ' || j.id) as label
-       from speech_leases l join speech_jobs j on j.id = l.job_id and j.attempt = l.attempt
-      where l.ended_at is null and j.status in ('downloading', 'transcribing', 'finalizing')
-      order by l.worker_id, l.created_at desc`,
-  );
-  return new Map(rows.map((r) => [Number(r.worker_id), { id: Number(r.id), label: r.label }]));
 }

@@ -11,7 +11,8 @@ import { fieldErrorsToRecord, noCname, normalizeName, validateRecord, type Field
 import { acmeCleanup, acmeCleanupStale, acmePresent, type AcmeContext } from './acme.js';
 import { bulkWrite, type BulkContext, type WriteOp } from './bulk.js';
 import { addPrereqs, inZoneTarget, MasterWrites, rrsetTtl, validRecord, type SendResult } from './master-writes.js';
-import { ZoneCache, detectSearch, displaySignature, type CacheState, type Page } from './zone-cache.js';
+import type { CacheState } from './cache-repository.js';
+import { ZoneCache, detectSearch, displaySignature, type Page } from './zone-cache.js';
 import { ZoneRegistry, cachePolicyOf, checkPaths, type MappingRow, type ZoneRow } from './zone-registry.js';
 import { ProviderDirectory, type ProviderConfig } from './providers/directory.js';
 import { ProviderZones, providerFields, providerMethod } from './providers/provider-zones.js';

@@ -8,7 +8,9 @@ import type { Orm } from '../db/orm.js';
 import { AppError } from '../http/errors.js';
 import type { ProviderBinding, ProviderKey } from './providers/types.js';
 import { normalizeName, parseKeyFile, validateName, type TsigKey } from './wire/index.js';
-import type { CacheState } from './zone-cache.js';
+import type { CacheState } from './cache-repository.js';
+import { removeZone, Zones } from './zone-repository.js';
+import { dbOf } from '../db/sql.js';
 
 export interface ZoneRow {
   id: number;
@@ -40,9 +42,6 @@ export const cachePolicyOf = (z: ZoneRow): CachePolicy => ({
   last_invalidated_at: z.lastInvalidatedAt ? z.lastInvalidatedAt.toISOString() : null,
   protect_from_clear: z.protectFromClear,
 });
-
-const COLUMNS = `id, zone, server, port, file_path, key_path, cache_ttl_seconds, invalidate_enabled, invalidate_interval_seconds,
-  last_invalidated_at, protect_from_clear`;
 
 function toRow(r: Record<string, unknown>): ZoneRow {
   return {
@@ -104,17 +103,15 @@ export class ZoneRegistry {
   constructor(private readonly orm: Orm) {}
 
   knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
+    return dbOf(this.orm.em);
   }
 
   async list(): Promise<ZoneRow[]> {
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${COLUMNS} from dns_zones order by zone`);
-    return res.rows.map(toRow);
+    return (await Zones.list.rows(this.knex(), {})).map(toRow);
   }
 
   async get(zone: string): Promise<ZoneRow | null> {
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${COLUMNS} from dns_zones where zone = ?`, [normalizeName(zone)]);
-    const r = res.rows[0];
+    const r = await Zones.get.first(this.knex(), { zone: normalizeName(zone) });
     return r ? toRow(r) : null;
   }
 
@@ -123,10 +120,7 @@ export class ZoneRegistry {
    * read and write route needs first).
    */
   async getWithState(zone: string): Promise<ZoneWithState | null> {
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(`select ${WITH_STATE_COLUMNS} ${WITH_STATE_FROM} where z.zone = ?`, [
-      normalizeName(zone),
-    ]);
-    const r = res.rows[0];
+    const r = await Zones.withState.first(this.knex(), { zone: normalizeName(zone) });
     return r ? withStateOfRow(r) : null;
   }
 
@@ -136,11 +130,7 @@ export class ZoneRegistry {
     if (!/^[a-z0-9_*.-]+$/.test(n)) return null;
     const labels = n.split('.');
     const candidates = labels.map((_, i) => labels.slice(i).join('.'));
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
-      `select ${COLUMNS} from dns_zones where zone = any(?::text[]) order by length(zone) desc limit 1`,
-      [`{${candidates.map((c) => `"${c}"`).join(',')}}`],
-    );
-    const r = res.rows[0];
+    const r = await Zones.longestOf.first(this.knex(), { candidates: `{${candidates.map((c) => `"${c}"`).join(',')}}` });
     return r ? toRow(r) : null;
   }
 
@@ -168,76 +158,33 @@ export class ZoneRegistry {
     if (!input.keyFile.trim()) throw invalid('key_file', 'is required');
     const port = input.port ?? 53;
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalid('port', 'must be 1-65535');
-    const res = await this.knex().raw<{ rows: Array<Record<string, unknown>> }>(
-      `insert into dns_zones (zone, server, port, file_path, key_path, cache_ttl_seconds, invalidate_enabled, invalidate_interval_seconds, protect_from_clear)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       on conflict (zone) do update set server = excluded.server, port = excluded.port, file_path = excluded.file_path,
-         key_path = excluded.key_path, cache_ttl_seconds = excluded.cache_ttl_seconds, invalidate_enabled = excluded.invalidate_enabled,
-         invalidate_interval_seconds = excluded.invalidate_interval_seconds, protect_from_clear = excluded.protect_from_clear
-       returning ${COLUMNS}`,
-      [
-        name.value,
-        input.server ?? '127.0.0.1',
-        port,
-        input.file,
-        input.keyFile,
-        input.cacheTtlSeconds ?? null,
-        input.invalidateEnabled ?? true,
-        input.invalidateIntervalSeconds ?? 0,
-        input.protectFromClear ?? false,
-      ],
-    );
-    return toRow(res.rows[0]!);
+    const row = await Zones.upsert.first(this.knex(), {
+      zone: name.value,
+      server: input.server ?? '127.0.0.1',
+      port,
+      filePath: input.file,
+      keyPath: input.keyFile,
+      cacheTtlSeconds: input.cacheTtlSeconds ?? null,
+      invalidateEnabled: input.invalidateEnabled ?? true,
+      invalidateIntervalSeconds: input.invalidateIntervalSeconds ?? 0,
+      protectFromClear: input.protectFromClear ?? false,
+    });
+    return toRow(row!);
   }
 
   /** A zone served by an external provider: a row without zone file and key (kept when the zone is already registered). */
   async ensureExternal(zone: string): Promise<ZoneRow> {
     const name = validateName(zone, 'owner', { field: 'zone' });
     if (!name.ok) throw invalid('zone', name.errors[0]!.message);
-    await this.knex().raw(`insert into dns_zones (zone, file_path, key_path) values (?, null, null) on conflict (zone) do nothing`, [name.value]);
+    await Zones.ensureExternal.run(this.knex(), { zone: name.value });
     return (await this.get(name.value))!;
-  }
-
-  async setPolicy(zone: string, policy: Partial<Pick<ZoneRow, 'invalidateEnabled' | 'invalidateIntervalSeconds' | 'protectFromClear' | 'cacheTtlSeconds'>>) {
-    const z = await this.get(zone);
-    if (!z) throw new AppError('not_found', `zone ${zone} is not registered`);
-    await this.knex().raw(
-      `update dns_zones set invalidate_enabled = ?, invalidate_interval_seconds = ?, protect_from_clear = ?, cache_ttl_seconds = ? where id = ?`,
-      [
-        policy.invalidateEnabled ?? z.invalidateEnabled,
-        policy.invalidateIntervalSeconds ?? z.invalidateIntervalSeconds,
-        policy.protectFromClear ?? z.protectFromClear,
-        policy.cacheTtlSeconds === undefined ? z.cacheTtlSeconds : policy.cacheTtlSeconds,
-        z.id,
-      ],
-    );
-    return (await this.get(zone))!;
   }
 
   /** Removes the zone, its cache state and its cache partition (which has no foreign key to cascade). */
   async remove(zone: string): Promise<boolean> {
-    return this.knex().transaction(async (trx) => {
-      const res = await trx.raw<{ rows: Array<{ id: number }> }>(`delete from dns_zones where zone = ? returning id`, [normalizeName(zone)]);
-      const id = res.rows[0]?.id;
-      if (id === undefined) return false;
-      await trx.raw(`drop table if exists ${partitionOf(Number(id))}, ${detachedPartitionOf(Number(id))}`);
-      return true;
-    });
+    return removeZone(this.knex(), normalizeName(zone));
   }
 }
-
-/** The zone's partition of dns_record_cache (migration 0022). */
-export const partitionOf = (zoneId: number) => `dns_record_cache_z${Math.trunc(zoneId)}`;
-/** A partition a refresh replaced, detached until it is dropped (ZoneCache.replaceByTransfer). */
-export const detachedPartitionOf = (zoneId: number) => `${partitionOf(zoneId)}_replaced`;
-
-/**
- * SQL: true when the cache state `s` (a dns_zone_cache_state row) counts rows that its zone's
- * partition no longer holds. The partitions are unlogged (derived data, no WAL), and PostgreSQL
- * empties unlogged tables when it recovers from a crash: such a cache counts as absent, so the next
- * read transfers the zone again. Finding one row is enough, so the scan stops at the first.
- */
-export const cacheEmptied = (s: string) => `(${s}.record_count > 0 and not exists (select 1 from dns_record_cache c where c.zone_id = ${s}.zone_id))`;
 
 /** A zone's row with its cache state (null: never cached, or emptied) and its provider mapping row. */
 export interface ZoneWithState {
@@ -245,19 +192,6 @@ export interface ZoneWithState {
   state: CacheState | null;
   mapping: MappingRow | null;
 }
-
-/**
- * The columns and joins of getWithState (zone-cache.ts reads a page in the same statement). The
- * zone's columns by name, not `z.*`: a named prepared statement whose result columns changed under
- * it (a migration adding one while the coordinator runs) would fail.
- */
-export const WITH_STATE_COLUMNS = `${COLUMNS.split(',')
-  .map((c) => `z.${c.trim()}`)
-  .join(', ')}, s.serial as cache_serial, s.record_count as cache_record_count, s.cached_at as cache_cached_at, s.generation as cache_generation,
-  ${cacheEmptied('s')} as cache_emptied, m.zone_id as mapping_zone_id, m.provider as mapping_provider,
-  m.provider_zone_id as mapping_provider_zone_id, m.token_ref as mapping_token_ref, m.created_at as mapping_created_at,
-  m.updated_at as mapping_updated_at`;
-export const WITH_STATE_FROM = 'from dns_zones z left join dns_zone_cache_state s on s.zone_id = z.id left join dns_provider_zones m on m.zone_id = z.id';
 
 export function withStateOfRow(r: Record<string, unknown>): ZoneWithState {
   const state =

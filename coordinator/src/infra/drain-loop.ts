@@ -1,4 +1,5 @@
 import type { Knex } from '@mikro-orm/postgresql';
+import { markDispatched } from './outbox-repository.js';
 
 /**
  * Runs an outbox's drain one pass at a time: `kick()` starts a pass, or, while one runs, asks for
@@ -81,7 +82,11 @@ export async function drainOutbox<R extends { id: number }>(knex: Knex, outbox: 
       const rows = await outbox.take(trx, outbox.batch);
       if (!rows.length) return 0;
       await outbox.publish(rows);
-      await trx.raw('update ?? set dispatched_at = now() where id = any(?::bigint[])', [outbox.table, rows.map((r) => r.id)]);
+      await markDispatched(
+        trx,
+        outbox.table,
+        rows.map((r) => r.id),
+      );
       return rows.length;
     });
     total += n;

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
+import { withConnection, type PooledConnection } from '../db/sql.js';
 import { AppError } from '../http/errors.js';
 import { IrcAliasService, type NickProfile } from './alias-service.js';
 import { IrcArchiveChanges } from './archive-changes.js';
@@ -124,36 +125,34 @@ export class IrcArchiveService {
    */
   private async bounded<T>(fn: () => Promise<T>): Promise<T> {
     const knex = this.knex();
-    const pool = knex.client as ConnectionPool;
-    const conn = await pool.acquireConnection();
-    try {
-      // Each search runs once with its own values: plan it for them (the pool's connections
-      // default to generic plans for the worker protocol's prepared statements, and a generic
-      // plan cannot tell a rare word or a short date range from a common one).
-      await knex
-        .raw(`begin transaction read only; set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`)
-        .connection(conn);
-      const out = await this.current.run(conn, fn);
-      await knex.raw('commit').connection(conn);
-      return out;
-    } catch (err) {
-      // A connection whose statement timed out on the client is destroyed on release (db/orm.ts);
-      // any other one goes back to the pool outside a transaction.
-      if (!conn.__knex__disposed)
+    return withConnection(knex, async (conn) => {
+      try {
+        // Each search runs once with its own values: plan it for them (the pool's connections
+        // default to generic plans for the worker protocol's prepared statements, and a generic
+        // plan cannot tell a rare word or a short date range from a common one).
         await knex
-          .raw('rollback')
-          .connection(conn)
-          .catch(() => (conn.__knex__disposed = 'rollback failed'));
-      if ((err as { code?: string }).code === '57014') {
-        throw new AppError(
-          'service_unavailable',
-          `the search took longer than ${this.queryTimeoutMs / 1000} s and was stopped; narrow it (a channel, a date range, fewer or longer *substring terms)`,
-        );
+          .raw(`begin transaction read only; set local statement_timeout = ${Math.floor(this.queryTimeoutMs)}; set local plan_cache_mode = force_custom_plan`)
+          .connection(conn);
+        const out = await this.current.run(conn, fn);
+        await knex.raw('commit').connection(conn);
+        return out;
+      } catch (err) {
+        // A connection whose statement timed out on the client is destroyed on release (db/orm.ts);
+        // any other one goes back to the pool outside a transaction.
+        if (!conn.__knex__disposed)
+          await knex
+            .raw('rollback')
+            .connection(conn)
+            .catch(() => (conn.__knex__disposed = 'rollback failed'));
+        if ((err as { code?: string }).code === '57014') {
+          throw new AppError(
+            'service_unavailable',
+            `the search took longer than ${this.queryTimeoutMs / 1000} s and was stopped; narrow it (a channel, a date range, fewer or longer *substring terms)`,
+          );
+        }
+        throw err;
       }
-      throw err;
-    } finally {
-      await pool.releaseConnection(conn);
-    }
+    });
   }
 
   async networks(source: IrcSource): Promise<NetworkRow[]> {
@@ -653,15 +652,6 @@ function termCountable(
   if ((term.kind !== 'word' && term.kind !== 'token') || isPartsToken(term)) return null;
   const x = s.exclude.length === 1 ? s.exclude[0]! : null;
   return { term, excluded: x && (x.kind === 'word' || x.kind === 'token') ? x : null };
-}
-
-/** A pg connection lent by knex's pool (knex marks one it must destroy instead of lending again). */
-type PooledConnection = { __knex__disposed?: unknown };
-
-/** The part of knex's client (typed `any` there) that lends and takes back pooled connections. */
-interface ConnectionPool {
-  acquireConnection(): Promise<PooledConnection>;
-  releaseConnection(conn: PooledConnection): Promise<unknown>;
 }
 
 interface ScopeChannel {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Orm } from '../db/orm.js';
 import { IrcArchiveChanges } from './archive-changes.js';
-import { pairsOf } from './common-terms.js';
+import { pairsOf } from './common-terms-repository.js';
 import { isChannelName } from './parsers/common.js';
 import type { IrcEventType } from './parsers/types.js';
 

@@ -5,7 +5,7 @@ import { ircAdminRoutes } from './admin-routes.js';
 import { IrcArchiveChanges } from './archive-changes.js';
 import { IrcArchiveService } from './archive-service.js';
 import { ircReaderPages } from './reader/pages.js';
-import { IrcReaderStore } from './reader/reader-store.js';
+import { IrcReaderStore } from './reader/reader-repository.js';
 import { IRC_API_PREFIXES, ircRoutes } from './routes.js';
 
 /**

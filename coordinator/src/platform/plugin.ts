@@ -18,7 +18,7 @@ import type { AccountService } from '../accounts/account-service.js';
 import { DnsService } from '../dns/dns-service.js';
 import { DyndnsService } from './dyndns/dyndns-service.js';
 import { dyndnsRoutes } from './dyndns/dyndns-routes.js';
-import type { DyndnsTokens } from './dyndns/dyndns-tokens.js';
+import type { DyndnsTokens } from './dyndns/dyndns-token-repository.js';
 import { DnsblClient, parseBlocklists } from './reputation/dnsbl.js';
 import { ReputationService } from './reputation/reputation-service.js';
 import { reputationRoutes } from './reputation/reputation-routes.js';

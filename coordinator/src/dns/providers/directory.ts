@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import { AppError, validationFailed } from '../../http/errors.js';
 import { DnsMasterClient, normalizeName, validateName } from '../wire/index.js';
+import { Mappings } from '../zone-repository.js';
 import { loadKey, mappingOfRow, type MappingRow, type ZoneRegistry, type ZoneRow } from '../zone-registry.js';
 import { CloudflareClient, isCloudflareNameServer, providerFailure } from './cloudflare.js';
 import { checkTokenRef, parseEnvFile, publicRef, resolveTokenRef } from './token-ref.js';
@@ -69,12 +70,8 @@ export class ProviderDirectory {
   // ---- the mapping table ----------------------------------------------------------------------
 
   async listMappings(zoneId?: number): Promise<MappingRow[]> {
-    const res = await this.zones.knex().raw<{ rows: Array<Record<string, unknown>> }>(
-      `select z.zone, m.zone_id, m.provider, m.provider_zone_id, m.token_ref, m.created_at, m.updated_at
-         from dns_provider_zones m join dns_zones z on z.id = m.zone_id ${zoneId === undefined ? '' : 'where m.zone_id = ?'} order by z.zone`,
-      zoneId === undefined ? [] : [zoneId],
-    );
-    return res.rows.map((r) => mappingOfRow(r));
+    const rows = zoneId === undefined ? await Mappings.all.rows(this.zones.knex(), {}) : await Mappings.of.rows(this.zones.knex(), { zoneId });
+    return rows.map((r) => mappingOfRow(r));
   }
 
   async mappingOf(zoneId: number): Promise<MappingRow | null> {
@@ -102,12 +99,7 @@ export class ProviderDirectory {
       id = found.id;
     }
     const z = await this.zones.ensureExternal(name.value);
-    await this.zones.knex().raw(
-      `insert into dns_provider_zones (zone_id, provider, provider_zone_id, token_ref) values (?, ?, ?, ?)
-       on conflict (zone_id) do update set provider = excluded.provider, provider_zone_id = excluded.provider_zone_id,
-         token_ref = excluded.token_ref, updated_at = now()`,
-      [z.id, provider, id, tokenRef],
-    );
+    await Mappings.save.run(this.zones.knex(), { zoneId: z.id, provider, providerZoneId: id, tokenRef });
     this.forget();
     return (await this.mappingOf(z.id))!;
   }
@@ -116,8 +108,7 @@ export class ProviderDirectory {
   async removeMapping(zone: string): Promise<boolean> {
     const z = await this.zones.get(zone);
     if (!z) return false;
-    const res = await this.zones.knex().raw<{ rowCount: number | null }>(`delete from dns_provider_zones where zone_id = ?`, [z.id]);
-    if ((res.rowCount ?? 0) === 0) return false;
+    if ((await Mappings.remove.run(this.zones.knex(), { zoneId: z.id })) === 0) return false;
     if (z.filePath === null && !(await this.legacy()).some((l) => l.zone === z.zone)) await this.zones.remove(z.zone);
     this.forget();
     return true;

@@ -19,6 +19,7 @@ import { isChannelName, stripControls, stripFormatting } from '../parsers/common
 import type { IrcEventType } from '../parsers/types.js';
 import type { IrcLoggerConfig, IrcLoggerNetworkConfig } from './config.js';
 import { liveNetsplitTracker, type NetsplitTracker } from './netsplit-tracker.js';
+import { ping } from '../../db/sql.js';
 
 /** What the logger needs of IrcEventStore (a wrapper can stand in for it in tests). */
 export type LiveEventStore = Pick<IrcEventStore, 'ensureNetwork' | 'ensureChannel' | 'insert' | 'knex'>;
@@ -623,7 +624,7 @@ export class NetworkLogger {
 
   private async databaseAnswers(): Promise<boolean> {
     try {
-      await this.store.knex().raw('select 1');
+      await ping(this.store.knex());
       return true;
     } catch {
       return false;

@@ -12,7 +12,7 @@ import { DEFAULT_IRC_SOURCE } from '../event-store.js';
 import { isValidDate } from '../parsers/common.js';
 import { IRC_EVENT_TYPES } from '../parsers/types.js';
 import { logsQuery, toSearch, type LogsQuery } from '../routes.js';
-import type { IrcReaderStore } from './reader-store.js';
+import type { IrcReaderStore } from './reader-repository.js';
 import { calendarView, channelsView, dayView, networksView, nickView, searchView } from './views.js';
 
 export interface IrcReaderOptions {

@@ -1,7 +1,7 @@
 import { html, plural, type SafeHtml } from '../../http/html.js';
 import type { NickProfile } from '../alias-service.js';
 import type { ChannelRow, LogRow, LogSearch, NetworkRow } from '../archive-service.js';
-import type { ActivityCount, DayNeighbours, NetworkSummary, ReaderChannel } from './reader-store.js';
+import type { ActivityCount, DayNeighbours, NetworkSummary, ReaderChannel } from './reader-repository.js';
 import { utcFromParts } from '../time-zone.js';
 import { highlighter, markedText, messageHtml, nickClass } from './render.js';
 import type { SearchForm } from './pages.js';

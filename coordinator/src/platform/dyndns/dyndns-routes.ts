@@ -11,7 +11,7 @@ import { html } from '../../http/html.js';
 import { pageErrorHandler, sendPage } from '../../http/page.js';
 import { sharedRateLimit } from '../../http/rate-limits.js';
 import { MAX_HOSTS_PER_TOKEN, parseAddresses, type DyndnsService } from './dyndns-service.js';
-import type { DyndnsToken } from './dyndns-tokens.js';
+import type { DyndnsToken } from './dyndns-token-repository.js';
 
 /** OpenAPI: the token routes take a browser session or a JWT (config.auth `manager`). */
 const signedInSecurity: Array<Record<string, string[]>> = [{ session: [] }, { bearerJwt: [] }];

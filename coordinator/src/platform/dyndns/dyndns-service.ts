@@ -6,7 +6,7 @@ import type { DnsService } from '../../dns/dns-service.js';
 import { normalizeName } from '../../dns/wire/index.js';
 import type { ZoneRow } from '../../dns/zone-registry.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
-import type { DyndnsHost, DyndnsToken, DyndnsTokens } from './dyndns-tokens.js';
+import type { DyndnsHost, DyndnsToken, DyndnsTokens } from './dyndns-token-repository.js';
 
 type DyndnsConfig = Pick<Config, 'DYNDNS_TTL' | 'DYNDNS_NOCHG_LIMIT' | 'DYNDNS_NOCHG_WINDOW_SECONDS' | 'DYNDNS_ABUSE_BLOCK_SECONDS'>;
 

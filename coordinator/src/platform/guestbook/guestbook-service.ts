@@ -3,6 +3,8 @@ import type { Knex } from '@mikro-orm/postgresql';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
+import { dbOf } from '../../db/sql.js';
+import { Guestbooks as G } from './guestbook-repository.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import type { Analysis, SpamService } from '../spam/spam-service.js';
 import { slugTaken } from '../statuspage/statuspage-service.js';
@@ -25,7 +27,7 @@ export interface Submission {
   website?: string | undefined;
 }
 
-interface BookRow {
+export interface BookRow {
   id: number;
   owner_id: number;
   slug: string;
@@ -39,7 +41,7 @@ interface BookRow {
   published?: string;
 }
 
-interface EntryRow {
+export interface EntryRow {
   id: number;
   guestbook_id: number;
   name: string;
@@ -104,12 +106,7 @@ export class GuestbookService {
   ) {}
 
   private get knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
-  }
-
-  private async rows<T>(sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    const { rows } = await this.knex.raw<{ rows: T[] }>(sql, bindings as Knex.RawBinding[]);
-    return rows;
+    return dbOf(this.orm.em);
   }
 
   // ---- owners -------------------------------------------------------------------------------------------
@@ -129,33 +126,32 @@ export class GuestbookService {
     };
   }
 
-  private readonly bookSelect = `select g.*, u.username as owner,
-      (select count(*) from guestbook_entries e where e.guestbook_id = g.id and e.status = 'pending') as pending,
-      (select count(*) from guestbook_entries e where e.guestbook_id = g.id and e.status = 'published') as published
-    from guestbooks g join users u on u.id = g.owner_id`;
-
   async listBooks(user: AuthUser) {
-    const rows = await this.rows<BookRow>(`${this.bookSelect} where ? or g.owner_id = ? order by g.slug`, [user.isAdmin, user.id]);
+    const rows = await G.listFor.rows(this.knex, { isAdmin: user.isAdmin, userId: user.id });
     return rows.map((b) => this.presentBook(b));
   }
 
   /** The owner's guestbook (any for an administrator); 404 otherwise. */
   async book(user: AuthUser, id: number) {
-    const [b] = await this.rows<BookRow>(`${this.bookSelect} where g.id = ? and (? or g.owner_id = ?)`, [id, user.isAdmin, user.id]);
+    const b = await G.managed.first(this.knex, { id, isAdmin: user.isAdmin, userId: user.id });
     if (!b) throw notFound('Guestbook not found.');
     return this.presentBook(b);
   }
 
   async createBook(user: AuthUser, input: GuestbookInput) {
     if (input.spam_profile_id != null) {
-      const [p] = await this.rows('select id from spam_profiles where id = ? and owner_id = ?', [input.spam_profile_id, user.id]);
+      const p = await G.ownProfile.first(this.knex, { id: input.spam_profile_id, ownerId: user.id });
       if (!p) throw validationFailed({ spam_profile_id: ['not one of your spam scoring profiles'] });
     }
     try {
-      const [b] = await this.rows<BookRow>(
-        'insert into guestbooks (owner_id, slug, title, description, hold_all, spam_profile_id) values (?, ?, ?, ?, ?, ?) returning *',
-        [user.id, input.slug, input.title, input.description ?? '', input.hold_all ?? false, input.spam_profile_id ?? null],
-      );
+      const b = await G.create.first(this.knex, {
+        ownerId: user.id,
+        slug: input.slug,
+        title: input.title,
+        description: input.description ?? '',
+        holdAll: input.hold_all ?? false,
+        spamProfileId: input.spam_profile_id ?? null,
+      });
       return this.presentBook({ ...b!, owner: user.username });
     } catch (err) {
       throw slugTaken(err, input.slug);
@@ -166,49 +162,38 @@ export class GuestbookService {
     const book = await this.book(user, id);
     if (patch.spam_profile_id != null) {
       // The guestbook owner's profiles (an administrator editing someone's guestbook picks among the owner's).
-      const [p] = await this.rows('select p.id from spam_profiles p join guestbooks g on g.owner_id = p.owner_id where p.id = ? and g.id = ?', [
-        patch.spam_profile_id,
-        book.id,
-      ]);
+      const p = await G.ownersProfile.first(this.knex, { id: patch.spam_profile_id, bookId: book.id });
       if (!p) throw validationFailed({ spam_profile_id: ["not one of the owner's spam scoring profiles"] });
     }
-    await this.knex.raw('update guestbooks set title = ?, description = ?, hold_all = ?, spam_profile_id = ?, updated_at = now() where id = ?', [
-      patch.title ?? book.title,
-      patch.description ?? book.description,
-      patch.hold_all ?? book.hold_all,
-      patch.spam_profile_id !== undefined ? patch.spam_profile_id : book.spam_profile_id,
-      book.id,
-    ]);
+    await G.update.run(this.knex, {
+      title: patch.title ?? book.title,
+      description: patch.description ?? book.description,
+      holdAll: patch.hold_all ?? book.hold_all,
+      spamProfileId: patch.spam_profile_id !== undefined ? patch.spam_profile_id : book.spam_profile_id,
+      id: book.id,
+    });
     return this.book(user, id);
   }
 
   async deleteBook(user: AuthUser, id: number) {
     const book = await this.book(user, id);
-    await this.knex.raw('delete from guestbooks where id = ?', [book.id]);
+    await G.remove.run(this.knex, { id: book.id });
   }
 
   async entries(user: AuthUser, id: number, status?: EntryStatus) {
     const book = await this.book(user, id);
-    const rows = await this.rows<EntryRow>(
-      `select e.*, u.username as moderated_by_name from guestbook_entries e left join users u on u.id = e.moderated_by
-        where e.guestbook_id = ? and (?::text is null or e.status = ?) order by e.created_at desc, e.id desc limit 500`,
-      [book.id, status ?? null, status ?? null],
-    );
+    const rows = await G.entries.rows(this.knex, { bookId: book.id, status: status ?? null });
     return { book, entries: rows.map(presentModerated) };
   }
 
   async moderate(user: AuthUser, id: number, entryId: number, action: 'approve' | 'reject' | 'delete') {
     const book = await this.book(user, id);
     if (action === 'delete') {
-      const [gone] = await this.rows('delete from guestbook_entries where id = ? and guestbook_id = ? returning id', [entryId, book.id]);
+      const gone = await G.removeEntry.run(this.knex, { id: entryId, bookId: book.id });
       if (!gone) throw notFound('Entry not found.');
       return null;
     }
-    const [e] = await this.rows<EntryRow>(
-      `update guestbook_entries set status = ?, moderated_at = now(), moderated_by = ? where id = ? and guestbook_id = ?
-        returning *, (select username from users where id = ?) as moderated_by_name`,
-      [action === 'approve' ? 'published' : 'rejected', user.id, entryId, book.id, user.id],
-    );
+    const e = await G.moderate.first(this.knex, { status: action === 'approve' ? 'published' : 'rejected', userId: user.id, id: entryId, bookId: book.id });
     if (!e) throw notFound('Entry not found.');
     return presentModerated(e);
   }
@@ -216,20 +201,16 @@ export class GuestbookService {
   // ---- public -------------------------------------------------------------------------------------------
 
   private async publicBook(slug: string): Promise<BookRow> {
-    const [b] = await this.rows<BookRow>('select * from guestbooks where slug = ?', [slug]);
+    const b = await G.bySlug.first(this.knex, { slug });
     if (!b) throw notFound('Guestbook not found.');
     return b;
   }
 
   async published(slug: string, page: { limit: number; offset: number }) {
     const b = await this.publicBook(slug);
-    const [entries, [count]] = await Promise.all([
-      this.rows<EntryRow>(
-        `select id, name, message, created_at from guestbook_entries where guestbook_id = ? and status = 'published'
-          order by created_at desc, id desc limit ? offset ?`,
-        [b.id, page.limit, page.offset],
-      ),
-      this.rows<{ n: string }>(`select count(*) as n from guestbook_entries where guestbook_id = ? and status = 'published'`, [b.id]),
+    const [entries, count] = await Promise.all([
+      G.published.rows(this.knex, { bookId: b.id, limit: page.limit, offset: page.offset }),
+      G.publishedCount.first(this.knex, { bookId: b.id }),
     ]);
     return {
       guestbook: { slug: b.slug, title: b.title, description: b.description },
@@ -253,22 +234,18 @@ export class GuestbookService {
       log.warn({ guestbook: book.slug, why: err.message }, 'guestbook entry held: spam scoring unavailable');
     }
     const status: EntryStatus = analysis && analysis.verdict === 'ham' && !book.hold_all ? 'published' : 'pending';
-    await this.knex.raw(
-      `insert into guestbook_entries (guestbook_id, name, message, status, spam_status, spam_score, spam_threshold, spam_verdict, spam_rules, client_ip)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`,
-      [
-        book.id,
-        entry.name,
-        entry.message,
-        status,
-        analysis ? analysis.status : 'unavailable',
-        analysis?.score ?? null,
-        analysis?.threshold ?? null,
-        analysis?.verdict ?? null,
-        JSON.stringify(analysis?.rules ?? []),
-        clientIp,
-      ],
-    );
+    await G.addEntry.run(this.knex, {
+      bookId: book.id,
+      name: entry.name,
+      message: entry.message,
+      status,
+      spamStatus: analysis ? analysis.status : 'unavailable',
+      spamScore: analysis?.score ?? null,
+      spamThreshold: analysis?.threshold ?? null,
+      spamVerdict: analysis?.verdict ?? null,
+      spamRules: JSON.stringify(analysis?.rules ?? []),
+      clientIp,
+    });
     return { status };
   }
 }

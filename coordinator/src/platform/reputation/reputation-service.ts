@@ -4,6 +4,8 @@ import type { Knex } from '@mikro-orm/postgresql';
 import type { AuthUser } from '../../accounts/types.js';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
+import { dbOf } from '../../db/sql.js';
+import { Reputation } from './reputation-repository.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import type { BlocklistResult, DnsblClient } from './dnsbl.js';
 
@@ -105,7 +107,7 @@ export interface Lookup {
   complete: boolean;
 }
 
-interface ReportRow {
+export interface ReportRow {
   id: number;
   reporter_id: number;
   category: Category;
@@ -130,15 +132,12 @@ export class ReputationService {
   ) {}
 
   private get knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
+    return dbOf(this.orm.em);
   }
 
   async lookup(target: Target): Promise<Lookup> {
     const [rows, blocklists] = await Promise.all([
-      this.knex.raw<{ rows: ReportRow[] }>(
-        `select id, reporter_id, category, weight, created_at from reputation_reports where target_type = ? and target = ?`,
-        [target.type, target.value],
-      ),
+      Reputation.reportsOf.rows(this.knex, { targetType: target.type, target: target.value }),
       this.dnsbl.check(target),
     ]);
     const now = this.now().getTime();
@@ -146,7 +145,7 @@ export class ReputationService {
     const categories: Partial<Record<Category, number>> = {};
     let score = 0;
     let last: Date | null = null;
-    for (const r of rows.rows) {
+    for (const r of rows) {
       const at = new Date(r.created_at);
       const decayed = Number(r.weight) * Math.pow(0.5, Math.max(0, now - at.getTime()) / halfLifeMs);
       score += decayed;
@@ -160,7 +159,7 @@ export class ReputationService {
     return {
       target: { type: target.type, value: target.value },
       verdict,
-      community: { score, reporters: rows.rows.length, categories, last_report_at: last ? last.toISOString() : null },
+      community: { score, reporters: rows.length, categories, last_report_at: last ? last.toISOString() : null },
       blocklists,
       complete: !unavailable,
     };
@@ -171,35 +170,32 @@ export class ReputationService {
     const now = this.now();
     return this.knex.transaction(async (trx) => {
       // One budget per user, counted in the audit trail (serialised per user by the advisory lock).
-      await trx.raw('select pg_advisory_xact_lock(?, ?)', [0x7265, user.id]);
-      const { rows: recent } = await trx.raw<{ rows: Array<{ n: string }> }>(
-        `select count(*) as n from reputation_audit where actor_id = ? and action in ('report', 'replace') and at > ?`,
-        [user.id, new Date(now.getTime() - 3_600_000)],
-      );
-      if (Number(recent[0]?.n ?? 0) >= this.config.REPUTATION_REPORTS_PER_HOUR) {
+      await Reputation.lockReporter.rows(trx, { userId: user.id });
+      const recent = await Reputation.reportsSince.first(trx, { userId: user.id, since: new Date(now.getTime() - 3_600_000) });
+      if (Number(recent?.n ?? 0) >= this.config.REPUTATION_REPORTS_PER_HOUR) {
         throw new AppError('rate_limited', `At most ${this.config.REPUTATION_REPORTS_PER_HOUR} reports an hour per user; try again later.`, {
           headers: { 'retry-after': '3600' },
         });
       }
       const weight = user.isAdmin ? 2 : 1;
-      const { rows } = await trx.raw<{ rows: Array<{ id: number; created_at: Date; replaced: boolean }> }>(
-        `insert into reputation_reports (reporter_id, target_type, target, category, comment, weight, created_at)
-         values (?, ?, ?, ?, ?, ?, ?)
-         on conflict (target_type, target, reporter_id)
-         do update set category = excluded.category, comment = excluded.comment, weight = excluded.weight, created_at = excluded.created_at
-         returning id, created_at, (xmax <> 0) as replaced`,
-        [user.id, target.type, target.value, category, comment, weight, now],
-      );
-      const row = rows[0]!;
-      await trx.raw(`insert into reputation_audit (at, actor_id, action, target_type, target, detail, client_ip) values (?, ?, ?, ?, ?, ?::jsonb, ?)`, [
-        now,
-        user.id,
-        row.replaced ? 'replace' : 'report',
-        target.type,
-        target.value,
-        JSON.stringify({ report_id: Number(row.id), category, weight, comment }),
+      const row = (await Reputation.saveReport.first(trx, {
+        userId: user.id,
+        targetType: target.type,
+        target: target.value,
+        category,
+        comment,
+        weight,
+        at: now,
+      }))!;
+      await Reputation.audit.run(trx, {
+        at: now,
+        actorId: user.id,
+        action: row.replaced ? 'replace' : 'report',
+        targetType: target.type,
+        target: target.value,
+        detail: JSON.stringify({ report_id: Number(row.id), category, weight, comment }),
         clientIp,
-      ]);
+      });
       return {
         id: Number(row.id),
         target: { type: target.type, value: target.value },
@@ -215,29 +211,23 @@ export class ReputationService {
   /** Withdraws the user's own report (404 for anyone else's). */
   async withdraw(user: AuthUser, id: number, clientIp: string) {
     await this.knex.transaction(async (trx) => {
-      const { rows } = await trx.raw<{ rows: Array<{ target_type: string; target: string; category: string }> }>(
-        `delete from reputation_reports where id = ? and reporter_id = ? returning target_type, target, category`,
-        [id, user.id],
-      );
-      const r = rows[0];
+      const r = await Reputation.withdraw.first(trx, { id, userId: user.id });
       if (!r) throw notFound('Report not found.');
-      await trx.raw(
-        `insert into reputation_audit (at, actor_id, action, target_type, target, detail, client_ip) values (?, ?, 'withdraw', ?, ?, ?::jsonb, ?)`,
-        [this.now(), user.id, r.target_type, r.target, JSON.stringify({ report_id: id, category: r.category }), clientIp],
-      );
+      await Reputation.audit.run(trx, {
+        at: this.now(),
+        actorId: user.id,
+        action: 'withdraw',
+        targetType: r.target_type,
+        target: r.target,
+        detail: JSON.stringify({ report_id: id, category: r.category }),
+        clientIp,
+      });
     });
   }
 
   /** The audit trail of one target (administrators). */
   async audit(target: Target) {
-    const { rows } = await this.knex.raw<{
-      rows: Array<{ at: Date; actor: string | null; action: string; detail: Record<string, unknown>; client_ip: string | null }>;
-    }>(
-      `select a.at, u.username as actor, a.action, a.detail, a.client_ip
-         from reputation_audit a left join users u on u.id = a.actor_id
-        where a.target_type = ? and a.target = ? order by a.id desc limit 500`,
-      [target.type, target.value],
-    );
+    const rows = await Reputation.auditOf.rows(this.knex, { targetType: target.type, target: target.value });
     return rows.map((r) => ({ at: new Date(r.at).toISOString(), actor: r.actor, action: r.action, detail: r.detail, client_ip: r.client_ip }));
   }
 }

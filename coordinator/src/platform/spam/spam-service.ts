@@ -2,6 +2,8 @@ import type { Knex } from '@mikro-orm/postgresql';
 import safeRegex from 'safe-regex2';
 import type { Config } from '../../config.js';
 import type { Orm } from '../../db/orm.js';
+import { dbOf } from '../../db/sql.js';
+import { SpamProfiles } from './spam-repository.js';
 import { AppError, notFound } from '../../http/errors.js';
 import { SpamdUnavailable, spamdReport, type SpamdReport } from './spamc.js';
 
@@ -106,7 +108,7 @@ export class SpamService {
   ) {}
 
   private get knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
+    return dbOf(this.orm.em);
   }
 
   async analyze(ownerId: number, input: MessageInput, profileId?: number): Promise<Analysis> {
@@ -172,25 +174,20 @@ export class SpamService {
   // ---- profiles (the owner's only; another user's profile is 404) ----------------------------------
 
   async profiles(ownerId: number): Promise<SpamProfile[]> {
-    const { rows } = await this.knex.raw<{ rows: ProfileRow[] }>(`select ${COLUMNS} from spam_profiles where owner_id = ? order by name`, [ownerId]);
-    return rows.map(present);
+    return (await SpamProfiles.list.rows(this.knex, { ownerId })).map(present);
   }
 
   async profile(ownerId: number, id: number): Promise<SpamProfile> {
-    const { rows } = await this.knex.raw<{ rows: ProfileRow[] }>(`select ${COLUMNS} from spam_profiles where owner_id = ? and id = ?`, [ownerId, id]);
-    if (!rows[0]) throw notFound('Spam profile not found.');
-    return present(rows[0]);
+    const row = await SpamProfiles.get.first(this.knex, { ownerId, id });
+    if (!row) throw notFound('Spam profile not found.');
+    return present(row);
   }
 
   async createProfile(ownerId: number, input: ProfileInput): Promise<SpamProfile> {
     checkRules(input.extra_rules);
     try {
-      const { rows } = await this.knex.raw<{ rows: ProfileRow[] }>(
-        `insert into spam_profiles (owner_id, name, threshold, allow_senders, deny_senders, extra_rules)
-         values (?, ?, ?, ?, ?, ?::jsonb) returning ${COLUMNS}`,
-        [ownerId, input.name, input.threshold, input.allow_senders, input.deny_senders, JSON.stringify(input.extra_rules)],
-      );
-      return present(rows[0]!);
+      const row = await SpamProfiles.create.first(this.knex, { ownerId, ...fieldsOf(input) });
+      return present(row!);
     } catch (err) {
       throw duplicateName(err, input.name);
     }
@@ -199,27 +196,29 @@ export class SpamService {
   async updateProfile(ownerId: number, id: number, input: ProfileInput): Promise<SpamProfile> {
     checkRules(input.extra_rules);
     try {
-      const { rows } = await this.knex.raw<{ rows: ProfileRow[] }>(
-        `update spam_profiles set name = ?, threshold = ?, allow_senders = ?, deny_senders = ?, extra_rules = ?::jsonb, updated_at = now()
-          where owner_id = ? and id = ? returning ${COLUMNS}`,
-        [input.name, input.threshold, input.allow_senders, input.deny_senders, JSON.stringify(input.extra_rules), ownerId, id],
-      );
-      if (!rows[0]) throw notFound('Spam profile not found.');
-      return present(rows[0]);
+      const row = await SpamProfiles.update.first(this.knex, { ownerId, id, ...fieldsOf(input) });
+      if (!row) throw notFound('Spam profile not found.');
+      return present(row);
     } catch (err) {
       throw duplicateName(err, input.name);
     }
   }
 
   async deleteProfile(ownerId: number, id: number): Promise<void> {
-    const { rows } = await this.knex.raw<{ rows: unknown[] }>('delete from spam_profiles where owner_id = ? and id = ? returning id', [ownerId, id]);
-    if (!rows.length) throw notFound('Spam profile not found.');
+    if ((await SpamProfiles.remove.run(this.knex, { ownerId, id })) === 0) throw notFound('Spam profile not found.');
   }
 }
 
-const COLUMNS = 'id, name, threshold, allow_senders, deny_senders, extra_rules, created_at, updated_at';
+/** A profile's stored fields as the repository takes them (the rules as JSON text). */
+const fieldsOf = (input: ProfileInput) => ({
+  name: input.name,
+  threshold: input.threshold,
+  allowSenders: input.allow_senders,
+  denySenders: input.deny_senders,
+  extraRules: JSON.stringify(input.extra_rules),
+});
 
-interface ProfileRow {
+export interface ProfileRow {
   id: number;
   name: string;
   threshold: number;

@@ -1,12 +1,13 @@
 import type { Knex } from '@mikro-orm/postgresql';
 import type { AuthUser } from '../../accounts/types.js';
 import type { Orm } from '../../db/orm.js';
+import { dbOf } from '../../db/sql.js';
+import { StatusPages as S } from './statuspage-repository.js';
 import { AppError, notFound, validationFailed } from '../../http/errors.js';
 import { summaryOf, type Summary } from './statuspage-summary.js';
 import {
   INCIDENT_STATUSES,
   MAINTENANCE_STATUSES,
-  type AuditRow,
   type ComponentRow,
   type ComponentStatus,
   type EventKind,
@@ -63,12 +64,7 @@ export class StatusPageService {
   ) {}
 
   private get knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
-  }
-
-  private async rows<T>(db: Knex | Knex.Transaction, sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
-    const { rows } = await db.raw<{ rows: T[] }>(sql, bindings as Knex.RawBinding[]);
-    return rows;
+    return dbOf(this.orm.em);
   }
 
   publicUrl(slug: string) {
@@ -78,12 +74,7 @@ export class StatusPageService {
   // ---- pages -----------------------------------------------------------------------------------------
 
   async listPages(user: AuthUser) {
-    const pages = await this.rows<PageRow>(
-      this.knex,
-      `select p.*, u.username as owner from status_pages p join users u on u.id = p.owner_id
-        where ? or p.owner_id = ? order by p.slug`,
-      [user.isAdmin, user.id],
-    );
+    const pages = await S.listFor.rows(this.knex, { isAdmin: user.isAdmin, userId: user.id });
     return pages.map((p) => this.presentPage(p));
   }
 
@@ -102,29 +93,17 @@ export class StatusPageService {
 
   /** A page the user may manage: their own, or any for an administrator; otherwise 404 (existence is not told). */
   private async ownPage(db: Knex | Knex.Transaction, user: AuthUser, pageId: number): Promise<PageRow> {
-    const [page] = await this.rows<PageRow>(
-      db,
-      `select p.*, u.username as owner from status_pages p join users u on u.id = p.owner_id where p.id = ? and (? or p.owner_id = ?)`,
-      [pageId, user.isAdmin, user.id],
-    );
+    const page = await S.managed.first(db, { pageId, isAdmin: user.isAdmin, userId: user.id });
     if (!page) throw notFound('Status page not found.');
     return page;
   }
 
   private async audit(db: Knex.Transaction, page: PageRow, user: AuthUser, action: string, target: string | null, detail: Record<string, unknown> = {}) {
-    await db.raw('insert into status_audit (page_id, page_slug, actor_id, actor, action, target, detail) values (?, ?, ?, ?, ?, ?, ?::jsonb)', [
-      page.id,
-      page.slug,
-      user.id,
-      user.username,
-      action,
-      target,
-      JSON.stringify(detail),
-    ]);
+    await S.audit.run(db, { pageId: page.id, slug: page.slug, actorId: user.id, actor: user.username, action, target, detail: JSON.stringify(detail) });
   }
 
   private touch(db: Knex.Transaction, pageId: number) {
-    return db.raw('update status_pages set updated_at = now() where id = ?', [pageId]);
+    return S.touch.run(db, { id: pageId });
   }
 
   async createPage(user: AuthUser, input: PageInput) {
@@ -132,12 +111,7 @@ export class StatusPageService {
     return this.knex.transaction(async (trx) => {
       let page: PageRow;
       try {
-        [page] = (await this.rows<PageRow>(trx, 'insert into status_pages (owner_id, slug, name, time_zone) values (?, ?, ?, ?) returning *', [
-          user.id,
-          input.slug,
-          input.name,
-          input.time_zone,
-        ])) as [PageRow];
+        page = (await S.create.first(trx, { ownerId: user.id, slug: input.slug, name: input.name, timeZone: input.time_zone }))!;
       } catch (err) {
         throw slugTaken(err, input.slug);
       }
@@ -150,11 +124,7 @@ export class StatusPageService {
     if (patch.time_zone !== undefined) checkTimeZone(patch.time_zone);
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [updated] = (await this.rows<PageRow>(trx, 'update status_pages set name = ?, time_zone = ?, updated_at = now() where id = ? returning *', [
-        patch.name ?? page.name,
-        patch.time_zone ?? page.time_zone,
-        page.id,
-      ])) as [PageRow];
+      const updated = (await S.update.first(trx, { id: page.id, name: patch.name ?? page.name, timeZone: patch.time_zone ?? page.time_zone }))!;
       await this.audit(trx, page, user, 'page.update', `page:${page.id}`, { ...patch });
       return this.presentPage({ ...updated, owner: page.owner ?? '' });
     });
@@ -164,7 +134,7 @@ export class StatusPageService {
     await this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
       await this.audit(trx, page, user, 'page.delete', `page:${page.id}`, { slug: page.slug });
-      await trx.raw('delete from status_pages where id = ?', [page.id]);
+      await S.remove.run(trx, { id: page.id });
     });
   }
 
@@ -172,16 +142,10 @@ export class StatusPageService {
   async managedPage(user: AuthUser, pageId: number) {
     const page = await this.ownPage(this.knex, user, pageId);
     const [components, incidents, updates, audit] = await Promise.all([
-      this.rows<ComponentRow>(this.knex, 'select * from status_components where page_id = ? order by position, id', [page.id]),
-      this.rows<IncidentRow>(this.knex, 'select * from status_incidents where page_id = ? order by created_at desc, id desc', [page.id]),
-      this.rows<UpdateRow>(
-        this.knex,
-        'select u.* from status_incident_updates u join status_incidents i on i.id = u.incident_id where i.page_id = ? order by u.created_at desc, u.id desc',
-        [page.id],
-      ),
-      this.rows<AuditRow>(this.knex, 'select id, actor, action, target, detail, at from status_audit where page_id = ? order by at desc, id desc limit 200', [
-        page.id,
-      ]),
+      S.components.rows(this.knex, { pageId: page.id }),
+      S.incidents.rows(this.knex, { pageId: page.id }),
+      S.updates.rows(this.knex, { pageId: page.id }),
+      S.auditOf.rows(this.knex, { pageId: page.id }),
     ]);
     return {
       page: this.presentPage(page),
@@ -199,7 +163,7 @@ export class StatusPageService {
   private async checkGroup(db: Knex.Transaction, pageId: number, groupId: number | null | undefined, self?: ComponentRow) {
     if (groupId === null || groupId === undefined) return;
     if (self?.is_group) throw validationFailed({ group_id: ['a group cannot belong to another group'] });
-    const [group] = await this.rows<ComponentRow>(db, 'select * from status_components where id = ? and page_id = ? and is_group', [groupId, pageId]);
+    const group = await S.group.first(db, { id: groupId, pageId });
     if (!group) throw validationFailed({ group_id: [`no component group ${groupId} on this page`] });
   }
 
@@ -208,21 +172,15 @@ export class StatusPageService {
       const page = await this.ownPage(trx, user, pageId);
       if (input.group && input.group_id != null) throw validationFailed({ group_id: ['a group cannot belong to another group'] });
       await this.checkGroup(trx, page.id, input.group_id);
-      const [c] = (await this.rows<ComponentRow>(
-        trx,
-        `insert into status_components (page_id, group_id, is_group, name, description, status, position)
-         values (?, ?, ?, ?, ?, ?, coalesce(?, (select coalesce(max(position), 0) + 1 from status_components where page_id = ?))) returning *`,
-        [
-          page.id,
-          input.group_id ?? null,
-          input.group ?? false,
-          input.name,
-          input.description ?? null,
-          input.status ?? 'operational',
-          input.position ?? null,
-          page.id,
-        ],
-      )) as [ComponentRow];
+      const c = (await S.addComponent.first(trx, {
+        pageId: page.id,
+        groupId: input.group_id ?? null,
+        isGroup: input.group ?? false,
+        name: input.name,
+        description: input.description ?? null,
+        status: input.status ?? 'operational',
+        position: input.position ?? null,
+      }))!;
       await this.audit(trx, page, user, input.group ? 'group.create' : 'component.create', `component:${c.id}`, { name: c.name, status: c.status });
       await this.touch(trx, page.id);
       return presentManagedComponent(c);
@@ -232,21 +190,17 @@ export class StatusPageService {
   async updateComponent(user: AuthUser, pageId: number, componentId: number, patch: Partial<ComponentInput>) {
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [current] = await this.rows<ComponentRow>(trx, 'select * from status_components where id = ? and page_id = ? for update', [componentId, page.id]);
+      const current = await S.componentForUpdate.first(trx, { id: componentId, pageId: page.id });
       if (!current) throw notFound('Component not found.');
       if (patch.group_id !== undefined) await this.checkGroup(trx, page.id, patch.group_id, current);
-      const [c] = (await this.rows<ComponentRow>(
-        trx,
-        `update status_components set name = ?, description = ?, status = ?, group_id = ?, position = ?, updated_at = now() where id = ? returning *`,
-        [
-          patch.name ?? current.name,
-          patch.description !== undefined ? patch.description : current.description,
-          patch.status ?? current.status,
-          patch.group_id !== undefined ? patch.group_id : current.group_id,
-          patch.position ?? current.position,
-          current.id,
-        ],
-      )) as [ComponentRow];
+      const c = (await S.updateComponent.first(trx, {
+        name: patch.name ?? current.name,
+        description: patch.description !== undefined ? patch.description : current.description,
+        status: patch.status ?? current.status,
+        groupId: patch.group_id !== undefined ? patch.group_id : current.group_id,
+        position: patch.position ?? current.position,
+        id: current.id,
+      }))!;
       const changed = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
       await this.audit(trx, page, user, patch.status && patch.status !== current.status ? 'component.status' : 'component.update', `component:${c.id}`, {
         ...changed,
@@ -260,9 +214,9 @@ export class StatusPageService {
   async deleteComponent(user: AuthUser, pageId: number, componentId: number) {
     await this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [c] = await this.rows<ComponentRow>(trx, 'delete from status_components where id = ? and page_id = ? returning *', [componentId, page.id]);
+      const c = await S.removeComponent.first(trx, { id: componentId, pageId: page.id });
       if (!c) throw notFound('Component not found.');
-      await trx.raw('update status_incidents set component_ids = array_remove(component_ids, ?) where page_id = ?', [c.id, page.id]);
+      await S.unlinkComponent.run(trx, { id: c.id, pageId: page.id });
       await this.audit(trx, page, user, 'component.delete', `component:${c.id}`, { name: c.name });
       await this.touch(trx, page.id);
     });
@@ -272,7 +226,7 @@ export class StatusPageService {
 
   private async checkComponents(db: Knex.Transaction, pageId: number, ids: number[] | undefined) {
     if (!ids?.length) return;
-    const found = await this.rows<{ id: number }>(db, 'select id from status_components where page_id = ? and id = any(?::int[])', [pageId, ids]);
+    const found = await S.componentIds.rows(db, { pageId, ids });
     const missing = ids.filter((id) => !found.some((f) => Number(f.id) === id));
     if (missing.length) throw validationFailed({ component_ids: [`no component ${missing.join(', ')} on this page`] });
   }
@@ -292,25 +246,20 @@ export class StatusPageService {
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
       await this.checkComponents(trx, page.id, input.component_ids);
-      const [i] = (await this.rows<IncidentRow>(
-        trx,
-        `insert into status_incidents (page_id, kind, name, status, impact, component_ids, internal_notes, scheduled_for, scheduled_until)
-         values (?, ?, ?, ?, ?, ?::int[], ?, ?, ?) returning *`,
-        [
-          page.id,
-          input.kind,
-          input.name,
-          status,
-          input.impact ?? (input.kind === 'maintenance' ? 'maintenance' : 'minor'),
-          input.component_ids ?? [],
-          input.internal_notes ?? '',
-          input.scheduled_for ?? null,
-          input.scheduled_until ?? null,
-        ],
-      )) as [IncidentRow];
+      const i = (await S.addIncident.first(trx, {
+        pageId: page.id,
+        kind: input.kind,
+        name: input.name,
+        status,
+        impact: input.impact ?? (input.kind === 'maintenance' ? 'maintenance' : 'minor'),
+        componentIds: input.component_ids ?? [],
+        internalNotes: input.internal_notes ?? '',
+        scheduledFor: input.scheduled_for ?? null,
+        scheduledUntil: input.scheduled_until ?? null,
+      }))!;
       await this.audit(trx, page, user, `${input.kind}.create`, `incident:${i.id}`, { name: i.name, status, impact: i.impact });
       const updates = input.update ? [await this.insertUpdate(trx, page, user, i, { status, body: input.update.body, publish: input.update.publish })] : [];
-      const [fresh] = (await this.rows<IncidentRow>(trx, 'select * from status_incidents where id = ?', [i.id])) as [IncidentRow];
+      const fresh = (await S.incident.first(trx, { id: i.id }))!;
       return { ...presentManagedIncident(fresh), updates };
     });
   }
@@ -323,24 +272,20 @@ export class StatusPageService {
   ) {
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [current] = await this.rows<IncidentRow>(trx, 'select * from status_incidents where id = ? and page_id = ? for update', [incidentId, page.id]);
+      const current = await S.incidentForUpdate.first(trx, { id: incidentId, pageId: page.id });
       if (!current) throw notFound('Incident not found.');
       if (patch.impact && (current.kind === 'maintenance') !== (patch.impact === 'maintenance'))
         throw validationFailed({
           impact: [current.kind === 'maintenance' ? 'a maintenance has impact "maintenance"' : 'an incident cannot have impact "maintenance"'],
         });
       await this.checkComponents(trx, page.id, patch.component_ids);
-      const [i] = (await this.rows<IncidentRow>(
-        trx,
-        'update status_incidents set name = ?, impact = ?, component_ids = ?::int[], internal_notes = ?, updated_at = now() where id = ? returning *',
-        [
-          patch.name ?? current.name,
-          patch.impact ?? current.impact,
-          patch.component_ids ?? current.component_ids,
-          patch.internal_notes ?? current.internal_notes,
-          current.id,
-        ],
-      )) as [IncidentRow];
+      const i = (await S.updateIncident.first(trx, {
+        name: patch.name ?? current.name,
+        impact: patch.impact ?? current.impact,
+        componentIds: patch.component_ids ?? current.component_ids,
+        internalNotes: patch.internal_notes ?? current.internal_notes,
+        id: current.id,
+      }))!;
       // The notes themselves stay out of the audit detail: only that they changed.
       await this.audit(trx, page, user, `${current.kind}.update`, `incident:${i.id}`, {
         ...(patch.name ? { name: patch.name } : {}),
@@ -355,11 +300,7 @@ export class StatusPageService {
   private async insertUpdate(trx: Knex.Transaction, page: PageRow, user: AuthUser, incident: IncidentRow, input: UpdateInput) {
     const status = input.status ?? incident.status;
     checkStatusForKind(incident.kind, status, 'status');
-    const [u] = (await this.rows<UpdateRow>(
-      trx,
-      'insert into status_incident_updates (incident_id, status, body, published_at) values (?, ?, ?, case when ? then now() else null end) returning *',
-      [incident.id, status, input.body, input.publish ?? false],
-    )) as [UpdateRow];
+    const u = (await S.addUpdate.first(trx, { incidentId: incident.id, status, body: input.body, publish: input.publish ?? false }))!;
     await this.audit(trx, page, user, input.publish ? 'update.publish' : 'update.draft', `update:${u.id}`, { incident_id: incident.id, status });
     if (input.publish) await this.applyPublished(trx, page, incident.id, status);
     return presentManagedUpdate(u);
@@ -367,18 +308,14 @@ export class StatusPageService {
 
   /** A published update moves its incident to the update's status (resolved/completed close it). */
   private async applyPublished(trx: Knex.Transaction, page: PageRow, incidentId: number, status: EventStatus) {
-    await trx.raw(
-      `update status_incidents set status = ?, updated_at = now(),
-              resolved_at = case when ? in ('resolved', 'completed') then coalesce(resolved_at, now()) else null end where id = ?`,
-      [status, status, incidentId],
-    );
+    await S.applyPublished.run(trx, { id: incidentId, status });
     await this.touch(trx, page.id);
   }
 
   async addUpdate(user: AuthUser, pageId: number, incidentId: number, input: UpdateInput) {
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [incident] = await this.rows<IncidentRow>(trx, 'select * from status_incidents where id = ? and page_id = ? for update', [incidentId, page.id]);
+      const incident = await S.incidentForUpdate.first(trx, { id: incidentId, pageId: page.id });
       if (!incident) throw notFound('Incident not found.');
       return this.insertUpdate(trx, page, user, incident, input);
     });
@@ -387,19 +324,10 @@ export class StatusPageService {
   async publishUpdate(user: AuthUser, pageId: number, incidentId: number, updateId: number) {
     return this.knex.transaction(async (trx) => {
       const page = await this.ownPage(trx, user, pageId);
-      const [u] = await this.rows<UpdateRow>(
-        trx,
-        `select u.* from status_incident_updates u join status_incidents i on i.id = u.incident_id
-          where u.id = ? and u.incident_id = ? and i.page_id = ? for update of u`,
-        [updateId, incidentId, page.id],
-      );
+      const u = await S.updateForPublish.first(trx, { id: updateId, incidentId, pageId: page.id });
       if (!u) throw notFound('Update not found.');
       if (u.published_at) throw new AppError('conflict', 'This update is already published.');
-      const [published] = (await this.rows<UpdateRow>(
-        trx,
-        'update status_incident_updates set published_at = now(), updated_at = now() where id = ? returning *',
-        [u.id],
-      )) as [UpdateRow];
+      const published = (await S.publish.first(trx, { id: u.id }))!;
       await this.audit(trx, page, user, 'update.publish', `update:${u.id}`, { incident_id: incidentId, status: u.status });
       await this.applyPublished(trx, page, incidentId, u.status);
       return presentManagedUpdate(published);
@@ -414,26 +342,12 @@ export class StatusPageService {
 
   /** The public summary of the page `slug`: published data only. */
   async summary(slug: string): Promise<Summary> {
-    const [page] = await this.rows<PageRow>(this.knex, 'select * from status_pages where slug = ?', [slug]);
+    const page = await S.bySlug.first(this.knex, { slug });
     if (!page) throw notFound('Status page not found.');
     const [components, events, updates] = await Promise.all([
-      this.rows<ComponentRow>(this.knex, 'select * from status_components where page_id = ? order by position, id', [page.id]),
-      // Open incidents, and maintenances that are upcoming or under way, with at least one published update.
-      this.rows<IncidentRow>(
-        this.knex,
-        `select i.* from status_incidents i
-          where i.page_id = ? and exists (select 1 from status_incident_updates u where u.incident_id = i.id and u.published_at is not null)
-            and ((i.kind = 'incident' and i.status <> 'resolved')
-              or (i.kind = 'maintenance' and (i.status in ('in_progress', 'verifying') or (i.status = 'scheduled' and i.scheduled_until > now()))))
-          order by coalesce(i.scheduled_for, i.created_at), i.id`,
-        [page.id],
-      ),
-      this.rows<UpdateRow>(
-        this.knex,
-        `select u.* from status_incident_updates u join status_incidents i on i.id = u.incident_id
-          where i.page_id = ? and u.published_at is not null order by u.published_at desc, u.id desc`,
-        [page.id],
-      ),
+      S.components.rows(this.knex, { pageId: page.id }),
+      S.publicEvents.rows(this.knex, { pageId: page.id }),
+      S.publishedUpdates.rows(this.knex, { pageId: page.id }),
     ]);
     return summaryOf({ page, components, events, updates, url: this.publicUrl(page.slug) });
   }

@@ -1,5 +1,6 @@
 import type { Knex } from '@mikro-orm/postgresql';
 import type { Orm } from '../../db/orm.js';
+import { dbOf, sql } from '../../db/sql.js';
 import { DYNDNS_TOKEN_PREFIX, newSecret, sha256Hex } from '../../accounts/secrets.js';
 
 /** One host name a token may update, with its abuse state. */
@@ -41,6 +42,40 @@ interface HostRow {
   blocked_until: Date | null;
 }
 
+const Q = {
+  verify: sql<{ hash: string }, { id: number; owner_id: number }>(
+    `update dyndns_tokens set last_used_at = now() where token_hash = :hash and revoked_at is null returning id, owner_id`,
+  ),
+  create: sql<{ ownerId: number; name: string; hash: string; prefix: string }, { id: number }>(
+    `insert into dyndns_tokens (owner_id, name, token_hash, prefix) values (:ownerId, :name, :hash, :prefix) returning id`,
+  ),
+  addHost: sql<{ tokenId: number; hostname: string; zone: string }>(`insert into dyndns_hosts (token_id, hostname, zone) values (:tokenId, :hostname, :zone)`),
+  /** The owner's live tokens, or the one of them with id `id` (null: all). */
+  list: sql<{ ownerId: number; id: number | null }, TokenRow>(
+    `select t.id, t.name, t.prefix, t.created_at, t.last_used_at,
+            array(select h.hostname from dyndns_hosts h where h.token_id = t.id order by h.hostname) as hostnames
+       from dyndns_tokens t
+      where t.owner_id = :ownerId and t.revoked_at is null and (:id::int is null or t.id = :id)
+      order by t.id desc`,
+  ),
+  revoke: sql<{ ownerId: number; id: number }>(`update dyndns_tokens set revoked_at = now() where owner_id = :ownerId and id = :id and revoked_at is null`),
+  hosts: sql<{ tokenId: number }, HostRow>(
+    `select hostname, zone, last_ipv4, last_ipv6, last_update_at, nochg_streak, blocked_until from dyndns_hosts where token_id = :tokenId`,
+  ),
+  saveHost: sql<{
+    tokenId: number;
+    hostname: string;
+    lastIpv4: string | null;
+    lastIpv6: string | null;
+    lastUpdateAt: Date | null;
+    nochgStreak: number;
+    blockedUntil: Date | null;
+  }>(
+    `update dyndns_hosts set last_ipv4 = :lastIpv4, last_ipv6 = :lastIpv6, last_update_at = :lastUpdateAt, nochg_streak = :nochgStreak,
+            blocked_until = :blockedUntil where token_id = :tokenId and hostname = :hostname`,
+  ),
+};
+
 /**
  * The repository of dynamic-DNS tokens: 256-bit secrets (`sonar_ddns_…`) of which only the SHA-256
  * is stored, each bound to its owner and to the host names it may update.
@@ -49,28 +84,20 @@ export class DyndnsTokens {
   constructor(private readonly orm: Orm) {}
 
   private get knex(): Knex {
-    return this.orm.em.getConnection().getKnex();
+    return dbOf(this.orm.em);
   }
 
   /** The token's id and owner, or null when it is unknown or revoked (the auth plugin's verifier). */
   async verify(secret: string): Promise<{ tokenId: number; ownerId: number } | null> {
-    const { rows } = await this.knex.raw<{ rows: Array<{ id: number; owner_id: number }> }>(
-      `update dyndns_tokens set last_used_at = now() where token_hash = ? and revoked_at is null returning id, owner_id`,
-      [sha256Hex(secret)],
-    );
-    const r = rows[0];
+    const r = await Q.verify.first(this.knex, { hash: sha256Hex(secret) });
     return r ? { tokenId: Number(r.id), ownerId: Number(r.owner_id) } : null;
   }
 
   async create(ownerId: number, name: string, hosts: Array<{ hostname: string; zone: string }>): Promise<{ secret: string; token: DyndnsToken }> {
     const { secret, hash, displayPrefix } = newSecret(DYNDNS_TOKEN_PREFIX);
     const id = await this.knex.transaction(async (trx) => {
-      const { rows } = await trx.raw<{ rows: Array<{ id: number }> }>(
-        `insert into dyndns_tokens (owner_id, name, token_hash, prefix) values (?, ?, ?, ?) returning id`,
-        [ownerId, name, hash, displayPrefix],
-      );
-      const tokenId = Number(rows[0]!.id);
-      for (const h of hosts) await trx.raw(`insert into dyndns_hosts (token_id, hostname, zone) values (?, ?, ?)`, [tokenId, h.hostname, h.zone]);
+      const tokenId = Number((await Q.create.first(trx, { ownerId, name, hash, prefix: displayPrefix }))!.id);
+      for (const h of hosts) await Q.addHost.run(trx, { tokenId, hostname: h.hostname, zone: h.zone });
       return tokenId;
     });
     return { secret, token: (await this.list(ownerId, id))[0]! };
@@ -78,14 +105,7 @@ export class DyndnsTokens {
 
   /** The owner's live tokens (one when `id` is given), newest first. */
   async list(ownerId: number, id?: number): Promise<DyndnsToken[]> {
-    const { rows } = await this.knex.raw<{ rows: TokenRow[] }>(
-      `select t.id, t.name, t.prefix, t.created_at, t.last_used_at,
-              array(select h.hostname from dyndns_hosts h where h.token_id = t.id order by h.hostname) as hostnames
-         from dyndns_tokens t
-        where t.owner_id = ? and t.revoked_at is null ${id === undefined ? '' : 'and t.id = ?'}
-        order by t.id desc`,
-      id === undefined ? [ownerId] : [ownerId, id],
-    );
+    const rows = await Q.list.rows(this.knex, { ownerId, id: id ?? null });
     return rows.map((r) => ({
       id: Number(r.id),
       name: r.name,
@@ -97,18 +117,11 @@ export class DyndnsTokens {
   }
 
   async revoke(ownerId: number, id: number): Promise<boolean> {
-    const { rows } = await this.knex.raw<{ rows: unknown[] }>(
-      `update dyndns_tokens set revoked_at = now() where owner_id = ? and id = ? and revoked_at is null returning id`,
-      [ownerId, id],
-    );
-    return rows.length > 0;
+    return (await Q.revoke.run(this.knex, { ownerId, id })) > 0;
   }
 
   async hosts(tokenId: number): Promise<Map<string, DyndnsHost>> {
-    const { rows } = await this.knex.raw<{ rows: HostRow[] }>(
-      `select hostname, zone, last_ipv4, last_ipv6, last_update_at, nochg_streak, blocked_until from dyndns_hosts where token_id = ?`,
-      [tokenId],
-    );
+    const rows = await Q.hosts.rows(this.knex, { tokenId });
     return new Map(
       rows.map((r) => [
         r.hostname,
@@ -126,9 +139,14 @@ export class DyndnsTokens {
   }
 
   async saveHost(tokenId: number, h: DyndnsHost): Promise<void> {
-    await this.knex.raw(
-      `update dyndns_hosts set last_ipv4 = ?, last_ipv6 = ?, last_update_at = ?, nochg_streak = ?, blocked_until = ? where token_id = ? and hostname = ?`,
-      [h.lastIpv4, h.lastIpv6, h.lastUpdateAt, h.nochgStreak, h.blockedUntil, tokenId, h.hostname],
-    );
+    await Q.saveHost.run(this.knex, {
+      tokenId,
+      hostname: h.hostname,
+      lastIpv4: h.lastIpv4,
+      lastIpv6: h.lastIpv6,
+      lastUpdateAt: h.lastUpdateAt,
+      nochgStreak: h.nochgStreak,
+      blockedUntil: h.blockedUntil,
+    });
   }
 }
