@@ -20,11 +20,12 @@ import { SimWorker } from '../support/sim-worker.js';
  * collapsed sections after it), search with a count and next/previous, the player tied to the
  * words (a click on a word seeks, playing highlights the word at currentTime, the keyboard), the
  * waveform with the speaker turns, the media route's byte ranges and who may read it, the released
- * media, and playback on the share page (off by default). Screenshots of both viewports go to
- * docs/screenshots/ (SCREENSHOT_TAG names them; `after` by default).
+ * media, and playback on the share page (off by default). Screenshots of both viewports go to a
+ * temporary folder, or to SCREENSHOT_DIR when set (`SCREENSHOT_DIR=docs/screenshots` refreshes the
+ * committed ones; SCREENSHOT_TAG names them, `after` by default): a test run changes no tracked file.
  */
 const dir = mkdtempSync(path.join(tmpdir(), 'sonar-reading-'));
-const SHOTS = path.resolve(import.meta.dirname, '../../docs/screenshots');
+const SHOTS = process.env.SCREENSHOT_DIR ? path.resolve(process.env.SCREENSHOT_DIR) : path.join(dir, 'screenshots');
 const TAG = process.env.SCREENSHOT_TAG ?? 'after';
 let db: TestDatabase;
 let svc: RunningCoordinator;
@@ -139,7 +140,12 @@ describe('the job page: read, search, listen', { timeout: 120_000 }, () => {
       await page.waitForSelector('html[data-cards="synced"]');
       // With a player (not before issue 38), once its waveform is drawn.
       if (await page.locator('#media').count()) await page.waitForSelector('#waveform[data-ready="1"]');
-      await page.screenshot({ path: path.join(SHOTS, `job-page-${name}-${TAG}.png`), fullPage: false });
+      const file = path.join(SHOTS, `job-page-${name}-${TAG}.png`);
+      await page.screenshot({ path: file, fullPage: false });
+      // A PNG of the viewport's width (IHDR: width at byte 16).
+      const png = readFileSync(file);
+      expect(png.subarray(1, 4).toString()).toBe('PNG');
+      expect(png.readUInt32BE(16)).toBe(viewport.width);
       await context.close();
     }
   });
