@@ -138,9 +138,18 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
     const user = userOf(request);
     const [workers, current] = await Promise.all([deps.workers.listWorkers(), currentJobs(dbOf(deps.orm.em))]);
     const csrf = reply.generateCsrf();
+    // The specification's rule 3: automatic local execution stands by while any remote worker is online.
+    const isLocal = (w: (typeof workers)[number]) => Boolean((w.capabilities as { local?: boolean } | null)?.local);
+    const remoteOnline = workers.some((w) => !isLocal(w) && w.fresh);
     const rows = workers.map((w) => {
       const caps = w.capabilities;
       const job = current.get(w.id);
+      const local = isLocal(w);
+      const jobCell = job
+        ? html`<a href="/speech/jobs/${job.id}">${job.label}</a>`
+        : local && w.fresh && remoteOnline
+          ? html`<span class="muted" data-standby="1">standing by: a remote worker is online, so automatic jobs go to remote workers (a job targeted at this runner still runs here)</span>`
+          : html`<span class="muted">idle</span>`;
       const why = targetIncompatibility(w);
       return html`<tr data-worker="${w.name}"><td data-label="Worker"><strong>${breakAtDots(w.name)}</strong>${w.hostname ? html`<br><span class="muted">${breakAtDots(w.hostname)}</span>` : ''}</td>
         <td data-label="Presence"><span class="badge ${w.revoked ? 'bad' : w.fresh ? 'on' : 'off'}" data-presence="${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}">${w.revoked ? 'revoked' : w.fresh ? 'online' : 'offline'}</span></td>
@@ -150,12 +159,14 @@ export async function consolePlugin(base: FastifyInstance, deps: DomainDeps) {
             ? html`${(caps.models ?? []).join(', ') || 'no models'}<br><span class="muted">${caps.device ?? ''}${caps.diarization ? ' · diarizer' : ''}${caps.canFetchUrls ? ' · fetches URLs' : ''}${(caps as { local?: boolean }).local ? ' · local runner' : ''}</span>${why ? html`<br><span class="error">incompatible: ${why}</span>` : ''}`
             : html`<span class="muted">not reported yet</span>`
         }</td>
-        <td data-label="Current job">${job ? html`<a href="/speech/jobs/${job.id}">${job.label}</a>` : html`<span class="muted">idle</span>`}</td>
+        <td data-label="Current job">${jobCell}</td>
         <td data-label="Last heartbeat">${w.lastSeenAt ? html`<time datetime="${w.lastSeenAt.toISOString()}">${formatStockholm(w.lastSeenAt)}</time>` : 'never'}</td>
         <td class="actions">${
           w.revoked
             ? ''
-            : html`<form method="post" action="/admin/workers/${w.name}/revoke" data-confirm="Revoke ${w.name}? Its secret stops working at once.">${csrfField(csrf)}<button class="danger" type="submit">Revoke</button></form>`
+            : local
+              ? html`<span class="muted">the coordinator's own runner: it stops with the coordinator (the CLI's <code>worker:revoke</code> still revokes it)</span>`
+              : html`<form method="post" action="/admin/workers/${w.name}/revoke" data-confirm="Revoke ${w.name}? Its secret stops working at once.">${csrfField(csrf)}<button class="danger" type="submit">Revoke</button></form>`
         }</td></tr>`;
     });
     const body = html`<div class="card"><h1>Workers</h1>
