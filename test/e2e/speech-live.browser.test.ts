@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -136,6 +136,54 @@ describe('speech pages in a browser', () => {
     expect(rows[0]!.s).toEqual({ min_speakers: 2, max_speakers: 3 });
     expect(await page.textContent('#requested-speakers')).toBe('Speakers stated: 2 to 3.');
   });
+
+  it('a batch of files: one job per file, titles numbered; a file that fails keeps its reason on screen beside the others’ links', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${svc.url}/speech`);
+    await page.fill('#username', user.name);
+    await page.fill('#password', user.password);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${svc.url}/speech`);
+    const tone = (name: string, seconds: number) => {
+      const file = path.join(dir, name);
+      execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', file, 'synth', String(seconds), 'sine', '440']);
+      return file;
+    };
+    const labels = async () =>
+      (
+        await svc.orm.em
+          .fork()
+          .getConnection()
+          .execute<Array<{ label: string; filename: string }>>(
+            `select source_label as label, source_filename as filename from speech_jobs where source_label like 'Batch%' order by id`,
+          )
+      ).map((r) => `${r.label} ← ${r.filename}`);
+
+    // Two files, a title: both queued, numbered, and the page goes to the queue.
+    await page.setInputFiles('#media_file', [tone('first.wav', 1), tone('second.wav', 1.5)]);
+    await page.fill('#source_label', 'Batch');
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForURL(`${svc.url}/speech?notice=queued`);
+    expect(await labels()).toEqual(['Batch (1) ← first.wav', 'Batch (2) ← second.wav']);
+
+    // A file that is not audio among them: the others are queued, the page stays with the reason.
+    const notes = path.join(dir, 'notes.txt');
+    writeFileSync(notes, 'Meeting notes: not audio at all.\n'.repeat(50));
+    await page.setInputFiles('#media_file', [tone('third.wav', 1), notes]);
+    await page.fill('#source_label', 'Batch again');
+    await page.click('#submit-form button[type=submit]');
+    await expect.poll(() => page.textContent('#submit-status'), { timeout: 30_000 }).toBe('1 of 2 queued.');
+    expect(new URL(page.url()).pathname).toBe('/speech');
+    const items = await page.$$eval('#submit-results li', (lis) =>
+      lis.map((li) => ({ text: li.textContent ?? '', error: li.classList.contains('error'), link: li.querySelector('a')?.getAttribute('href') ?? null })),
+    );
+    expect(items).toHaveLength(2);
+    expect(items[0]).toMatchObject({ text: 'third.wav: queued', error: false, link: expect.stringMatching(/^\/speech\/jobs\/\d+$/) });
+    expect(items[1]).toMatchObject({ error: true, link: null });
+    expect(items[1]!.text).toMatch(/^notes\.txt: .+/);
+    expect(await labels()).toEqual(['Batch (1) ← first.wav', 'Batch (2) ← second.wav', 'Batch again (1) ← third.wav']);
+    await page.close();
+  }, 120_000);
 
   it('sends anonymous visitors to sign in and hides other people’s jobs', async () => {
     const page = await browser.newPage();

@@ -127,7 +127,9 @@ async function submitFiles(files: File[]) {
   status.textContent = `${queued.length} of ${files.length} queued.`;
   const only = queued[0];
   if (queued.length === 1 && files.length === 1 && only) window.location.href = `/speech/jobs/${only.id}`;
-  else if (queued.length) window.location.replace('/speech?notice=queued');
+  // Every file queued: the queue shows them. When one failed the page stays, so its reason stays on
+  // screen beside the links to the jobs that were queued.
+  else if (queued.length === files.length) window.location.replace('/speech?notice=queued');
 }
 
 // Live status of the jobs in the table that are not finished yet.
