@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -182,6 +182,43 @@ describe('speech pages in a browser', () => {
     expect(items[1]).toMatchObject({ error: true, link: null });
     expect(items[1]!.text).toMatch(/^notes\.txt: .+/);
     expect(await labels()).toEqual(['Batch (1) ← first.wav', 'Batch (2) ← second.wav', 'Batch again (1) ← third.wav']);
+    await page.close();
+  }, 120_000);
+
+  it('an upload whose connection fails is retried once by itself: the server is asked for its offset and the job is queued', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${svc.url}/speech`);
+    await page.fill('#username', user.name);
+    await page.fill('#password', user.password);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${svc.url}/speech`);
+    const file = path.join(dir, 'retried.wav');
+    execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', file, 'synth', '2', 'sine', '330']);
+    // The first PATCH (the upload's bytes) fails as a dropped connection would; later ones go through.
+    const seen: string[] = [];
+    let dropped = false;
+    await page.route('**/api/speech/uploads/**', async (route) => {
+      const method = route.request().method();
+      seen.push(method);
+      if (method === 'PATCH' && !dropped) {
+        dropped = true;
+        await route.abort('connectionreset');
+        return;
+      }
+      await route.continue();
+    });
+    await page.setInputFiles('#media_file', file);
+    await page.fill('#source_label', 'Retried upload');
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForURL(/\/speech\/jobs\/\d+$/, { timeout: 30_000 });
+    // tus: the failed PATCH, then HEAD for the server's offset, then the PATCH with the bytes it lacks.
+    expect(seen).toEqual(['PATCH', 'HEAD', 'PATCH']);
+    const jobId = Number(new URL(page.url()).pathname.split('/').pop());
+    const rows = await svc.orm.em
+      .fork()
+      .getConnection()
+      .execute<Array<{ label: string; size: string }>>('select source_label as label, source_size_bytes::text as size from speech_jobs where id = ?', [jobId]);
+    expect(rows[0]).toEqual({ label: 'Retried upload', size: String(statSync(file).size) });
     await page.close();
   }, 120_000);
 
