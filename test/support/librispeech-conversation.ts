@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,9 +8,17 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 const RATE = 16_000;
 
-/** DIARIZATION_DATA, else `<repository root>/../shared/data/diarization` (see its README). */
+/**
+ * DIARIZATION_DATA, else `shared/data/diarization` beside the clone (`<repository root>/../shared`),
+ * else the machines' copy in /work/shared (a clone made elsewhere, /tmp/fresh say); the same rule
+ * as worker/test/diarization.test.ts. A clear error when none exists (README, "Tests").
+ */
 export function diarizationDataDir(): string {
-  return process.env.DIARIZATION_DATA ?? path.resolve(fileURLToPath(new URL('../../..', import.meta.url)), 'shared/data/diarization');
+  if (process.env.DIARIZATION_DATA) return process.env.DIARIZATION_DATA;
+  const candidates = [path.resolve(fileURLToPath(new URL('../../..', import.meta.url)), 'shared/data/diarization'), '/work/shared/data/diarization'];
+  const found = candidates.find((d) => existsSync(d));
+  if (!found) throw new Error(`no diarization test data in ${candidates.join(' or ')}: set DIARIZATION_DATA to the folder (README, "Tests")`);
+  return found;
 }
 
 export interface ConversationTurn {
