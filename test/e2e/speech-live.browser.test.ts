@@ -34,6 +34,24 @@ function speechFile(): string {
   return file;
 }
 
+/** A page signed in as `user` (the sign-in form /speech sends an anonymous visitor to), on /speech. */
+async function signedIn() {
+  const page = await browser.newPage();
+  await page.goto(`${svc.url}/speech`);
+  await page.fill('#username', user.name);
+  await page.fill('#password', user.password);
+  await page.click('button[type=submit]');
+  await page.waitForURL(`${svc.url}/speech`);
+  return page;
+}
+
+/** A 16 kHz mono WAV of a sine tone, `seconds` long. */
+function tone(name: string, seconds: number, hz = 440): string {
+  const file = path.join(dir, name);
+  execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', file, 'synth', String(seconds), 'sine', String(hz)]);
+  return file;
+}
+
 beforeAll(async () => {
   db = await createTestDatabase();
   svc = await startCoordinator(loadConfig(testEnv(db, { SPEECH_MEDIA_DIR: path.join(dir, 'media'), SPEECH_DEFAULT_MODEL: 'pocketsphinx-en-us' })));
@@ -52,12 +70,7 @@ afterAll(async () => {
 
 describe('speech pages in a browser', () => {
   it('uploads a file on /speech and shows segments arriving live before the job completes', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${svc.url}/speech`);
-    await page.fill('#username', user.name);
-    await page.fill('#password', user.password);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${svc.url}/speech`);
+    const page = await signedIn();
 
     await page.setInputFiles('#media_file', speechFile());
     await page.click('#submit-form button[type=submit]');
@@ -113,12 +126,7 @@ describe('speech pages in a browser', () => {
   }, 120_000);
 
   it('states a speaker count on /speech: the script’s upload sends only the chosen mode’s inputs', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${svc.url}/speech`);
-    await page.fill('#username', user.name);
-    await page.fill('#password', user.password);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${svc.url}/speech`);
+    const page = await signedIn();
     const short = path.join(dir, 'short.wav');
     execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', short, 'trim', '0', '1.0']);
     await page.setInputFiles('#media_file', short);
@@ -138,17 +146,7 @@ describe('speech pages in a browser', () => {
   });
 
   it('a batch of files: one job per file, titles numbered; a file that fails keeps its reason on screen beside the others’ links', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${svc.url}/speech`);
-    await page.fill('#username', user.name);
-    await page.fill('#password', user.password);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${svc.url}/speech`);
-    const tone = (name: string, seconds: number) => {
-      const file = path.join(dir, name);
-      execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', file, 'synth', String(seconds), 'sine', '440']);
-      return file;
-    };
+    const page = await signedIn();
     const labels = async () =>
       (
         await svc.orm.em
@@ -186,14 +184,8 @@ describe('speech pages in a browser', () => {
   }, 120_000);
 
   it('an upload whose connection fails is retried once by itself: the server is asked for its offset and the job is queued', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${svc.url}/speech`);
-    await page.fill('#username', user.name);
-    await page.fill('#password', user.password);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${svc.url}/speech`);
-    const file = path.join(dir, 'retried.wav');
-    execFileSync('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', file, 'synth', '2', 'sine', '330']);
+    const page = await signedIn();
+    const file = tone('retried.wav', 2, 330);
     // The first PATCH (the upload's bytes) fails as a dropped connection would; later ones go through.
     const seen: string[] = [];
     let dropped = false;

@@ -180,16 +180,7 @@ export class ReadingView {
   /** The segment spoken at `t` (the last one that started at or before it, while it lasts), else null. */
   segmentAt(t: number): HTMLElement | null {
     const { spans, starts } = this.built();
-    let lo = 0;
-    let hi = starts.length - 1;
-    let found = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if (starts[mid]! <= t) {
-        found = mid;
-        lo = mid + 1;
-      } else hi = mid - 1;
-    }
+    const found = lastAtOrBefore(starts, t);
     const span = found >= 0 ? spans[found]! : null;
     return span && t <= Number(span.dataset.end) + 0.05 ? span : null;
   }
@@ -197,16 +188,7 @@ export class ReadingView {
   /** When the highlight next changes after `t`: the next word's start in the segment spoken, its end, or the next segment's start. */
   nextBoundary(t: number): number | null {
     const { spans, starts } = this.built();
-    let lo = 0;
-    let hi = starts.length - 1;
-    let found = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if (starts[mid]! <= t) {
-        found = mid;
-        lo = mid + 1;
-      } else hi = mid - 1;
-    }
+    const found = lastAtOrBefore(starts, t);
     const seg = found >= 0 ? spans[found]! : null;
     const nextWord = seg ? wordStarts(seg)?.find((w) => w > t + 1e-6) : undefined;
     if (nextWord !== undefined) return nextWord;
@@ -385,4 +367,19 @@ export function bindSearch(view: ReadingView) {
   document.getElementById('search-prev')?.addEventListener('click', () => step(-1));
   document.getElementById('transcript-search')?.addEventListener('submit', (ev) => ev.preventDefault());
   return { refresh: () => input.value.trim() && run() };
+}
+
+/** The index of the last of the ascending `starts` at or before `t` (binary search), -1 when none. */
+function lastAtOrBefore(starts: number[], t: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (starts[mid]! <= t) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
 }

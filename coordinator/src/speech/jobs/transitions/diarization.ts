@@ -69,14 +69,14 @@ const PASS_SEGMENTS = sql<FenceParams, StoredSegmentRow & { pass: number }>(
      from l left join speech_segments s on s.job_id = l.id and s.pass = l.current_pass order by s.seq`,
 );
 
-/** DELETE_PASS — removes a pass's segments. Parameters: :job, :pass. Guard: the caller holds the job row. Returns nothing. */
-const DELETE_PASS = sql<{ job: number; pass: number }>(`delete from speech_segments where job_id = :job and pass = :pass`);
+/** DELETE_PASS — removes a pass's segments (to write it again: here and in edits.ts). Parameters: :job, :pass. Guard: the caller holds the job row. Returns nothing. */
+export const DELETE_PASS = sql<{ job: number; pass: number }>(`delete from speech_segments where job_id = :job and pass = :pass`);
 
 /**
- * INSERT_LABELLED — the labelled segments of a pass. Parameters: :job, :pass, parallel arrays :seqs, :starts, :ends, :texts, :speakers,
+ * INSERT_LABELLED — the labelled segments of a pass (also a corrected pass, edits.ts). Parameters: :job, :pass, parallel arrays :seqs, :starts, :ends, :texts, :speakers,
  * :words, :sources, :sourceTexts. Guard: the caller holds the job row. Returns nothing.
  */
-const INSERT_LABELLED = sql<{
+export const INSERT_LABELLED = sql<{
   job: number;
   pass: number;
   seqs: number[];
@@ -85,7 +85,7 @@ const INSERT_LABELLED = sql<{
   texts: string[];
   speakers: Array<string | null>;
   words: Array<string | null>;
-  sources: number[];
+  sources: Array<number | null>;
   sourceTexts: Array<string | null>;
 }>(
   `insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, speaker, words, source_seq, source_text)

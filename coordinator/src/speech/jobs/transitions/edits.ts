@@ -2,6 +2,7 @@ import type { Knex } from '@mikro-orm/postgresql';
 import { sql } from '../../../db/sql.js';
 import { isSpeakerKey, type SpeakerLabels } from '../speakers.js';
 import { log } from './admin.js';
+import { DELETE_PASS, INSERT_LABELLED } from './diarization.js';
 import type { JobStore } from './store.js';
 
 /**
@@ -81,28 +82,6 @@ const UPDATE_ROW = sql<{ job: number; pass: number; seq: number; text: string; s
     where job_id = :job and pass = :pass and seq = :seq`,
 );
 
-/** DELETE_PASS — removes a pass's segments (to write it again, renumbered). */
-const DELETE_PASS = sql<{ job: number; pass: number }>(`delete from speech_segments where job_id = :job and pass = :pass`);
-
-/** INSERT_ROWS — a pass's segments, as parallel arrays. */
-const INSERT_ROWS = sql<{
-  job: number;
-  pass: number;
-  seqs: number[];
-  starts: number[];
-  ends: number[];
-  texts: string[];
-  speakers: Array<string | null>;
-  words: Array<string | null>;
-  sources: Array<number | null>;
-  sourceTexts: Array<string | null>;
-}>(
-  `insert into speech_segments (job_id, pass, seq, start_seconds, end_seconds, text, speaker, words, source_seq, source_text)
-   select :job, :pass, v.seq, v.st, v.en, v.tx, v.spk, v.wd::jsonb, v.src, v.stx
-     from unnest(:seqs::int[], :starts::float8[], :ends::float8[], :texts::text[], :speakers::text[], :words::text[], :sources::int[], :sourceTexts::text[])
-       as v(seq, st, en, tx, spk, wd, src, stx)`,
-);
-
 /** INSERT_EDIT — the edit's row. Returns its id. */
 const INSERT_EDIT = sql<{ job: number; pass: number; author: number; name: string; kind: string; summary: string; before: string }, { id: number }>(
   `insert into speech_transcript_edits (job_id, pass, author_id, author_name, kind, summary, before)
@@ -169,7 +148,7 @@ function rowsOut(rows: readonly SegRow[]) {
 
 async function writeWhole(trx: Knex.Transaction, job: number, pass: number, rows: readonly SegRow[]) {
   await DELETE_PASS.rows(trx, { job, pass });
-  if (rows.length) await INSERT_ROWS.rows(trx, { job, pass, ...rowsOut(rows) });
+  if (rows.length) await INSERT_LABELLED.rows(trx, { job, pass, ...rowsOut(rows) });
 }
 
 async function writeRow(trx: Knex.Transaction, job: number, pass: number, r: SegRow) {
